@@ -1,0 +1,120 @@
+"""verifiers: environments for reinforcement learning with language models.
+
+``import verifiers as vf`` is cheap: names resolve on first use, so a CLI or a worker that needs
+one class does not pay for datasets, the openai SDK or math-verify at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
+
+_EXPORTS: dict[str, str] = {
+    # environments
+    "Environment": "verifiers.envs.environment",
+    "MultiTurnEnv": "verifiers.envs.multiturn_env",
+    "SingleTurnEnv": "verifiers.envs.singleturn_env",
+    "EnvGroup": "verifiers.envs.env_group",
+    # rubrics
+    "Rubric": "verifiers.rubrics.rubric",
+    "RubricGroup": "verifiers.rubrics.rubric_group",
+    "JudgeRubric": "verifiers.rubrics.judge_rubric",
+    "MathRubric": "verifiers.rubrics.math_rubric",
+    "group_reward_func": "verifiers.rubrics.rubric",
+    # parsers
+    "Parser": "verifiers.parsers.parser",
+    "XMLParser": "verifiers.parsers.xml_parser",
+    "ThinkParser": "verifiers.parsers.think_parser",
+    "MaybeThinkParser": "verifiers.parsers.think_parser",
+    # decorators
+    "stop": "verifiers.decorators",
+    "cleanup": "verifiers.decorators",
+    "teardown": "verifiers.decorators",
+    # loading, clients, data helpers
+    "load_environment": "verifiers.loading",
+    "ModelClient": "verifiers.clients",
+    "OpenAICompatibleClient": "verifiers.clients",
+    "RetryPolicy": "verifiers.clients",
+    "extract_boxed_answer": "verifiers.utils.data_utils",
+    "extract_hash_answer": "verifiers.utils.data_utils",
+    "load_example_dataset": "verifiers.utils.data_utils",
+    # types
+    "State": "verifiers.types",
+    "Messages": "verifiers.types",
+    "ChatMessage": "verifiers.types",
+    "Info": "verifiers.types",
+    "SamplingArgs": "verifiers.types",
+    "RewardFunc": "verifiers.types",
+    "RolloutInput": "verifiers.types",
+    "RolloutScore": "verifiers.types",
+    "RolloutScores": "verifiers.types",
+    "GenerateOutputs": "verifiers.types",
+    "TrajectoryStep": "verifiers.types",
+    "ModelResponse": "verifiers.types",
+    # errors
+    "VFError": "verifiers.errors",
+    "DatasetError": "verifiers.errors",
+    "EnvironmentNotFoundError": "verifiers.errors",
+    "ModelError": "verifiers.errors",
+    "RolloutError": "verifiers.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'verifiers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:
+    from verifiers.clients import ModelClient, OpenAICompatibleClient, RetryPolicy
+    from verifiers.decorators import cleanup, stop, teardown
+    from verifiers.envs.env_group import EnvGroup
+    from verifiers.envs.environment import Environment
+    from verifiers.envs.multiturn_env import MultiTurnEnv
+    from verifiers.envs.singleturn_env import SingleTurnEnv
+    from verifiers.errors import (
+        DatasetError,
+        EnvironmentNotFoundError,
+        ModelError,
+        RolloutError,
+        VFError,
+    )
+    from verifiers.loading import load_environment
+    from verifiers.parsers.parser import Parser
+    from verifiers.parsers.think_parser import MaybeThinkParser, ThinkParser
+    from verifiers.parsers.xml_parser import XMLParser
+    from verifiers.rubrics.judge_rubric import JudgeRubric
+    from verifiers.rubrics.math_rubric import MathRubric
+    from verifiers.rubrics.rubric import Rubric, group_reward_func
+    from verifiers.rubrics.rubric_group import RubricGroup
+    from verifiers.types import (
+        ChatMessage,
+        GenerateOutputs,
+        Info,
+        Messages,
+        ModelResponse,
+        RewardFunc,
+        RolloutInput,
+        RolloutScore,
+        RolloutScores,
+        SamplingArgs,
+        State,
+        TrajectoryStep,
+    )
+    from verifiers.utils.data_utils import (
+        extract_boxed_answer,
+        extract_hash_answer,
+        load_example_dataset,
+    )

@@ -1,0 +1,147 @@
+"""Turn dataset rows into rollout inputs: ``prompt``, ``answer``, ``info``, ``task``, ``example_id``.
+
+Validation happens here, once, so a malformed row is reported by number before any model call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from verifiers.errors import DatasetError
+
+VALID_ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
+
+
+def to_rows(dataset: Any) -> list[dict[str, Any]]:
+    """Rows of a ``datasets.Dataset``, a list of dicts, or a dict of columns."""
+    if hasattr(dataset, "to_list") and hasattr(dataset, "column_names"):
+        return dataset.to_list()
+    if isinstance(dataset, dict):
+        columns = list(dataset)
+        lengths = {len(dataset[c]) for c in columns}
+        if len(lengths) > 1:
+            raise DatasetError(
+                f"dataset columns have different lengths: { {c: len(dataset[c]) for c in columns} }"
+            )
+        n = lengths.pop() if lengths else 0
+        return [{c: dataset[c][i] for c in columns} for i in range(n)]
+    if isinstance(dataset, Iterable) and not isinstance(dataset, str | bytes):
+        rows = list(dataset)
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise DatasetError(
+                    f"dataset row {i} is a {type(row).__name__}, expected a dict of columns"
+                )
+        return rows
+    raise DatasetError(
+        f"cannot use a {type(dataset).__name__} as a dataset; pass a datasets.Dataset or a list of dicts"
+    )
+
+
+def format_rows(
+    rows: list[dict[str, Any]],
+    *,
+    message_type: str,
+    system_prompt: str | None,
+    few_shot: list[dict[str, Any]] | None,
+    question_key: str = "question",
+    answer_key: str = "answer",
+) -> list[dict[str, Any]]:
+    if not rows:
+        raise DatasetError("the dataset is empty")
+    if "prompt" not in rows[0] and question_key not in rows[0]:
+        raise DatasetError(
+            f"dataset rows need a 'prompt' or a '{question_key}' column; row 0 has {sorted(rows[0])}"
+        )
+    formatted = []
+    for i, row in enumerate(rows):
+        out = dict(row)
+        out["prompt"] = _prompt(row, i, message_type, system_prompt, few_shot, question_key)
+        if answer_key != "answer" and answer_key in row:
+            out["answer"] = row[answer_key]
+        answer = out.get("answer")
+        out["answer"] = "" if answer is None else answer
+        out["info"] = _info(row.get("info"), i)
+        out["task"] = row.get("task") or "default"
+        out["example_id"] = _example_id(row.get("example_id"), i)
+        formatted.append(out)
+    ids = [r["example_id"] for r in formatted]
+    if len(set(ids)) != len(ids):
+        seen: set[int] = set()
+        dup = next(x for x in ids if x in seen or seen.add(x))  # type: ignore[func-returns-value]
+        raise DatasetError(f"example_id {dup} appears more than once; example ids must be unique")
+    return formatted
+
+
+def _prompt(row, i, message_type, system_prompt, few_shot, question_key):
+    prompt = row.get("prompt")
+    if prompt is None:
+        question = row.get(question_key)
+        if question is None:
+            raise DatasetError(f"dataset row {i} has neither 'prompt' nor '{question_key}'")
+        if not isinstance(question, str):
+            raise DatasetError(
+                f"dataset row {i}: '{question_key}' must be a string, got {type(question).__name__}"
+            )
+        if message_type == "completion":
+            return (system_prompt + "\n\n" if system_prompt else "") + question
+        messages: list[dict[str, Any]] = []
+        if system_prompt:
+            messages.append({"role": "system", "content": system_prompt})
+        messages.extend(few_shot or [])
+        messages.append({"role": "user", "content": question})
+        return messages
+    if message_type == "completion":
+        if not isinstance(prompt, str):
+            raise DatasetError(
+                f"dataset row {i}: completion environments need a string prompt, got {type(prompt).__name__}"
+            )
+        return prompt
+    if isinstance(prompt, str):
+        raise DatasetError(
+            f"dataset row {i}: 'prompt' is a string but this is a chat environment; "
+            "use a list of {'role', 'content'} messages, or put the text in a 'question' column"
+        )
+    if not isinstance(prompt, list) or not prompt:
+        raise DatasetError(f"dataset row {i}: 'prompt' must be a non-empty list of messages")
+    cleaned = []
+    for j, message in enumerate(prompt):
+        if not isinstance(message, dict) or "role" not in message:
+            raise DatasetError(
+                f"dataset row {i}, message {j}: expected a dict with a 'role', got {message!r:.80}"
+            )
+        if message["role"] not in VALID_ROLES:
+            raise DatasetError(f"dataset row {i}, message {j}: unknown role {message['role']!r}")
+        # Arrow fills absent struct fields with None; drop them so messages round-trip unchanged.
+        cleaned.append({k: v for k, v in message.items() if v is not None or k == "content"})
+    if system_prompt and cleaned[0].get("role") != "system":
+        cleaned.insert(0, {"role": "system", "content": system_prompt})
+    return cleaned
+
+
+def _info(info: Any, i: int) -> dict[str, Any]:
+    if info is None:
+        return {}
+    if isinstance(info, str):
+        try:
+            info = json.loads(info) if info.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise DatasetError(
+                f"dataset row {i}: 'info' is a string that is not JSON ({exc})"
+            ) from exc
+    if not isinstance(info, dict):
+        raise DatasetError(f"dataset row {i}: 'info' must be a dict, got {type(info).__name__}")
+    return info
+
+
+def _example_id(value: Any, i: int) -> int:
+    if value is None:
+        return i
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise DatasetError(
+            f"dataset row {i}: example_id must be an integer, got {value!r}"
+        ) from exc

@@ -1,0 +1,138 @@
+"""Rollout state → results row, and the run summary computed from rows."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from typing import Any
+
+import orjson
+
+from verifiers.results.schema import RunSummary, Usage
+from verifiers.types import State
+
+# State keys never written by default: live objects, or bulk that the trajectory already holds.
+_DEFAULT_EXCLUDED = frozenset({"client", "responses", "input", "trajectory"})
+
+
+def _default(obj: Any) -> Any:
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(exclude_none=True)
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", "replace")
+    return repr(obj)
+
+
+def dumps_line(record: dict[str, Any]) -> bytes:
+    return (
+        orjson.dumps(
+            record, default=_default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+        )
+        + b"\n"
+    )
+
+
+def rollout_record(state: State, state_columns: list[str] | None = None) -> dict[str, Any]:
+    """The results row for one scored rollout (see ``RolloutRecord``)."""
+    record = {
+        "example_id": state["example_id"],
+        "rollout_index": state.get("rollout_index", 0),
+        "prompt": state["prompt"],
+        "completion": state.get("completion"),
+        "answer": state.get("answer", ""),
+        "info": state.get("info") or {},
+        "task": state.get("task", "default"),
+        "reward": state.get("reward") or 0.0,
+        "advantage": state.get("advantage"),
+        "metrics": state.get("metrics") or {},
+        "error": state.get("error"),
+        "reward_errors": state.get("reward_errors") or [],
+        "stop_condition": state.get("stop_condition"),
+        "turns": state.get("turn", 0),
+        "is_truncated": bool(state.get("is_truncated")),
+        "timing": state.get("timing") or {},
+        "usage": state.get("usage") or {},
+    }
+    for column in state_columns or []:
+        if column in _DEFAULT_EXCLUDED and column != "trajectory":
+            continue
+        if column in state and column not in record:
+            record[column] = state[column]
+    return record
+
+
+class SummaryAccumulator:
+    """Keeps just the numbers a summary needs, so memory stays flat however long the run."""
+
+    def __init__(self) -> None:
+        self.rewards: list[float] = []
+        self.example_ids: list[int] = []
+        self.metrics: dict[str, list[float]] = {}
+        self.errors: Counter[str] = Counter()
+        self.reward_errors: Counter[str] = Counter()
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.generation_ms = 0.0
+        self.scoring_ms = 0.0
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.rewards.append(float(record.get("reward") or 0.0))
+        self.example_ids.append(int(record["example_id"]))
+        for name, value in (record.get("metrics") or {}).items():
+            self.metrics.setdefault(name, []).append(float(value))
+        error = record.get("error")
+        if error:
+            self.errors[error.get("type", "Error")] += 1
+        for reward_error in record.get("reward_errors") or []:
+            self.reward_errors[reward_error.get("function", "?")] += 1
+        usage = record.get("usage") or {}
+        self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        self.completion_tokens += int(usage.get("completion_tokens") or 0)
+        timing = record.get("timing") or {}
+        self.generation_ms += float(timing.get("generation_ms") or 0.0)
+        self.scoring_ms += float(timing.get("scoring_ms") or 0.0)
+
+    def summary(self) -> RunSummary:
+        n = len(self.rewards)
+        if not n:
+            return RunSummary()
+        return RunSummary(
+            num_rollouts=n,
+            num_examples=len(set(self.example_ids)),
+            num_errors=sum(self.errors.values()),
+            avg_reward=statistics.fmean(self.rewards),
+            std_reward=statistics.pstdev(self.rewards) if n > 1 else 0.0,
+            avg_metrics={k: statistics.fmean(v) for k, v in self.metrics.items() if v},
+            pass_at_k=pass_at_k(self.example_ids, self.rewards),
+            errors_by_type=dict(self.errors),
+            reward_errors_by_function=dict(self.reward_errors),
+            usage=Usage(prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens),
+            avg_generation_ms=self.generation_ms / n,
+            avg_scoring_ms=self.scoring_ms / n,
+        )
+
+
+def pass_at_k(example_ids: list[int], rewards: list[float]) -> dict[str, float]:
+    """Unbiased pass@k (Chen et al. 2021) for k = 1, 2, 4, ... up to the rollouts per example.
+
+    Only defined when every reward is 0 or 1; otherwise empty.
+    """
+    if not rewards or any(r not in (0.0, 1.0) for r in rewards):
+        return {}
+    per_example: dict[int, list[float]] = {}
+    for example_id, reward in zip(example_ids, rewards, strict=True):
+        per_example.setdefault(example_id, []).append(reward)
+    n_min = min(len(v) for v in per_example.values())
+    result: dict[str, float] = {}
+    k = 1
+    while k <= n_min:
+        estimates = []
+        for values in per_example.values():
+            n, c = len(values), int(sum(values))
+            estimates.append(1.0 if n - c < k else 1.0 - math.comb(n - c, k) / math.comb(n, k))
+        result[str(k)] = statistics.fmean(estimates)
+        k *= 2
+    return result

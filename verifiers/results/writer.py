@@ -1,0 +1,124 @@
+"""Streaming results to a run directory, and resuming a run from it.
+
+Rows are appended one group at a time and flushed, so a run killed at any moment keeps every group
+that finished. On resume, complete groups are kept and skipped; a group cut off mid-write (or a
+truncated last line) is dropped and rerun, so no rollout is lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from verifiers.errors import ResumeError
+from verifiers.results.layout import METADATA_FILE, RESULTS_FILE
+from verifiers.results.records import SummaryAccumulator, dumps_line
+from verifiers.results.schema import RunMetadata
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def read_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a results file, skipping a truncated or corrupt line (a killed writer's last one)."""
+    if not path.exists():
+        return
+    with path.open("rb") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                row = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and "example_id" in row and "rollout_index" in row:
+                yield row
+
+
+class RunWriter:
+    def __init__(self, run_dir: str | os.PathLike[str], metadata: RunMetadata) -> None:
+        self.run_dir = Path(run_dir)
+        self.results_path = self.run_dir / RESULTS_FILE
+        self.metadata_path = self.run_dir / METADATA_FILE
+        self.metadata = metadata
+        self.summary = SummaryAccumulator()
+        self.completed_ids: set[int] = set()
+        self.previous_rows: list[dict[str, Any]] = []
+        self._file = None
+
+    def open(self, rollouts_per_example: int) -> RunWriter:
+        """Create the run directory, or pick up the complete groups of an earlier run in it."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.metadata_path.exists() or self.results_path.exists():
+            self._resume(rollouts_per_example)
+        self._file = self.results_path.open("ab")
+        self.write_metadata()
+        return self
+
+    def _resume(self, rollouts_per_example: int) -> None:
+        if self.metadata_path.exists():
+            try:
+                old = RunMetadata.model_validate_json(self.metadata_path.read_bytes())
+            except ValueError as exc:
+                raise ResumeError(
+                    f"{self.metadata_path} is not a valid metadata file: {exc}"
+                ) from exc
+            for field in ("env_id", "model", "rollouts_per_example"):
+                before, now = getattr(old, field), getattr(self.metadata, field)
+                if before != now:
+                    raise ResumeError(
+                        f"cannot resume {self.run_dir}: it was run with {field}={before!r}, now {field}={now!r}; "
+                        "use the same settings or a new output directory"
+                    )
+            self.metadata.started_at = old.started_at
+            self.metadata.duration_s = old.duration_s
+            self.metadata.resumed = old.resumed + 1
+        groups: dict[int, list[dict[str, Any]]] = {}
+        for row in read_rows(self.results_path):
+            groups.setdefault(int(row["example_id"]), []).append(row)
+        kept: list[dict[str, Any]] = []
+        for example_id, rows in groups.items():
+            indices = {int(r["rollout_index"]) for r in rows}
+            if indices == set(range(rollouts_per_example)) and len(rows) == rollouts_per_example:
+                kept.extend(rows)
+                self.completed_ids.add(example_id)
+        self.previous_rows = kept
+        for row in kept:
+            self.summary.add(row)
+        # Rewrite atomically without partial groups or a torn last line.
+        tmp = self.results_path.with_suffix(".jsonl.tmp")
+        with tmp.open("wb") as f:
+            for row in kept:
+                f.write(dumps_line(row))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.results_path)
+
+    def write_group(self, records: list[dict[str, Any]]) -> None:
+        assert self._file is not None, "RunWriter.open() first"
+        self._file.write(b"".join(dumps_line(r) for r in records))
+        self._file.flush()
+        for record in records:
+            self.summary.add(record)
+
+    def write_metadata(self, status: str | None = None, elapsed_s: float = 0.0) -> None:
+        if status is not None:
+            self.metadata.status = status  # type: ignore[assignment]
+            self.metadata.finished_at = now_iso()
+            self.metadata.duration_s += elapsed_s
+        self.metadata.summary = self.summary.summary()
+        tmp = self.metadata_path.with_suffix(".json.tmp")
+        tmp.write_bytes(self.metadata.model_dump_json(indent=2).encode())
+        os.replace(tmp, self.metadata_path)
+
+    def close(self, status: str, elapsed_s: float) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self.write_metadata(status, elapsed_s)

@@ -1,0 +1,302 @@
+"""Rubric: weighted reward functions, called with the arguments they name.
+
+A reward function is a plain Python function. It receives, by parameter name, any of ``prompt``,
+``completion``, ``answer``, ``state``, ``task``, ``info``, ``example_id``, ``parser`` and the
+rubric's injected objects (``add_class_object``); ``**kwargs`` receives all of them. Functions whose
+parameters are plural (``prompts``, ``completions``, ``answers``, ``states``, ``tasks``, ``infos``)
+score a whole group at once and return one value per rollout. A weight of 0 makes a metric.
+
+A function that raises scores 0 for that rollout; the error is kept in ``state["reward_errors"]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from verifiers.errors import RewardFunctionError, to_record
+from verifiers.parsers.parser import Parser
+from verifiers.types import Messages, RolloutScore, RolloutScores, State
+
+GROUP_PARAMS = frozenset(
+    {"prompts", "completions", "answers", "states", "tasks", "infos", "example_ids"}
+)
+_PLURAL = {
+    "prompts": "prompt",
+    "completions": "completion",
+    "answers": "answer",
+    "states": "state",
+    "tasks": "task",
+    "infos": "info",
+    "example_ids": "example_id",
+}
+
+
+class _Signature:
+    """What a reward function asks for, computed once per function."""
+
+    __slots__ = ("accepts_all", "is_async", "is_group", "name", "params")
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        sig = inspect.signature(func)
+        self.params = frozenset(
+            p.name
+            for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        )
+        self.accepts_all = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        self.is_group = bool(self.params & GROUP_PARAMS) or getattr(func, "_vf_group", False)
+        self.is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+            type(func).__call__
+        )
+        self.name = getattr(func, "__name__", type(func).__name__)
+
+    def select(self, available: dict[str, Any]) -> dict[str, Any]:
+        if self.accepts_all:
+            return available
+        return {k: v for k, v in available.items() if k in self.params}
+
+
+def group_reward_func(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a reward function as group-level even when its parameter names are singular."""
+    func._vf_group = True  # type: ignore[attr-defined]
+    return func
+
+
+class Rubric:
+    def __init__(
+        self,
+        funcs: Sequence[Callable[..., Any]] | None = None,
+        weights: Sequence[float] | None = None,
+        parser: Parser | None = None,
+        parallelize_scoring: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        self.funcs: list[Callable[..., Any]] = []
+        self.weights: list[float] = []
+        self._signatures: list[_Signature] = []
+        self.parser = parser or Parser()
+        self.parallelize_scoring = parallelize_scoring
+        self.class_objects: dict[str, Any] = {"parser": self.parser}
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+            self.class_objects[key] = value
+        funcs = list(funcs or [])
+        if weights is not None and len(weights) != len(funcs):
+            raise ValueError(f"Rubric got {len(funcs)} reward functions but {len(weights)} weights")
+        for func, weight in zip(funcs, weights or [1.0] * len(funcs), strict=True):
+            self.add_reward_func(func, weight)
+
+    # --- classic accessors ---------------------------------------------------------------------
+    @property
+    def reward_funcs(self) -> list[Callable[..., Any]]:
+        return self.funcs
+
+    @property
+    def reward_weights(self) -> list[float]:
+        return self.weights
+
+    def get_reward_funcs(self) -> list[Callable[..., Any]]:
+        return list(self.funcs)
+
+    def get_reward_weights(self) -> list[float]:
+        return list(self.weights)
+
+    def get_reward_func_names(self) -> list[str]:
+        return [s.name for s in self._signatures]
+
+    def add_reward_func(self, func: Callable[..., Any], weight: float = 1.0) -> None:
+        if not callable(func):
+            raise TypeError(f"reward function must be callable, got {type(func).__name__}")
+        self.funcs.append(func)
+        self.weights.append(float(weight))
+        self._signatures.append(_Signature(func))
+
+    def add_metric(self, func: Callable[..., Any]) -> None:
+        self.add_reward_func(func, weight=0.0)
+
+    def add_class_object(self, name: str, obj: Any) -> None:
+        self.class_objects[name] = obj
+
+    # --- scoring ---------------------------------------------------------------------------------
+    async def score_group(self, states: list[State]) -> None:
+        """Score all rollouts of one example; writes ``reward``, ``metrics`` and timing into each state."""
+        start = time.perf_counter()
+        rewards, metrics = await self.compute_scores(states)
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        for i, state in enumerate(states):
+            state["reward"] = rewards[i]
+            state["metrics"] = {name: values[i] for name, values in metrics.items()}
+            timing = state.get("timing")
+            if isinstance(timing, dict):
+                timing["scoring_ms"] = elapsed_ms
+                timing["total_ms"] = timing.get("generation_ms", 0.0) + elapsed_ms
+
+    async def compute_scores(
+        self, states: list[State]
+    ) -> tuple[list[float], dict[str, list[float]]]:
+        """Weighted reward and each function's value per state. Errored rollouts score 0."""
+        n = len(states)
+        live = [i for i, s in enumerate(states) if not s.get("error")]
+        rewards = [0.0] * n
+        metrics: dict[str, list[float]] = {}
+        live_states = [states[i] for i in live]
+        live_args = [self._arguments(s) for s in live_states]
+        for func, weight, sig in zip(self.funcs, self.weights, self._signatures, strict=True):
+            values = [0.0] * n
+            if live:
+                if sig.is_group:
+                    scored = await self._call_group(func, sig, live_states, live_args)
+                else:
+                    scored = await self._call_each(func, sig, live_states, live_args)
+                for i, value in zip(live, scored, strict=True):
+                    values[i] = value
+            name = sig.name if sig.name not in metrics else f"{sig.name}_{len(metrics)}"
+            metrics[name] = values
+            if weight:
+                for i in range(n):
+                    rewards[i] += weight * values[i]
+        return rewards, metrics
+
+    def _arguments(self, state: State) -> dict[str, Any]:
+        args = dict(self.class_objects)
+        args.update(
+            prompt=state["prompt"],
+            completion=state.get("completion"),
+            answer=state.get("answer", ""),
+            state=state,
+            task=state.get("task", "default"),
+            info=state.get("info") or {},
+            example_id=state.get("example_id"),
+        )
+        return args
+
+    async def _call_each(
+        self,
+        func: Callable[..., Any],
+        sig: _Signature,
+        states: list[State],
+        args: list[dict[str, Any]],
+    ) -> list[float]:
+        if sig.is_async and self.parallelize_scoring:
+            return list(
+                await asyncio.gather(
+                    *(self._call_one(func, sig, s, a) for s, a in zip(states, args, strict=True))
+                )
+            )
+        return [await self._call_one(func, sig, s, a) for s, a in zip(states, args, strict=True)]
+
+    async def _call_one(
+        self, func: Callable[..., Any], sig: _Signature, state: State, args: dict[str, Any]
+    ) -> float:
+        try:
+            result = func(**sig.select(args))
+            if inspect.isawaitable(result):
+                result = await result
+            return _as_reward(result, sig.name)
+        except Exception as exc:  # a broken reward function must not kill the run
+            _record_reward_error(state, sig.name, exc)
+            return 0.0
+
+    async def _call_group(
+        self,
+        func: Callable[..., Any],
+        sig: _Signature,
+        states: list[State],
+        per_state: list[dict[str, Any]],
+    ) -> list[float]:
+        args = dict(self.class_objects)
+        for plural, singular in _PLURAL.items():
+            args[plural] = [a[singular] for a in per_state]
+        try:
+            result = func(**sig.select(args))
+            if inspect.isawaitable(result):
+                result = await result
+            values = list(result)
+            if len(values) != len(states):
+                raise RewardFunctionError(
+                    f"group reward function {sig.name} returned {len(values)} values for {len(states)} rollouts"
+                )
+            return [_as_reward(v, sig.name) for v in values]
+        except Exception as exc:
+            for state in states:
+                _record_reward_error(state, sig.name, exc)
+            return [0.0] * len(states)
+
+    # --- classic entry points --------------------------------------------------------------------
+    async def score_rollout(
+        self,
+        prompt: Messages,
+        completion: Messages,
+        answer: Any = "",
+        state: State | None = None,
+        task: str = "default",
+        info: dict[str, Any] | None = None,
+        example_id: int | None = None,
+        **kwargs: Any,
+    ) -> RolloutScore:
+        state = _standalone_state(prompt, completion, answer, state, task, info, example_id)
+        rewards, metrics = await self.compute_scores([state])
+        return RolloutScore(reward=rewards[0], metrics={k: v[0] for k, v in metrics.items()})
+
+    async def score_rollouts(
+        self,
+        prompts: list[Messages],
+        completions: list[Messages],
+        answers: list[Any],
+        states: list[State],
+        tasks: list[str],
+        infos: list[dict[str, Any]],
+        **kwargs: Any,
+    ) -> RolloutScores:
+        full = [
+            _standalone_state(p, c, a, s, t, i, None)
+            for p, c, a, s, t, i in zip(
+                prompts, completions, answers, states, tasks, infos, strict=True
+            )
+        ]
+        rewards, metrics = await self.compute_scores(full)
+        return RolloutScores(reward=rewards, metrics=metrics)
+
+
+def _as_reward(value: Any, name: str) -> float:
+    if isinstance(value, bool):
+        return float(value)
+    if value is None:
+        raise RewardFunctionError(f"reward function {name} returned None; return a float")
+    try:
+        result = float(value)
+    except (TypeError, ValueError) as exc:
+        raise RewardFunctionError(
+            f"reward function {name} returned {type(value).__name__}, not a number"
+        ) from exc
+    if math.isnan(result):
+        raise RewardFunctionError(f"reward function {name} returned NaN")
+    return result
+
+
+def _record_reward_error(state: State, name: str, exc: Exception) -> None:
+    record = to_record(exc, phase="scoring")
+    record["function"] = name
+    errors = state.get("reward_errors")
+    if errors is None:
+        errors = []
+        state["reward_errors"] = errors
+    errors.append(record)
+
+
+def _standalone_state(prompt, completion, answer, state, task, info, example_id) -> State:
+    full = State(state or {})
+    full["input"] = {
+        "prompt": prompt,
+        "answer": answer,
+        "task": task,
+        "info": info or {},
+        "example_id": example_id if example_id is not None else full.get("example_id", 0),
+    }
+    dict.__setitem__(full, "completion", completion)
+    return full
