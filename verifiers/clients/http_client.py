@@ -105,24 +105,23 @@ class OpenAICompatibleClient:
         body["messages"] = messages
         if tools:
             body["tools"] = tools
-        response = await self.post("/chat/completions", body)
-        validate_choices(response, "message")
-        return response
+        return await self.post("/chat/completions", body, expect="message")
 
     async def complete(
         self, *, model: str, prompt: str, sampling_args: dict[str, Any] | None = None
     ) -> ModelResponse:
         body = build_body(model, sampling_args)
         body["prompt"] = prompt
-        response = await self.post("/completions", body)
-        validate_choices(response, "text")
-        return response
+        return await self.post("/completions", body, expect="text")
 
-    async def post(self, path: str, body: dict[str, Any]) -> ModelResponse:
+    async def post(
+        self, path: str, body: dict[str, Any], expect: str | None = None
+    ) -> ModelResponse:
+        """POST JSON with retries; ``expect`` names the field each choice must have."""
         payload = dumps(body)
-        return await call_with_retries(lambda: self._post_once(path, payload), self.retry)
+        return await call_with_retries(lambda: self._post_once(path, payload, expect), self.retry)
 
-    async def _post_once(self, path: str, payload: bytes) -> ModelResponse:
+    async def _post_once(self, path: str, payload: bytes, expect: str | None) -> ModelResponse:
         import aiohttp
 
         url = self.base_url + path
@@ -152,7 +151,10 @@ class OpenAICompatibleClient:
             raise errors.MalformedResponseError(
                 f"{url} returned {type(data).__name__}, not a JSON object"
             )
-        return ModelResponse(data)
+        response = ModelResponse(data)
+        if expect is not None:
+            validate_choices(response, expect)
+        return response
 
 
 def _abandon(session: Any, loop: asyncio.AbstractEventLoop | None) -> None:

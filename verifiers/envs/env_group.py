@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from verifiers.envs.dataset_format import to_rows
 from verifiers.envs.environment import Environment
 from verifiers.rubrics.rubric import Rubric
 from verifiers.types import RolloutInput, SamplingArgs, State
 
 if TYPE_CHECKING:
-    from datasets import Dataset
+    pass
 
 
 class EnvGroupRubric(Rubric):
@@ -73,17 +72,12 @@ class EnvGroup(Environment):
         self.envs = list(envs)
         self.env_names = names
         self.env_map = dict(zip(names, envs, strict=True))
-        dataset = _concatenate([(n, e.dataset) for n, e in self.env_map.items()])
-        eval_dataset = (
-            _concatenate(
-                [
-                    (n, e.eval_dataset if e.eval_dataset is not None else e.dataset)
-                    for n, e in self.env_map.items()
-                ]
-            )
-            if any(e.eval_dataset is not None for e in envs)
-            else None
+        dataset = _concatenate([(n, e._rows["train"]) for n, e in self.env_map.items()])
+        has_eval = any(e._rows["eval"] is not None for e in envs)
+        eval_parts = (
+            [(n, e.dataset_rows("eval")) for n, e in self.env_map.items()] if has_eval else []
         )
+        eval_dataset = _concatenate(eval_parts) if has_eval else None
         super().__init__(
             dataset=dataset,
             eval_dataset=eval_dataset,
@@ -117,12 +111,14 @@ class EnvGroup(Environment):
         await super().teardown()
 
 
-def _concatenate(parts: list[tuple[str, Dataset | None]]) -> list[dict[str, Any]] | None:
+def _concatenate(
+    parts: list[tuple[str, list[dict[str, Any]] | None]],
+) -> list[dict[str, Any]] | None:
     rows: list[dict[str, Any]] = []
     for name, dataset in parts:
         if dataset is None:
             continue
-        for row in to_rows(dataset):
+        for row in dataset:
             row = dict(row)
             row["task"] = name
             row["example_id"] = len(rows)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -83,26 +84,29 @@ class Environment(ABC):
         self.logger = logging.getLogger(f"verifiers.envs.{type(self).__name__}")
         for key, value in kwargs.items():
             setattr(self, key, value)
-        self.dataset = self.format_dataset(dataset) if dataset is not None else None
-        self.eval_dataset = self.format_dataset(eval_dataset) if eval_dataset is not None else None
+        self._rows: dict[str, list[dict[str, Any]] | None] = {
+            "train": self.format_rows(dataset) if dataset is not None else None,
+            "eval": self.format_rows(eval_dataset) if eval_dataset is not None else None,
+        }
+        self._hf: dict[str, Dataset | None] = {"train": None, "eval": None}
         self._torn_down = False
 
     # --- datasets ------------------------------------------------------------------------------
-    def format_dataset(
+    # Rows are kept as formatted dicts; the ``datasets.Dataset`` views are built on first access,
+    # because importing ``datasets`` alone costs ~125 MB of memory that evaluation never needs.
+    def format_rows(
         self,
         dataset: Dataset | list[dict[str, Any]],
         system_prompt: str | None = None,
         few_shot: list[dict[str, Any]] | None = None,
         question_key: str = "question",
         answer_key: str = "answer",
-    ) -> Dataset:
+    ) -> list[dict[str, Any]]:
         """Build ``prompt`` from ``question`` (+ system prompt, few-shot), add ``example_id`` and defaults.
 
         Bad rows fail here, before any model call, with the row number and what is wrong.
         """
-        from datasets import Dataset
-
-        rows = format_rows(
+        return format_rows(
             to_rows(dataset),
             message_type=self.message_type,
             system_prompt=system_prompt if system_prompt is not None else self.system_prompt,
@@ -110,19 +114,68 @@ class Environment(ABC):
             question_key=question_key,
             answer_key=answer_key,
         )
-        return Dataset.from_list(rows)
+
+    def format_dataset(
+        self, dataset: Dataset | list[dict[str, Any]], *args: Any, **kwargs: Any
+    ) -> Dataset:
+        """``format_rows`` as a ``datasets.Dataset`` (classic API)."""
+        from datasets import Dataset
+
+        return Dataset.from_list(self.format_rows(dataset, *args, **kwargs))
+
+    def _view(self, split: str) -> Dataset | None:
+        if self._hf[split] is None and self._rows[split] is not None:
+            from datasets import Dataset
+
+            self._hf[split] = Dataset.from_list(self._rows[split])
+        return self._hf[split]
+
+    def _assign(self, split: str, dataset: Any) -> None:
+        self._rows[split] = self.format_rows(dataset) if dataset is not None else None
+        self._hf[split] = None
+
+    @property
+    def dataset(self) -> Dataset | None:
+        return self._view("train")
+
+    @dataset.setter
+    def dataset(self, value: Any) -> None:
+        self._assign("train", value)
+
+    @property
+    def eval_dataset(self) -> Dataset | None:
+        return self._view("eval")
+
+    @eval_dataset.setter
+    def eval_dataset(self, value: Any) -> None:
+        self._assign("eval", value)
 
     def get_dataset(self, n: int = -1, seed: int | None = None) -> Dataset:
-        if self.dataset is None:
+        if self._rows["train"] is None:
             raise ValueError(
                 f"{type(self).__name__} has no training dataset (only an eval_dataset)"
             )
         return _subset(self.dataset, n, seed)
 
     def get_eval_dataset(self, n: int = -1, seed: int | None = None) -> Dataset:
-        if self.eval_dataset is None:
+        if self._rows["eval"] is None:
             return self.get_dataset(n, seed)
         return _subset(self.eval_dataset, n, seed)
+
+    def dataset_rows(
+        self, split: str = "eval", n: int = -1, seed: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Formatted rows of a split ("eval" falls back to "train"), optionally shuffled and cut.
+
+        Always a new list: the environment's own order is never changed.
+        """
+        rows = self._rows[split] if self._rows[split] is not None else self._rows["train"]
+        if rows is None:
+            raise ValueError(
+                f"{type(self).__name__} has no training dataset (only an eval_dataset)"
+            )
+        rows = random.Random(seed).sample(rows, len(rows)) if seed is not None else list(rows)
+        return rows[:n] if n is not None and n > 0 else rows
 
     # --- model calls ---------------------------------------------------------------------------
     async def get_model_response(
@@ -325,7 +378,7 @@ class Environment(ABC):
         """Evaluate ``model`` on the eval dataset (or the train dataset if there is none)."""
         from verifiers.results.layout import new_run_dir
 
-        dataset = self.get_eval_dataset(n=num_examples, seed=seed)
+        dataset = self.dataset_rows("eval", n=num_examples, seed=seed)
         if results_path is None and save_results:
             results_path = str(new_run_dir(output_dir, self.env_id or type(self).__name__, model))
         return await self.generate(

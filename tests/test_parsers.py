@@ -1,0 +1,91 @@
+import pytest
+
+import verifiers as vf
+from verifiers.utils.data_utils import extract_boxed_answer, extract_hash_answer
+
+
+def test_xml_parser_parses_fields_and_alternatives():
+    parser = vf.XMLParser(["think", ("answer", "final")])
+    parsed = parser.parse("<think>\nsteps\n</think>\n<final> 7 </final>")
+    assert parsed.think == "steps" and parsed.final == "7" and parsed.answer is None
+
+
+def test_xml_parser_parse_answer_uses_last_assistant_message_with_the_field():
+    parser = vf.XMLParser(["think", "answer"])
+    completion = [
+        {"role": "assistant", "content": "<answer>first</answer>"},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "<think>no answer here</think>"},
+    ]
+    assert parser.parse_answer(completion) == "first"
+    assert parser.parse_answer("<answer>text mode</answer>") == "text mode"
+    assert parser.parse_answer([{"role": "assistant", "content": "nothing"}]) is None
+
+
+def test_xml_parser_format_round_trips_and_rejects_unknown_fields():
+    parser = vf.XMLParser(["think", ("answer", "final")])
+    text = parser.format(think="a", final="b")
+    assert parser.parse(text).think == "a" and parser.parse(text).answer == "b"
+    with pytest.raises(ValueError, match="unknown XMLParser fields"):
+        parser.format(other="x")
+    assert "<think>" in parser.get_format_str()
+
+
+def test_xml_parser_rejects_bad_field_specs():
+    with pytest.raises(TypeError):
+        vf.XMLParser([1])
+    with pytest.raises(ValueError, match="twice"):
+        vf.XMLParser(["a", ("b", "a")])
+
+
+def test_xml_format_reward_scores_structure():
+    reward = vf.XMLParser(["think", "answer"]).get_format_reward_func()
+    full = [{"role": "assistant", "content": "<think>x</think>\n<answer>y</answer>"}]
+    half = [{"role": "assistant", "content": "<answer>y</answer>"}]
+    disordered = [{"role": "assistant", "content": "<answer>y</answer><think>x</think>"}]
+    chatter = [{"role": "assistant", "content": "sure! <think>x</think><answer>y</answer>"}]
+    assert reward(completion=full) == 1.0
+    assert reward(completion=half) == 0.5
+    assert reward(completion=disordered) == 0.0
+    assert reward(completion=chatter) == 0.5
+    assert reward(completion=[]) == 0.0
+
+
+def test_think_parser_requires_think_block():
+    parser = vf.ThinkParser(extract_fn=str.upper)
+    assert parser.parse("<think>hmm</think> answer") == "ANSWER"
+    assert parser.parse("no thinking") is None
+    fmt = parser.get_format_reward_func()
+    assert fmt(completion=[{"role": "assistant", "content": "<think>a</think>b"}]) == 1.0
+    assert fmt(completion=[{"role": "assistant", "content": "b"}]) == 0.0
+
+
+def test_maybe_think_parser_accepts_both():
+    parser = vf.MaybeThinkParser()
+    assert parser.parse("<think>x</think> 5") == "5"
+    assert parser.parse(" 5 ") == "5"
+
+
+def test_extract_boxed_answer_handles_nesting_and_absence():
+    assert extract_boxed_answer(r"so \boxed{\frac{1}{2}} done") == r"\frac{1}{2}"
+    assert extract_boxed_answer(r"\boxed{1} then \boxed{2}") == "2"
+    assert extract_boxed_answer("plain") == "plain"
+
+
+def test_extract_hash_answer():
+    assert extract_hash_answer("work\n#### 1,234") == "1234"
+    assert extract_hash_answer("no marker") is None
+
+
+def test_load_example_dataset_offline_says_what_to_do():
+    import os
+    import subprocess
+    import sys
+
+    code = "import verifiers as vf; vf.load_example_dataset('gsm8k', split='train')"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode != 0
+    assert "needs the Hugging Face Hub" in result.stderr and "Dataset.from_list" in result.stderr
