@@ -1,0 +1,1 @@
+"""Command-line tools: vf-init, vf-install, vf-eval, vf-serve."""

