@@ -387,23 +387,17 @@ def build_app(service: ModelService) -> Starlette:
             req = LoadWeightsRequest.model_validate(orjson.loads(await request.body()))
         except (ValidationError, orjson.JSONDecodeError) as exc:
             return _error(APIError(400, f"invalid request: {exc}"))
-        path = Path(req.path)
-        files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
-        if not files or not all(f.exists() for f in files):
-            return _error(APIError(400, f"no safetensors weights at {path}", param="path"))
-        from safetensors.torch import load_file
-
-        state: dict[str, Any] = {}
-        for file in files:
-            state.update(load_file(str(file)))
         dtype = next(service.engine.model.parameters()).dtype
-        state = {k: v.to(dtype) for k, v in state.items()}
+        try:
+            state = await asyncio.to_thread(_read_weights, Path(req.path), dtype)
+        except APIError as exc:
+            return _error(exc)
         await asyncio.to_thread(service.engine.swap_weights, state)
         service.policy_version = (
             req.policy_version if req.policy_version is not None else service.policy_version + 1
         )
-        service.weights_path = str(path)
-        return _json({"policy_version": service.policy_version, "path": str(path)})
+        service.weights_path = req.path
+        return _json({"policy_version": service.policy_version, "path": req.path})
 
     return Starlette(
         routes=[
@@ -415,6 +409,18 @@ def build_app(service: ModelService) -> Starlette:
             Route("/v1/weights/load", load_weights, methods=["POST"]),
         ]
     )
+
+
+def _read_weights(path: Path, dtype: Any) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
+    if not files or not all(f.exists() for f in files):
+        raise APIError(400, f"no safetensors weights at {path}", param="path")
+    state: dict[str, Any] = {}
+    for file in files:
+        state.update(load_file(str(file)))
+    return {k: v.to(dtype) for k, v in state.items()}
 
 
 def _sse(obj: Any) -> bytes:
