@@ -85,6 +85,7 @@ def load_environment(env_id: str, **env_args: Any):
         env.env_id = f"{parsed.owner}/{parsed.name}" if parsed.owner else parsed.name
     env.env_args = dict(env_args)
     env.env_version = installed
+    env.env_distribution = dist_name
     env.env_content_hash = content_hash(module) if module is not None else None
     return env
 

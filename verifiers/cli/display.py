@@ -1,0 +1,126 @@
+"""What vf-eval shows: a live progress bar while rollouts run, a summary table at the end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from verifiers.results.schema import RunMetadata
+
+
+class LiveProgress:
+    """A rich progress bar fed by the engine's ``on_progress`` callback."""
+
+    def __init__(self, console: Console, total: int, already_done: int = 0) -> None:
+        self.console = console
+        self.rewards_sum = 0.0
+        self.count = 0
+        self.errors = 0
+        self.progress = Progress(
+            TextColumn("[bold]rollouts"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("reward {task.fields[reward]}"),
+            TextColumn("errors {task.fields[errors]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self.task = self.progress.add_task(
+            "eval", total=total, completed=already_done, rate="", reward="-", errors=0
+        )
+
+    def __enter__(self) -> LiveProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def update(self, done: int, total: int, records: list[dict[str, Any]]) -> None:
+        for record in records:
+            self.rewards_sum += float(record.get("reward") or 0.0)
+            self.count += 1
+            self.errors += 1 if record.get("error") else 0
+        task = self.progress.tasks[0]
+        elapsed = task.elapsed or 0.0
+        rate = f"{self.count / elapsed:.1f}/s" if elapsed > 0 else ""
+        self.progress.update(
+            self.task,
+            completed=done,
+            rate=rate,
+            reward=f"{self.rewards_sum / max(self.count, 1):.3f}",
+            errors=self.errors,
+        )
+
+
+def summary_table(meta: RunMetadata, wall_s: float) -> Table:
+    s = meta.summary
+    table = Table(title=f"{meta.env_id} · {meta.model}", show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    if s.avg_reward is not None:
+        table.add_row("reward (mean ± std)", f"{s.avg_reward:.4f} ± {s.std_reward:.4f}")
+    for name, value in s.avg_metrics.items():
+        table.add_row(f"  {name}", f"{value:.4f}")
+    for k, value in s.pass_at_k.items():
+        table.add_row(f"pass@{k}", f"{value:.4f}")
+    table.add_row(
+        "rollouts", f"{s.num_rollouts} ({s.num_examples} examples × {meta.rollouts_per_example})"
+    )
+    table.add_row(
+        "errors",
+        str(s.num_errors)
+        if not s.errors_by_type
+        else f"{s.num_errors} ("
+        + ", ".join(f"{k}: {v}" for k, v in s.errors_by_type.items())
+        + ")",
+    )
+    if s.reward_errors_by_function:
+        table.add_row(
+            "reward function errors",
+            ", ".join(f"{k}: {v}" for k, v in s.reward_errors_by_function.items()),
+        )
+    table.add_row(
+        "tokens (prompt / completion)", f"{s.usage.prompt_tokens:,} / {s.usage.completion_tokens:,}"
+    )
+    table.add_row(
+        "wall time",
+        f"{wall_s:.1f} s ({s.num_rollouts / wall_s:.2f} rollouts/s)" if wall_s > 0 else "-",
+    )
+    if s.avg_generation_ms is not None:
+        table.add_row(
+            "per rollout (generation / scoring)",
+            f"{s.avg_generation_ms:.0f} ms / {s.avg_scoring_ms:.1f} ms",
+        )
+    return table
+
+
+def show_examples(console: Console, states: list[Any], limit: int = 3) -> None:
+    for state in states[:limit]:
+        completion = state.get("completion")
+        text = (
+            completion
+            if isinstance(completion, str)
+            else "\n".join(
+                f"[{m.get('role')}] {m.get('content') or ''}"
+                + (f" (tool calls: {m['tool_calls']})" if m.get("tool_calls") else "")
+                for m in completion or []
+            )
+        )
+        console.rule(
+            f"example {state.get('example_id')} · rollout {state.get('rollout_index')} · reward {state.get('reward') or 0:.3f}"
+        )
+        console.print(text[:2000], markup=False, highlight=False)

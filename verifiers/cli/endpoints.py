@@ -1,0 +1,75 @@
+"""Where a model is served: an endpoints registry (TOML), explicit flags, or the embedded model.
+
+``endpoints.toml``::
+
+    [models.mini]
+    model = "gpt-4.1-mini"             # the model name sent to the endpoint
+    url = "https://api.openai.com/v1"  # base URL
+    key = "OPENAI_API_KEY"             # name of the environment variable holding the key
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+
+class EndpointEntry(BaseModel):
+    model: str
+    url: str
+    key: str = "OPENAI_API_KEY"
+
+
+class CLIError(Exception):
+    """A problem with the user's input: printed as one line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    model: str
+    base_url: str | None  # None: start the embedded model server
+    api_key: str | None
+
+
+def load_registry(path: Path) -> dict[str, EndpointEntry]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise CLIError(f"endpoints file {path} does not exist") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise CLIError(f"endpoints file {path} is not valid TOML: {exc}") from exc
+    models = data.get("models", {})
+    if not isinstance(models, dict):
+        raise CLIError(f"endpoints file {path}: [models] must be a table of aliases")
+    try:
+        return {alias: EndpointEntry.model_validate(entry) for alias, entry in models.items()}
+    except ValidationError as exc:
+        raise CLIError(
+            f"endpoints file {path}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
+        ) from exc
+
+
+def resolve_endpoint(
+    model: str | None, base_url: str | None, key_var: str, endpoints_file: str | None
+) -> Endpoint:
+    """Explicit ``-b`` wins; then an alias from the registry; otherwise the embedded model."""
+    registry: dict[str, EndpointEntry] = {}
+    if endpoints_file:
+        registry = load_registry(Path(endpoints_file))
+    elif Path("endpoints.toml").exists():
+        registry = load_registry(Path("endpoints.toml"))
+    if base_url:
+        return Endpoint(model or "default", base_url, os.environ.get(key_var) or "EMPTY")
+    if model and model in registry:
+        entry = registry[model]
+        key = os.environ.get(entry.key)
+        if key is None:
+            raise CLIError(
+                f"endpoint alias {model!r} reads its API key from ${entry.key}, which is not set"
+            )
+        return Endpoint(entry.model, entry.url, key)
+    return Endpoint(model or "SmolLM2-135M-Instruct", None, None)

@@ -1,0 +1,363 @@
+"""vf-eval: evaluate a model on an environment and save the results.
+
+With no endpoint (-b or an --endpoints alias) it starts the built-in server with the embedded
+SmolLM2-135M-Instruct (or -m PATH, a local Hugging Face model directory) and stops it afterwards.
+Results stream to outputs/evals/<env>--<model>/<run>/ and a killed run continues with --resume.
+
+Exit codes: 0 the run happened (errored rollouts are counted, not fatal), 2 it could not start
+(bad environment id, bad JSON, unreachable endpoint), 130 interrupted (resumable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+import tomllib
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from verifiers.cli.endpoints import CLIError, Endpoint, resolve_endpoint
+
+BUILTIN_DEFAULTS = {"num_examples": 5, "rollouts_per_example": 3, "max_concurrent": 32}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="vf-eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("env", help="environment id: name, owner/name or owner/name@version")
+    p.add_argument(
+        "-a",
+        "--env-args",
+        default=None,
+        help="JSON object passed to load_environment, e.g. '{\"n\": 10}'",
+    )
+    p.add_argument(
+        "-m",
+        "--model",
+        default=None,
+        help="model name, endpoint alias, or local model directory (default: the embedded SmolLM2-135M-Instruct)",
+    )
+    p.add_argument(
+        "-b",
+        "--api-base-url",
+        default=None,
+        help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1",
+    )
+    p.add_argument(
+        "-k",
+        "--api-key-var",
+        default="OPENAI_API_KEY",
+        help="environment variable holding the API key",
+    )
+    p.add_argument(
+        "--header", action="append", default=[], help="extra HTTP header 'Name: value' (repeatable)"
+    )
+    p.add_argument(
+        "--endpoints",
+        default=None,
+        help="TOML registry of model aliases (default: ./endpoints.toml if present)",
+    )
+    p.add_argument(
+        "-n",
+        "--num-examples",
+        type=int,
+        default=None,
+        help="examples to evaluate (-1: all; default 5)",
+    )
+    p.add_argument(
+        "-r",
+        "--rollouts-per-example",
+        type=int,
+        default=None,
+        help="rollouts per example (default 3)",
+    )
+    p.add_argument(
+        "-c",
+        "--max-concurrent",
+        type=int,
+        default=None,
+        help="rollouts in flight at once (default 32)",
+    )
+    p.add_argument("-t", "--max-tokens", type=int, default=None, help="max tokens per model reply")
+    p.add_argument("-T", "--temperature", type=float, default=None, help="sampling temperature")
+    p.add_argument(
+        "-S",
+        "--sampling-args",
+        default=None,
+        help="JSON object of sampling args, e.g. '{\"top_p\": 0.9}'",
+    )
+    p.add_argument(
+        "-s",
+        "--save-results",
+        action="store_true",
+        help="(always on; kept for compatibility) save results",
+    )
+    p.add_argument("--no-save", action="store_true", help="do not write results to disk")
+    p.add_argument(
+        "-C", "--state-columns", default=None, help="comma-separated state keys to save in each row"
+    )
+    p.add_argument(
+        "--resume", default=None, metavar="RUN_DIR", help="continue an interrupted run in RUN_DIR"
+    )
+    p.add_argument(
+        "--output-dir", default="outputs", help="where outputs/evals/... goes (default ./outputs)"
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="shuffle the dataset with this seed before taking -n examples",
+    )
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="debug logging and a few example rollouts"
+    )
+    return p
+
+
+def parse_json_object(text: str | None, flag: str) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CLIError(
+            f"{flag} is not valid JSON ({exc.msg} at position {exc.pos}): {text!r}"
+        ) from exc
+    if not isinstance(value, dict):
+        raise CLIError(
+            f"{flag} must be a JSON object like '{{\"key\": 1}}', got {type(value).__name__}"
+        )
+    return value
+
+
+def parse_headers(values: list[str]) -> dict[str, str]:
+    headers = {}
+    for value in values:
+        name, sep, content = value.partition(":")
+        if not sep or not name.strip():
+            raise CLIError(f"--header must look like 'Name: value', got {value!r}")
+        headers[name.strip()] = content.strip()
+    return headers
+
+
+def package_eval_defaults(dist_name: str | None) -> dict[str, Any]:
+    """``[tool.verifiers.eval]`` of the environment's pyproject, shipped in its wheel's metadata."""
+    if not dist_name:
+        return {}
+    try:
+        text = distribution(dist_name).read_text("extra_metadata/pyproject.toml")
+    except PackageNotFoundError:
+        return {}
+    if not text:
+        return {}
+    try:
+        return tomllib.loads(text).get("tool", {}).get("verifiers", {}).get("eval", {})
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+def check_reachable(endpoint: Endpoint, headers: dict[str, str], key_var: str) -> None:
+    import httpx
+
+    url = endpoint.base_url.rstrip("/") + "/models"
+    auth = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    try:
+        resp = httpx.get(url, headers={**auth, **headers}, timeout=10)
+    except httpx.HTTPError as exc:
+        raise CLIError(
+            f"cannot reach {endpoint.base_url} ({type(exc).__name__}: {exc}); start the server or fix -b/--api-base-url"
+        ) from exc
+    if resp.status_code in (401, 403):
+        raise CLIError(
+            f"{endpoint.base_url} rejected the API key (HTTP {resp.status_code}); set ${key_var} or pass -k VAR"
+        )
+
+
+def resume_settings(run_dir: Path) -> dict[str, Any]:
+    meta_path = run_dir / "metadata.json"
+    if not meta_path.exists():
+        raise CLIError(
+            f"--resume {run_dir}: no metadata.json there; pass the run directory printed by the first run"
+        )
+    return json.loads(meta_path.read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console(stderr=True)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    servers: list[Any] = []  # the built-in model server, when this run started one
+    try:
+        return _run(args, console, servers)
+    except CLIError as exc:
+        console.print(f"[red]vf-eval:[/red] {exc}", highlight=False)
+        return 2
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
+    from verifiers.errors import EnvironmentNotFoundError, ResumeError
+    from verifiers.loading import load_environment
+    from verifiers.results.layout import new_run_dir
+
+    env_args = parse_json_object(args.env_args, "--env-args")
+    sampling = parse_json_object(args.sampling_args, "--sampling-args")
+    headers = parse_headers(args.header)
+    previous: dict[str, Any] = {}
+    if args.resume:
+        previous = resume_settings(Path(args.resume))
+        env_args = env_args or previous.get("env_args", {})
+        sampling = sampling or previous.get("sampling_args", {})
+    if args.max_tokens is not None:
+        sampling["max_tokens"] = args.max_tokens
+    if args.temperature is not None:
+        sampling["temperature"] = args.temperature
+    try:
+        env = load_environment(args.env, **env_args)
+    except EnvironmentNotFoundError as exc:
+        raise CLIError(str(exc)) from exc
+    except TypeError as exc:
+        raise CLIError(str(exc)) from exc
+    defaults = {**BUILTIN_DEFAULTS, **package_eval_defaults(getattr(env, "env_distribution", None))}
+    n = _pick(args.num_examples, previous.get("num_examples"), defaults["num_examples"])
+    r = _pick(
+        args.rollouts_per_example,
+        previous.get("rollouts_per_example"),
+        defaults["rollouts_per_example"],
+    )
+    concurrency = _pick(args.max_concurrent, None, defaults["max_concurrent"])
+    for key in ("max_tokens", "temperature"):
+        if key in defaults and key not in sampling:
+            sampling[key] = defaults[key]
+    endpoint = resolve_endpoint(
+        args.model or previous.get("model"), args.api_base_url, args.api_key_var, args.endpoints
+    )
+    if endpoint.base_url is None:
+        endpoint = _start_embedded(endpoint, console, args, servers)
+    else:
+        check_reachable(endpoint, headers, args.api_key_var)
+
+    from verifiers.clients import OpenAICompatibleClient
+
+    client = OpenAICompatibleClient(endpoint.base_url, endpoint.api_key, headers=headers)
+    results_path = None
+    if args.resume:
+        results_path = str(args.resume)
+    elif not args.no_save:
+        results_path = str(new_run_dir(args.output_dir, env.env_id, endpoint.model))
+    rows = env.dataset_rows("eval", n=n, seed=args.seed)
+    total = len(rows) * r
+    console.print(
+        f"[bold]{env.env_id}[/bold]: {len(rows)} examples × {r} rollouts on [bold]{endpoint.model}[/bold] ({endpoint.base_url})"
+    )
+    from verifiers.cli.display import LiveProgress, show_examples, summary_table
+
+    start = time.perf_counter()
+    try:
+        with LiveProgress(console, total) as progress:
+            out = asyncio.run(
+                _generate(
+                    env,
+                    rows,
+                    client,
+                    endpoint.model,
+                    sampling_args=sampling,
+                    rollouts_per_example=r,
+                    max_concurrent=concurrency,
+                    results_path=results_path,
+                    state_columns=[c.strip() for c in args.state_columns.split(",")]
+                    if args.state_columns
+                    else None,
+                    on_progress=progress.update,
+                )
+            )
+    except KeyboardInterrupt:
+        if results_path:
+            console.print(
+                f"[yellow]interrupted[/yellow]: finished rollouts are saved; continue with\n  vf-eval {args.env} --resume {results_path}"
+            )
+        return 130
+    except ResumeError as exc:
+        raise CLIError(str(exc)) from exc
+    wall = time.perf_counter() - start
+    if args.verbose:
+        show_examples(console, out.state)
+    stdout = Console()
+    if out.metadata is not None:
+        stdout.print(summary_table(out.metadata, wall))
+        stdout.print(f"results: {results_path}")
+    else:
+        from verifiers.results.records import SummaryAccumulator, rollout_record
+        from verifiers.results.schema import RunMetadata
+
+        acc = SummaryAccumulator()
+        for state in out.state:
+            acc.add(rollout_record(state))
+        meta = RunMetadata(
+            env_id=env.env_id,
+            verifiers_version="",
+            model=endpoint.model,
+            num_examples=len(rows),
+            rollouts_per_example=r,
+            started_at="",
+            summary=acc.summary(),
+        )
+        stdout.print(summary_table(meta, wall))
+    return 0
+
+
+async def _generate(
+    env: Any, rows: list[dict[str, Any]], client: Any, model: str, **kwargs: Any
+) -> Any:
+    try:
+        return await env.generate(rows, client, model, **kwargs)
+    finally:
+        await client.aclose()
+
+
+def _pick(explicit: Any, resumed: Any, default: Any) -> Any:
+    if explicit is not None:
+        return explicit
+    return resumed if resumed is not None else default
+
+
+def _start_embedded(
+    endpoint: Endpoint, console: Console, args: argparse.Namespace, servers: list[Any]
+) -> Endpoint:
+    from verifiers.serve.process import start_server
+
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise CLIError(
+            f"no endpoint given (-b) and the built-in model server needs {exc.name}: "
+            "pip install torch==2.13.0 'verifiers[local]' (or pass -b URL for another server)"
+        ) from exc
+    log = Path(args.output_dir) / "logs" / f"vf-serve-{os.getpid()}.log"
+    with console.status(f"starting the built-in model server ({endpoint.model}); log: {log}"):
+        try:
+            server = start_server(endpoint.model, log_path=log)
+        except RuntimeError as exc:
+            message = str(exc).strip().splitlines()[-1]
+            raise CLIError(f"the built-in model server did not start: {message}") from exc
+    servers.append(server)
+    return Endpoint(server.model, server.base_url, "EMPTY")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
