@@ -70,7 +70,7 @@ def _problem(rng: random.Random) -> dict[str, str]:
         ans, work = a * b * c, f"{a} x {b} = {a * b} per day. {a * b} x {c} = {a * b * c}."
     elif kind == 5:
         p = rng.choice([10, 20, 25, 50])
-        a = rng.randint(2, 20) * (100 // p) * (1 if p != 25 else 1)
+        a = rng.randint(2, 20) * (100 // p)
         q = f"A jacket costs ${a}. It is on sale for {p}% off. What is the sale price in dollars?"
         off = a * p // 100
         ans, work = a - off, f"{p}% of {a} is {off}. {a} - {off} = {a - off}."
