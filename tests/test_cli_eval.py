@@ -1,0 +1,229 @@
+"""vf-eval as users run it: flags, exit codes, saved files, endpoint aliases, resume after kills."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from verifiers.cli.eval import main
+from verifiers.results import read_rows
+from verifiers.testing import Reply, last_user_text
+
+
+def reverse_policy(request):
+    return f"<answer>{last_user_text(request).split(': ', 1)[1][::-1]}</answer>"
+
+
+def only_run_dir(output: Path) -> Path:
+    runs = list((output / "evals").glob("*/*"))
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_eval_against_an_endpoint_saves_results_and_prints_a_summary(server, tmp_path, capsys):
+    server.set_handler(reverse_policy)
+    server.enqueue(Reply(status=400, error="bad request for one rollout"))
+    code = main(
+        [
+            "reverse-text",
+            "-b",
+            server.base_url,
+            "-m",
+            "test-model",
+            "-n",
+            "3",
+            "-r",
+            "2",
+            "-c",
+            "4",
+            "-t",
+            "50",
+            "-T",
+            "0.5",
+            "-S",
+            '{"top_p": 0.9}',
+            "--header",
+            "X-Team: rl",
+            "-C",
+            "turn",
+            "--output-dir",
+            str(tmp_path),
+        ]
+    )
+    out = capsys.readouterr()
+    assert code == 0  # an errored rollout is counted, not fatal
+    run = only_run_dir(tmp_path)
+    assert run.parent.name == "reverse-text--test-model"
+    rows = list(read_rows(run / "results.jsonl"))
+    assert len(rows) == 6 and all("turn" in r for r in rows)
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["status"] == "completed" and meta["summary"]["errors_by_type"] == {
+        "BadRequestError": 1
+    }
+    assert meta["sampling_args"]["max_tokens"] == 50 and meta["sampling_args"]["temperature"] == 0.5
+    request = server.requests[-1]
+    assert request["top_p"] == 0.9 and request["max_tokens"] == 50
+    assert (
+        "reward (mean ± std)" in out.out and "BadRequestError: 1" in out.out and str(run) in out.out
+    )
+
+
+def test_package_eval_defaults_come_from_wheel_metadata(server, tmp_path):
+    server.set_handler(reverse_policy)
+    assert main(["reverse-text", "-b", server.base_url, "--output-dir", str(tmp_path)]) == 0
+    meta = json.loads((only_run_dir(tmp_path) / "metadata.json").read_text())
+    # reverse-text's pyproject: [tool.verifiers.eval] num_examples = 5, rollouts_per_example = 3, max_tokens = 128
+    assert (
+        meta["num_examples"],
+        meta["rollouts_per_example"],
+        meta["sampling_args"]["max_tokens"],
+    ) == (5, 3, 128)
+
+
+def test_endpoint_alias_from_toml_registry(server, tmp_path, monkeypatch):
+    server.set_handler(reverse_policy)
+    registry = tmp_path / "endpoints.toml"
+    registry.write_text(
+        f'[models.local]\nmodel = "aliased-model"\nurl = "{server.base_url}"\nkey = "VF_TEST_KEY"\n'
+    )
+    monkeypatch.setenv("VF_TEST_KEY", "secret")
+    assert (
+        main(
+            [
+                "reverse-text",
+                "-m",
+                "local",
+                "--endpoints",
+                str(registry),
+                "-n",
+                "1",
+                "-r",
+                "1",
+                "--output-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    assert server.requests[-1]["model"] == "aliased-model"
+    assert only_run_dir(tmp_path).parent.name == "reverse-text--aliased-model"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["no-such-env", "-b", "{url}"], "no environment 'no-such-env' is installed"),
+        (["reverse-text", "-a", "{{not json", "-b", "{url}"], "--env-args is not valid JSON"),
+        (["reverse-text", "-a", "[1, 2]", "-b", "{url}"], "--env-args must be a JSON object"),
+        (
+            ["reverse-text", "-S", "temperature=1", "-b", "{url}"],
+            "--sampling-args is not valid JSON",
+        ),
+        (["reverse-text", "-a", '{{"bogus": 1}}', "-b", "{url}"], "rejected arguments ['bogus']"),
+        (
+            ["reverse-text", "--header", "no-colon", "-b", "{url}"],
+            "--header must look like 'Name: value'",
+        ),
+        (["reverse-text", "-b", "http://127.0.0.1:9/v1"], "cannot reach http://127.0.0.1:9/v1"),
+        (
+            ["reverse-text", "-m", "nope", "--endpoints", "/nonexistent.toml"],
+            "endpoints file /nonexistent.toml does not exist",
+        ),
+        (["reverse-text", "--resume", "/nonexistent-run"], "no metadata.json there"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_explanation(server, tmp_path, capsys, argv, message):
+    argv = [a.format(url=server.base_url) for a in argv]
+    assert main([*argv, "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err.replace("\n", " ")
+    assert not (tmp_path / "evals").exists()
+
+
+def test_rejected_api_key_exits_2(tmp_path, capsys, monkeypatch):
+    from verifiers.testing import ModelServer
+
+    monkeypatch.setenv("VF_WRONG_KEY", "wrong")
+    with ModelServer(api_key="right") as s:
+        assert (
+            main(
+                [
+                    "reverse-text",
+                    "-b",
+                    s.base_url,
+                    "-k",
+                    "VF_WRONG_KEY",
+                    "--output-dir",
+                    str(tmp_path),
+                ]
+            )
+            == 2
+        )
+    assert "rejected the API key (HTTP 401); set $VF_WRONG_KEY" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig):
+    server.set_handler(lambda req: Reply(content=reverse_policy(req), delay=0.05))
+    cmd = [
+        sys.executable,
+        "-m",
+        "verifiers.cli.eval",
+        "reverse-text",
+        "-b",
+        server.base_url,
+        "-n",
+        "30",
+        "-r",
+        "2",
+        "-c",
+        "2",
+        "--output-dir",
+        str(tmp_path),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while True:
+        runs = list((tmp_path / "evals").glob("*/*/results.jsonl"))
+        if runs and len(list(read_rows(runs[0]))) >= 10:
+            break
+        assert time.monotonic() < deadline and proc.poll() is None, (
+            proc.stderr.read() if proc.poll() is not None else "timeout"
+        )
+        time.sleep(0.05)
+    os.kill(proc.pid, sig)
+    _, err = proc.communicate(timeout=30)
+    run = runs[0].parent
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130 and f"--resume {run}" in err.replace("\n", "")
+    else:
+        assert proc.returncode == -9
+    done_before = len(list(read_rows(run / "results.jsonl")))
+    assert done_before < 60
+    server.set_handler(reverse_policy)
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verifiers.cli.eval",
+            "reverse-text",
+            "-b",
+            server.base_url,
+            "--resume",
+            str(run),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    rows = list(read_rows(run / "results.jsonl"))
+    keys = [(r["example_id"], r["rollout_index"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 60
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["status"] == "completed" and meta["resumed"] == 1 and meta["num_examples"] == 30

