@@ -17,11 +17,16 @@ _EXPORTS: dict[str, str] = {
     "MultiTurnEnv": "verifiers.envs.multiturn_env",
     "SingleTurnEnv": "verifiers.envs.singleturn_env",
     "EnvGroup": "verifiers.envs.env_group",
+    "ToolEnv": "verifiers.envs.tool_env",
+    "StatefulToolEnv": "verifiers.envs.stateful_tool_env",
+    "SandboxEnv": "verifiers.envs.sandbox_env",
+    "PythonEnv": "verifiers.envs.python_env",
     # rubrics
     "Rubric": "verifiers.rubrics.rubric",
     "RubricGroup": "verifiers.rubrics.rubric_group",
     "JudgeRubric": "verifiers.rubrics.judge_rubric",
     "MathRubric": "verifiers.rubrics.math_rubric",
+    "ToolRubric": "verifiers.rubrics.tool_rubric",
     "group_reward_func": "verifiers.rubrics.rubric",
     # parsers
     "Parser": "verifiers.parsers.parser",
@@ -83,7 +88,11 @@ if TYPE_CHECKING:
     from verifiers.envs.env_group import EnvGroup
     from verifiers.envs.environment import Environment
     from verifiers.envs.multiturn_env import MultiTurnEnv
+    from verifiers.envs.python_env import PythonEnv
+    from verifiers.envs.sandbox_env import SandboxEnv
     from verifiers.envs.singleturn_env import SingleTurnEnv
+    from verifiers.envs.stateful_tool_env import StatefulToolEnv
+    from verifiers.envs.tool_env import ToolEnv
     from verifiers.errors import (
         DatasetError,
         EnvironmentNotFoundError,
@@ -99,6 +108,7 @@ if TYPE_CHECKING:
     from verifiers.rubrics.math_rubric import MathRubric
     from verifiers.rubrics.rubric import Rubric, group_reward_func
     from verifiers.rubrics.rubric_group import RubricGroup
+    from verifiers.rubrics.tool_rubric import ToolRubric
     from verifiers.types import (
         ChatMessage,
         GenerateOutputs,

@@ -1,0 +1,21 @@
+"""Sandboxed code execution: the provider interface and a local, isolated implementation."""
+
+from verifiers.sandbox.base import (
+    ExecResult,
+    IsolationMode,
+    Sandbox,
+    SandboxError,
+    SandboxLimits,
+    SandboxProvider,
+)
+from verifiers.sandbox.local import (
+    LocalSandbox,
+    LocalSandboxProvider,
+    SandboxUnavailableError,
+    probe_mode,
+)
+
+__all__ = [
+    "ExecResult", "IsolationMode", "LocalSandbox", "LocalSandboxProvider", "Sandbox", "SandboxError",
+    "SandboxLimits", "SandboxProvider", "SandboxUnavailableError", "probe_mode",
+]

@@ -1,0 +1,369 @@
+"""Local sandboxes on Linux: bubblewrap namespaces by default, Landlock as the fallback.
+
+Isolation, in layers:
+- ``bwrap``: private pid/net/mount/ipc/uts namespaces; read-only ``/usr`` and interpreter; a private
+  work dir and ``/tmp``; ``--die-with-parent``, ``--new-session``; all capabilities dropped except
+  setuid/setgid, which the worker spends at once to become a distinct unprivileged uid (when the
+  host runs as root) before any user code.
+- ``landlock`` (no namespaces available): the same worker, with Landlock filesystem rules, the uid
+  drop and a child subreaper instead of the namespaces.
+- always: per-snippet rlimits (CPU, memory, processes, file size, open files), a seccomp filter
+  (no non-unix sockets, no ptrace/mount/unshare/bpf/...), a wall-clock kill, and a sweep of
+  leftover processes after each snippet.
+- ``unsafe``: no isolation, for trusted code only; never chosen automatically.
+
+The mode is probed once per process (a few milliseconds) and logged; environments record it in
+results metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import ctypes
+import itertools
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import weakref
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from verifiers.sandbox.base import (
+    ExecResult,
+    IsolationMode,
+    Sandbox,
+    SandboxError,
+    SandboxLimits,
+    SandboxProvider,
+)
+
+logger = logging.getLogger("verifiers.sandbox")
+
+WORKER = Path(__file__).with_name("worker.py")
+_uids = itertools.count(100_000 + (os.getpid() % 4000) * 200)
+_live: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
+
+
+class SandboxUnavailableError(SandboxError):
+    pass
+
+
+@cache
+def probe_mode() -> IsolationMode:
+    """The strongest isolation this machine offers (cached per process)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap:
+        args = [bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--die-with-parent"]
+        if os.getuid() != 0:
+            args.append("--unshare-user")
+        try:
+            if subprocess.run([*args, "true"], capture_output=True, timeout=10).returncode == 0:
+                return "bwrap"
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    if landlock_abi() >= 1 and (os.getuid() != 0 or _uid_drop_possible("landlock")):
+        return "landlock"
+    raise SandboxUnavailableError(
+        "no sandbox isolation is available: install bubblewrap (Debian: apt-get install bubblewrap) or use a "
+        "kernel with Landlock enabled; for trusted code only, pass mode='unsafe'"
+    )
+
+
+def landlock_abi() -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return max(int(libc.syscall(444, None, 0, 1)), 0)  # LANDLOCK_CREATE_RULESET_VERSION
+
+
+def _uid_drop_possible(mode: str) -> bool:
+    """In bwrap mode the mount namespace makes parents traversable; without it (landlock), an
+    interpreter under a private directory such as /root is unreachable for another uid."""
+    if mode == "bwrap":
+        return True
+    for path in _python_paths():
+        current = Path(path)
+        for part in [current, *current.parents]:
+            try:
+                if not part.stat().st_mode & 0o001:
+                    return False
+            except OSError:
+                return False
+    return True
+
+
+def _python_paths() -> list[str]:
+    paths = {sys.base_prefix, sys.prefix, str(Path(sys.executable).resolve().parent.parent)}
+    for entry in sys.path:
+        if entry and os.path.isdir(entry):
+            paths.add(os.path.abspath(entry))
+    # keep only the outermost of nested paths
+    ordered = sorted(paths, key=len)
+    kept: list[str] = []
+    for path in ordered:
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return kept
+
+
+def _system_binds() -> list[str]:
+    args: list[str] = []
+    for path in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime"):
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def _with_parents(binds: list[tuple[str, str]], flag: str) -> list[str]:
+    """Bind arguments preceded by world-traversable parent dirs (bwrap makes them 0700 otherwise)."""
+    args: list[str] = []
+    made: set[str] = {"/", "/usr", "/tmp", "/workspace", "/proc", "/dev"}
+    for source, dest in binds:
+        parents = []
+        parent = os.path.dirname(dest)
+        while parent not in made and parent != "/":
+            parents.append(parent)
+            parent = os.path.dirname(parent)
+        for p in reversed(parents):
+            args += ["--perms", "0755", "--dir", p]
+            made.add(p)
+        args += [flag, source, dest]
+        made.add(dest)
+    return args
+
+
+class LocalSandbox(Sandbox):
+    def __init__(self, mode: IsolationMode, limits: SandboxLimits) -> None:
+        self.mode = mode
+        self.limits = limits
+        self.uid = next(_uids) if os.getuid() == 0 and mode != "unsafe" and _uid_drop_possible(mode) else 0
+        if mode == "landlock" and os.getuid() == 0 and not self.uid:
+            # uid 0 is exempt from RLIMIT_NPROC (a fork bomb would be unbounded) and owns host files:
+            # without namespaces, the uid drop is not optional.
+            raise SandboxUnavailableError(
+                "landlock mode needs to run code as a separate uid, but the Python installation "
+                f"({sys.base_prefix}) is not reachable for other users; install bubblewrap or use a "
+                "world-readable Python (e.g. under /usr or /opt)"
+            )
+        self.host_dir = Path(tempfile.mkdtemp(prefix="vf-sandbox-"))
+        self.workdir_host = self.host_dir / "work"
+        self.tmp_host = self.host_dir / "tmp"
+        self.workdir_host.mkdir()
+        self.tmp_host.mkdir()
+        if self.uid:
+            for path in (self.workdir_host, self.tmp_host):
+                os.chown(path, self.uid, self.uid)
+            os.chmod(self.host_dir, 0o711)
+        self.process: asyncio.subprocess.Process | None = None
+        self._lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+        self.destroyed = False
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def _command(self) -> list[str]:
+        inside_workdir = "/workspace" if self.mode == "bwrap" else str(self.workdir_host)
+        python_paths = _python_paths()
+        config = {
+            "uid": self.uid, "mode": self.mode, "workdir": inside_workdir,
+            "limits": self.limits.model_dump(), "max_output_bytes": self.limits.max_output_bytes,
+            "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
+            "read_paths": ["/usr", "/bin", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives", *python_paths],
+            "write_paths": [str(self.workdir_host), str(self.tmp_host), "/dev/null", "/dev/zero", "/dev/urandom"],
+        }
+        worker = [sys.executable, "-I", "-S", "/opt/vf/worker.py" if self.mode == "bwrap" else str(WORKER), json.dumps(config)]
+        if self.mode != "bwrap":
+            return worker
+        args = [shutil.which("bwrap") or "bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        if not self.limits.network:
+            args.append("--unshare-net")
+        if os.getuid() == 0:
+            args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # spent by the worker's uid drop
+        else:
+            args.append("--unshare-user")
+        args += _system_binds()
+        args += _with_parents([(p, p) for p in python_paths], "--ro-bind")
+        args += _with_parents([(str(WORKER), "/opt/vf/worker.py")], "--ro-bind")
+        args += ["--bind", str(self.workdir_host), "/workspace", "--chdir", "/workspace",
+                 "--bind", str(self.tmp_host), "/tmp", "--proc", "/proc", "--dev", "/dev",
+                 "--clearenv", "--setenv", "HOME", "/workspace", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                 "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONIOENCODING", "utf-8", "--setenv", "TMPDIR", "/tmp"]
+        return args + worker
+
+    async def start(self) -> LocalSandbox:
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(self.workdir_host),
+               "TMPDIR": str(self.tmp_host), "PYTHONIOENCODING": "utf-8"}
+        self.process = await asyncio.create_subprocess_exec(
+            *self._command(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, start_new_session=True, env=env, limit=1 << 26,
+        )
+        _live.add(self)
+        line = await asyncio.wait_for(self.process.stdout.readline(), 30)
+        if not line or not json.loads(line).get("ready"):
+            await self.destroy()
+            raise SandboxError(f"the sandbox worker did not start (mode {self.mode}, exit {self.process.returncode})")
+        return self
+
+    async def destroy(self) -> None:
+        if self.destroyed:
+            return
+        self.destroyed = True
+        process = self.process
+        if process is not None and process.returncode is None:
+            try:
+                process.stdin.close()
+                await asyncio.wait_for(process.wait(), 1.0)
+            except (TimeoutError, ConnectionResetError, BrokenPipeError):
+                pass
+        self._kill()
+        if process is not None and process.returncode is None:
+            await process.wait()
+        _live.discard(self)
+        await asyncio.to_thread(shutil.rmtree, self.host_dir, True)
+
+    def _kill(self) -> None:
+        """Synchronous and idempotent: also what the exit hook calls."""
+        process = self.process
+        if process is not None and process.returncode is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.mode == "landlock" and self.uid:
+            _kill_uid(self.uid)
+
+    # --- requests ------------------------------------------------------------------------------
+    async def _request(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if self.destroyed or self.process is None:
+            raise SandboxError("the sandbox was destroyed")
+        async with self._lock:
+            payload["id"] = next(self._ids)
+            try:
+                self.process.stdin.write(json.dumps(payload).encode() + b"\n")
+                await self.process.stdin.drain()
+                line = await asyncio.wait_for(self.process.stdout.readline(), timeout)
+            except (TimeoutError, BrokenPipeError, ConnectionResetError) as exc:
+                await self.destroy()
+                raise SandboxError(f"the sandbox stopped answering ({type(exc).__name__}); it was destroyed") from exc
+            if not line:
+                code = self.process.returncode
+                await self.destroy()
+                raise SandboxError(f"the sandbox crashed (worker exit {code})")
+        response = json.loads(line)
+        if "error" in response:
+            raise SandboxError(response["error"])
+        return response
+
+    async def _exec(self, code: str, language: str, timeout: float | None, repl: bool) -> ExecResult:
+        wall = timeout or self.limits.wall_time_s
+        response = await self._request({"op": "exec", "code": code, "language": language, "timeout": wall, "repl": repl}, wall + 10)
+        response.pop("id", None)
+        return ExecResult(**response)
+
+    async def run_python(self, code: str, timeout: float | None = None, repl: bool = False) -> ExecResult:
+        return await self._exec(code, "python", timeout, repl)
+
+    async def run_shell(self, command: str, timeout: float | None = None) -> ExecResult:
+        return await self._exec(command, "shell", timeout, False)
+
+    async def reset_repl(self) -> None:
+        await self._request({"op": "reset_repl"}, 10)
+
+    async def upload(self, path: str, data: bytes) -> None:
+        await self._request({"op": "write", "path": path, "data": data.hex()}, 30)
+
+    async def download(self, path: str) -> bytes:
+        return bytes.fromhex((await self._request({"op": "read", "path": path}, 30))["data"])
+
+
+def _kill_uid(uid: int) -> None:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    os.kill(int(entry), signal.SIGKILL)
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                pass
+
+
+@atexit.register
+def _kill_all_sandboxes() -> None:
+    for sandbox in list(_live):
+        sandbox._kill()
+        shutil.rmtree(sandbox.host_dir, ignore_errors=True)
+
+
+class LocalSandboxProvider(SandboxProvider):
+    """Pooled local sandboxes. ``mode="auto"`` picks bwrap, else landlock, else refuses."""
+
+    def __init__(self, mode: str = "auto", limits: SandboxLimits | None = None, pool_size: int = 2) -> None:
+        if mode == "auto":
+            self.mode = probe_mode()
+        elif mode in ("bwrap", "landlock", "unsafe"):
+            self.mode = mode  # type: ignore[assignment]
+        else:
+            raise ValueError(f"sandbox mode must be auto, bwrap, landlock or unsafe, got {mode!r}")
+        if self.mode == "unsafe":
+            logger.warning("sandbox mode 'unsafe': code runs WITHOUT isolation; use only for trusted code")
+        else:
+            logger.info("sandbox isolation: %s", self.mode)
+        self.limits = limits or SandboxLimits()
+        self.pool_size = pool_size
+        self._pool: list[LocalSandbox] = []
+        self._filling: set[asyncio.Task] = set()
+        self._sandboxes: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
+
+    async def _start(self, limits: SandboxLimits) -> LocalSandbox:
+        sandbox = LocalSandbox(self.mode, limits)
+        self._sandboxes.add(sandbox)
+        return await sandbox.start()
+
+    def _refill(self) -> None:
+        missing = self.pool_size - len(self._pool) - len(self._filling)
+        for _ in range(max(missing, 0)):
+            task = asyncio.ensure_future(self._start(self.limits))
+            self._filling.add(task)
+            task.add_done_callback(self._pooled)
+
+    def _pooled(self, task: asyncio.Task) -> None:
+        self._filling.discard(task)
+        if not task.cancelled() and task.exception() is None:
+            self._pool.append(task.result())
+
+    async def warm(self) -> None:
+        """Start the pool now (otherwise it fills after the first create)."""
+        self._refill()
+        if self._filling:
+            await asyncio.gather(*self._filling, return_exceptions=True)
+
+    async def create(self, limits: SandboxLimits | None = None) -> LocalSandbox:
+        limits = limits or self.limits
+        sandbox = None
+        if limits == self.limits:
+            while self._pool and sandbox is None:
+                candidate = self._pool.pop()
+                if candidate.process is not None and candidate.process.returncode is None:
+                    sandbox = candidate
+                else:
+                    await candidate.destroy()
+            if self.pool_size:
+                self._refill()
+        return sandbox or await self._start(limits)
+
+    async def close(self) -> None:
+        for task in list(self._filling):
+            task.cancel()
+        await asyncio.gather(*self._filling, return_exceptions=True)
+        await asyncio.gather(*(s.destroy() for s in list(self._sandboxes)), return_exceptions=True)
+        self._pool.clear()
