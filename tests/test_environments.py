@@ -154,3 +154,54 @@ def test_environments_register_entry_points():
     names = {ep.name for ep in entry_points(group="verifiers.environments")}
     assert {"reverse-text", "gsm8k-mini", "alphabet-sort", "wordle"} <= names
     json.dumps(sorted(names))
+
+
+async def test_tool_test_rewards_exact_parallel_calls(server, client):
+    env = vf.load_environment("tool-test", num_eval_examples=6)
+    expected = {
+        row["prompt"][-1]["content"]: json.loads(row["info"]["expected_calls"])
+        for row in env.dataset_rows("eval")
+    }
+
+    def policy(request):
+        if any(m["role"] == "tool" for m in request["messages"]):
+            return "Summary: " + "; ".join(
+                m["content"] for m in request["messages"] if m["role"] == "tool"
+            )
+        calls = expected[request["messages"][-1]["content"]]
+        return Reply(tool_calls=[Reply.tool_call(c["name"], c["arguments"]) for c in calls])
+
+    server.set_handler(policy)
+    out = await env.evaluate(client, "m")
+    assert out.reward == pytest.approx([1.2] * 6)
+    assert all(s["stop_condition"] == "no_tools_called" for s in out.state)
+    assert all(
+        "Error" not in m["content"]
+        for s in out.state
+        for m in s["completion"]
+        if m["role"] == "tool"
+    )
+
+
+async def test_math_python_solves_with_the_sandboxed_repl(server, client):
+    env = vf.load_environment("math-python", num_eval_examples=3)
+    answers = {row["prompt"][-1]["content"]: row["answer"] for row in env.dataset_rows("eval")}
+
+    def policy(request):
+        tool_outputs = [m["content"] for m in request["messages"] if m["role"] == "tool"]
+        if not tool_outputs:
+            question = request["messages"][-1]["content"]
+            return Reply(
+                tool_calls=[
+                    Reply.tool_call(
+                        "python", {"code": f"result = {answers[question]}\nprint(result)"}
+                    )
+                ]
+            )
+        return f"The answer is \\boxed{{{tool_outputs[-1].strip()}}}"
+
+    server.set_handler(policy)
+    out = await env.evaluate(client, "m")
+    assert out.reward == [1.0] * 3
+    assert out.metrics["total_tool_calls"] == [1.0] * 3
+    assert env.run_metadata()["sandbox_mode"] in ("bwrap", "landlock")

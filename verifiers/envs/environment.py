@@ -278,6 +278,14 @@ class Environment(ABC):
         state["trajectory"].append(step)
         return new
 
+    async def end_run(self) -> None:
+        """Release what was bound to this run's event loop (e.g. warm sandbox pools); called by
+        ``generate`` when it finishes, however it finishes."""
+
+    def run_metadata(self) -> dict[str, Any]:
+        """Extra facts for a run's metadata.json (e.g. the sandbox isolation mode)."""
+        return {}
+
     # --- lifecycle -----------------------------------------------------------------------------
     async def run_cleanup(self, state: State) -> None:
         for handler in decorators.collect(self, "cleanup"):

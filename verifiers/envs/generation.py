@@ -102,7 +102,11 @@ async def run_generation(
             rollouts_per_example=rollouts_per_example,
             max_concurrent=max_concurrent,
             started_at=now_iso(),
-            **{k: v for k, v in (metadata or {}).items() if k not in RunMetadata.model_fields},
+            **{
+                k: v
+                for k, v in {**env.run_metadata(), **(metadata or {})}.items()
+                if k not in RunMetadata.model_fields
+            },
         )
         writer = RunWriter(results_path, meta).open(rollouts_per_example)
 
@@ -172,6 +176,7 @@ async def run_generation(
             writer.close(status, time.perf_counter() - start)
         if owns_client:
             await model_client.aclose()
+        await env.end_run()
     return _outputs(rows, done_states, writer)
 
 

@@ -83,7 +83,9 @@ class ToolEnv(MultiTurnEnv):
         last = completion[-1]
         return last.get("role") == "assistant" and not last.get("tool_calls")
 
-    async def prepare_tool_args(self, tool_name: str, tool_args: dict[str, Any], messages: Messages, state: State) -> dict[str, Any]:
+    async def prepare_tool_args(
+        self, tool_name: str, tool_args: dict[str, Any], messages: Messages, state: State
+    ) -> dict[str, Any]:
         return tool_args
 
     async def env_response(self, messages: Messages, state: State, **kwargs: Any) -> Messages:
@@ -97,5 +99,8 @@ class ToolEnv(MultiTurnEnv):
             return await self.prepare_tool_args(name, args, messages, state)
 
         return await execute_tool_calls(
-            calls, self.allowed_tools(state), max_output_chars=self.max_output_chars, prepare=prepare
+            calls,
+            self.allowed_tools(state),
+            max_output_chars=self.max_output_chars,
+            prepare=prepare,
         )

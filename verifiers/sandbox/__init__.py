@@ -16,6 +16,14 @@ from verifiers.sandbox.local import (
 )
 
 __all__ = [
-    "ExecResult", "IsolationMode", "LocalSandbox", "LocalSandboxProvider", "Sandbox", "SandboxError",
-    "SandboxLimits", "SandboxProvider", "SandboxUnavailableError", "probe_mode",
+    "ExecResult",
+    "IsolationMode",
+    "LocalSandbox",
+    "LocalSandboxProvider",
+    "Sandbox",
+    "SandboxError",
+    "SandboxLimits",
+    "SandboxProvider",
+    "SandboxUnavailableError",
+    "probe_mode",
 ]

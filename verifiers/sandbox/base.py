@@ -55,7 +55,9 @@ class Sandbox(ABC):
     mode: IsolationMode
 
     @abstractmethod
-    async def run_python(self, code: str, timeout: float | None = None, repl: bool = False) -> ExecResult: ...
+    async def run_python(
+        self, code: str, timeout: float | None = None, repl: bool = False
+    ) -> ExecResult: ...
 
     @abstractmethod
     async def run_shell(self, command: str, timeout: float | None = None) -> ExecResult: ...

@@ -119,7 +119,13 @@ def _system_binds() -> list[str]:
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
-    for path in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime"):
+    for path in (
+        "/etc/ld.so.cache",
+        "/etc/ld.so.conf",
+        "/etc/ld.so.conf.d",
+        "/etc/alternatives",
+        "/etc/localtime",
+    ):
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
     return args
@@ -147,7 +153,9 @@ class LocalSandbox(Sandbox):
     def __init__(self, mode: IsolationMode, limits: SandboxLimits) -> None:
         self.mode = mode
         self.limits = limits
-        self.uid = next(_uids) if os.getuid() == 0 and mode != "unsafe" and _uid_drop_possible(mode) else 0
+        self.uid = (
+            next(_uids) if os.getuid() == 0 and mode != "unsafe" and _uid_drop_possible(mode) else 0
+        )
         if mode == "landlock" and os.getuid() == 0 and not self.uid:
             # uid 0 is exempt from RLIMIT_NPROC (a fork bomb would be unbounded) and owns host files:
             # without namespaces, the uid drop is not optional.
@@ -175,44 +183,120 @@ class LocalSandbox(Sandbox):
         inside_workdir = "/workspace" if self.mode == "bwrap" else str(self.workdir_host)
         python_paths = _python_paths()
         config = {
-            "uid": self.uid, "mode": self.mode, "workdir": inside_workdir,
-            "limits": self.limits.model_dump(), "max_output_bytes": self.limits.max_output_bytes,
+            "uid": self.uid,
+            "mode": self.mode,
+            "workdir": inside_workdir,
+            "limits": self.limits.model_dump(),
+            "max_output_bytes": self.limits.max_output_bytes,
             "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
-            "read_paths": ["/usr", "/bin", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives", *python_paths],
-            "write_paths": [str(self.workdir_host), str(self.tmp_host), "/dev/null", "/dev/zero", "/dev/urandom"],
+            "read_paths": [
+                "/usr",
+                "/bin",
+                "/lib",
+                "/lib64",
+                "/etc/ld.so.cache",
+                "/etc/localtime",
+                "/etc/alternatives",
+                *python_paths,
+            ],
+            "write_paths": [
+                str(self.workdir_host),
+                str(self.tmp_host),
+                "/dev/null",
+                "/dev/zero",
+                "/dev/urandom",
+            ],
         }
-        worker = [sys.executable, "-I", "-S", "/opt/vf/worker.py" if self.mode == "bwrap" else str(WORKER), json.dumps(config)]
+        worker = [
+            sys.executable,
+            "-I",
+            "-S",
+            "/opt/vf/worker.py" if self.mode == "bwrap" else str(WORKER),
+            json.dumps(config),
+        ]
         if self.mode != "bwrap":
             return worker
-        args = [shutil.which("bwrap") or "bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        args = [
+            shutil.which("bwrap") or "bwrap",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+        ]
         if not self.limits.network:
             args.append("--unshare-net")
         if os.getuid() == 0:
-            args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # spent by the worker's uid drop
+            args += [
+                "--cap-add",
+                "CAP_SETUID",
+                "--cap-add",
+                "CAP_SETGID",
+            ]  # spent by the worker's uid drop
         else:
             args.append("--unshare-user")
         args += _system_binds()
         args += _with_parents([(p, p) for p in python_paths], "--ro-bind")
         args += _with_parents([(str(WORKER), "/opt/vf/worker.py")], "--ro-bind")
-        args += ["--bind", str(self.workdir_host), "/workspace", "--chdir", "/workspace",
-                 "--bind", str(self.tmp_host), "/tmp", "--proc", "/proc", "--dev", "/dev",
-                 "--clearenv", "--setenv", "HOME", "/workspace", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
-                 "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONIOENCODING", "utf-8", "--setenv", "TMPDIR", "/tmp"]
+        args += [
+            "--bind",
+            str(self.workdir_host),
+            "/workspace",
+            "--chdir",
+            "/workspace",
+            "--bind",
+            str(self.tmp_host),
+            "/tmp",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--clearenv",
+            "--setenv",
+            "HOME",
+            "/workspace",
+            "--setenv",
+            "PATH",
+            "/usr/local/bin:/usr/bin:/bin",
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--setenv",
+            "PYTHONIOENCODING",
+            "utf-8",
+            "--setenv",
+            "TMPDIR",
+            "/tmp",
+        ]
         return args + worker
 
     async def start(self) -> LocalSandbox:
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(self.workdir_host),
-               "TMPDIR": str(self.tmp_host), "PYTHONIOENCODING": "utf-8"}
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "HOME": str(self.workdir_host),
+            "TMPDIR": str(self.tmp_host),
+            "PYTHONIOENCODING": "utf-8",
+        }
         self.process = await asyncio.create_subprocess_exec(
-            *self._command(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, start_new_session=True, env=env, limit=1 << 26,
+            *self._command(),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+            limit=1 << 26,
         )
         _live.add(self)
         line = await asyncio.wait_for(self.process.stdout.readline(), 30)
         if not line or not json.loads(line).get("ready"):
             await self.destroy()
-            raise SandboxError(f"the sandbox worker did not start (mode {self.mode}, exit {self.process.returncode})")
+            raise SandboxError(
+                f"the sandbox worker did not start (mode {self.mode}, exit {self.process.returncode})"
+            )
         return self
 
     async def destroy(self) -> None:
@@ -255,7 +339,9 @@ class LocalSandbox(Sandbox):
                 line = await asyncio.wait_for(self.process.stdout.readline(), timeout)
             except (TimeoutError, BrokenPipeError, ConnectionResetError) as exc:
                 await self.destroy()
-                raise SandboxError(f"the sandbox stopped answering ({type(exc).__name__}); it was destroyed") from exc
+                raise SandboxError(
+                    f"the sandbox stopped answering ({type(exc).__name__}); it was destroyed"
+                ) from exc
             if not line:
                 code = self.process.returncode
                 await self.destroy()
@@ -265,13 +351,20 @@ class LocalSandbox(Sandbox):
             raise SandboxError(response["error"])
         return response
 
-    async def _exec(self, code: str, language: str, timeout: float | None, repl: bool) -> ExecResult:
+    async def _exec(
+        self, code: str, language: str, timeout: float | None, repl: bool
+    ) -> ExecResult:
         wall = timeout or self.limits.wall_time_s
-        response = await self._request({"op": "exec", "code": code, "language": language, "timeout": wall, "repl": repl}, wall + 10)
+        response = await self._request(
+            {"op": "exec", "code": code, "language": language, "timeout": wall, "repl": repl},
+            wall + 10,
+        )
         response.pop("id", None)
         return ExecResult(**response)
 
-    async def run_python(self, code: str, timeout: float | None = None, repl: bool = False) -> ExecResult:
+    async def run_python(
+        self, code: str, timeout: float | None = None, repl: bool = False
+    ) -> ExecResult:
         return await self._exec(code, "python", timeout, repl)
 
     async def run_shell(self, command: str, timeout: float | None = None) -> ExecResult:
@@ -307,7 +400,9 @@ def _kill_all_sandboxes() -> None:
 class LocalSandboxProvider(SandboxProvider):
     """Pooled local sandboxes. ``mode="auto"`` picks bwrap, else landlock, else refuses."""
 
-    def __init__(self, mode: str = "auto", limits: SandboxLimits | None = None, pool_size: int = 2) -> None:
+    def __init__(
+        self, mode: str = "auto", limits: SandboxLimits | None = None, pool_size: int = 2
+    ) -> None:
         if mode == "auto":
             self.mode = probe_mode()
         elif mode in ("bwrap", "landlock", "unsafe"):
@@ -315,7 +410,9 @@ class LocalSandboxProvider(SandboxProvider):
         else:
             raise ValueError(f"sandbox mode must be auto, bwrap, landlock or unsafe, got {mode!r}")
         if self.mode == "unsafe":
-            logger.warning("sandbox mode 'unsafe': code runs WITHOUT isolation; use only for trusted code")
+            logger.warning(
+                "sandbox mode 'unsafe': code runs WITHOUT isolation; use only for trusted code"
+            )
         else:
             logger.info("sandbox isolation: %s", self.mode)
         self.limits = limits or SandboxLimits()

@@ -23,24 +23,100 @@ import traceback
 # --- seccomp ---------------------------------------------------------------------------------------
 
 _DENY = {  # syscalls no snippet needs: escapes, kernel/namespace control, cross-process access
-    "x86_64": dict(ptrace=101, mount=165, umount2=166, pivot_root=155, chroot=161, unshare=272, setns=308, bpf=321,
-                   kexec_load=246, kexec_file_load=320, init_module=175, finit_module=313, delete_module=176,
-                   reboot=169, swapon=167, swapoff=168, perf_event_open=298, keyctl=250, add_key=248,
-                   request_key=249, userfaultfd=323, process_vm_readv=310, process_vm_writev=311,
-                   io_uring_setup=425, io_uring_enter=426, io_uring_register=427, open_by_handle_at=304,
-                   name_to_handle_at=303, acct=163, settimeofday=164, clock_settime=227, adjtimex=159,
-                   syslog=103, quotactl=179, open_tree=428, move_mount=429, fsopen=430, fsconfig=431,
-                   fsmount=432, fspick=433, mount_setattr=442, ioperm=173, iopl=172, vhangup=153),
-    "aarch64": dict(ptrace=117, mount=40, umount2=39, pivot_root=41, chroot=51, unshare=97, setns=268, bpf=280,
-                    kexec_load=104, kexec_file_load=294, init_module=105, finit_module=273, delete_module=106,
-                    reboot=142, swapon=224, swapoff=225, perf_event_open=241, keyctl=219, add_key=217,
-                    request_key=218, userfaultfd=282, process_vm_readv=270, process_vm_writev=271,
-                    io_uring_setup=425, io_uring_enter=426, io_uring_register=427, open_by_handle_at=265,
-                    name_to_handle_at=264, acct=89, settimeofday=170, clock_settime=112, adjtimex=171,
-                    syslog=116, quotactl=60, open_tree=428, move_mount=429, fsopen=430, fsconfig=431,
-                    fsmount=432, fspick=433, mount_setattr=442),
+    "x86_64": dict(
+        ptrace=101,
+        mount=165,
+        umount2=166,
+        pivot_root=155,
+        chroot=161,
+        unshare=272,
+        setns=308,
+        bpf=321,
+        kexec_load=246,
+        kexec_file_load=320,
+        init_module=175,
+        finit_module=313,
+        delete_module=176,
+        reboot=169,
+        swapon=167,
+        swapoff=168,
+        perf_event_open=298,
+        keyctl=250,
+        add_key=248,
+        request_key=249,
+        userfaultfd=323,
+        process_vm_readv=310,
+        process_vm_writev=311,
+        io_uring_setup=425,
+        io_uring_enter=426,
+        io_uring_register=427,
+        open_by_handle_at=304,
+        name_to_handle_at=303,
+        acct=163,
+        settimeofday=164,
+        clock_settime=227,
+        adjtimex=159,
+        syslog=103,
+        quotactl=179,
+        open_tree=428,
+        move_mount=429,
+        fsopen=430,
+        fsconfig=431,
+        fsmount=432,
+        fspick=433,
+        mount_setattr=442,
+        ioperm=173,
+        iopl=172,
+        vhangup=153,
+    ),
+    "aarch64": dict(
+        ptrace=117,
+        mount=40,
+        umount2=39,
+        pivot_root=41,
+        chroot=51,
+        unshare=97,
+        setns=268,
+        bpf=280,
+        kexec_load=104,
+        kexec_file_load=294,
+        init_module=105,
+        finit_module=273,
+        delete_module=106,
+        reboot=142,
+        swapon=224,
+        swapoff=225,
+        perf_event_open=241,
+        keyctl=219,
+        add_key=217,
+        request_key=218,
+        userfaultfd=282,
+        process_vm_readv=270,
+        process_vm_writev=271,
+        io_uring_setup=425,
+        io_uring_enter=426,
+        io_uring_register=427,
+        open_by_handle_at=265,
+        name_to_handle_at=264,
+        acct=89,
+        settimeofday=170,
+        clock_settime=112,
+        adjtimex=171,
+        syslog=116,
+        quotactl=60,
+        open_tree=428,
+        move_mount=429,
+        fsopen=430,
+        fsconfig=431,
+        fsmount=432,
+        fspick=433,
+        mount_setattr=442,
+    ),
 }
-_ARCH = {"x86_64": (0xC000003E, 41, 56, 435), "aarch64": (0xC00000B7, 198, 220, 435)}  # audit arch, socket, clone, clone3
+_ARCH = {
+    "x86_64": (0xC000003E, 41, 56, 435),
+    "aarch64": (0xC00000B7, 198, 220, 435),
+}  # audit arch, socket, clone, clone3
 _LD, _JEQ, _JSET, _JGE, _RET = 0x20, 0x15, 0x45, 0x35, 0x06
 _ALLOW, _KILL = 0x7FFF0000, 0x80000000
 _EPERM, _EACCES, _ENOSYS = 1, 13, 38
@@ -59,11 +135,23 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         prog += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _errno(_EPERM))]
     # clone3 hides its flags behind a pointer: ENOSYS makes libc fall back to clone, which we can inspect
     prog += [(_JEQ, 0, 1, sys_clone3), (_RET, 0, 0, _errno(_ENOSYS))]
-    clone_ns = 0x10000000 | 0x00020000 | 0x20000000 | 0x40000000 | 0x04000000 | 0x08000000 | 0x02000000
-    prog += [(_JEQ, 0, 3, sys_clone), (_LD, 0, 0, 16), (_JSET, 0, 1, clone_ns), (_RET, 0, 0, _errno(_EPERM))]
+    clone_ns = (
+        0x10000000 | 0x00020000 | 0x20000000 | 0x40000000 | 0x04000000 | 0x08000000 | 0x02000000
+    )
+    prog += [
+        (_JEQ, 0, 3, sys_clone),
+        (_LD, 0, 0, 16),
+        (_JSET, 0, 1, clone_ns),
+        (_RET, 0, 0, _errno(_EPERM)),
+    ]
     prog += [(_LD, 0, 0, 0)]
     # sockets: only AF_UNIX (no network, even where the network namespace is shared)
-    prog += [(_JEQ, 0, 3, sys_socket), (_LD, 0, 0, 16), (_JEQ, 1, 0, 1), (_RET, 0, 0, _errno(_EACCES))]
+    prog += [
+        (_JEQ, 0, 3, sys_socket),
+        (_LD, 0, 0, 16),
+        (_JEQ, 1, 0, 1),
+        (_RET, 0, 0, _errno(_EACCES)),
+    ]
     prog += [(_RET, 0, 0, _ALLOW)]
     return prog
 
@@ -100,7 +188,9 @@ _LL_ALL = (1 << 13) - 1  # every filesystem right of ABI 1
 def install_landlock(read_paths: list[str], write_paths: list[str]) -> None:
     """Filesystem rules; where the kernel allows, also no TCP and no signals beyond the sandbox."""
     abi = max(int(_libc.syscall(444, None, 0, 1)), 0)
-    if abi >= 6:  # + handled_access_net (bind/connect TCP) + scoped (abstract unix sockets, signals)
+    if (
+        abi >= 6
+    ):  # + handled_access_net (bind/connect TCP) + scoped (abstract unix sockets, signals)
         attr = struct.pack("QQQ", _LL_ALL, 1 | 2, 1 | 2)
     elif abi >= 4:
         attr = struct.pack("QQ", _LL_ALL, 1 | 2)
@@ -118,7 +208,9 @@ def install_landlock(read_paths: list[str], write_paths: list[str]) -> None:
             rule = struct.pack("=Qi", rights if os.path.isdir(path) else rights & (1 | 2 | 4), fd)
             _libc.syscall(445, ruleset, 1, rule, 0)  # landlock_add_rule(LANDLOCK_RULE_PATH_BENEATH)
             os.close(fd)
-    if _libc.prctl(38, 1, 0, 0, 0) != 0 or _libc.syscall(446, ruleset, 0) != 0:  # landlock_restrict_self
+    if (
+        _libc.prctl(38, 1, 0, 0, 0) != 0 or _libc.syscall(446, ruleset, 0) != 0
+    ):  # landlock_restrict_self
         raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     os.close(ruleset)
 
@@ -163,7 +255,9 @@ def run_python(code: str, namespace: dict) -> int:
 # --- running snippets -----------------------------------------------------------------------------------
 
 
-def _collect(pid: int, out_r: int, err_r: int, deadline: float, cap: int) -> tuple[bytes, bytes, int, bool]:
+def _collect(
+    pid: int, out_r: int, err_r: int, deadline: float, cap: int
+) -> tuple[bytes, bytes, int, bool]:
     """Read the child's output until it exits (or the deadline), then reap it.
 
     A background process that inherited the pipes must not hold the snippet open: once the
@@ -244,14 +338,19 @@ def exec_snippet(req: dict) -> dict:
         os._exit(code)
     os.close(out_w)
     os.close(err_w)
-    out, err, code, timed_out = _collect(pid, out_r, err_r, start + req["timeout"], CONFIG["max_output_bytes"])
+    out, err, code, timed_out = _collect(
+        pid, out_r, err_r, start + req["timeout"], CONFIG["max_output_bytes"]
+    )
     return _result(out, err, code, timed_out, start)
 
 
 def _result(out: bytes, err: bytes, code: int, timed_out: bool, start: float) -> dict:
     return {
-        "stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace"), "exit_code": code,
-        "timed_out": timed_out, "duration_ms": (time.monotonic() - start) * 1000,
+        "stdout": out.decode("utf-8", "replace"),
+        "stderr": err.decode("utf-8", "replace"),
+        "exit_code": code,
+        "timed_out": timed_out,
+        "duration_ms": (time.monotonic() - start) * 1000,
     }
 
 
@@ -297,7 +396,12 @@ class Repl:
             sys.stdout, sys.stderr = out, err
             exit_code = run_python(code, namespace)
             sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-            writer.write(json.dumps({"stdout": out.getvalue(), "stderr": err.getvalue(), "exit_code": exit_code}).encode() + b"\n")
+            writer.write(
+                json.dumps(
+                    {"stdout": out.getvalue(), "stderr": err.getvalue(), "exit_code": exit_code}
+                ).encode()
+                + b"\n"
+            )
             writer.flush()
 
     def run(self, req: dict) -> dict:
@@ -311,11 +415,21 @@ class Repl:
         if not line:
             timed_out = not ready
             self.stop()
-            note = "\n[the REPL was restarted: its state is lost]" if timed_out else "\n[the REPL process died; its state is lost]"
+            note = (
+                "\n[the REPL was restarted: its state is lost]"
+                if timed_out
+                else "\n[the REPL process died; its state is lost]"
+            )
             return _result(b"", note.encode(), -9, timed_out, start)
         data = json.loads(line)
         cap = CONFIG["max_output_bytes"]
-        return _result(data["stdout"].encode()[:cap], data["stderr"].encode()[:cap], data["exit_code"], False, start)
+        return _result(
+            data["stdout"].encode()[:cap],
+            data["stderr"].encode()[:cap],
+            data["exit_code"],
+            False,
+            start,
+        )
 
     def stop(self) -> None:
         if self.pid:
@@ -366,13 +480,16 @@ def sweep(keep: set[int]) -> int:
             killed += 1
         except ProcessLookupError:
             pass
-    while True:  # reap whatever was ours
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:  # reap them: orphans are reparented to this subreaper
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             break
         if pid == 0:
-            break
+            if not [p for p in descendants(os.getpid()) if p not in spared]:
+                break
+            time.sleep(0.001)
     return killed
 
 
@@ -388,7 +505,9 @@ def main() -> None:
     CONFIG.update(json.loads(sys.argv[1]))
     sys.path[:] = CONFIG["sys_path"]
     drop_privileges(CONFIG["uid"])
-    _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (reset by the uid change): die with the host
+    _libc.prctl(
+        1, signal.SIGKILL, 0, 0, 0
+    )  # PR_SET_PDEATHSIG (reset by the uid change): die with the host
     _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back here to be swept
     os.chdir(CONFIG["workdir"])
     channel = os.fdopen(os.dup(1), "wb")

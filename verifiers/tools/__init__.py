@@ -3,4 +3,11 @@
 from verifiers.tools.calls import ToolCallError, execute_tool_calls, parse_arguments
 from verifiers.tools.schema import ToolSpec, parse_docstring, tool_spec
 
-__all__ = ["ToolCallError", "ToolSpec", "execute_tool_calls", "parse_arguments", "parse_docstring", "tool_spec"]
+__all__ = [
+    "ToolCallError",
+    "ToolSpec",
+    "execute_tool_calls",
+    "parse_arguments",
+    "parse_docstring",
+    "tool_spec",
+]

@@ -34,10 +34,14 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ToolCallError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos}): {raw!r:.200}") from None
+            raise ToolCallError(
+                f"arguments are not valid JSON ({exc.msg} at position {exc.pos}): {raw!r:.200}"
+            ) from None
     if isinstance(value, dict):
         return value
-    raise ToolCallError(f"arguments must be a JSON object, got {type(value).__name__}: {raw!r:.200}")
+    raise ToolCallError(
+        f"arguments must be a JSON object, got {type(value).__name__}: {raw!r:.200}"
+    )
 
 
 def format_output(result: Any, max_chars: int) -> str:
@@ -49,7 +53,9 @@ def format_output(result: Any, max_chars: int) -> str:
         except (TypeError, ValueError):
             text = str(result)
     if len(text) > max_chars:
-        text = text[:max_chars] + f"\n...[output truncated: {len(text) - max_chars} more characters]"
+        text = (
+            text[:max_chars] + f"\n...[output truncated: {len(text) - max_chars} more characters]"
+        )
     return text
 
 

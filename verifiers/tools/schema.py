@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 _GOOGLE_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Params)\s*:\s*$", re.IGNORECASE)
 _GOOGLE_ARG = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
-_SECTION_END = re.compile(r"^\s*(Returns?|Raises|Yields|Examples?|Notes?|See Also)\s*:?\s*$", re.IGNORECASE)
+_SECTION_END = re.compile(
+    r"^\s*(Returns?|Raises|Yields|Examples?|Notes?|See Also)\s*:?\s*$", re.IGNORECASE
+)
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
@@ -38,12 +40,18 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
         if _GOOGLE_SECTION.match(line):
             mode, current = "google", None
             continue
-        if line.strip() in ("Parameters", "Arguments") and i + 1 < len(lines) and set(lines[i + 1].strip()) == {"-"}:
+        if (
+            line.strip() in ("Parameters", "Arguments")
+            and i + 1 < len(lines)
+            and set(lines[i + 1].strip()) == {"-"}
+        ):
             mode, current = "numpy", None
             continue
         if mode is None:
             continue
-        if _SECTION_END.match(line) or (mode == "numpy" and set(line.strip()) == {"-"} and current is None and params):
+        if _SECTION_END.match(line) or (
+            mode == "numpy" and set(line.strip()) == {"-"} and current is None and params
+        ):
             mode = None
             continue
         if mode == "numpy" and set(line.strip()) == {"-"}:
@@ -82,7 +90,8 @@ class ToolSpec:
             model = self.arguments.model_validate(args)
         except ValidationError as exc:
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors()
             )
             raise ValueError(f"invalid arguments for {self.name}: {problems}") from None
         return {name: getattr(model, name) for name in type(model).model_fields}
@@ -90,7 +99,9 @@ class ToolSpec:
 
 def _strip_titles(schema: Any) -> Any:
     if isinstance(schema, dict):
-        return {k: _strip_titles(v) for k, v in schema.items() if k != "title" or not isinstance(v, str)}
+        return {
+            k: _strip_titles(v) for k, v in schema.items() if k != "title" or not isinstance(v, str)
+        }
     if isinstance(schema, list):
         return [_strip_titles(v) for v in schema]
     return schema
@@ -126,6 +137,9 @@ def tool_spec(func: Callable[..., Any], args_to_skip: list[str] | tuple[str, ...
     parameters = _strip_titles(shown.model_json_schema())
     parameters.setdefault("properties", {})
     parameters.setdefault("required", [])
-    schema = {"type": "function", "function": {"name": name, "description": summary, "parameters": parameters}}
+    schema = {
+        "type": "function",
+        "function": {"name": name, "description": summary, "parameters": parameters},
+    }
     is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
     return ToolSpec(name, func, schema, validator, is_async, tuple(args_to_skip))

@@ -1,0 +1,130 @@
+"""Sandbox latency and density on this machine.
+
+    python benchmarks/sandbox_latency.py [--mode auto|bwrap|landlock]
+
+Prints: sandbox start (p50/p90, cold, no pool), round trip of ``print(1)`` (p50/p90/p99),
+snippets/s with 16 sandboxes running concurrently, and idle memory per sandbox (RSS and PSS of
+its processes). Targets on 2 cores: start p50 < 150 ms, round trip p50 < 5 ms, >= 300 snippets/s,
+< 15 MiB per idle sandbox.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from verifiers.sandbox import LocalSandboxProvider, SandboxLimits
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def tree(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    out, stack = [pid], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            out.append(child)
+            stack.append(child)
+    return out
+
+
+def memory_kib(pid: int, field: str) -> int:
+    total = 0
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith(field + ":"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+async def run(mode: str) -> None:
+    provider = LocalSandboxProvider(mode=mode, pool_size=0, limits=SandboxLimits())
+    starts = []
+    for _ in range(20):
+        t = time.perf_counter()
+        box = await provider.create()
+        starts.append((time.perf_counter() - t) * 1000)
+        await box.destroy()
+    box = await provider.create()
+    for _ in range(20):
+        await box.run_python("print(1)")
+    trips = []
+    for _ in range(300):
+        t = time.perf_counter()
+        await box.run_python("print(1)")
+        trips.append((time.perf_counter() - t) * 1000)
+    await box.destroy()
+
+    boxes = await asyncio.gather(*(provider.create() for _ in range(16)))
+    await asyncio.sleep(0.5)
+    rss = statistics.mean(memory_kib(b.process.pid, "Rss") for b in boxes) / 1024
+    pss = statistics.mean(memory_kib(b.process.pid, "Pss") for b in boxes) / 1024
+    done = 0
+    stop = time.perf_counter() + 5
+
+    async def loop(b) -> None:
+        nonlocal done
+        while time.perf_counter() < stop:
+            await b.run_python("print(1)")
+            done += 1
+
+    t = time.perf_counter()
+    await asyncio.gather(*(loop(b) for b in boxes))
+    rate = done / (time.perf_counter() - t)
+    await provider.close()
+
+    table = Table(title=f"local sandbox ({provider.mode})")
+    for col in ("measure", "value", "target", "ok"):
+        table.add_column(col, justify="right")
+    rows = [
+        (
+            "start p50 / p90 (ms)",
+            f"{pct(starts, 0.5):.1f} / {pct(starts, 0.9):.1f}",
+            "p50 < 150",
+            pct(starts, 0.5) < 150,
+        ),
+        (
+            "print(1) round trip p50 / p90 / p99 (ms)",
+            f"{pct(trips, 0.5):.2f} / {pct(trips, 0.9):.2f} / {pct(trips, 0.99):.2f}",
+            "p50 < 5",
+            pct(trips, 0.5) < 5,
+        ),
+        ("snippets/s, 16 sandboxes", f"{rate:.0f}", ">= 300", rate >= 300),
+        ("idle memory per sandbox, RSS / PSS (MiB)", f"{rss:.1f} / {pss:.1f}", "< 15", pss < 15),
+    ]
+    for name, value, target, ok in rows:
+        table.add_row(name, value, target, "yes" if ok else "NO")
+    Console(width=120).print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--mode", default="auto")
+    asyncio.run(run(parser.parse_args().mode))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,292 @@
+"""The sandbox security suite and lifecycle: every attack fails, the host stays healthy, and the
+next snippet in the same sandbox still works; sandboxes never outlive their rollout or process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import verifiers as vf
+from verifiers.sandbox import LocalSandboxProvider, SandboxError, SandboxLimits
+from verifiers.sandbox.local import SandboxUnavailableError, landlock_abi, probe_mode
+from verifiers.testing import Reply
+
+
+def available_modes() -> list:
+    modes = []
+    try:
+        probe_mode()
+        modes.append("bwrap")
+    except SandboxUnavailableError:
+        pass
+    try:
+        from verifiers.sandbox.local import LocalSandbox
+
+        LocalSandbox("landlock", SandboxLimits())
+        modes.append("landlock")
+    except SandboxUnavailableError as exc:
+        modes.append(pytest.param("landlock", marks=pytest.mark.skip(reason=str(exc))))
+    except OSError:
+        modes.append(
+            pytest.param(
+                "landlock", marks=pytest.mark.skip(reason=f"no Landlock (ABI {landlock_abi()})")
+            )
+        )
+    return modes
+
+
+def sandbox_pids() -> list[int]:
+    """Host pids of sandbox workers and anything they started (found by uid or worker path)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            uid = os.stat(f"/proc/{entry}").st_uid
+        except OSError:
+            continue
+        if (
+            (b"worker.py" in cmdline and b"verifiers" in cmdline)
+            or b"/opt/vf/worker.py" in cmdline
+            or uid >= 100_000
+        ):
+            found.append(int(entry))
+    return found
+
+
+def wait_until_no_sandboxes(timeout: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while (pids := sandbox_pids()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pids
+
+
+@pytest.fixture(params=available_modes())
+async def sandbox(request):
+    provider = LocalSandboxProvider(
+        mode=request.param,
+        pool_size=0,
+        limits=SandboxLimits(memory_mb=512, wall_time_s=2, cpu_time_s=2, max_processes=32),
+    )
+    box = await provider.create()
+    yield box
+    await provider.close()
+    assert wait_until_no_sandboxes() == []
+
+
+async def still_works(box) -> None:
+    result = await box.run_python("print(6 * 7)")
+    assert result.stdout == "42\n" and result.exit_code == 0
+
+
+async def test_reading_a_secret_outside_the_work_dir_fails(sandbox, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2")
+    for target in (str(secret), "/etc/shadow", "/root/.bash_history", "/proc/1/environ"):
+        result = await sandbox.run_python(f"print(open({target!r}).read())")
+        assert "hunter2" not in result.stdout and result.exit_code != 0, target
+    await still_works(sandbox)
+
+
+async def test_writing_outside_the_work_dir_fails(sandbox, tmp_path):
+    target = tmp_path / "pwned.txt"
+    for path in (str(target), "/usr/pwned", "/etc/pwned"):
+        result = await sandbox.run_python(f"open({path!r}, 'w').write('x')")
+        assert result.exit_code != 0, path
+    assert not target.exists()
+    assert (
+        await sandbox.run_python(
+            "open('mine.txt', 'w').write('ok'); print(open('mine.txt').read())"
+        )
+    ).stdout == "ok\n"
+    await still_works(sandbox)
+
+
+async def test_tcp_to_a_host_server_fails(sandbox):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    accepted = []
+    threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
+    code = f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=1)\nprint('connected')"
+    result = await sandbox.run_python(code)
+    assert "connected" not in result.stdout and result.exit_code != 0
+    assert accepted == []
+    listener.close()
+    await still_works(sandbox)
+
+
+async def test_host_processes_are_invisible_and_unsignalable(sandbox):
+    host_pid = os.getpid()
+    result = await sandbox.run_python(
+        textwrap.dedent(f"""
+        import os, signal
+        try:
+            pids = [p for p in os.listdir('/proc') if p.isdigit()]
+        except OSError as e:
+            pids = []
+        print('sees host', str({host_pid}) in pids)
+        try:
+            os.kill({host_pid}, signal.SIGTERM)
+            print('signalled')
+        except OSError as e:
+            print('kill failed', type(e).__name__)
+    """)
+    )
+    assert (
+        "sees host False" in result.stdout
+        and "kill failed" in result.stdout
+        and "signalled" not in result.stdout
+    )
+    await still_works(sandbox)
+
+
+async def test_fork_bomb_is_bounded(sandbox):
+    before = len(os.listdir("/proc"))
+    result = await sandbox.run_python("import os\nwhile True:\n    os.fork()", timeout=2)
+    assert result.timed_out or result.exit_code != 0
+    await still_works(sandbox)
+    assert len(os.listdir("/proc")) < before + 10  # everything it made is gone
+
+
+async def test_allocating_4_gib_under_512_mib_fails(sandbox):
+    result = await sandbox.run_python("x = bytearray(4 * 1024**3)\nprint('allocated')")
+    assert "allocated" not in result.stdout and "MemoryError" in result.stderr
+    await still_works(sandbox)
+
+
+async def test_spinning_forever_is_killed_at_the_time_limit(sandbox):
+    start = time.monotonic()
+    result = await sandbox.run_python("while True:\n    pass", timeout=2)
+    assert result.timed_out and time.monotonic() - start < 4
+    await still_works(sandbox)
+
+
+async def test_background_processes_are_swept(sandbox):
+    result = await sandbox.run_python(
+        "import subprocess, os\nsubprocess.Popen(['sleep', '300'])\nif os.fork() == 0:\n    import time; time.sleep(300)\nprint('started')"
+    )
+    assert result.stdout.strip().endswith("started") and result.swept >= 2
+    check = await sandbox.run_shell("ps -e -o comm= 2>/dev/null | grep -c sleep || true")
+    assert check.stdout.strip() in ("0", "")
+    await still_works(sandbox)
+
+
+async def test_files_up_and_down_stay_inside(sandbox):
+    await sandbox.upload("data/in.txt", b"hello")
+    assert (await sandbox.run_shell("cat data/in.txt")).stdout == "hello"
+    assert await sandbox.download("data/in.txt") == b"hello"
+    with pytest.raises(SandboxError, match="outside the sandbox work directory"):
+        await sandbox.download("../../../etc/passwd")
+    await sandbox.run_shell("ln -s /etc/hostname link")
+    with pytest.raises(SandboxError):
+        await sandbox.download("link")
+
+
+async def test_repl_keeps_state_and_recovers_from_timeouts(sandbox):
+    assert (await sandbox.run_python("x = 41", repl=True)).exit_code == 0
+    assert (await sandbox.run_python("print(x + 1)", repl=True)).stdout == "42\n"
+    hung = await sandbox.run_python("while True: pass", repl=True, timeout=1)
+    assert hung.timed_out and "state is lost" in hung.stderr
+    assert "NameError" in (await sandbox.run_python("print(x)", repl=True)).stderr
+
+
+def test_unsafe_mode_is_never_chosen_automatically():
+    assert probe_mode() in ("bwrap", "landlock")
+    with pytest.raises(ValueError, match="auto, bwrap, landlock or unsafe"):
+        LocalSandboxProvider(mode="none")
+
+
+# --- lifecycle through environments --------------------------------------------------------------
+
+
+def python_policy(*snippets):
+    def policy(request):
+        done = sum(1 for m in request["messages"] if m["role"] == "tool")
+        if done < len(snippets):
+            return Reply(tool_calls=[Reply.tool_call("python", {"code": snippets[done]})])
+        return "finished"
+
+    return policy
+
+
+async def test_python_env_state_persists_within_a_rollout_never_across(server, client):
+    env = vf.PythonEnv(dataset=[{"question": "q"}], pool_size=1)
+    server.set_handler(
+        python_policy(
+            "try:\n    print(counter)\nexcept NameError:\n    counter = 0\ncounter += 1\nprint('counter', counter)",
+            "counter += 1\nprint('counter', counter)",
+        )
+    )
+    out = await env.evaluate(client, "m", rollouts_per_example=3)
+    for state in out.state:
+        tools = [m["content"] for m in state["completion"] if m["role"] == "tool"]
+        assert tools == ["counter 1", "counter 2"]  # each rollout starts from nothing
+    assert wait_until_no_sandboxes() == []  # destroyed at rollout end, pool closed at run end
+    meta_mode = env.run_metadata()["sandbox_mode"]
+    assert meta_mode in ("bwrap", "landlock")
+
+
+async def test_sandbox_env_bash_and_teardown_on_errors(server, client):
+    env = vf.SandboxEnv(dataset=[{"question": "q"}], pool_size=0)
+    server.set_handler(
+        lambda req: (
+            Reply(tool_calls=[Reply.tool_call("bash", {"command": "echo hi > f.txt && cat f.txt"})])
+            if not any(m["role"] == "tool" for m in req["messages"])
+            else Reply(status=400, error="model broke")
+        )
+    )
+    out = await env.evaluate(client, "m")
+    state = out.state[0]
+    assert [m["content"] for m in state["completion"] if m["role"] == "tool"] == ["hi"]
+    assert state["error"]["type"] == "BadRequestError"  # the rollout failed after the tool call ...
+    assert wait_until_no_sandboxes() == []  # ... and its sandbox was still destroyed
+
+
+async def test_crashed_sandbox_becomes_data_on_the_rollout(server, client):
+    env = vf.PythonEnv(dataset=[{"question": "q"}], pool_size=0)
+    server.set_handler(
+        python_policy("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", "print('after')")
+    )
+    out = await env.evaluate(client, "m")
+    state = out.state[0]
+    tools = [m["content"] for m in state["completion"] if m["role"] == "tool"]
+    assert state["error"] is None and len(tools) == 2
+    assert any("SandboxError" in t for t in tools) and state.get("sandbox_errors")
+    assert wait_until_no_sandboxes() == []
+
+
+RUNNER = textwrap.dedent("""
+    import sys, verifiers as vf
+    from verifiers.testing import Reply
+    env = vf.PythonEnv(dataset=[{"question": str(i)} for i in range(4)], pool_size=2)
+    env.evaluate_sync(sys.argv[1], "m", max_concurrent=4)
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "parent-death"])
+def test_no_sandbox_survives_ctrl_c_or_parent_death(server, sig):
+    server.set_handler(
+        lambda req: Reply(
+            tool_calls=[Reply.tool_call("python", {"code": "import time; time.sleep(30)"})]
+        )
+    )
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, server.base_url], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while len(sandbox_pids()) < 4:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    os.kill(proc.pid, sig)
+    proc.wait(timeout=30)
+    assert wait_until_no_sandboxes(timeout=10) == []

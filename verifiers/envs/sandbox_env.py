@@ -1,0 +1,141 @@
+"""SandboxEnv: a tool environment whose tools run in a sandbox of their own per rollout.
+
+The sandbox is requested in ``setup_state`` and boots (or comes from the warm pool) while the
+model writes its first reply; tools wait for it only if they are called before it is ready.
+It is destroyed when the rollout ends, whatever ended it; the provider is closed at teardown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from verifiers.decorators import cleanup, teardown
+from verifiers.envs.stateful_tool_env import StatefulToolEnv
+from verifiers.sandbox.base import Sandbox, SandboxError, SandboxLimits, SandboxProvider
+from verifiers.types import Messages, State
+
+
+class SandboxEnv(StatefulToolEnv):
+    """Gives the model a ``bash`` tool in a per-rollout sandbox.
+
+    Args:
+        sandbox_provider: where sandboxes come from (default: a pooled ``LocalSandboxProvider``).
+        sandbox_limits: per-sandbox limits (time, memory, processes, ...).
+        sandbox_mode: isolation for the default provider: auto (bwrap, else landlock) or unsafe.
+        pool_size: sandboxes kept warm by the default provider.
+    """
+
+    def __init__(
+        self,
+        sandbox_provider: SandboxProvider | None = None,
+        sandbox_limits: SandboxLimits | None = None,
+        sandbox_mode: str = "auto",
+        pool_size: int = 4,
+        max_turns: int = 10,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(max_turns=max_turns, **kwargs)
+        self.sandbox_limits = sandbox_limits or SandboxLimits()
+        self._provider = sandbox_provider
+        self._owns_provider = sandbox_provider is None
+        self._provider_args = {"mode": sandbox_mode, "pool_size": pool_size}
+        self._sandboxes: dict[str, asyncio.Task[Sandbox]] = {}
+        self.add_tool(self.bash, args_to_skip=["sandbox_id"])
+
+    @property
+    def provider(self) -> SandboxProvider:
+        if self._provider is None:
+            from verifiers.sandbox.local import LocalSandboxProvider
+
+            self._provider = LocalSandboxProvider(limits=self.sandbox_limits, **self._provider_args)
+        return self._provider
+
+    @property
+    def sandbox_mode(self) -> str:
+        if self._provider is None and self._owns_provider:
+            from verifiers.sandbox.local import probe_mode
+
+            return (
+                self._provider_args["mode"]
+                if self._provider_args["mode"] != "auto"
+                else probe_mode()
+            )
+        return self.provider.mode
+
+    def run_metadata(self) -> dict[str, Any]:
+        return {**super().run_metadata(), "sandbox_mode": self.sandbox_mode}
+
+    async def setup_state(self, state: State, **kwargs: Any) -> State:
+        sandbox_id = uuid.uuid4().hex
+        state["sandbox_id"] = sandbox_id
+        state["sandbox_mode"] = self.sandbox_mode
+        self._sandboxes[sandbox_id] = asyncio.ensure_future(
+            self.provider.create(self.sandbox_limits)
+        )
+        return await super().setup_state(state, **kwargs)
+
+    async def sandbox(self, sandbox_id: str) -> Sandbox:
+        task = self._sandboxes.get(sandbox_id)
+        if task is None:
+            raise SandboxError("this rollout's sandbox is gone")
+        return await task
+
+    def update_tool_args(
+        self,
+        tool_name: str,
+        tool_args: dict[str, Any],
+        messages: Messages,
+        state: State,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        if tool_name in ("bash", "python"):
+            return {**tool_args, "sandbox_id": state["sandbox_id"]}
+        return tool_args
+
+    async def bash(self, command: str, sandbox_id: str) -> str:
+        """Run a shell command in your sandbox and return its output.
+
+        Args:
+            command: The shell command to run, e.g. "ls -la" or "python3 script.py".
+        """
+        result = await (await self.sandbox(sandbox_id)).run_shell(command)
+        return result.output + (
+            "" if result.exit_code == 0 or result.timed_out else f"\n[exit code {result.exit_code}]"
+        )
+
+    async def env_response(self, messages: Messages, state: State, **kwargs: Any) -> Messages:
+        replies = await super().env_response(messages, state, **kwargs)
+        crashed = [r["content"] for r in replies if "SandboxError" in r["content"]]
+        if crashed:
+            state.setdefault("sandbox_errors", []).extend(crashed)
+        return replies
+
+    @cleanup
+    async def destroy_sandbox(self, state: State) -> None:
+        task = self._sandboxes.pop(state.get("sandbox_id") or "", None)
+        if task is None:
+            return
+        if not task.done():
+            task.cancel()
+        try:
+            sandbox = await task
+        except (asyncio.CancelledError, Exception):
+            return
+        await sandbox.destroy()
+
+    async def end_run(self) -> None:
+        """Sandboxes and the warm pool never outlive the run (their processes belong to its loop)."""
+        for sandbox_id in list(self._sandboxes):
+            await self.destroy_sandbox({"sandbox_id": sandbox_id})
+        if self._provider is not None and self._owns_provider:
+            await self._provider.close()
+            self._provider = None
+        await super().end_run()
+
+    @teardown
+    async def close_provider(self) -> None:
+        await self.end_run()
+        if self._provider is not None:
+            await self._provider.close()
