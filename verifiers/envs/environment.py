@@ -281,6 +281,7 @@ class Environment(ABC):
     async def end_run(self) -> None:
         """Release what was bound to this run's event loop (e.g. warm sandbox pools); called by
         ``generate`` when it finishes, however it finishes."""
+        return None
 
     def run_metadata(self) -> dict[str, Any]:
         """Extra facts for a run's metadata.json (e.g. the sandbox isolation mode)."""
