@@ -239,6 +239,8 @@ class LocalSandbox(Sandbox):
         else:
             args.append("--unshare-user")
         args += _system_binds()
+        # /tmp first: a project or venv living under /tmp (CI clones do) is bound on top of it.
+        args += ["--bind", str(self.tmp_host), "/tmp", "--proc", "/proc", "--dev", "/dev"]
         args += _with_parents([(p, p) for p in python_paths], "--ro-bind")
         args += _with_parents([(str(WORKER), "/opt/vf/worker.py")], "--ro-bind")
         args += [
@@ -247,13 +249,6 @@ class LocalSandbox(Sandbox):
             "/workspace",
             "--chdir",
             "/workspace",
-            "--bind",
-            str(self.tmp_host),
-            "/tmp",
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
             "--clearenv",
             "--setenv",
             "HOME",
