@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from verifiers.cli.endpoints import CLIError, Endpoint, resolve_endpoint
 
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args, console, servers)
     except CLIError as exc:
-        console.print(f"[red]vf-eval:[/red] {exc}", highlight=False, soft_wrap=True)
+        console.print(f"[red]vf-eval:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     finally:
         for server in servers:

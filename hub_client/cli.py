@@ -1,0 +1,407 @@
+"""prime: publish, find and install environments on an Environments Hub; run a hub.
+
+    prime hub serve [--data-dir ~/.prime-hub]      prime hub create-user NAME [--admin]
+    prime login --token TOKEN [--url URL]          prime env init NAME
+    prime env push [--path DIR] [--bump patch]     prime env install owner/name[@version] [--locked]
+    prime env list | search | info | versions | yank | pull | uninstall | delete
+    prime eval push RUN_DIR
+
+Configuration: ~/.config/prime/config.toml (0600); PRIME_HUB_URL and PRIME_API_KEY override it.
+Exit codes: 0 ok, 1 the hub or the installer refused (the message says why), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from hub_client.client import HubAPIError, HubClient
+from hub_client.config import load_config, save_config
+from hub_client.install import EnvSpec, InstallError, install, install_locked, pull, uninstall
+from hub_client.versions import BUMPS, bump, read_project, set_version
+
+console = Console()
+err = Console(stderr=True)
+
+
+class UsageError(Exception):
+    pass
+
+
+def client() -> HubClient:
+    config = load_config()
+    return HubClient(config.url, config.token)
+
+
+# --- hub -----------------------------------------------------------------------------------------------
+
+
+def cmd_hub_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from hub_server import create_app
+
+    data_dir = Path(args.data_dir).expanduser()
+    err.print(f"hub on http://{args.host}:{args.port} (data: {data_dir})")
+    uvicorn.run(create_app(data_dir), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def cmd_hub_create_user(args: argparse.Namespace) -> int:
+    from hub_server import Hub
+
+    token = Hub(Path(args.data_dir).expanduser()).create_user(args.name, args.admin)
+    print(token)
+    return 0
+
+
+# --- account -------------------------------------------------------------------------------------------
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    config = load_config()
+    url = args.url or config.url
+    token = args.token or (
+        sys.stdin.readline().strip() if not sys.stdin.isatty() else input("API token: ").strip()
+    )
+    me = HubClient(url, token).me()
+    path = save_config(url, token)
+    console.print(
+        f"logged in to {url} as [bold]{me.user}[/bold] (scopes: {', '.join(me.scopes)}); saved to {path}"
+    )
+    return 0
+
+
+def cmd_whoami(_: argparse.Namespace) -> int:
+    me = client().me()
+    console.print(f"{me.user} (owners: {', '.join(me.owners)}; scopes: {', '.join(me.scopes)})")
+    return 0
+
+
+# --- environments --------------------------------------------------------------------------------------
+
+
+def cmd_env_init(args: argparse.Namespace) -> int:
+    from verifiers.scaffold import ScaffoldError, scaffold
+
+    try:
+        root = scaffold(args.name, args.path, multi_file=args.multi_file)
+    except ScaffoldError as exc:
+        raise UsageError(str(exc)) from exc
+    console.print(f"created {root}; publish with: prime env push --path {root}")
+    return 0
+
+
+def build(path: Path, out: Path) -> tuple[Path, Path]:
+    from hub_client.install import uv_binary
+
+    result = subprocess.run(
+        [uv_binary(), "build", "--out-dir", str(out), str(path)], capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        raise InstallError(f"uv build failed:\n{result.stderr.strip()[-2000:]}")
+    wheels, sdists = sorted(out.glob("*.whl")), sorted(out.glob("*.tar.gz"))
+    if len(wheels) != 1 or len(sdists) != 1:
+        raise InstallError(
+            f"uv build made {len(wheels)} wheels and {len(sdists)} sdists; expected one of each"
+        )
+    return wheels[0], sdists[0]
+
+
+def cmd_env_push(args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    if not (path / "pyproject.toml").exists():
+        raise UsageError(f"{path} has no pyproject.toml; pass --path to an environment package")
+    hub = client()
+    owner = args.owner or hub.me().user
+    try:
+        project = read_project(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    name = project["name"].lower().replace("_", "-")
+    version = project["version"]
+    if args.bump:
+        version = bump(version, args.bump)
+        set_version(path, version)
+        console.print(f"bumped {name} to {version} in {path / 'pyproject.toml'}")
+    try:
+        hub.version(owner, name, version)
+        raise InstallError(
+            f"{owner}/{name} {version} is already published (versions are immutable); push with --bump patch (or minor, rc, post)"
+        )
+    except HubAPIError as exc:
+        if exc.code not in ("environment_not_found", "version_not_found"):
+            raise
+    readme = (path / "README.md").read_text() if (path / "README.md").exists() else None
+    with tempfile.TemporaryDirectory() as tmp:
+        wheel, sdist = build(path, Path(tmp))
+        info = hub.publish(
+            owner,
+            name,
+            wheel,
+            sdist,
+            visibility=args.visibility,
+            readme=readme,
+            description=project.get("description"),
+            tags=args.tag,
+        )
+    console.print(
+        f"published [bold]{owner}/{name} {info.version}[/bold] ({', '.join(f.filename for f in info.files)})"
+    )
+    console.print(f"install with: prime env install {owner}/{name}@{info.version}")
+    return 0
+
+
+def cmd_env_install(args: argparse.Namespace) -> int:
+    hub = client()
+    lock = Path(args.lock_file)
+    if args.locked:
+        if args.specs:
+            raise UsageError(
+                "--locked installs exactly what the lock file says; do not name environments too"
+            )
+        entries = install_locked(hub, lock, args.python)
+    else:
+        if not args.specs:
+            raise UsageError(
+                "name at least one environment: prime env install owner/name[@version]"
+            )
+        entries = install(hub, [EnvSpec.parse(s) for s in args.specs], lock, args.python)
+    for entry in entries:
+        console.print(
+            f"installed {entry.owner}/{entry.name} {entry.version} ({entry.filename}, sha256 {entry.sha256[:12]}…)"
+        )
+    if not args.locked:
+        console.print(f"pinned in {lock}")
+    return 0
+
+
+def cmd_env_uninstall(args: argparse.Namespace) -> int:
+    uninstall(EnvSpec.parse(args.spec), Path(args.lock_file), args.python)
+    console.print(f"uninstalled {args.spec}")
+    return 0
+
+
+def cmd_env_pull(args: argparse.Namespace) -> int:
+    root = pull(client(), EnvSpec.parse(args.spec), Path(args.dir))
+    console.print(f"extracted to {root}")
+    return 0
+
+
+def _table(items, title: str) -> Table:
+    table = Table(title=title)
+    for col in ("environment", "latest", "visibility", "tags", "description"):
+        table.add_column(col)
+    for e in items:
+        table.add_row(
+            f"{e.owner}/{e.name}",
+            e.latest_version or "-",
+            e.visibility,
+            ", ".join(e.tags),
+            (e.description or "")[:60],
+        )
+    return table
+
+
+def cmd_env_list(args: argparse.Namespace) -> int:
+    page = client().list_environments(
+        q=getattr(args, "query", None),
+        owner=args.owner,
+        tag=args.tag,
+        sort=args.sort,
+        page=args.page,
+    )
+    console.print(_table(page.items, f"{page.total} environments (page {page.page})"))
+    return 0
+
+
+def cmd_env_info(args: argparse.Namespace) -> int:
+    spec = EnvSpec.parse(args.spec)
+    info = client().environment(spec.owner, spec.name)
+    console.print(
+        f"[bold]{info.owner}/{info.name}[/bold] ({info.visibility}) — {info.description or ''}"
+    )
+    console.print(
+        f"versions: {', '.join(info.versions) or '-'}; latest: {info.latest_version or '-'}; index: {info.index_url}"
+    )
+    if info.readme:
+        console.print(info.readme)
+    return 0
+
+
+def cmd_env_versions(args: argparse.Namespace) -> int:
+    spec = EnvSpec.parse(args.spec)
+    table = Table(title=f"{spec.owner}/{spec.name}")
+    for col in ("version", "uploaded", "yanked", "files", "content hash"):
+        table.add_column(col)
+    for v in client().versions(spec.owner, spec.name):
+        table.add_row(
+            v.version,
+            v.created_at,
+            (v.yanked_reason or "yes") if v.yanked else "",
+            ", ".join(f.filename for f in v.files),
+            v.content_hash[:19],
+        )
+    console.print(table)
+    return 0
+
+
+def cmd_env_yank(args: argparse.Namespace) -> int:
+    spec = EnvSpec.parse(args.spec)
+    if not spec.version:
+        raise UsageError("name the version to yank: prime env yank owner/name@1.2.3")
+    client().yank(spec.owner, spec.name, spec.version, args.reason)
+    console.print(f"yanked {spec}")
+    return 0
+
+
+def cmd_env_delete(args: argparse.Namespace) -> int:
+    if not args.yes:
+        raise UsageError("deleting removes every version; confirm with --yes")
+    spec = EnvSpec.parse(args.spec)
+    client().delete(spec.owner, spec.name)
+    console.print(f"deleted {spec.owner}/{spec.name}")
+    return 0
+
+
+def cmd_eval_push(args: argparse.Namespace) -> int:
+    run = Path(args.run_dir)
+    meta_file, results_file = run / "metadata.json", run / "results.jsonl"
+    if not meta_file.exists() or not results_file.exists():
+        raise UsageError(f"{run} is not a vf-eval run directory (metadata.json and results.jsonl)")
+    meta = json.loads(meta_file.read_text())
+    if args.env:
+        spec = EnvSpec.parse(args.env)
+    else:
+        env_id, version = meta.get("env_id", ""), meta.get("env_version")
+        if "/" not in env_id or not version:
+            raise UsageError(
+                "the run does not name an owner/name@version; pass --env owner/name@version"
+            )
+        spec = EnvSpec.parse(f"{env_id}@{version}")
+    if not spec.version:
+        raise UsageError("eval results attach to an exact version: --env owner/name@1.2.3")
+    info = client().push_eval(
+        spec.owner, spec.name, spec.version, meta_file.read_bytes(), results_file.read_bytes()
+    )
+    console.print(
+        f"uploaded eval #{info.id} ({info.num_rollouts} rollouts, model {info.model}) to {spec}"
+    )
+    return 0
+
+
+# --- parser --------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="prime", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    top = parser.add_subparsers(dest="group", required=True)
+
+    hub = top.add_parser("hub", help="run a hub").add_subparsers(dest="command", required=True)
+    serve = hub.add_parser("serve", help="start the hub server")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8787)
+    serve.add_argument("--data-dir", default="~/.prime-hub")
+    serve.set_defaults(func=cmd_hub_serve)
+    create = hub.add_parser(
+        "create-user", help="create a user in a hub's data dir and print its token"
+    )
+    create.add_argument("name")
+    create.add_argument("--admin", action="store_true")
+    create.add_argument("--data-dir", default="~/.prime-hub")
+    create.set_defaults(func=cmd_hub_create_user)
+
+    login = top.add_parser("login", help="store a hub URL and token")
+    login.add_argument("--url")
+    login.add_argument("--token", help="the API token (read from stdin when omitted)")
+    login.set_defaults(func=cmd_login)
+    top.add_parser("whoami", help="show the current user").set_defaults(func=cmd_whoami)
+
+    env = top.add_parser("env", help="environments").add_subparsers(dest="command", required=True)
+    init = env.add_parser("init", help="scaffold an environment (same as vf-init)")
+    init.add_argument("name")
+    init.add_argument("-p", "--path", default="./environments")
+    init.add_argument("--multi-file", action="store_true")
+    init.set_defaults(func=cmd_env_init)
+    push = env.add_parser("push", help="build with uv and publish a version")
+    push.add_argument("--path", default=".")
+    push.add_argument("--owner", help="namespace (default: you; a team you belong to)")
+    push.add_argument("--visibility", choices=["public", "private"], default="public")
+    push.add_argument("--bump", choices=BUMPS, help="raise [project].version first")
+    push.add_argument("--tag", action="append", default=[])
+    push.set_defaults(func=cmd_env_push)
+    inst = env.add_parser("install", help="install pinned environments")
+    inst.add_argument("specs", nargs="*", metavar="owner/name[@version]")
+    inst.add_argument(
+        "--locked", action="store_true", help="install exactly what the lock file records"
+    )
+    inst.add_argument("--lock-file", default="environments.lock")
+    inst.add_argument(
+        "--python", default=None, help="the interpreter to install into (default: this one)"
+    )
+    inst.set_defaults(func=cmd_env_install)
+    un = env.add_parser("uninstall")
+    un.add_argument("spec")
+    un.add_argument("--lock-file", default="environments.lock")
+    un.add_argument("--python", default=None)
+    un.set_defaults(func=cmd_env_uninstall)
+    pl = env.add_parser("pull", help="download and extract the source")
+    pl.add_argument("spec")
+    pl.add_argument("-d", "--dir", default=".")
+    pl.set_defaults(func=cmd_env_pull)
+    for command, helptext in (("list", "list environments"), ("search", "search environments")):
+        sub = env.add_parser(command, help=helptext)
+        if command == "search":
+            sub.add_argument("query")
+        sub.add_argument("--owner")
+        sub.add_argument("--tag")
+        sub.add_argument(
+            "--sort", default="updated", choices=["updated", "created", "name", "downloads"]
+        )
+        sub.add_argument("--page", type=int, default=1)
+        sub.set_defaults(func=cmd_env_list)
+    for command, func in (("info", cmd_env_info), ("versions", cmd_env_versions)):
+        sub = env.add_parser(command)
+        sub.add_argument("spec")
+        sub.set_defaults(func=func)
+    yank = env.add_parser("yank", help="mark a version as yanked (PEP 592)")
+    yank.add_argument("spec", metavar="owner/name@version")
+    yank.add_argument("--reason")
+    yank.set_defaults(func=cmd_env_yank)
+    delete = env.add_parser("delete", help="delete an environment and all its versions")
+    delete.add_argument("spec")
+    delete.add_argument("--yes", action="store_true")
+    delete.set_defaults(func=cmd_env_delete)
+
+    ev = top.add_parser("eval", help="eval results").add_subparsers(dest="command", required=True)
+    evp = ev.add_parser("push", help="attach a vf-eval run to an environment version")
+    evp.add_argument("run_dir")
+    evp.add_argument("--env", help="owner/name@version (default: from the run's metadata)")
+    evp.set_defaults(func=cmd_eval_push)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        err.print(f"[red]prime:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        return 2
+    except (HubAPIError, InstallError) as exc:
+        err.print(f"[red]prime:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

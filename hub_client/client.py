@@ -1,0 +1,185 @@
+"""A typed HTTP client for the hub's JSON API (httpx)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from hub_client.wire import (
+    EnvironmentInfo,
+    EnvironmentPage,
+    EvalInfo,
+    Me,
+    TokenCreated,
+    VersionInfo,
+)
+
+
+class HubAPIError(Exception):
+    """An error answer from the hub: ``code`` is stable, ``message`` says what to do."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(f"{message} [{code}]")
+        self.status, self.code, self.message = status, code, message
+
+
+class HubClient:
+    def __init__(self, url: str, token: str | None = None, timeout: float = 60.0) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            resp = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise HubAPIError(
+                0,
+                "unreachable",
+                f"cannot reach the hub at {self.url} ({type(exc).__name__}: {exc}); check PRIME_HUB_URL or `prime login --url`",
+            ) from exc
+        if resp.status_code >= 400:
+            try:
+                error = resp.json()["error"]
+                raise HubAPIError(resp.status_code, error["code"], error["message"])
+            except (ValueError, KeyError, TypeError):
+                raise HubAPIError(
+                    resp.status_code, "http_error", f"HTTP {resp.status_code}: {resp.text[:200]}"
+                ) from None
+        if resp.status_code == 204:
+            return None
+        return resp.json()
+
+    def me(self) -> Me:
+        return Me.model_validate(self._call("GET", "/api/v1/me"))
+
+    def create_token(self, name: str, scopes: list[str]) -> TokenCreated:
+        return TokenCreated.model_validate(
+            self._call("POST", "/api/v1/tokens", json={"name": name, "scopes": scopes})
+        )
+
+    def create_user(self, name: str, is_admin: bool = False) -> TokenCreated:
+        return TokenCreated.model_validate(
+            self._call("POST", "/api/v1/users", json={"name": name, "is_admin": is_admin})
+        )
+
+    def create_team(self, name: str) -> None:
+        self._call("POST", "/api/v1/teams", json={"name": name})
+
+    def add_team_member(self, team: str, user: str) -> None:
+        self._call("POST", f"/api/v1/teams/{team}/members", json={"user": user})
+
+    def list_environments(
+        self,
+        q: str | None = None,
+        owner: str | None = None,
+        tag: str | None = None,
+        sort: str = "updated",
+        page: int = 1,
+        per_page: int = 20,
+    ) -> EnvironmentPage:
+        params = {
+            k: v
+            for k, v in dict(
+                q=q, owner=owner, tag=tag, sort=sort, page=page, per_page=per_page
+            ).items()
+            if v is not None
+        }
+        return EnvironmentPage.model_validate(
+            self._call("GET", "/api/v1/environments", params=params)
+        )
+
+    def environment(self, owner: str, name: str) -> EnvironmentInfo:
+        return EnvironmentInfo.model_validate(
+            self._call("GET", f"/api/v1/environments/{owner}/{name}")
+        )
+
+    def versions(self, owner: str, name: str) -> list[VersionInfo]:
+        return [
+            VersionInfo.model_validate(v)
+            for v in self._call("GET", f"/api/v1/environments/{owner}/{name}/versions")
+        ]
+
+    def version(self, owner: str, name: str, version: str = "latest") -> VersionInfo:
+        return VersionInfo.model_validate(
+            self._call("GET", f"/api/v1/environments/{owner}/{name}/versions/{version}")
+        )
+
+    def publish(
+        self,
+        owner: str,
+        name: str,
+        wheel: Path,
+        sdist: Path | None,
+        *,
+        visibility: str = "public",
+        readme: str | None = None,
+        description: str | None = None,
+        tags: list[str] | None = None,
+    ) -> VersionInfo:
+        files = {"wheel": (wheel.name, wheel.read_bytes(), "application/octet-stream")}
+        if sdist is not None:
+            files["sdist"] = (sdist.name, sdist.read_bytes(), "application/octet-stream")
+        data = {"visibility": visibility, "tags": json.dumps(tags or [])}
+        if readme is not None:
+            data["readme"] = readme
+        if description is not None:
+            data["description"] = description
+        return VersionInfo.model_validate(
+            self._call(
+                "POST", f"/api/v1/environments/{owner}/{name}/versions", files=files, data=data
+            )
+        )
+
+    def yank(self, owner: str, name: str, version: str, reason: str | None = None) -> VersionInfo:
+        return VersionInfo.model_validate(
+            self._call(
+                "POST",
+                f"/api/v1/environments/{owner}/{name}/versions/{version}/yank",
+                json={"reason": reason},
+            )
+        )
+
+    def delete(self, owner: str, name: str) -> None:
+        self._call("DELETE", f"/api/v1/environments/{owner}/{name}")
+
+    def download(self, url: str) -> bytes:
+        try:
+            resp = self.http.get(url)
+        except httpx.HTTPError as exc:
+            raise HubAPIError(0, "unreachable", f"download of {url} failed: {exc}") from exc
+        if resp.status_code >= 400:
+            raise HubAPIError(
+                resp.status_code,
+                "download_failed",
+                f"download of {url} failed with HTTP {resp.status_code}",
+            )
+        return resp.content
+
+    def push_eval(
+        self, owner: str, name: str, version: str, metadata: bytes, results: bytes
+    ) -> EvalInfo:
+        files = {
+            "metadata": ("metadata.json", metadata, "application/json"),
+            "results": ("results.jsonl", results, "application/jsonl"),
+        }
+        return EvalInfo.model_validate(
+            self._call(
+                "POST", f"/api/v1/environments/{owner}/{name}/versions/{version}/evals", files=files
+            )
+        )
+
+    def evals(self, owner: str, name: str, version: str) -> list[EvalInfo]:
+        return [
+            EvalInfo.model_validate(e)
+            for e in self._call(
+                "GET", f"/api/v1/environments/{owner}/{name}/versions/{version}/evals"
+            )
+        ]

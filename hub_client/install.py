@@ -1,0 +1,243 @@
+"""Installing environments from the hub, hash-pinned, with a lock file another machine replays.
+
+``prime env install owner/name@1.2.0`` asks the API for the exact wheel and its sha256, then runs
+``uv pip install`` with that pin against the environment's own simple index (searched first, so a
+same-named package elsewhere is never used for it). What was installed is recorded in
+``environments.lock``; ``--locked`` installs exactly those files again and fails if the hub's
+hash differs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from hub_client.client import HubAPIError, HubClient
+from hub_client.wire import VersionInfo
+
+LOCK_VERSION = 1
+_SPEC = re.compile(
+    r"^(?P<owner>[a-z0-9][a-z0-9._-]*)/(?P<name>[a-z0-9][a-z0-9._-]*)(?:@(?P<version>[\w.+!-]+))?$"
+)
+
+
+class InstallError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    owner: str
+    name: str
+    version: str | None  # None = latest
+
+    @classmethod
+    def parse(cls, text: str) -> EnvSpec:
+        match = _SPEC.match(text.strip())
+        if not match:
+            raise InstallError(
+                f"{text!r} is not an environment spec; use owner/name, owner/name@1.2.3 or owner/name@latest"
+            )
+        version = match["version"]
+        return cls(match["owner"], match["name"], None if version in (None, "latest") else version)
+
+    def __str__(self) -> str:
+        return f"{self.owner}/{self.name}" + (f"@{self.version}" if self.version else "")
+
+
+@dataclass
+class LockEntry:
+    owner: str
+    name: str
+    version: str
+    distribution: str
+    filename: str
+    sha256: str
+
+
+def read_lock(path: Path) -> list[LockEntry]:
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    if data.get("lock_version") != LOCK_VERSION:
+        raise InstallError(
+            f"{path} has lock_version {data.get('lock_version')}, expected {LOCK_VERSION}"
+        )
+    return [LockEntry(**entry) for entry in data["environments"]]
+
+
+def write_lock(path: Path, entries: list[LockEntry]) -> None:
+    body = {
+        "lock_version": LOCK_VERSION,
+        "environments": [asdict(e) for e in sorted(entries, key=lambda e: (e.owner, e.name))],
+    }
+    path.write_text(json.dumps(body, indent=2) + "\n")
+
+
+def index_url(hub_url: str, owner: str, name: str, token: str | None) -> str:
+    parts = urlsplit(f"{hub_url.rstrip('/')}/simple/{owner}/{name}/")
+    if (
+        token
+    ):  # installers send index credentials as basic auth; the hub reads the password as the token
+        parts = parts._replace(netloc=f"__token__:{token}@{parts.netloc}")
+    return urlunsplit(parts)
+
+
+def uv_binary() -> str:
+    from verifiers.cli.install import uv_binary as find
+
+    found = find()
+    if not found:
+        raise InstallError("uv is needed to install environments: pip install uv")
+    return found
+
+
+def pip_install(
+    hub: HubClient, wheel_pins: list[tuple[str, VersionInfo, str, str]], python: str
+) -> None:
+    """``uv pip install`` each ``dist==version --hash=sha256:...`` from its environment's index."""
+    with tempfile.TemporaryDirectory() as tmp:
+        requirements = Path(tmp) / "requirements.txt"
+        requirements.write_text(
+            "".join(
+                f"{dist}=={info.version} --hash=sha256:{sha}\n" for dist, info, sha, _ in wheel_pins
+            )
+        )
+        indexes = []
+        for _, info, _, _ in wheel_pins:
+            indexes += ["--extra-index-url", index_url(hub.url, info.owner, info.name, hub.token)]
+        cmd = [
+            uv_binary(),
+            "pip",
+            "install",
+            "--python",
+            python,
+            "--reinstall-package",
+            *[d for d, *_ in wheel_pins],
+            *indexes,
+            "-r",
+            str(requirements),
+        ]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise InstallError(f"uv pip install failed:\n{result.stderr.strip()[-2000:]}")
+
+
+def choose_wheel(info: VersionInfo) -> tuple[str, str]:
+    wheels = [f for f in info.files if f.kind == "wheel"]
+    if not wheels:
+        raise InstallError(f"{info.owner}/{info.name} {info.version} has no wheel to install")
+    return wheels[0].filename, wheels[0].sha256
+
+
+def distribution_of(filename: str) -> str:
+    return filename.split("-")[0].replace("_", "-").lower()
+
+
+def install(
+    hub: HubClient, specs: list[EnvSpec], lock_path: Path, python: str | None = None
+) -> list[LockEntry]:
+    python = python or sys.executable
+    entries = read_lock(lock_path)
+    pins, new_entries = [], []
+    for spec in specs:
+        info = hub.version(spec.owner, spec.name, spec.version or "latest")
+        if info.yanked and spec.version is None:
+            raise InstallError(f"the latest version of {spec} is yanked")
+        filename, sha = choose_wheel(info)
+        dist = distribution_of(filename)
+        clash = [
+            e
+            for e in entries
+            if e.distribution == dist and (e.owner, e.name) != (spec.owner, spec.name)
+        ]
+        if clash:
+            other = clash[0]
+            raise InstallError(
+                f"{spec.owner}/{spec.name} and {other.owner}/{other.name} both install the distribution {dist!r}; "
+                f"uninstall {other.owner}/{other.name} first (prime env uninstall) or use a separate virtualenv"
+            )
+        pins.append((dist, info, sha, filename))
+        new_entries.append(LockEntry(spec.owner, spec.name, info.version, dist, filename, sha))
+    pip_install(hub, pins, python)
+    keep = [e for e in entries if (e.owner, e.name) not in {(n.owner, n.name) for n in new_entries}]
+    write_lock(lock_path, keep + new_entries)
+    return new_entries
+
+
+def install_locked(hub: HubClient, lock_path: Path, python: str | None = None) -> list[LockEntry]:
+    entries = read_lock(lock_path)
+    if not entries:
+        raise InstallError(f"{lock_path} is missing or empty: nothing to install")
+    pins = []
+    for entry in entries:
+        info = hub.version(entry.owner, entry.name, entry.version)
+        published = {f.filename: f.sha256 for f in info.files}
+        if published.get(entry.filename) != entry.sha256:
+            raise InstallError(
+                f"{entry.owner}/{entry.name} {entry.version}: {entry.filename} on the hub has sha256 "
+                f"{published.get(entry.filename)} but the lock says {entry.sha256}; refusing to install"
+            )
+        pins.append((entry.distribution, info, entry.sha256, entry.filename))
+    pip_install(hub, pins, python or sys.executable)
+    return entries
+
+
+def uninstall(spec: EnvSpec, lock_path: Path, python: str | None = None) -> None:
+    entries = read_lock(lock_path)
+    match = [e for e in entries if (e.owner, e.name) == (spec.owner, spec.name)]
+    if not match:
+        raise InstallError(f"{spec.owner}/{spec.name} is not in {lock_path}")
+    result = subprocess.run(
+        [
+            uv_binary(),
+            "pip",
+            "uninstall",
+            "--python",
+            python or sys.executable,
+            match[0].distribution,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise InstallError(f"uv pip uninstall failed: {result.stderr.strip()[-500:]}")
+    write_lock(lock_path, [e for e in entries if e not in match])
+
+
+def pull(hub: HubClient, spec: EnvSpec, target: Path) -> Path:
+    """Download the sdist, verify its sha256, extract it safely under ``target``."""
+    import hashlib
+
+    from hub_client.archives import extract_sdist
+
+    info = hub.version(spec.owner, spec.name, spec.version or "latest")
+    sdists = [f for f in info.files if f.kind == "sdist"]
+    if not sdists:
+        raise InstallError(f"{spec} has no source distribution to pull")
+    data = hub.download(sdists[0].url)
+    if hashlib.sha256(data).hexdigest() != sdists[0].sha256:
+        raise InstallError(
+            f"{sdists[0].filename}: downloaded bytes do not match the published sha256"
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    return extract_sdist(data, target)
+
+
+__all__ = [
+    "EnvSpec",
+    "HubAPIError",
+    "InstallError",
+    "LockEntry",
+    "install",
+    "install_locked",
+    "pull",
+    "read_lock",
+    "uninstall",
+]

@@ -1,0 +1,844 @@
+"""The Environments Hub server: a JSON API and per-environment PEP 503/691 simple indexes.
+
+Standards first: wheels and sdists as built by ``uv build``; PEP 440 versions; a simple index
+per environment (``/simple/{owner}/{name}/``) with sha256 fragments, PEP 658/714 metadata
+files, PEP 700 upload times and PEP 592 yanking; immutable files. The JSON API adds owners,
+tokens, search, READMEs and eval results attached to exact versions. Every error carries a
+stable ``code``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, File, Form, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from hub_client.archives import UnsafeArchiveError, inspect_sdist, inspect_wheel
+from hub_client.wire import (
+    EnvironmentInfo,
+    EnvironmentPage,
+    EnvironmentSummary,
+    EvalInfo,
+    FileInfo,
+    Me,
+    TeamCreate,
+    TeamMember,
+    TokenCreate,
+    TokenCreated,
+    UserCreate,
+    VersionInfo,
+    YankRequest,
+)
+from hub_server.storage import LocalBlobStore, SQLiteStore
+
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+MAX_UPLOAD = 50 * 1024 * 1024
+
+
+class HubError(Exception):
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass
+class Principal:
+    user_id: int
+    name: str
+    is_admin: bool
+    scopes: set[str]
+
+    def require(self, scope: str) -> None:
+        if scope not in self.scopes and "admin" not in self.scopes:
+            raise HubError(
+                403,
+                "insufficient_scope",
+                f"this token lacks the '{scope}' scope; create one with it (prime login)",
+            )
+
+
+class Hub:
+    """The server's state: stores plus the operations the routes call."""
+
+    def __init__(self, data_dir: Path) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = SQLiteStore(data_dir / "hub.sqlite3")
+        self.blobs = LocalBlobStore(data_dir / "files")
+
+    # --- accounts ------------------------------------------------------------------------------
+    def create_user(self, name: str, is_admin: bool = False) -> str:
+        check_name(name, "user")
+        with self.store.transaction() as db:
+            if db.execute(
+                "SELECT 1 FROM users WHERE name=? UNION SELECT 1 FROM teams WHERE name=?",
+                (name, name),
+            ).fetchone():
+                raise HubError(409, "name_taken", f"the name {name!r} is taken by a user or team")
+            cur = db.execute(
+                "INSERT INTO users (name, is_admin, created_at) VALUES (?,?,?)",
+                (name, int(is_admin), now()),
+            )
+            scopes = ["read", "publish", "admin"] if is_admin else ["read", "publish"]
+            return self._new_token(db, cur.lastrowid, "initial", scopes)
+
+    def _new_token(self, db: Any, user_id: int, name: str, scopes: list[str]) -> str:
+        token = "vfh_" + secrets.token_urlsafe(32)
+        db.execute(
+            "INSERT INTO tokens (user_id, name, token_hash, scopes, created_at) VALUES (?,?,?,?,?)",
+            (user_id, name, hash_token(token), ",".join(sorted(set(scopes))), now()),
+        )
+        return token
+
+    def principal(self, token: str | None) -> Principal | None:
+        if not token:
+            return None
+        row = (
+            self.store.read()
+            .execute(
+                "SELECT u.id, u.name, u.is_admin, t.scopes FROM tokens t JOIN users u ON u.id=t.user_id WHERE t.token_hash=?",
+                (hash_token(token),),
+            )
+            .fetchone()
+        )
+        if row is None:
+            raise HubError(
+                401,
+                "invalid_token",
+                "the API token is not valid; run `prime login` with a current token",
+            )
+        return Principal(
+            row["id"], row["name"], bool(row["is_admin"]), set(row["scopes"].split(","))
+        )
+
+    def owners_of(self, user: Principal) -> list[str]:
+        teams = (
+            self.store.read()
+            .execute(
+                "SELECT t.name FROM teams t JOIN team_members m ON m.team_id=t.id WHERE m.user_id=?",
+                (user.user_id,),
+            )
+            .fetchall()
+        )
+        return [user.name, *(t["name"] for t in teams)]
+
+    def can_publish(self, user: Principal, owner: str) -> bool:
+        return user.is_admin or owner in self.owners_of(user)
+
+    def can_read(self, user: Principal | None, env: Any) -> bool:
+        if env["visibility"] == "public":
+            return True
+        return user is not None and self.can_publish(user, env["owner"])
+
+    # --- environments --------------------------------------------------------------------------
+    def env_row(self, owner: str, name: str, user: Principal | None) -> Any:
+        row = (
+            self.store.read()
+            .execute("SELECT * FROM environments WHERE owner=? AND name=?", (owner, name))
+            .fetchone()
+        )
+        if row is None or not self.can_read(
+            user, row
+        ):  # private environments do not exist for others
+            raise HubError(404, "environment_not_found", f"no environment {owner}/{name}")
+        return row
+
+    def version_rows(self, env_id: int) -> list[Any]:
+        rows = (
+            self.store.read().execute("SELECT * FROM versions WHERE env_id=?", (env_id,)).fetchall()
+        )
+        return sorted(rows, key=lambda r: Version(r["version"]))
+
+    def version_row(self, env: Any, version: str) -> Any:
+        normalized = normalize_version(version)
+        row = (
+            self.store.read()
+            .execute("SELECT * FROM versions WHERE env_id=? AND version=?", (env["id"], normalized))
+            .fetchone()
+        )
+        if row is None:
+            raise HubError(
+                404, "version_not_found", f"{env['owner']}/{env['name']} has no version {version}"
+            )
+        return row
+
+    def files(self, version_id: int) -> list[Any]:
+        return (
+            self.store.read()
+            .execute("SELECT * FROM files WHERE version_id=? ORDER BY filename", (version_id,))
+            .fetchall()
+        )
+
+
+def check_name(value: str, what: str) -> None:
+    if not NAME.match(value):
+        raise HubError(
+            400,
+            "invalid_name",
+            f"{what} name {value!r} must be lowercase letters, digits, '.', '_' or '-' (max 64)",
+        )
+
+
+def normalize_version(version: str) -> str:
+    try:
+        return str(Version(version))
+    except InvalidVersion as exc:
+        raise HubError(400, "invalid_version", f"{version!r} is not a PEP 440 version") from exc
+
+
+def _latest(versions: list[Any]) -> str | None:
+    live = [v for v in versions if not v["yanked"]]
+    final = [v for v in live if not Version(v["version"]).is_prerelease]
+    pick = final or live
+    return pick[-1]["version"] if pick else None
+
+
+def token_of(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    if auth.lower().startswith("basic "):  # package installers send the token as a password
+        try:
+            return base64.b64decode(auth[6:]).decode().partition(":")[2] or None
+        except (ValueError, UnicodeDecodeError):
+            raise HubError(401, "invalid_token", "malformed basic auth header") from None
+    return None
+
+
+def optional_user(request: Request) -> Principal | None:
+    return request.app.state.hub.principal(token_of(request))
+
+
+def required_user(request: Request) -> Principal:
+    user = request.app.state.hub.principal(token_of(request))
+    if user is None:
+        raise HubError(401, "auth_required", "this needs an API token: run `prime login`")
+    return user
+
+
+User = Annotated[Principal, Depends(required_user)]
+MaybeUser = Annotated[Principal | None, Depends(optional_user)]
+
+
+def create_app(data_dir: str | Path) -> FastAPI:
+    hub = Hub(Path(data_dir))
+    app = FastAPI(title="Environments Hub", version="1", description=__doc__)
+    app.state.hub = hub
+
+    @app.exception_handler(HubError)
+    async def hub_error(_: Request, exc: HubError) -> JSONResponse:
+        headers = {"WWW-Authenticate": 'Basic realm="hub"'} if exc.status == 401 else None
+        return JSONResponse(
+            {"error": {"code": exc.code, "message": exc.message}}, exc.status, headers=headers
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return JSONResponse(
+            {"error": {"code": "invalid_request", "message": f"{where}: {first['msg']}"}}, 422
+        )
+
+    def base_url(request: Request) -> str:
+        return str(request.base_url).rstrip("/")
+
+    def summary(row: Any) -> EnvironmentSummary:
+        return EnvironmentSummary(
+            owner=row["owner"],
+            name=row["name"],
+            distribution=row["distribution"],
+            visibility=row["visibility"],
+            description=row["description"],
+            tags=json.loads(row["tags"]),
+            latest_version=_latest(hub.version_rows(row["id"])),
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+
+    def file_info(request: Request, env: Any, f: Any) -> FileInfo:
+        url = f"{base_url(request)}/files/{env['owner']}/{env['name']}/{f['filename']}"
+        return FileInfo(
+            filename=f["filename"],
+            kind=f["kind"],
+            sha256=f["sha256"],
+            size=f["size"],
+            upload_time=f["upload_time"],
+            url=url,
+            metadata_sha256=f["metadata_sha256"],
+        )
+
+    def version_info(request: Request, env: Any, v: Any) -> VersionInfo:
+        return VersionInfo(
+            owner=env["owner"],
+            name=env["name"],
+            version=v["version"],
+            created_at=v["created_at"],
+            yanked=bool(v["yanked"]),
+            yanked_reason=v["yanked_reason"],
+            content_hash=v["content_hash"],
+            requires_python=v["requires_python"],
+            dependencies=json.loads(v["dependencies"]),
+            summary=v["summary"],
+            files=[file_info(request, env, f) for f in hub.files(v["id"])],
+        )
+
+    # --- accounts ------------------------------------------------------------------------------
+    @app.get("/api/v1/me", response_model=Me)
+    def me(user: User) -> Me:
+        return Me(
+            user=user.name,
+            is_admin=user.is_admin,
+            scopes=sorted(user.scopes),
+            owners=hub.owners_of(user),
+        )
+
+    @app.post("/api/v1/users", response_model=TokenCreated, status_code=201)
+    def create_user(body: UserCreate, user: User) -> TokenCreated:
+        if not user.is_admin:
+            raise HubError(403, "admin_required", "only an admin can create users")
+        token = hub.create_user(body.name, body.is_admin)
+        return TokenCreated(token=token, name="initial", scopes=["read", "publish"])
+
+    @app.post("/api/v1/tokens", response_model=TokenCreated, status_code=201)
+    def create_token(body: TokenCreate, user: User) -> TokenCreated:
+        if not set(body.scopes) <= user.scopes and "admin" not in user.scopes:
+            raise HubError(
+                403, "insufficient_scope", "a token cannot grant scopes its creator's token lacks"
+            )
+        with hub.store.transaction() as db:
+            token = hub._new_token(db, user.user_id, body.name, list(body.scopes))
+        return TokenCreated(token=token, name=body.name, scopes=body.scopes)
+
+    @app.post("/api/v1/teams", status_code=201)
+    def create_team(body: TeamCreate, user: User) -> dict[str, str]:
+        user.require("publish")
+        check_name(body.name, "team")
+        with hub.store.transaction() as db:
+            if db.execute(
+                "SELECT 1 FROM users WHERE name=? UNION SELECT 1 FROM teams WHERE name=?",
+                (body.name, body.name),
+            ).fetchone():
+                raise HubError(
+                    409, "name_taken", f"the name {body.name!r} is taken by a user or team"
+                )
+            team_id = db.execute(
+                "INSERT INTO teams (name, created_at) VALUES (?,?)", (body.name, now())
+            ).lastrowid
+            db.execute("INSERT INTO team_members VALUES (?,?,?)", (team_id, user.user_id, "owner"))
+        return {"team": body.name}
+
+    @app.post("/api/v1/teams/{team}/members", status_code=201)
+    def add_member(team: str, body: TeamMember, user: User) -> dict[str, str]:
+        with hub.store.transaction() as db:
+            row = db.execute(
+                "SELECT t.id FROM teams t JOIN team_members m ON m.team_id=t.id WHERE t.name=? AND m.user_id=? AND m.role='owner'",
+                (team, user.user_id),
+            ).fetchone()
+            if row is None and not user.is_admin:
+                raise HubError(
+                    403, "not_team_owner", f"only owners of team {team!r} can add members"
+                )
+            team_row = db.execute("SELECT id FROM teams WHERE name=?", (team,)).fetchone()
+            member = db.execute("SELECT id FROM users WHERE name=?", (body.user,)).fetchone()
+            if team_row is None or member is None:
+                raise HubError(404, "not_found", f"no team {team!r} or user {body.user!r}")
+            db.execute(
+                "INSERT OR IGNORE INTO team_members VALUES (?,?,?)",
+                (team_row["id"], member["id"], "member"),
+            )
+        return {"team": team, "user": body.user}
+
+    # --- reading -------------------------------------------------------------------------------
+    @app.get("/api/v1/environments", response_model=EnvironmentPage)
+    def list_environments(
+        user: MaybeUser,
+        q: str | None = None,
+        owner: str | None = None,
+        tag: str | None = None,
+        sort: str = "updated",
+        page: int = 1,
+        per_page: int = 20,
+    ) -> EnvironmentPage:
+        if sort not in ("updated", "name", "created", "downloads"):
+            raise HubError(400, "invalid_sort", "sort must be updated, name, created or downloads")
+        per_page = max(1, min(per_page, 100))
+        rows = hub.store.read().execute("SELECT * FROM environments").fetchall()
+        visible = [r for r in rows if hub.can_read(user, r)]
+        if owner:
+            visible = [r for r in visible if r["owner"] == owner]
+        if tag:
+            visible = [r for r in visible if tag in json.loads(r["tags"])]
+        if q:
+            needle = q.lower()
+            visible = [
+                r
+                for r in visible
+                if needle
+                in f"{r['owner']}/{r['name']} {r['description'] or ''} {r['tags']}".lower()
+            ]
+        key = {
+            "updated": lambda r: r["updated_at"],
+            "created": lambda r: r["created_at"],
+            "name": lambda r: (r["owner"], r["name"]),
+            "downloads": lambda r: r["downloads"],
+        }[sort]
+        visible.sort(key=key, reverse=sort != "name")
+        start = (max(page, 1) - 1) * per_page
+        return EnvironmentPage(
+            items=[summary(r) for r in visible[start : start + per_page]],
+            total=len(visible),
+            page=page,
+            per_page=per_page,
+        )
+
+    @app.get("/api/v1/environments/{owner}/{name}", response_model=EnvironmentInfo)
+    def environment_info(
+        owner: str, name: str, request: Request, user: MaybeUser
+    ) -> EnvironmentInfo:
+        env = hub.env_row(owner, name, user)
+        versions = hub.version_rows(env["id"])
+        return EnvironmentInfo(
+            **summary(env).model_dump(),
+            readme=env["readme"],
+            versions=[v["version"] for v in versions],
+            index_url=f"{base_url(request)}/simple/{owner}/{name}/",
+        )
+
+    @app.get("/api/v1/environments/{owner}/{name}/versions", response_model=list[VersionInfo])
+    def list_versions(
+        owner: str, name: str, request: Request, user: MaybeUser
+    ) -> list[VersionInfo]:
+        env = hub.env_row(owner, name, user)
+        return [version_info(request, env, v) for v in hub.version_rows(env["id"])]
+
+    @app.get("/api/v1/environments/{owner}/{name}/versions/{version}", response_model=VersionInfo)
+    def get_version(
+        owner: str, name: str, version: str, request: Request, user: MaybeUser
+    ) -> VersionInfo:
+        env = hub.env_row(owner, name, user)
+        if version == "latest":
+            version = _latest(hub.version_rows(env["id"])) or ""
+            if not version:
+                raise HubError(
+                    404, "version_not_found", f"{owner}/{name} has no installable version"
+                )
+        return version_info(request, env, hub.version_row(env, version))
+
+    # --- publishing ----------------------------------------------------------------------------
+    @app.post(
+        "/api/v1/environments/{owner}/{name}/versions", response_model=VersionInfo, status_code=201
+    )
+    async def publish(
+        owner: str,
+        name: str,
+        request: Request,
+        user: User,
+        wheel: Annotated[UploadFile, File()],
+        sdist: Annotated[UploadFile | None, File()] = None,
+        visibility: Annotated[str, Form()] = "public",
+        readme: Annotated[str | None, Form()] = None,
+        description: Annotated[str | None, Form()] = None,
+        tags: Annotated[str, Form()] = "[]",
+    ) -> VersionInfo:
+        user.require("publish")
+        check_name(owner, "owner")
+        check_name(name, "environment")
+        if not hub.can_publish(user, owner):
+            raise HubError(403, "not_owner", f"you cannot publish to the {owner!r} namespace")
+        if visibility not in ("public", "private"):
+            raise HubError(400, "invalid_visibility", "visibility must be public or private")
+        uploads = [("wheel", wheel)] + ([("sdist", sdist)] if sdist is not None else [])
+        contents = {}
+        for kind, upload in uploads:
+            data = await upload.read(MAX_UPLOAD + 1)
+            if len(data) > MAX_UPLOAD:
+                raise HubError(
+                    413,
+                    "file_too_large",
+                    f"{upload.filename} is over {MAX_UPLOAD // (1024 * 1024)} MiB",
+                )
+            contents[kind] = (upload.filename or "", data)
+        try:
+            tag_list = [str(t) for t in json.loads(tags)]
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise HubError(400, "invalid_tags", "tags must be a JSON list of strings") from exc
+        return version_info(
+            request,
+            *_publish(hub, user, owner, name, contents, visibility, readme, description, tag_list),
+        )
+
+    @app.post(
+        "/api/v1/environments/{owner}/{name}/versions/{version}/yank", response_model=VersionInfo
+    )
+    def yank(
+        owner: str, name: str, version: str, body: YankRequest, request: Request, user: User
+    ) -> VersionInfo:
+        user.require("publish")
+        env = hub.env_row(owner, name, user)
+        if not hub.can_publish(user, owner):
+            raise HubError(403, "not_owner", f"only {owner}'s members can yank")
+        v = hub.version_row(env, version)
+        with hub.store.transaction() as db:
+            db.execute(
+                "UPDATE versions SET yanked=1, yanked_reason=? WHERE id=?", (body.reason, v["id"])
+            )
+        return version_info(request, env, hub.version_row(env, version))
+
+    @app.delete("/api/v1/environments/{owner}/{name}", status_code=204)
+    def delete_environment(owner: str, name: str, user: User) -> Response:
+        user.require("publish")
+        env = hub.env_row(owner, name, user)
+        if not hub.can_publish(user, owner):
+            raise HubError(403, "not_owner", f"only {owner}'s members can delete {owner}/{name}")
+        with hub.store.transaction() as db:
+            db.execute("DELETE FROM environments WHERE id=?", (env["id"],))
+        return Response(status_code=204)
+
+    # --- eval results --------------------------------------------------------------------------
+    @app.post(
+        "/api/v1/environments/{owner}/{name}/versions/{version}/evals",
+        response_model=EvalInfo,
+        status_code=201,
+    )
+    async def upload_eval(
+        owner: str,
+        name: str,
+        version: str,
+        user: User,
+        metadata: Annotated[UploadFile, File()],
+        results: Annotated[UploadFile, File()],
+    ) -> EvalInfo:
+        user.require("publish")
+        env = hub.env_row(owner, name, user)
+        v = hub.version_row(env, version)
+        meta_bytes = await metadata.read(MAX_UPLOAD + 1)
+        results_bytes = await results.read(MAX_UPLOAD + 1)
+        if len(meta_bytes) > MAX_UPLOAD or len(results_bytes) > MAX_UPLOAD:
+            raise HubError(413, "file_too_large", "eval files are limited to 50 MiB")
+        try:
+            meta = json.loads(meta_bytes)
+            rows = [json.loads(line) for line in results_bytes.splitlines() if line.strip()]
+        except json.JSONDecodeError as exc:
+            raise HubError(
+                400, "invalid_eval", f"metadata.json / results.jsonl are not valid JSON: {exc}"
+            ) from exc
+        if not isinstance(meta, dict) or "summary" not in meta:
+            raise HubError(
+                400, "invalid_eval", "metadata.json is not a vf-eval metadata file (no summary)"
+            )
+        with hub.store.transaction() as db:
+            eval_id = db.execute(
+                "INSERT INTO evals (version_id, uploaded_by, created_at, model, summary, num_rollouts, metadata_blob, results_blob) VALUES (?,?,?,?,?,?,?,?)",
+                (
+                    v["id"],
+                    user.name,
+                    now(),
+                    meta.get("model"),
+                    json.dumps(meta["summary"]),
+                    len(rows),
+                    hub.blobs.put(meta_bytes),
+                    hub.blobs.put(results_bytes),
+                ),
+            ).lastrowid
+        return EvalInfo(
+            id=eval_id,
+            owner=owner,
+            name=name,
+            version=v["version"],
+            uploaded_by=user.name,
+            created_at=now(),
+            model=meta.get("model"),
+            summary=meta["summary"],
+            num_rollouts=len(rows),
+        )
+
+    @app.get(
+        "/api/v1/environments/{owner}/{name}/versions/{version}/evals",
+        response_model=list[EvalInfo],
+    )
+    def list_evals(owner: str, name: str, version: str, user: MaybeUser) -> list[EvalInfo]:
+        env = hub.env_row(owner, name, user)
+        v = hub.version_row(env, version)
+        rows = (
+            hub.store.read()
+            .execute("SELECT * FROM evals WHERE version_id=? ORDER BY id", (v["id"],))
+            .fetchall()
+        )
+        return [
+            EvalInfo(
+                id=r["id"],
+                owner=owner,
+                name=name,
+                version=v["version"],
+                uploaded_by=r["uploaded_by"],
+                created_at=r["created_at"],
+                model=r["model"],
+                summary=json.loads(r["summary"]),
+                num_rollouts=r["num_rollouts"],
+            )
+            for r in rows
+        ]
+
+    # --- the simple index (PEP 503 / 691 / 658 / 700 / 592) ------------------------------------
+    def project_files(
+        owner: str, name: str, project: str, user: Principal | None
+    ) -> tuple[Any, list[tuple[Any, Any]]]:
+        env = hub.env_row(owner, name, user)
+        if canonicalize_name(project) != canonicalize_name(env["distribution"]):
+            raise HubError(
+                404, "project_not_found", f"this index only serves {env['distribution']}"
+            )
+        return env, [(v, f) for v in hub.version_rows(env["id"]) for f in hub.files(v["id"])]
+
+    def wants_json(request: Request) -> bool:
+        return "application/vnd.pypi.simple.v1+json" in request.headers.get("accept", "")
+
+    @app.get("/simple/{owner}/{name}/")
+    def simple_root(owner: str, name: str, request: Request, user: MaybeUser) -> Response:
+        env = hub.env_row(owner, name, user)
+        project = canonicalize_name(env["distribution"])
+        if wants_json(request):
+            return JSONResponse(
+                {"meta": {"api-version": "1.1"}, "projects": [{"name": env["distribution"]}]},
+                media_type="application/vnd.pypi.simple.v1+json",
+            )
+        return HTMLResponse(
+            f'<!DOCTYPE html><html><body><a href="{project}/">{html.escape(env["distribution"])}</a></body></html>'
+        )
+
+    @app.get("/simple/{owner}/{name}/{project}/")
+    def simple_project(
+        owner: str, name: str, project: str, request: Request, user: MaybeUser
+    ) -> Response:
+        env, files = project_files(owner, name, project, user)
+        prefix = f"{base_url(request)}/files/{owner}/{name}/"
+        if wants_json(request):
+            entries = []
+            for v, f in files:
+                entry: dict[str, Any] = {
+                    "filename": f["filename"],
+                    "url": prefix + f["filename"],
+                    "hashes": {"sha256": f["sha256"]},
+                    "upload-time": f["upload_time"],
+                    "size": f["size"],
+                    "yanked": (v["yanked_reason"] or True) if v["yanked"] else False,
+                }
+                if v["requires_python"]:
+                    entry["requires-python"] = v["requires_python"]
+                if f["metadata_sha256"]:
+                    entry["core-metadata"] = {"sha256": f["metadata_sha256"]}
+                    entry["dist-info-metadata"] = {"sha256": f["metadata_sha256"]}
+                entries.append(entry)
+            body = {
+                "meta": {"api-version": "1.1"},
+                "name": canonicalize_name(env["distribution"]),
+                "files": entries,
+                "versions": [v["version"] for v in hub.version_rows(env["id"])],
+            }
+            return JSONResponse(body, media_type="application/vnd.pypi.simple.v1+json")
+        links = []
+        for v, f in files:
+            attrs = f'href="{prefix}{f["filename"]}#sha256={f["sha256"]}"'
+            if v["requires_python"]:
+                attrs += f' data-requires-python="{html.escape(v["requires_python"])}"'
+            if f["metadata_sha256"]:
+                attrs += f' data-core-metadata="sha256={f["metadata_sha256"]}" data-dist-info-metadata="sha256={f["metadata_sha256"]}"'
+            if v["yanked"]:
+                attrs += f' data-yanked="{html.escape(v["yanked_reason"] or "")}"'
+            links.append(f"<a {attrs}>{html.escape(f['filename'])}</a><br/>")
+        return HTMLResponse("<!DOCTYPE html><html><body>" + "".join(links) + "</body></html>")
+
+    @app.get("/files/{owner}/{name}/{filename}")
+    def download(owner: str, name: str, filename: str, user: MaybeUser) -> Response:
+        env = hub.env_row(owner, name, user)
+        metadata = filename.endswith(".metadata")
+        wanted = filename[: -len(".metadata")] if metadata else filename
+        row = (
+            hub.store.read()
+            .execute(
+                "SELECT f.* FROM files f JOIN versions v ON v.id=f.version_id WHERE v.env_id=? AND f.filename=?",
+                (env["id"], wanted),
+            )
+            .fetchone()
+        )
+        if row is None or (metadata and not row["metadata_blob"]):
+            raise HubError(404, "file_not_found", f"no file {filename}")
+        if not metadata:
+            with hub.store.transaction() as db:
+                db.execute("UPDATE environments SET downloads=downloads+1 WHERE id=?", (env["id"],))
+        data = hub.blobs.get(row["metadata_blob"] if metadata else row["blob"])
+        return Response(
+            data, media_type="application/octet-stream" if not metadata else "text/plain"
+        )
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
+def _publish(
+    hub: Hub,
+    user: Principal,
+    owner: str,
+    name: str,
+    contents: dict[str, tuple[str, bytes]],
+    visibility: str,
+    readme: str | None,
+    description: str | None,
+    tags: list[str],
+) -> tuple[Any, Any]:
+    """Validate the archives, store the blobs, then make the version visible in one transaction."""
+    wheel_name, wheel_data = contents["wheel"]
+    if not wheel_name.endswith(".whl"):
+        raise HubError(400, "invalid_filename", f"{wheel_name!r} is not a wheel filename")
+    try:
+        meta, content_hash = inspect_wheel(wheel_data)
+        sdist_meta = inspect_sdist(contents["sdist"][1]) if "sdist" in contents else None
+    except UnsafeArchiveError as exc:
+        raise HubError(400, exc.code, str(exc)) from exc
+    version = normalize_version(meta.version)
+    parts = wheel_name[:-4].split("-")
+    if (
+        len(parts) < 5
+        or canonicalize_name(parts[0]) != canonicalize_name(meta.name)
+        or normalize_version(parts[1]) != version
+    ):
+        raise HubError(
+            400,
+            "metadata_mismatch",
+            f"wheel filename {wheel_name!r} does not match its metadata ({meta.name} {meta.version})",
+        )
+    if sdist_meta is not None:
+        sdist_name = contents["sdist"][0]
+        if (
+            canonicalize_name(sdist_meta.name) != canonicalize_name(meta.name)
+            or normalize_version(sdist_meta.version) != version
+        ):
+            raise HubError(
+                400,
+                "metadata_mismatch",
+                f"sdist metadata ({sdist_meta.name} {sdist_meta.version}) does not match the wheel ({meta.name} {meta.version})",
+            )
+        if not sdist_name.endswith(".tar.gz") or canonicalize_name(
+            sdist_name[:-7].rsplit("-", 1)[0]
+        ) != canonicalize_name(meta.name):
+            raise HubError(
+                400, "invalid_filename", f"{sdist_name!r} is not this package's sdist filename"
+            )
+    if canonicalize_name(meta.name) != canonicalize_name(name):
+        raise HubError(
+            400,
+            "metadata_mismatch",
+            f"the package is named {meta.name!r}, not {name!r}: the environment name must be the distribution name",
+        )
+    for filename, _ in contents.values():
+        if "/" in filename or "\\" in filename or filename.startswith("."):
+            raise HubError(400, "invalid_filename", f"bad filename {filename!r}")
+    stored = []
+    for kind, (filename, data) in contents.items():
+        metadata_raw = meta.raw if kind == "wheel" else None
+        stored.append(
+            (
+                kind,
+                filename,
+                hashlib.sha256(data).hexdigest(),
+                len(data),
+                hub.blobs.put(data),
+                hub.blobs.put(metadata_raw) if metadata_raw else None,
+                hashlib.sha256(metadata_raw).hexdigest() if metadata_raw else None,
+            )
+        )
+    stamp = now()
+    with hub.store.transaction() as db:
+        env = db.execute(
+            "SELECT * FROM environments WHERE owner=? AND name=?", (owner, name)
+        ).fetchone()
+        if env is None:
+            env_id = db.execute(
+                "INSERT INTO environments (owner, name, distribution, visibility, description, tags, readme, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    owner,
+                    name,
+                    meta.name,
+                    visibility,
+                    description or meta.summary,
+                    json.dumps(tags),
+                    readme,
+                    stamp,
+                    stamp,
+                ),
+            ).lastrowid
+        else:
+            env_id = env["id"]
+            db.execute(
+                "UPDATE environments SET updated_at=?, readme=COALESCE(?, readme), description=COALESCE(?, description), visibility=?, tags=? WHERE id=?",
+                (
+                    stamp,
+                    readme,
+                    description or meta.summary,
+                    visibility,
+                    json.dumps(tags) if tags else env["tags"],
+                    env_id,
+                ),
+            )
+        if db.execute(
+            "SELECT 1 FROM versions WHERE env_id=? AND version=?", (env_id, version)
+        ).fetchone():
+            raise HubError(
+                409,
+                "version_exists",
+                f"{owner}/{name} {version} is already published and versions are immutable; bump the version (prime env push --bump patch)",
+            )
+        version_id = db.execute(
+            "INSERT INTO versions (env_id, version, created_at, content_hash, requires_python, dependencies, summary) VALUES (?,?,?,?,?,?,?)",
+            (
+                env_id,
+                version,
+                stamp,
+                content_hash,
+                meta.requires_python,
+                json.dumps(meta.requires_dist),
+                meta.summary,
+            ),
+        ).lastrowid
+        for kind, filename, sha, size, blob, metadata_blob, metadata_sha in stored:
+            if db.execute(
+                "SELECT 1 FROM files f JOIN versions v ON v.id=f.version_id WHERE v.env_id=? AND f.filename=?",
+                (env_id, filename),
+            ).fetchone():
+                raise HubError(
+                    409,
+                    "file_exists",
+                    f"{filename} was already published and files are never replaced",
+                )
+            db.execute(
+                "INSERT INTO files (version_id, filename, kind, sha256, size, blob, metadata_blob, metadata_sha256, upload_time) VALUES (?,?,?,?,?,?,?,?,?)",
+                (version_id, filename, kind, sha, size, blob, metadata_blob, metadata_sha, stamp),
+            )
+    env = hub.store.read().execute("SELECT * FROM environments WHERE id=?", (env_id,)).fetchone()
+    return env, hub.store.read().execute(
+        "SELECT * FROM versions WHERE id=?", (version_id,)
+    ).fetchone()

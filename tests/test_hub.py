@@ -1,0 +1,635 @@
+"""The Environments Hub: a real server process, the real `prime` CLI, real uv builds and installs."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import tarfile
+import time
+import uuid
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hub_client.client import HubAPIError, HubClient
+from hub_client.versions import bump, set_version
+from hub_server import Hub
+from verifiers.serve.process import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    data = tmp_path_factory.mktemp("hub-data")
+    admin = Hub(data).create_user("admin", is_admin=True)
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hub_client.cli",
+            "hub",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/health").status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline and proc.poll() is None, "hub did not start"
+        time.sleep(0.1)
+    yield {"url": url, "admin": admin}
+    proc.terminate()
+    proc.wait(10)
+
+
+def new_user(hub, name: str) -> str:
+    return HubClient(hub["url"], hub["admin"]).create_user(name).token
+
+
+def prime(hub, token, *args, cwd=None, check=True):
+    env = {
+        **os.environ,
+        "PRIME_HUB_URL": hub["url"],
+        "PRIME_API_KEY": token or "",
+        "PRIME_CONFIG_DIR": str(cwd or ".") + "/.prime",
+    }
+    if token is None:
+        env.pop("PRIME_API_KEY")
+    result = subprocess.run(
+        [sys.executable, "-m", "hub_client.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if check:
+        assert result.returncode == 0, f"prime {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def scaffold(tmp_path, name):
+    from verifiers.scaffold import scaffold as make
+
+    return make(name, tmp_path / "envs")
+
+
+def built(tmp_path, root) -> tuple[Path, Path]:
+    from hub_client.cli import build
+
+    out = tmp_path / f"dist-{root.name}"
+    out.mkdir(exist_ok=True)
+    return build(root, out)
+
+
+# --- end to end ------------------------------------------------------------------------------------------
+
+
+def fresh_venv(path: Path) -> Path:
+    from uv import find_uv_bin
+
+    subprocess.run(
+        [find_uv_bin(), "venv", "--python", sys.executable, str(path)],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            find_uv_bin(),
+            "pip",
+            "install",
+            "--python",
+            str(path / "bin" / "python"),
+            "-e",
+            f"{REPO}[server]",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return path / "bin" / "python"
+
+
+def installed_version(python: Path, dist: str) -> str:
+    return subprocess.run(
+        [str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def adder(request):
+    match = re.search(r"What is (\d+) \+ (\d+)\?", request["messages"][-1]["content"])
+    return f"<answer>{int(match.group(1)) + int(match.group(2))}</answer>"
+
+
+@pytest.mark.slow
+def test_push_install_eval_upgrade_and_locked_replay(hub, server, tmp_path):
+    token = new_user(hub, "alice")
+    root = scaffold(tmp_path, "hub-adder")
+    prime(hub, token, "env", "push", "--path", str(root), "--tag", "math", cwd=tmp_path)
+    python = fresh_venv(tmp_path / "venv-a")
+    prime(
+        hub,
+        token,
+        "env",
+        "install",
+        "alice/hub-adder@0.1.0",
+        "--python",
+        str(python),
+        "--lock-file",
+        "a.lock",
+        cwd=tmp_path,
+    )
+    lock = json.loads((tmp_path / "a.lock").read_text())["environments"]
+    assert [(e["owner"], e["name"], e["version"]) for e in lock] == [
+        ("alice", "hub-adder", "0.1.0")
+    ]
+    assert installed_version(python, "hub-adder") == "0.1.0"
+    (tmp_path / "a0.lock").write_text((tmp_path / "a.lock").read_text())
+
+    server.set_handler(adder)
+    result = subprocess.run(
+        [
+            str(python.parent / "vf-eval"),
+            "alice/hub-adder",
+            "-b",
+            server.base_url,
+            "-m",
+            "scripted",
+            "-n",
+            "2",
+            "-r",
+            "1",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    run = next((tmp_path / "out" / "evals").glob("alice--hub-adder--scripted/*"))
+    meta = json.loads((run / "metadata.json").read_text())
+    assert (
+        meta["env_id"] == "alice/hub-adder"
+        and meta["env_version"] == "0.1.0"
+        and meta["summary"]["avg_reward"] == pytest.approx(1.2)
+    )
+
+    prime(hub, token, "eval", "push", str(run), cwd=tmp_path)
+    evals = HubClient(hub["url"]).evals("alice", "hub-adder", "0.1.0")
+    assert len(evals) == 1 and evals[0].num_rollouts == 2 and evals[0].model == "scripted"
+
+    prime(hub, token, "env", "push", "--path", str(root), "--bump", "patch", cwd=tmp_path)
+    assert 'version = "0.1.1"' in (root / "pyproject.toml").read_text()
+    prime(
+        hub,
+        token,
+        "env",
+        "install",
+        "alice/hub-adder@latest",
+        "--python",
+        str(python),
+        "--lock-file",
+        "a.lock",
+        cwd=tmp_path,
+    )
+    assert installed_version(python, "hub-adder") == "0.1.1"
+
+    python_b = fresh_venv(tmp_path / "venv-b")
+    prime(
+        hub,
+        token,
+        "env",
+        "install",
+        "--locked",
+        "--lock-file",
+        "a0.lock",
+        "--python",
+        str(python_b),
+        cwd=tmp_path,
+    )
+    assert installed_version(python_b, "hub-adder") == "0.1.0"
+
+    tampered = json.loads((tmp_path / "a0.lock").read_text())
+    tampered["environments"][0]["sha256"] = "0" * 64
+    (tmp_path / "bad.lock").write_text(json.dumps(tampered))
+    refused = prime(
+        hub,
+        token,
+        "env",
+        "install",
+        "--locked",
+        "--lock-file",
+        "bad.lock",
+        "--python",
+        str(python_b),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert refused.returncode == 1 and "refusing to install" in refused.stderr
+
+    pulled = prime(
+        hub,
+        None,
+        "env",
+        "pull",
+        "alice/hub-adder@0.1.0",
+        "-d",
+        str(tmp_path / "pulled"),
+        cwd=tmp_path,
+    )
+    assert "extracted to" in pulled.stdout
+    assert (tmp_path / "pulled" / "hub_adder-0.1.0" / "hub_adder.py").exists()
+
+
+def test_push_of_an_existing_version_is_refused_with_advice(hub, tmp_path):
+    token = new_user(hub, "carol")
+    root = scaffold(tmp_path, "carol-env")
+    prime(hub, token, "env", "push", "--path", str(root), cwd=tmp_path)
+    again = prime(hub, token, "env", "push", "--path", str(root), cwd=tmp_path, check=False)
+    assert (
+        again.returncode == 1
+        and "already published" in again.stderr
+        and "--bump patch" in again.stderr
+    )
+
+
+# --- security --------------------------------------------------------------------------------------------
+
+
+def publish_raw(
+    hub, token, owner, name, wheel: tuple[str, bytes], sdist: tuple[str, bytes] | None = None
+) -> httpx.Response:
+    files = {"wheel": (wheel[0], wheel[1])}
+    if sdist:
+        files["sdist"] = (sdist[0], sdist[1])
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.post(
+        f"{hub['url']}/api/v1/environments/{owner}/{name}/versions",
+        files=files,
+        headers=headers,
+        timeout=60,
+    )
+
+
+def make_wheel(
+    name="evil-env",
+    version="1.0.0",
+    extra: list[tuple[zipfile.ZipInfo | str, bytes]] | None = None,
+    meta_name=None,
+) -> tuple[str, bytes]:
+    buf = io.BytesIO()
+    dist = name.replace("-", "_")
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(f"{dist}.py", "def load_environment(): pass\n")
+        z.writestr(
+            f"{dist}-{version}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: {meta_name or name}\nVersion: {version}\n",
+        )
+        z.writestr(f"{dist}-{version}.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+        for info, data in extra or []:
+            z.writestr(info, data)
+    return f"{dist}-{version}-py3-none-any.whl", buf.getvalue()
+
+
+def error_code(resp: httpx.Response) -> str:
+    return resp.json()["error"]["code"]
+
+
+def test_publishing_requires_a_token_with_publish_scope_in_your_namespace(hub, tmp_path):
+    dave = new_user(hub, "dave")
+    read_only = HubClient(hub["url"], dave).create_token("ro", ["read"]).token
+    eve = new_user(hub, "eve")
+    wheel = make_wheel("dave-env")
+    assert (
+        r := publish_raw(hub, None, "dave", "dave-env", wheel)
+    ).status_code == 401 and error_code(r) == "auth_required"
+    assert (
+        r := publish_raw(hub, "vfh_forged", "dave", "dave-env", wheel)
+    ).status_code == 401 and error_code(r) == "invalid_token"
+    assert (
+        r := publish_raw(hub, read_only, "dave", "dave-env", wheel)
+    ).status_code == 403 and error_code(r) == "insufficient_scope"
+    assert (
+        r := publish_raw(hub, eve, "dave", "dave-env", wheel)
+    ).status_code == 403 and error_code(r) == "not_owner"
+    assert publish_raw(hub, dave, "dave", "dave-env", wheel).status_code == 201
+    with pytest.raises(HubAPIError) as excinfo:
+        HubClient(hub["url"], read_only).create_token("escalate", ["publish"])
+    assert excinfo.value.code == "insufficient_scope"
+
+
+def test_published_versions_and_files_are_never_replaced(hub):
+    frank = new_user(hub, "frank")
+    assert publish_raw(hub, frank, "frank", "frank-env", make_wheel("frank-env")).status_code == 201
+    changed = make_wheel("frank-env", extra=[("frank_env_extra.py", b"x = 1")])
+    resp = publish_raw(hub, frank, "frank", "frank-env", changed)
+    assert resp.status_code == 409 and error_code(resp) == "version_exists"
+    files = HubClient(hub["url"]).version("frank", "frank-env", "1.0.0").files
+    assert (
+        len(files) == 1
+        and files[0].sha256 == __import__("hashlib").sha256(make_wheel("frank-env")[1]).hexdigest()
+    )
+
+
+def symlink_info(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name)
+    info.external_attr = (stat.S_IFLNK | 0o777) << 16
+    return info
+
+
+def tar_with(members: list[tuple[tarfile.TarInfo, bytes]], root="bad_env-1.0.0") -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo(f"{root}/PKG-INFO")
+        data = b"Metadata-Version: 2.1\nName: bad-env\nVersion: 1.0.0\n"
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        for member, content in members:
+            member.size = len(content) if member.isfile() else 0
+            tar.addfile(member, io.BytesIO(content) if member.isfile() else None)
+    return buf.getvalue()
+
+
+def tar_member(name: str, kind: bytes = tarfile.REGTYPE, target: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = target
+    return info
+
+
+@pytest.mark.parametrize(
+    ("wheel", "sdist", "code"),
+    [
+        (make_wheel("bad-env", meta_name="requests"), None, "metadata_mismatch"),
+        (make_wheel("bad-env", extra=[("../../escape.py", b"x")]), None, "unsafe_path"),
+        (make_wheel("bad-env", extra=[("/abs/path.py", b"x")]), None, "unsafe_path"),
+        (
+            make_wheel("bad-env", extra=[(symlink_info("bad_env_link"), b"/etc/passwd")]),
+            None,
+            "unsafe_member",
+        ),
+        (
+            make_wheel("bad-env", extra=[("bomb.bin", b"\0" * (40 * 1024 * 1024))]),
+            None,
+            "compression_ratio",
+        ),
+        (("bad_env-1.0.0-py3-none-any.whl", b"not a zip"), None, "invalid_archive"),
+        (
+            make_wheel("bad-env"),
+            ("bad_env-1.0.0.tar.gz", tar_with([(tar_member("bad_env-1.0.0/../../x"), b"x")])),
+            "unsafe_path",
+        ),
+        (
+            make_wheel("bad-env"),
+            (
+                "bad_env-1.0.0.tar.gz",
+                tar_with([(tar_member("bad_env-1.0.0/link", tarfile.SYMTYPE, "/etc/shadow"), b"")]),
+            ),
+            "unsafe_member",
+        ),
+        (
+            make_wheel("bad-env"),
+            (
+                "bad_env-1.0.0.tar.gz",
+                tar_with([(tar_member("bad_env-1.0.0/hard", tarfile.LNKTYPE, "/etc/shadow"), b"")]),
+            ),
+            "unsafe_member",
+        ),
+        (
+            make_wheel("bad-env", version="2.0.0"),
+            ("bad_env-1.0.0.tar.gz", tar_with([])),
+            "metadata_mismatch",
+        ),
+        (("bad_env-9.9.9-py3-none-any.whl", make_wheel("bad-env")[1]), None, "metadata_mismatch"),
+    ],
+    ids=[
+        "other-package",
+        "dotdot",
+        "absolute",
+        "symlink",
+        "zip-bomb",
+        "not-zip",
+        "sdist-dotdot",
+        "sdist-symlink",
+        "sdist-hardlink",
+        "sdist-version",
+        "filename-version",
+    ],
+)
+def test_unsafe_or_lying_archives_are_rejected(hub, wheel, sdist, code):
+    token = new_user(hub, f"u{uuid.uuid4().hex[:12]}")
+    owner = HubClient(hub["url"], token).me().user
+    resp = publish_raw(hub, token, owner, "bad-env", wheel, sdist)
+    assert resp.status_code == 400 and error_code(resp) == code, resp.text
+    with pytest.raises(HubAPIError):
+        HubClient(hub["url"]).environment(owner, "bad-env")  # nothing half-published
+
+
+def test_private_environments_are_invisible_to_others(hub):
+    gina, hal = new_user(hub, "gina"), new_user(hub, "hal")
+    resp = httpx.post(
+        f"{hub['url']}/api/v1/environments/gina/secret-env/versions",
+        files={"wheel": make_wheel("secret-env")},
+        data={"visibility": "private"},
+        headers={"Authorization": f"Bearer {gina}"},
+    )
+    assert resp.status_code == 201
+    assert HubClient(hub["url"], gina).environment("gina", "secret-env").visibility == "private"
+    for token in (None, hal):
+        with pytest.raises(HubAPIError) as excinfo:
+            HubClient(hub["url"], token).environment("gina", "secret-env")
+        assert excinfo.value.code == "environment_not_found"
+        assert "secret-env" not in [
+            e.name for e in HubClient(hub["url"], token).list_environments().items
+        ]
+    assert httpx.get(f"{hub['url']}/simple/gina/secret-env/secret-env/").status_code == 404
+    assert (
+        httpx.get(
+            f"{hub['url']}/simple/gina/secret-env/secret-env/", auth=("__token__", gina)
+        ).status_code
+        == 200
+    )
+
+
+def test_teams_share_a_namespace(hub):
+    ivy, jon, kim = new_user(hub, "ivy"), new_user(hub, "jon"), new_user(hub, "kim")
+    HubClient(hub["url"], ivy).create_team("lab")
+    HubClient(hub["url"], ivy).add_team_member("lab", "jon")
+    assert publish_raw(hub, jon, "lab", "lab-env", make_wheel("lab-env")).status_code == 201
+    assert (
+        error_code(publish_raw(hub, kim, "lab", "lab-env", make_wheel("lab-env", "2.0.0")))
+        == "not_owner"
+    )
+    with pytest.raises(HubAPIError) as excinfo:
+        HubClient(hub["url"], kim).add_team_member("lab", "kim")
+    assert excinfo.value.code == "not_team_owner"
+
+
+def test_simple_index_standards_and_yanking(hub):
+    lee = new_user(hub, "lee")
+    for version in ("1.0.0", "1.1.0", "2.0.0rc1"):
+        assert (
+            publish_raw(hub, lee, "lee", "idx-env", make_wheel("idx-env", version)).status_code
+            == 201
+        )
+    client = HubClient(hub["url"], lee)
+    assert (
+        client.version("lee", "idx-env", "latest").version == "1.1.0"
+    )  # pre-releases only when asked
+    client.yank("lee", "idx-env", "1.1.0", "broken scorer")
+    assert client.version("lee", "idx-env", "latest").version == "1.0.0"
+    page = httpx.get(
+        f"{hub['url']}/simple/lee/idx-env/idx-env/",
+        headers={"Accept": "application/vnd.pypi.simple.v1+json"},
+    ).json()
+    assert page["meta"]["api-version"] == "1.1" and page["versions"] == [
+        "1.0.0",
+        "1.1.0",
+        "2.0.0rc1",
+    ]
+    by_version = {f["filename"].split("-")[1]: f for f in page["files"]}
+    assert (
+        by_version["1.1.0"]["yanked"] == "broken scorer" and by_version["1.0.0"]["yanked"] is False
+    )
+    first = by_version["1.0.0"]
+    assert first["upload-time"].endswith("Z") and len(first["hashes"]["sha256"]) == 64
+    metadata = httpx.get(first["url"] + ".metadata").content
+    assert __import__("hashlib").sha256(metadata).hexdigest() == first["core-metadata"]["sha256"]
+    assert b"Name: idx-env" in metadata
+    html = httpx.get(f"{hub['url']}/simple/lee/idx-env/idx-env/").text
+    assert (
+        'data-yanked="broken scorer"' in html
+        and "#sha256=" in html
+        and "data-core-metadata=" in html
+    )
+    assert (
+        httpx.get(f"{hub['url']}/simple/lee/idx-env/requests/").status_code == 404
+    )  # no other project here
+
+
+def test_search_listing_and_openapi(hub):
+    mia = new_user(hub, "mia")
+    for name, tags in (("alpha-env", ["games"]), ("beta-env", ["math"])):
+        resp = httpx.post(
+            f"{hub['url']}/api/v1/environments/mia/{name}/versions",
+            files={"wheel": make_wheel(name)},
+            data={"tags": json.dumps(tags)},
+            headers={"Authorization": f"Bearer {mia}"},
+        )
+        assert resp.status_code == 201
+    client = HubClient(hub["url"])
+    assert [e.name for e in client.list_environments(owner="mia", sort="name").items] == [
+        "alpha-env",
+        "beta-env",
+    ]
+    assert [e.name for e in client.list_environments(tag="math", owner="mia").items] == ["beta-env"]
+    assert [e.name for e in client.list_environments(q="alpha").items] == ["alpha-env"]
+    page = client.list_environments(owner="mia", per_page=1, page=2, sort="name")
+    assert page.total == 2 and [e.name for e in page.items] == ["beta-env"]
+    assert (
+        "/api/v1/environments/{owner}/{name}/versions"
+        in httpx.get(f"{hub['url']}/openapi.json").json()["paths"]
+    )
+
+
+def test_login_stores_the_token_privately(hub, tmp_path):
+    token = new_user(hub, "ned")
+    env = {**os.environ, "PRIME_CONFIG_DIR": str(tmp_path / "cfg")}
+    env.pop("PRIME_API_KEY", None)
+    env.pop("PRIME_HUB_URL", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "hub_client.cli", "login", "--url", hub["url"], "--token", token],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    config = tmp_path / "cfg" / "config.toml"
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600 and token in config.read_text()
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hub_client.cli",
+            "login",
+            "--url",
+            hub["url"],
+            "--token",
+            "vfh_nope",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 1 and "invalid_token" in bad.stderr
+
+
+def test_version_bumps_follow_pep_440_and_touch_only_project_version(tmp_path):
+    assert [bump("1.2.3", k) for k in ("major", "minor", "patch", "rc", "post")] == [
+        "2.0.0",
+        "1.3.0",
+        "1.2.4",
+        "1.2.4rc1",
+        "1.2.3.post1",
+    ]
+    assert (
+        bump("1.2.4rc1", "rc") == "1.2.4rc2"
+        and bump("1.2.4rc2", "patch") == "1.2.4"
+        and bump("1.2.3.post1", "post") == "1.2.3.post2"
+    )
+    text = '[project]\nname = "x"\nversion = "0.1.0"\n\n[tool.other]\nversion = "9.9.9"\n'
+    (tmp_path / "pyproject.toml").write_text(text)
+    set_version(tmp_path, "0.1.1")
+    assert (tmp_path / "pyproject.toml").read_text() == text.replace(
+        'version = "0.1.0"', 'version = "0.1.1"'
+    )
+
+
+def test_two_owners_same_distribution_do_not_silently_overwrite(hub, tmp_path):
+    from hub_client.install import EnvSpec, InstallError, LockEntry, install, write_lock
+
+    olga, pat = new_user(hub, "olga"), new_user(hub, "pat")
+    assert (
+        publish_raw(hub, olga, "olga", "shared-name", make_wheel("shared-name")).status_code == 201
+    )
+    assert publish_raw(hub, pat, "pat", "shared-name", make_wheel("shared-name")).status_code == 201
+    lock = tmp_path / "environments.lock"
+    write_lock(
+        lock,
+        [
+            LockEntry(
+                "olga",
+                "shared-name",
+                "1.0.0",
+                "shared-name",
+                "shared_name-1.0.0-py3-none-any.whl",
+                "x",
+            )
+        ],
+    )
+    with pytest.raises(
+        InstallError, match="olga/shared-name both install the distribution 'shared-name'"
+    ):
+        install(HubClient(hub["url"], pat), [EnvSpec.parse("pat/shared-name")], lock)
