@@ -85,6 +85,9 @@ class Hub:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.store = SQLiteStore(data_dir / "hub.sqlite3")
         self.blobs = LocalBlobStore(data_dir / "files")
+        # Rendered simple-index pages; they change only when a version is published, yanked or
+        # deleted, which clears this. Access checks still run on every request.
+        self.index_cache: dict[tuple, bytes] = {}
 
     # --- accounts ------------------------------------------------------------------------------
     def create_user(self, name: str, is_admin: bool = False) -> str:
@@ -225,11 +228,12 @@ def token_of(request: Request) -> str | None:
     return None
 
 
-def optional_user(request: Request) -> Principal | None:
+async def optional_user(request: Request) -> Principal | None:
+    # async, not a threadpool hop: one indexed SQLite lookup is cheaper than the hop
     return request.app.state.hub.principal(token_of(request))
 
 
-def required_user(request: Request) -> Principal:
+async def required_user(request: Request) -> Principal:
     user = request.app.state.hub.principal(token_of(request))
     if user is None:
         raise HubError(401, "auth_required", "this needs an API token: run `prime login`")
@@ -503,6 +507,7 @@ def create_app(data_dir: str | Path) -> FastAPI:
             db.execute(
                 "UPDATE versions SET yanked=1, yanked_reason=? WHERE id=?", (body.reason, v["id"])
             )
+        hub.index_cache.clear()
         return version_info(request, env, hub.version_row(env, version))
 
     @app.delete("/api/v1/environments/{owner}/{name}", status_code=204)
@@ -513,6 +518,7 @@ def create_app(data_dir: str | Path) -> FastAPI:
             raise HubError(403, "not_owner", f"only {owner}'s members can delete {owner}/{name}")
         with hub.store.transaction() as db:
             db.execute("DELETE FROM environments WHERE id=?", (env["id"],))
+        hub.index_cache.clear()
         return Response(status_code=204)
 
     # --- eval results --------------------------------------------------------------------------
@@ -628,12 +634,25 @@ def create_app(data_dir: str | Path) -> FastAPI:
         )
 
     @app.get("/simple/{owner}/{name}/{project}/")
-    def simple_project(
+    async def simple_project(
         owner: str, name: str, project: str, request: Request, user: MaybeUser
     ) -> Response:
+        env = hub.env_row(owner, name, user)
+        as_json = wants_json(request)
+        key = (env["id"], project, as_json, base_url(request))
+        if (body := hub.index_cache.get(key)) is None:
+            body = render_project(owner, name, project, request, user, as_json)
+            hub.index_cache[key] = body
+        return Response(
+            body, media_type="application/vnd.pypi.simple.v1+json" if as_json else "text/html"
+        )
+
+    def render_project(
+        owner: str, name: str, project: str, request: Request, user: Principal | None, as_json: bool
+    ) -> bytes:
         env, files = project_files(owner, name, project, user)
         prefix = f"{base_url(request)}/files/{owner}/{name}/"
-        if wants_json(request):
+        if as_json:
             entries = []
             for v, f in files:
                 entry: dict[str, Any] = {
@@ -656,7 +675,7 @@ def create_app(data_dir: str | Path) -> FastAPI:
                 "files": entries,
                 "versions": [v["version"] for v in hub.version_rows(env["id"])],
             }
-            return JSONResponse(body, media_type="application/vnd.pypi.simple.v1+json")
+            return json.dumps(body).encode()
         links = []
         for v, f in files:
             attrs = f'href="{prefix}{f["filename"]}#sha256={f["sha256"]}"'
@@ -667,7 +686,7 @@ def create_app(data_dir: str | Path) -> FastAPI:
             if v["yanked"]:
                 attrs += f' data-yanked="{html.escape(v["yanked_reason"] or "")}"'
             links.append(f"<a {attrs}>{html.escape(f['filename'])}</a><br/>")
-        return HTMLResponse("<!DOCTYPE html><html><body>" + "".join(links) + "</body></html>")
+        return ("<!DOCTYPE html><html><body>" + "".join(links) + "</body></html>").encode()
 
     @app.get("/files/{owner}/{name}/{filename}")
     def download(owner: str, name: str, filename: str, user: MaybeUser) -> Response:
@@ -838,6 +857,7 @@ def _publish(
                 "INSERT INTO files (version_id, filename, kind, sha256, size, blob, metadata_blob, metadata_sha256, upload_time) VALUES (?,?,?,?,?,?,?,?,?)",
                 (version_id, filename, kind, sha, size, blob, metadata_blob, metadata_sha, stamp),
             )
+    hub.index_cache.clear()
     env = hub.store.read().execute("SELECT * FROM environments WHERE id=?", (env_id,)).fetchone()
     return env, hub.store.read().execute(
         "SELECT * FROM versions WHERE id=?", (version_id,)
