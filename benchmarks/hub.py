@@ -37,8 +37,14 @@ def uv() -> str:
 
 
 def fresh_venv(path: Path) -> str:
-    subprocess.run([uv(), "venv", "--python", sys.executable, str(path)], check=True, capture_output=True)
-    subprocess.run([uv(), "pip", "install", "--python", str(path / "bin" / "python"), "-e", str(REPO)], check=True, capture_output=True)
+    subprocess.run(
+        [uv(), "venv", "--python", sys.executable, str(path)], check=True, capture_output=True
+    )
+    subprocess.run(
+        [uv(), "pip", "install", "--python", str(path / "bin" / "python"), "-e", str(REPO)],
+        check=True,
+        capture_output=True,
+    )
     return str(path / "bin" / "python")
 
 
@@ -68,8 +74,21 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="vf-hub-bench-"))
     token = Hub(work / "data").create_user("bench")
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "hub_client.cli", "hub", "serve", "--port", str(port), "--data-dir", str(work / "data")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hub_client.cli",
+            "hub",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(work / "data"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -79,9 +98,19 @@ def main() -> None:
             except httpx.HTTPError:
                 time.sleep(0.1)
         root = scaffold("bench-env", work / "envs")
-        env = {**os.environ, "PRIME_HUB_URL": url, "PRIME_API_KEY": token, "PRIME_CONFIG_DIR": str(work / "cfg")}
+        env = {
+            **os.environ,
+            "PRIME_HUB_URL": url,
+            "PRIME_API_KEY": token,
+            "PRIME_CONFIG_DIR": str(work / "cfg"),
+        }
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "hub_client.cli", "env", "push", "--path", str(root)], env=env, check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "hub_client.cli", "env", "push", "--path", str(root)],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         push = time.perf_counter() - start
 
         hub = HubClient(url, token)
@@ -91,7 +120,9 @@ def main() -> None:
                 subprocess.run([uv(), "cache", "clean", "bench-env"], capture_output=True)
             python = fresh_venv(work / f"venv-{label}")
             start = time.perf_counter()
-            install(hub, [EnvSpec.parse("bench/bench-env@0.1.0")], work / f"{label}.lock", python=python)
+            install(
+                hub, [EnvSpec.parse("bench/bench-env@0.1.0")], work / f"{label}.lock", python=python
+            )
             timings[label] = time.perf_counter() - start
         rate = asyncio.run(index_rate(f"{url}/simple/bench/bench-env/bench-env/", 64, 5))
     finally:
@@ -103,7 +134,9 @@ def main() -> None:
     for col in ("measure", "value", "target"):
         table.add_column(col, justify="right")
     table.add_row("prime env push (uv build + upload)", f"{push:.2f} s", "")
-    table.add_row("prime env install, cold (fresh venv, env not cached)", f"{timings['cold']:.2f} s", "")
+    table.add_row(
+        "prime env install, cold (fresh venv, env not cached)", f"{timings['cold']:.2f} s", ""
+    )
     table.add_row("prime env install, warm (fresh venv)", f"{timings['warm']:.2f} s", "< 3 s")
     table.add_row("simple index requests/s, concurrency 64", f"{rate:,.0f}", ">= 1,000")
     Console(width=120).print(table)

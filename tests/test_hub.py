@@ -145,7 +145,10 @@ def adder(request):
 @pytest.mark.slow
 def test_push_install_eval_upgrade_and_locked_replay(hub, server, tmp_path):
     token = new_user(hub, "alice")
-    subprocess.run([sys.executable, "-m", "verifiers.cli.init", "hub-adder", "-p", str(tmp_path / "envs")], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "verifiers.cli.init", "hub-adder", "-p", str(tmp_path / "envs")],
+        check=True,
+    )
     root = tmp_path / "envs" / "hub_adder"
     prime(hub, token, "env", "push", "--path", str(root), "--tag", "math", cwd=tmp_path)
     python = fresh_venv(tmp_path / "venv-a")
@@ -654,8 +657,12 @@ def test_a_tampered_stored_file_fails_the_install(hub, tmp_path):
     blob.write_bytes(evil_wheel.read_bytes())
     try:
         with pytest.raises(InstallError, match=r"(?i)hash"):
-            install(HubClient(hub["url"], quinn), [EnvSpec.parse("quinn/tamper-env@0.1.0")], tmp_path / "t.lock",
-                    python=str(fresh_venv(tmp_path / "venv-t")))
+            install(
+                HubClient(hub["url"], quinn),
+                [EnvSpec.parse("quinn/tamper-env@0.1.0")],
+                tmp_path / "t.lock",
+                python=str(fresh_venv(tmp_path / "venv-t")),
+            )
     finally:
         blob.write_bytes(original)
     assert not (tmp_path / "t.lock").exists()
@@ -666,11 +673,33 @@ def test_concurrent_pushes_leave_a_consistent_store(hub):
 
     rita = new_user(hub, "rita")
     with ThreadPoolExecutor(20) as pool:
-        different = list(pool.map(lambda i: publish_raw(hub, rita, "rita", "busy-env", make_wheel("busy-env", f"1.0.{i}")).status_code, range(20)))
-        same = list(pool.map(lambda i: publish_raw(hub, rita, "rita", "busy-env", make_wheel("busy-env", "3.0.0", extra=[(f"f{i}.py", b"x")])), range(20)))
+        different = list(
+            pool.map(
+                lambda i: (
+                    publish_raw(
+                        hub, rita, "rita", "busy-env", make_wheel("busy-env", f"1.0.{i}")
+                    ).status_code
+                ),
+                range(20),
+            )
+        )
+        same = list(
+            pool.map(
+                lambda i: publish_raw(
+                    hub,
+                    rita,
+                    "rita",
+                    "busy-env",
+                    make_wheel("busy-env", "3.0.0", extra=[(f"f{i}.py", b"x")]),
+                ),
+                range(20),
+            )
+        )
     assert different == [201] * 20
     winners = [r for r in same if r.status_code == 201]
-    assert len(winners) == 1 and all(error_code(r) in ("version_exists", "file_exists") for r in same if r.status_code != 201)
+    assert len(winners) == 1 and all(
+        error_code(r) in ("version_exists", "file_exists") for r in same if r.status_code != 201
+    )
     versions = HubClient(hub["url"]).versions("rita", "busy-env")
     assert len(versions) == 21 and all(len(v.files) == 1 for v in versions)
     stored = next(v for v in versions if v.version == "3.0.0").files[0].sha256
@@ -684,7 +713,17 @@ def test_killing_the_server_mid_upload_leaves_no_partial_version(tmp_path):
     data = tmp_path / "hub"
     token = Hub(data).create_user("sam")
     port = free_port()
-    cmd = [sys.executable, "-m", "hub_client.cli", "hub", "serve", "--port", str(port), "--data-dir", str(data)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hub_client.cli",
+        "hub",
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(100):
         try:
@@ -693,10 +732,18 @@ def test_killing_the_server_mid_upload_leaves_no_partial_version(tmp_path):
         except httpx.HTTPError:
             time.sleep(0.1)
     name, wheel = make_wheel("half-env", extra=[("big.bin", os.urandom(4 * 1024 * 1024))])
-    body = (b"--b\r\nContent-Disposition: form-data; name=\"wheel\"; filename=\"" + name.encode() + b"\"\r\n\r\n" + wheel + b"\r\n--b--\r\n")
+    body = (
+        b'--b\r\nContent-Disposition: form-data; name="wheel"; filename="'
+        + name.encode()
+        + b'"\r\n\r\n'
+        + wheel
+        + b"\r\n--b--\r\n"
+    )
     sock = socket.create_connection(("127.0.0.1", port))
-    sock.sendall(f"POST /api/v1/environments/sam/half-env/versions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
-                 f"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+    sock.sendall(
+        f"POST /api/v1/environments/sam/half-env/versions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    )
     sock.sendall(body[: len(body) // 2])  # half the upload, then the server dies
     time.sleep(0.3)
     proc.send_signal(signal.SIGKILL)
@@ -710,9 +757,17 @@ def test_killing_the_server_mid_upload_leaves_no_partial_version(tmp_path):
                 break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        resp = httpx.get(f"http://127.0.0.1:{port}/api/v1/environments/sam/half-env/versions/1.0.0", headers={"Authorization": f"Bearer {token}"})
+        resp = httpx.get(
+            f"http://127.0.0.1:{port}/api/v1/environments/sam/half-env/versions/1.0.0",
+            headers={"Authorization": f"Bearer {token}"},
+        )
         assert resp.status_code == 404
-        assert publish_raw({"url": f"http://127.0.0.1:{port}"}, token, "sam", "half-env", (name, wheel)).status_code == 201
+        assert (
+            publish_raw(
+                {"url": f"http://127.0.0.1:{port}"}, token, "sam", "half-env", (name, wheel)
+            ).status_code
+            == 201
+        )
     finally:
         proc.terminate()
         proc.wait(10)

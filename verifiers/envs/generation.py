@@ -123,11 +123,18 @@ async def run_generation(
     score_sem = asyncio.Semaphore(max_concurrent_scoring if max_concurrent_scoring > 0 else 1 << 30)
 
     async def run_one(row: dict[str, Any], index: int) -> State:
+        args = sampling_args
+        if sampling_args and sampling_args.get("seed") is not None:
+            # a fixed seed makes runs reproducible, not a group's rollouts identical
+            args = {
+                **sampling_args,
+                "seed": int(sampling_args["seed"]) + 7919 * int(row["example_id"]) + 104729 * index,
+            }
         async with gen_sem:
             try:
-                state = await env.rollout(dict(row), client, model, sampling_args)
+                state = await env.rollout(dict(row), client, model, args)
             except Exception as exc:  # a rollout override that raised instead of recording
-                state = env.init_state(dict(row), client, model, sampling_args)
+                state = env.init_state(dict(row), client, model, args)
                 state["error"] = to_record(exc, phase="rollout")
                 state["stop_condition"] = "has_error"
         state["rollout_index"] = index

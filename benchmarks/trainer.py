@@ -1,0 +1,112 @@
+"""Trainer step time, synchronous vs asynchronous, on a CPU toy policy.
+
+    python benchmarks/trainer.py [--steps 8] [--hidden 256] [--layers 4]
+
+Runs the same RL job twice against a real vf-serve: max_off_policy_steps=0 (generate, then train)
+and =1 (the next batch generates while this one trains). Prints generation time, training time
+and wall time per step. Target: the async step within 15% of max(generation, training); the
+synchronous one is their sum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from rich.console import Console
+from rich.table import Table
+
+
+def run(
+    policy: Path, work: Path, lag: int, steps: int, examples: int, rollouts: int, tokens: int
+) -> list[dict]:
+    from transformers import AutoModelForCausalLM
+
+    from verifiers.clients import OpenAICompatibleClient
+    from verifiers.rl.loop import LoopSettings, WeightSync, train
+    from verifiers.rl.orchestrator import Orchestrator
+    from verifiers.rl.toy import letter_env
+    from verifiers.rl.trainer import Trainer, TrainerSettings
+    from verifiers.serve.process import start_server
+
+    server = start_server(
+        str(policy),
+        log_path=work / f"serve-{lag}.log",
+        extra_args=["--dtype", "float32", "--served-model-name", "policy"],
+        env_overrides={"OMP_WAIT_POLICY": "PASSIVE"},
+    )
+    try:
+        trainer = Trainer(AutoModelForCausalLM.from_pretrained(policy), TrainerSettings(lr=1e-3))
+        orchestrator = Orchestrator(
+            letter_env(),
+            OpenAICompatibleClient(server.base_url),
+            "policy",
+            examples_per_step=examples,
+            rollouts_per_example=rollouts,
+            max_tokens=tokens,
+            max_concurrent=64,
+        )
+        return train(
+            orchestrator,
+            trainer,
+            WeightSync(server.base_url, work / f"weights-{lag}"),
+            LoopSettings(steps, lag, 0, work / f"run-{lag}"),
+        )
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--examples", type=int, default=8)
+    parser.add_argument("--rollouts", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=48)
+    args = parser.parse_args()
+    from verifiers.rl.toy import make_tiny_policy
+
+    work = Path(tempfile.mkdtemp(prefix="vf-trainer-bench-"))
+    policy = make_tiny_policy(work / "policy", hidden=args.hidden, layers=args.layers)
+    table = Table(
+        title=f"trainer step time (toy policy hidden={args.hidden} layers={args.layers}, {args.examples}x{args.rollouts} rollouts x {args.tokens} tokens)"
+    )
+    for col in (
+        "mode",
+        "generation s",
+        "training s",
+        "wall s/step",
+        "max(gen, train)",
+        "sum",
+        "wall / max",
+    ):
+        table.add_column(col, justify="right")
+    for label, lag in (("synchronous (lag 0)", 0), ("async (lag 1)", 1)):
+        history = run(policy, work, lag, args.steps, args.examples, args.rollouts, args.tokens)[
+            1:
+        ]  # skip warm-up
+        gen = statistics.median(h["generation_s"] for h in history)
+        trn = statistics.median(h["train_s"] for h in history)
+        wall = statistics.median(h["step_s"] for h in history)
+        table.add_row(
+            label,
+            f"{gen:.2f}",
+            f"{trn:.2f}",
+            f"{wall:.2f}",
+            f"{max(gen, trn):.2f}",
+            f"{gen + trn:.2f}",
+            f"{wall / max(gen, trn):.2f}",
+        )
+    Console(width=140).print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,457 @@
+"""The trainer: losses against hand-computed gradients, batching equivalences, the async loop's
+staleness bound, level-0 equivalence with a synchronous loop, resume, failure, and learning."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from verifiers.rl.advantages import ESTIMATORS, group_mean, leave_one_out  # noqa: E402
+from verifiers.rl.batching import (  # noqa: E402
+    MissingTokensError,
+    Sample,
+    packed,
+    padded,
+    samples_from_state,
+    token_logprobs,
+)
+from verifiers.rl.losses import LOSSES, LossConfig, cispo_loss, dapo_loss, grpo_loss, gspo_loss  # noqa: E402
+
+ADV = torch.tensor([1.0, -2.0])
+MASK = torch.tensor([[0, 1, 1, 1, 0], [0, 0, 1, 1, 1]], dtype=torch.float32)
+N = 6.0  # loss tokens in the batch
+
+
+def grad_of(loss_fn, logprobs, old, adv=ADV, mask=MASK, n=N, **kwargs):
+    lp = logprobs.clone().requires_grad_(True)
+    loss = loss_fn(lp, old, adv, mask, n, **kwargs)
+    loss.backward()
+    return loss.detach(), lp.grad
+
+
+# --- losses ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_at_ratio_one_every_loss_has_the_reinforce_gradient(name):
+    logprobs = torch.randn(2, 5)
+    _, grad = grad_of(LOSSES[name], logprobs, logprobs.clone())
+    reinforce = -ADV.unsqueeze(1) * MASK / N  # d/d logπ of -A·logπ, summed over tokens, over N
+    if name == "gspo":
+        reinforce = reinforce / MASK.sum(1, keepdim=True)  # the sequence ratio averages over tokens
+    assert torch.allclose(grad, reinforce, atol=1e-7)
+
+
+def test_grpo_clips_exactly_per_formula():
+    old = torch.zeros(2, 5)
+    cfg = LossConfig(clip_low=0.2, clip_high=0.2)
+    # ratios per token: row 0 (A=+1): 1.5 (clipped: no grad), 0.5 (unclipped side for A>0: grad), 1.1 (inside)
+    logprobs = torch.log(torch.tensor([[1.0, 1.5, 0.5, 1.1, 1.0], [1.0, 1.0, 0.5, 1.5, 0.9]]))
+    loss, grad = grad_of(grpo_loss, logprobs, old, cfg=cfg)
+    assert (
+        grad[0, 1] == 0
+        and grad[0, 2] == pytest.approx(-1.0 * 0.5 / N)
+        and grad[0, 3] == pytest.approx(-1.1 / N)
+    )
+    # row 1 (A=-2): 0.5 is below 1-ε: clipped (no grad); 1.5 is above: unclipped side for A<0 (grad); 0.9 inside
+    assert (
+        grad[1, 2] == 0
+        and grad[1, 3] == pytest.approx(2.0 * 1.5 / N)
+        and grad[1, 4] == pytest.approx(2.0 * 0.9 / N)
+    )
+    expected = -(1.2 * 1 + 0.5 * 1 + 1.1 * 1) - (-2 * 0.8 + -2 * 1.5 + -2 * 0.9)
+    assert loss == pytest.approx(expected / N)
+
+
+def test_dapo_clips_higher_asymmetrically():
+    old = torch.zeros(2, 5)
+    logprobs = torch.log(torch.full((2, 5), 1.25))
+    _, grpo_grad = grad_of(grpo_loss, logprobs, old, cfg=LossConfig(clip_low=0.2, clip_high=0.2))
+    _, dapo_grad = grad_of(dapo_loss, logprobs, old, cfg=LossConfig(clip_low=0.2, clip_high=0.28))
+    assert grpo_grad[0, 1] == 0 and dapo_grad[0, 1] == pytest.approx(
+        -1.25 / N
+    )  # 1.25 < 1.28: still learning
+
+
+def test_cispo_bounds_the_weight_but_keeps_every_gradient():
+    old = torch.zeros(2, 5)
+    logprobs = torch.log(torch.tensor([[1.0, 9.0, 0.5, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0]]))
+    _, grad = grad_of(cispo_loss, logprobs, old, cfg=LossConfig(clip_low=1.0, clip_high=2.0))
+    assert grad[0, 1] == pytest.approx(-3.0 / N)  # weight clipped to 1 + 2, gradient kept
+    assert grad[0, 2] == pytest.approx(-0.5 / N)
+
+
+def test_gspo_clips_whole_sequences():
+    old = torch.zeros(2, 5)
+    logprobs = torch.zeros(2, 5)
+    logprobs[0, 1:4] = torch.log(torch.tensor(1.3))  # sequence ratio 1.3 with A>0: clipped at 1 + ε
+    _, grad = grad_of(gspo_loss, logprobs, old, cfg=LossConfig(clip_low=0.1, clip_high=0.1))
+    assert torch.all(grad[0] == 0) and torch.all(grad[1, 2:] != 0)
+
+
+def test_importance_band_masks_mismatched_tokens():
+    old = torch.zeros(2, 5)
+    logprobs = torch.zeros(2, 5)
+    logprobs[1, 3] = torch.log(torch.tensor(5.0))  # trainer and server disagree wildly on one token
+    _, grad = grad_of(
+        grpo_loss, logprobs, old, cfg=LossConfig(clip_low=10, clip_high=10, is_low=0.5, is_high=2.0)
+    )
+    assert grad[1, 3] == 0 and grad[1, 2] != 0
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_masked_tokens_change_neither_loss_nor_gradient(name):
+    logprobs, old = torch.randn(2, 5), torch.randn(2, 5) * 0.01
+    loss_a, grad_a = grad_of(LOSSES[name], logprobs, old)
+    garbage_lp, garbage_old = logprobs.clone(), old.clone()
+    garbage_lp[MASK == 0] = torch.randn(int((MASK == 0).sum())) * 50
+    garbage_old[MASK == 0] = 123.0
+    loss_b, grad_b = grad_of(LOSSES[name], garbage_lp, garbage_old)
+    assert torch.allclose(loss_a, loss_b) and torch.allclose(grad_a, grad_b)
+    assert torch.all(grad_b[MASK == 0] == 0)
+
+
+# --- advantages -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_group_advantages_sum_to_zero(name):
+    for rewards in ([1.0, 0.0, 0.0, 1.0], [0.3, 0.9, 0.1], [2.0, 2.0]):
+        assert sum(ESTIMATORS[name](rewards)) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_advantage_values():
+    assert group_mean([1.0, 0.0]) == [0.5, -0.5]
+    assert group_mean([1.0, 0.0], scale=True) == pytest.approx([1.0, -1.0], abs=1e-5)
+    assert leave_one_out([1.0, 0.0, 0.0]) == [1.0, -0.5, -0.5]
+
+
+# --- samples and batches ------------------------------------------------------------------------------
+
+
+def step(prompt_ids, completion_ids, logprob=-0.5):
+    return {
+        "tokens": {
+            "prompt_ids": prompt_ids,
+            "completion_ids": completion_ids,
+            "completion_logprobs": [logprob] * len(completion_ids),
+        }
+    }
+
+
+def test_multi_turn_rollout_becomes_one_masked_sample():
+    state = {"reward": 1.0, "trajectory": [step([1, 2], [3, 4]), step([1, 2, 3, 4, 9, 9], [5])]}
+    (sample,) = samples_from_state(state, advantage=0.5, policy_version=2)
+    assert sample.input_ids == [1, 2, 3, 4, 9, 9, 5]
+    assert sample.loss_mask == [0, 0, 1, 1, 0, 0, 1]  # environment tokens (9, 9) are never trained
+    assert sample.old_logprobs == [0, 0, -0.5, -0.5, 0, 0, -0.5] and sample.policy_version == 2
+
+
+def test_re_rendered_history_starts_a_new_sample():
+    state = {"reward": 0.0, "trajectory": [step([1, 2], [3, 4]), step([1, 2, 7, 9], [5])]}
+    assert [s.input_ids for s in samples_from_state(state, 0.0, 0)] == [
+        [1, 2, 3, 4],
+        [1, 2, 7, 9, 5],
+    ]
+    with pytest.raises(MissingTokensError, match="return_token_ids"):
+        samples_from_state({"trajectory": [{"tokens": None}]}, 0.0, 0)
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+        )
+    )
+
+
+def random_samples(n=5):
+    g = torch.Generator().manual_seed(1)
+    samples = []
+    for i in range(n):
+        length = int(torch.randint(6, 14, (1,), generator=g))
+        ids = torch.randint(1, 64, (length,), generator=g).tolist()
+        mask = [0] * 3 + [1] * (length - 3)
+        samples.append(
+            Sample(
+                ids,
+                mask,
+                [(-1.0 if m else 0.0) for m in mask],
+                advantage=float(i) - 2.0,
+                reward=0.0,
+                policy_version=0,
+            )
+        )
+    return samples
+
+
+def full_gradient(model, batches, loss_fn=grpo_loss):
+    model.zero_grad()
+    total = sum(b.num_loss_tokens for b in batches)
+    for batch in batches:
+        lp = token_logprobs(model, batch)
+        loss_fn(lp, batch.old_logprobs, batch.advantages, batch.loss_mask, total).backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]).clone()
+
+
+def test_gradient_is_the_same_packed_padded_or_split(tiny_model):
+    samples = random_samples()
+    reference = full_gradient(tiny_model, padded(samples, micro_batch_size=len(samples)))
+    for batches in (
+        padded(samples, micro_batch_size=2),
+        padded(samples, micro_batch_size=1),
+        packed(samples, max_tokens=30),
+        packed(samples, max_tokens=200),
+    ):
+        assert torch.allclose(full_gradient(tiny_model, batches), reference, atol=1e-6, rtol=1e-4)
+    assert (
+        len(packed(samples, max_tokens=200)) == 1
+    )  # all five in one row, block-diagonal attention
+
+
+# --- the loop against a real inference server ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+    from verifiers.rl.toy import make_tiny_policy
+
+    return make_tiny_policy(tmp_path_factory.mktemp("policy"))
+
+
+def run_loop(
+    policy_dir,
+    tmp,
+    *,
+    steps,
+    lag,
+    concurrent=1,
+    lr=5e-3,
+    checkpoint_every=0,
+    start_from=None,
+    orchestrator_cls=None,
+):
+    from transformers import AutoModelForCausalLM
+
+    from verifiers.clients import OpenAICompatibleClient
+    from verifiers.rl.loop import LoopSettings, WeightSync, train
+    from verifiers.rl.orchestrator import Orchestrator
+    from verifiers.rl.toy import letter_env
+    from verifiers.rl.trainer import Trainer, TrainerSettings
+    from verifiers.serve.process import start_server
+
+    server = start_server(
+        str(policy_dir),
+        log_path=tmp / "serve.log",
+        extra_args=["--dtype", "float32", "--served-model-name", "policy"],
+        env_overrides={"OMP_WAIT_POLICY": "PASSIVE"},
+    )
+    try:
+        trainer = Trainer(AutoModelForCausalLM.from_pretrained(policy_dir), TrainerSettings(lr=lr))
+        start = 0
+        weights = WeightSync(
+            server.base_url,
+            tmp / "weights",
+            lambda: None if server.process.poll() is None else "inference server died",
+        )
+        if start_from is not None:
+            start = trainer.load_checkpoint(start_from)["step"]
+            weights.push(trainer)
+        cls = orchestrator_cls or Orchestrator
+        orchestrator = cls(
+            letter_env(),
+            OpenAICompatibleClient(server.base_url),
+            "policy",
+            examples_per_step=4,
+            rollouts_per_example=4,
+            max_tokens=6,
+            max_concurrent=concurrent,
+            seed=3,
+            health=lambda: None if server.process.poll() is None else "inference server died",
+        )
+        history = train(
+            orchestrator,
+            trainer,
+            weights,
+            LoopSettings(steps, lag, checkpoint_every, tmp / "run"),
+            start_step=start,
+        )
+        return history, trainer
+    finally:
+        server.stop()
+
+
+def test_no_trained_sample_exceeds_the_staleness_bound(policy_dir, tmp_path):
+    from verifiers.rl.orchestrator import Orchestrator
+
+    class Laggy(Orchestrator):
+        """Half of each batch claims to come from a policy 5 versions old."""
+
+        async def generate(self, step):
+            batch = await super().generate(step)
+            for sample in batch.samples[::2]:
+                sample.policy_version -= 5
+            return batch
+
+    history, _ = run_loop(
+        policy_dir, tmp_path, steps=4, lag=1, concurrent=8, orchestrator_cls=Laggy
+    )
+    assert all(h["stale_dropped"] > 0 for h in history)
+    normal, _ = run_loop(policy_dir, tmp_path / "b", steps=4, lag=1, concurrent=8)
+    assert all(h["max_lag"] <= 1 and h["stale_dropped"] == 0 for h in normal)
+
+
+def test_level_zero_matches_a_synchronous_loop_bit_for_bit(policy_dir, tmp_path):
+    import asyncio
+
+    from transformers import AutoModelForCausalLM
+
+    from verifiers.clients import OpenAICompatibleClient
+    from verifiers.rl.loop import WeightSync
+    from verifiers.rl.orchestrator import Orchestrator
+    from verifiers.rl.toy import letter_env
+    from verifiers.rl.trainer import Trainer, TrainerSettings
+    from verifiers.serve.process import start_server
+
+    _, async_trainer = run_loop(policy_dir, tmp_path / "a", steps=3, lag=0)
+    server = start_server(
+        str(policy_dir),
+        log_path=tmp_path / "s.log",
+        extra_args=["--dtype", "float32", "--served-model-name", "policy"],
+    )
+    try:
+        trainer = Trainer(
+            AutoModelForCausalLM.from_pretrained(policy_dir), TrainerSettings(lr=5e-3)
+        )
+        orchestrator = Orchestrator(
+            letter_env(),
+            OpenAICompatibleClient(server.base_url),
+            "policy",
+            examples_per_step=4,
+            rollouts_per_example=4,
+            max_tokens=6,
+            max_concurrent=1,
+            seed=3,
+        )
+        weights = WeightSync(server.base_url, tmp_path / "w")
+        for step_index in range(3):  # the plainest loop there is
+            batch = asyncio.run(orchestrator.generate(step_index))
+            trainer.train_step(batch.samples)
+            weights.push(trainer)
+    finally:
+        server.stop()
+    for a, b in zip(async_trainer.model.parameters(), trainer.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_run(policy_dir, tmp_path):
+    full_history, full = run_loop(policy_dir, tmp_path / "full", steps=4, lag=0, checkpoint_every=2)
+    checkpoint = tmp_path / "full" / "run" / "checkpoints" / "step_000002"
+    assert checkpoint.exists()
+    resumed_history, resumed = run_loop(
+        policy_dir, tmp_path / "resumed", steps=4, lag=0, start_from=checkpoint
+    )
+    assert [h["step"] for h in resumed_history] == [2, 3]
+    assert [h["reward"] for h in resumed_history] == [h["reward"] for h in full_history[2:]]
+    for a, b in zip(full.model.parameters(), resumed.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_killed_inference_server_is_detected_and_reported(policy_dir, tmp_path):
+    from verifiers.rl.orchestrator import InferenceServerError, Orchestrator
+
+    class Killer(Orchestrator):
+        async def generate(self, step):
+            if step == 1:
+                os.kill(self.server_pid, signal.SIGKILL)
+            return await super().generate(step)
+
+    import verifiers.serve.process as process
+
+    started = []
+    original = process.start_server
+
+    def remember(*args, **kwargs):
+        server = original(*args, **kwargs)
+        started.append(server)
+        Killer.server_pid = server.process.pid
+        return server
+
+    process.start_server = remember
+    try:
+        with pytest.raises(
+            InferenceServerError, match="(inference server died|stopped answering|did not take)"
+        ):
+            run_loop(policy_dir, tmp_path, steps=3, lag=0, orchestrator_cls=Killer)
+    finally:
+        process.start_server = original
+
+
+@pytest.mark.slow
+def test_a_tiny_model_learns_to_say_the_letter(policy_dir, tmp_path):
+    history, _ = run_loop(policy_dir, tmp_path, steps=30, lag=1, concurrent=16)
+    first = sum(h["reward"] for h in history[:5]) / 5
+    last = sum(h["reward"] for h in history[-5:]) / 5
+    assert last > 0.5 and last > 5 * first, (first, last)
+
+
+@pytest.mark.slow
+def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    config = tmp_path / "rl.toml"
+    config.write_text(
+        f'model = "{policy_dir}"\nenv_id = "reverse-text"\noutput_dir = "{tmp_path / "out"}"\nsteps = 2\n'
+        "checkpoint_every = 1\n[orchestrator]\nexamples_per_step = 2\nrollouts_per_example = 2\nmax_tokens = 8\n"
+        '[trainer]\nlr = 1e-3\nautocast = "none"\n'
+    )
+    first = subprocess.run(
+        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    out = tmp_path / "out"
+    assert [
+        json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
+    ] == [0, 1]
+    assert (out / "metrics.png").stat().st_size > 1000 and (
+        out / "checkpoints" / "step_000002" / "trainer.pt"
+    ).exists()
+    assert (out / "weights" / "config.json").exists() and (
+        out / "weights" / "model.safetensors"
+    ).exists()
+    resumed = subprocess.run(
+        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config), "--steps", "3", "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming from" in resumed.stdout
+    assert [
+        json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
+    ] == [0, 1, 2]
+    bad = subprocess.run(
+        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config), "--steps", "0"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "invalid config" in bad.stderr

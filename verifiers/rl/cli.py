@@ -1,0 +1,248 @@
+"""vf-rl: train a model on an environment with GRPO-style RL.
+
+    vf-rl @ examples/rl/reverse_text_cpu.toml [--steps 20] [--trainer.lr 2e-5] [--resume]
+
+Starts the inference server (vf-serve) on the policy, runs rollouts against it, trains in this
+process, and ships new weights to the server after every step. Writes metrics.jsonl, a
+metrics.png plot and checkpoints under ``output_dir``. If either side dies, the other is stopped
+and the reason printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+
+class OrchestratorConfig(BaseModel):
+    examples_per_step: int = Field(default=4, ge=1)
+    rollouts_per_example: int = Field(default=4, ge=2)
+    max_tokens: int = Field(default=64, ge=1)
+    temperature: float = Field(default=1.0, gt=0)
+    max_concurrent: int = 32
+    advantage: str = "group_mean"
+
+
+class TrainerConfig(BaseModel):
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    schedule: str = "constant"
+    loss: str = "grpo"
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    is_low: float = 0.0
+    is_high: float = 1e9
+    max_grad_norm: float = 1.0
+    packing: bool = True
+    max_tokens_per_micro_batch: int = 2048
+    micro_batch_size: int = 8
+    autocast: str = "bf16"
+
+
+class InferenceConfig(BaseModel):
+    dtype: str = "float32"  # the same numerics as the trainer keeps the importance ratio near 1
+    max_batch_size: int = 32
+    device: str = "cpu"
+
+
+class RLConfig(BaseModel):
+    model: str = "SmolLM2-135M-Instruct"
+    env_id: str = "reverse-text"
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    output_dir: str = "outputs/rl/run"
+    steps: int = Field(default=10, ge=1)
+    max_off_policy_steps: int = Field(default=1, ge=0)
+    checkpoint_every: int = 0
+    seed: int = 0
+    orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    inference: InferenceConfig = Field(default_factory=InferenceConfig)
+
+
+def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
+    """``@ file.toml`` (or a bare .toml path), then ``--dotted.key value`` overrides and ``--resume``."""
+    data: dict[str, Any] = {}
+    resume = False
+    rest = list(argv)
+    if rest and rest[0] == "@":
+        rest.pop(0)
+    if rest and rest[0].endswith(".toml"):
+        data = tomllib.loads(Path(rest.pop(0)).read_text())
+    while rest:
+        flag = rest.pop(0)
+        if flag == "--resume":
+            resume = True
+            continue
+        if flag in ("-h", "--help"):
+            print(__doc__)
+            print(json.dumps(RLConfig().model_dump(), indent=2))
+            sys.exit(0)
+        if not flag.startswith("--") or not rest:
+            raise SystemExit(f"vf-rl: expected '--key value', got {flag!r}")
+        value = rest.pop(0)
+        try:
+            parsed: Any = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        target = data
+        keys = flag[2:].replace("-", "_").split(".")
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+        target[keys[-1]] = parsed
+    return RLConfig.model_validate(data), resume
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Two processes (trainer, inference server) share the cores: spinning OpenMP threads would
+    # slow both many times over. Must be set before torch is imported.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        config, resume = parse_args(sys.argv[1:] if argv is None else argv)
+    except ValidationError as exc:
+        print(f"vf-rl: invalid config: {exc}", file=sys.stderr)
+        return 2
+    from rich.console import Console
+
+    console = Console()
+    try:
+        return run(config, resume, console)
+    except KeyboardInterrupt:
+        console.print(
+            "[yellow]interrupted[/yellow]; continue with --resume (from the last checkpoint)"
+        )
+        return 130
+
+
+def run(config: RLConfig, resume: bool, console: Any) -> int:
+    from rich.live import Live
+    from rich.table import Table
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import verifiers as vf
+    from verifiers.clients import OpenAICompatibleClient
+    from verifiers.rl.loop import LoopSettings, WeightSync, latest_checkpoint, plot, train
+    from verifiers.rl.orchestrator import InferenceServerError, Orchestrator
+    from verifiers.rl.trainer import Trainer, TrainerSettings
+    from verifiers.serve.models import resolve_model_dir
+    from verifiers.serve.process import start_server
+
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(config.model_dump_json(indent=2))
+    model_dir, _ = resolve_model_dir(config.model)
+    env = vf.load_environment(config.env_id, **config.env_args)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    settings = TrainerSettings(**config.trainer.model_dump(), total_steps=config.steps)
+    trainer = Trainer(
+        AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32"),
+        settings,
+        pad_id=tokenizer.pad_token_id or 0,
+    )
+    start_step = 0
+    checkpoint = latest_checkpoint(out) if resume else None
+    if resume and checkpoint is None:
+        console.print("no checkpoint to resume from; starting at step 0")
+    if checkpoint is not None:
+        start_step = trainer.load_checkpoint(checkpoint)["step"]
+        console.print(f"resuming from {checkpoint} (step {start_step})")
+    # The weights dir is a complete model directory (vf-eval -m / vf-serve can load it).
+    (out / "weights").mkdir(parents=True, exist_ok=True)
+    for item in model_dir.iterdir():
+        if item.is_file() and not item.name.endswith(".safetensors"):
+            shutil.copy2(item, out / "weights" / item.name)
+    log = out / "logs" / "inference.log"
+    with console.status("starting the inference server"):
+        server = start_server(
+            str(model_dir),
+            log_path=log,
+            env_overrides={"OMP_WAIT_POLICY": "PASSIVE"},
+            extra_args=[
+                "--dtype",
+                config.inference.dtype,
+                "--device",
+                config.inference.device,
+                "--served-model-name",
+                "policy",
+                "--max-batch-size",
+                str(config.inference.max_batch_size),
+            ],
+        )
+    try:
+
+        def alive() -> str | None:
+            code = server.process.poll()
+            return (
+                None
+                if code is None
+                else f"the inference server exited (code {code}); its log: {log}"
+            )
+
+        weights = WeightSync(server.base_url, out / "weights", alive)
+        if checkpoint is not None:
+            weights.push(trainer)
+        orchestrator = Orchestrator(
+            env,
+            OpenAICompatibleClient(server.base_url),
+            "policy",
+            seed=config.seed,
+            health=alive,
+            **config.orchestrator.model_dump(),
+        )
+        table = Table(title=f"vf-rl · {config.env_id} · {config.model}")
+        for col in (
+            "step",
+            "reward",
+            "loss",
+            "samples",
+            "stale",
+            "lag",
+            "gen s",
+            "train s",
+            "step s",
+        ):
+            table.add_column(col, justify="right")
+        with Live(table, console=console, refresh_per_second=4):
+
+            def on_step(r: dict[str, Any]) -> None:
+                table.add_row(
+                    str(r["step"]),
+                    f"{r['reward']:.3f}",
+                    f"{r.get('loss', 0):.4f}",
+                    str(r["samples"]),
+                    str(r["stale_dropped"]),
+                    str(r["max_lag"]),
+                    f"{r['generation_s']:.1f}",
+                    f"{r['train_s']:.1f}",
+                    f"{r['step_s']:.1f}",
+                )
+
+            history = train(
+                orchestrator,
+                trainer,
+                weights,
+                LoopSettings(
+                    config.steps, config.max_off_policy_steps, config.checkpoint_every, out
+                ),
+                start_step=start_step,
+                on_step=on_step,
+            )
+    except InferenceServerError as exc:
+        console.print(f"[red]vf-rl: {exc}[/red]; training stopped")
+        return 1
+    finally:
+        server.stop()
+    picture = plot(history, out / "metrics.png")
+    console.print(f"metrics: {out / 'metrics.jsonl'}" + (f"; plot: {picture}" if picture else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The training loop, top to bottom: generate → filter stale → train → ship weights → repeat.
+
+With ``max_off_policy_steps >= 1`` the next step's rollouts are generated while the current
+step trains (the trainer runs in a thread, the orchestrator in the event loop); every sample
+carries the policy version it came from, and samples more than ``max_off_policy_steps`` behind
+the trainer are dropped and counted. With 0, generation waits for the new weights: a plain
+synchronous loop, bit for bit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from verifiers.rl.orchestrator import Batch, InferenceServerError, Orchestrator
+from verifiers.rl.trainer import Trainer
+
+
+@dataclass
+class LoopSettings:
+    steps: int
+    max_off_policy_steps: int = 1
+    checkpoint_every: int = 0
+    output_dir: Path = Path("outputs/rl/run")
+
+
+class WeightSync:
+    """Filesystem weight transport: write safetensors atomically, tell the server to load them."""
+
+    def __init__(
+        self, base_url: str, directory: Path, server_alive: Callable[[], str | None] | None = None
+    ) -> None:
+        self.url = base_url.rstrip("/")
+        self.directory = directory
+        self.server_alive = server_alive
+
+    def push(self, trainer: Trainer) -> int:
+        self.check()
+        trainer.save_weights(self.directory)
+        try:
+            resp = httpx.post(
+                f"{self.url}/weights/load",
+                json={"path": str(self.directory), "policy_version": trainer.version},
+                timeout=300,
+            )
+        except httpx.HTTPError as exc:
+            self.check()
+            raise InferenceServerError(
+                f"the inference server did not take the new weights: {exc}"
+            ) from exc
+        if resp.status_code != 200:
+            raise InferenceServerError(
+                f"the inference server refused the new weights: {resp.text[:300]}"
+            )
+        return int(resp.json()["policy_version"])
+
+    def check(self) -> None:
+        problem = self.server_alive() if self.server_alive else None
+        if problem:
+            raise InferenceServerError(problem)
+
+
+def train(
+    orchestrator: Orchestrator,
+    trainer: Trainer,
+    weights: WeightSync,
+    settings: LoopSettings,
+    start_step: int = 0,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    return asyncio.run(_train(orchestrator, trainer, weights, settings, start_step, on_step))
+
+
+async def _train(
+    orchestrator, trainer, weights, settings, start_step, on_step
+) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    lag = settings.max_off_policy_steps
+    metrics_file = settings.output_dir / "metrics.jsonl"
+    settings.output_dir.mkdir(parents=True, exist_ok=True)
+    pending: asyncio.Task[Batch] | None = asyncio.ensure_future(orchestrator.generate(start_step))
+    try:
+        for step in range(start_step, settings.steps):
+            wall = time.perf_counter()
+            weights.check()
+            batch = await pending
+            pending = None
+            fresh = [s for s in batch.samples if trainer.version - s.policy_version <= lag]
+            stale = len(batch.samples) - len(fresh)
+            if (
+                lag > 0 and step + 1 < settings.steps
+            ):  # overlap: the next batch generates while this one trains
+                pending = asyncio.ensure_future(orchestrator.generate(step + 1))
+            train_start = time.perf_counter()
+            result = (
+                await asyncio.to_thread(trainer.train_step, fresh)
+                if fresh
+                else {"loss": 0.0, "skipped": True}
+            )
+            train_s = time.perf_counter() - train_start
+            served = await asyncio.to_thread(weights.push, trainer)
+            if lag == 0 and step + 1 < settings.steps:
+                pending = asyncio.ensure_future(orchestrator.generate(step + 1))
+            record = {
+                "step": step,
+                "reward": batch.mean_reward,
+                "samples": len(fresh),
+                "stale_dropped": stale,
+                "rollout_errors": batch.errors,
+                "policy_version": trainer.version,
+                "served_version": served,
+                "max_lag": max((trainer.version - 1 - v for v in batch.versions), default=0),
+                "generation_s": batch.generation_s,
+                "train_s": train_s,
+                "step_s": time.perf_counter() - wall,
+                **{k: v for k, v in result.items() if isinstance(v, int | float)},
+            }
+            history.append(record)
+            with metrics_file.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+            if on_step:
+                on_step(record)
+            if settings.checkpoint_every and (step + 1) % settings.checkpoint_every == 0:
+                trainer.save_checkpoint(
+                    settings.output_dir / "checkpoints" / f"step_{step + 1:06d}",
+                    step + 1,
+                    {"reward": batch.mean_reward},
+                )
+    finally:
+        if pending is not None:
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
+        await orchestrator.env.end_run()
+        aclose = getattr(orchestrator.client, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    return history
+
+
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    checkpoints = sorted((output_dir / "checkpoints").glob("step_*"))
+    return checkpoints[-1] if checkpoints else None
+
+
+def plot(history: list[dict[str, Any]], path: Path) -> Path | None:
+    """Reward and loss over steps, as a PNG."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    steps = [h["step"] for h in history]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+    top.plot(steps, [h["reward"] for h in history], marker="o")
+    top.set_ylabel("mean reward")
+    top.grid(alpha=0.3)
+    bottom.plot(steps, [h.get("loss", 0.0) for h in history], color="tab:red", marker=".")
+    bottom.set_ylabel("loss")
+    bottom.set_xlabel("step")
+    bottom.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

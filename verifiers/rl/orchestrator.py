@@ -1,0 +1,130 @@
+"""The orchestrator: rollouts from an environment against the inference server, turned into samples.
+
+It samples a batch of examples for a step (deterministically from the step number, so a resumed
+run sees the same data), runs ``env.generate`` with token ids and logprobs requested, computes
+advantages from each group's final rewards, and records which policy version produced each
+sample (the oldest version any of its turns came from, as reported by the server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from verifiers.rl.advantages import ESTIMATORS
+from verifiers.rl.batching import Sample, samples_from_state
+
+
+class InferenceServerError(RuntimeError):
+    """The inference server stopped answering; training cannot continue."""
+
+
+@dataclass
+class Batch:
+    step: int
+    samples: list[Sample]
+    rewards: list[float]
+    errors: int
+    generation_s: float
+    versions: list[int] = field(default_factory=list)
+
+    @property
+    def mean_reward(self) -> float:
+        return statistics.fmean(self.rewards) if self.rewards else 0.0
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        env: Any,
+        client: Any,
+        model: str,
+        *,
+        examples_per_step: int,
+        rollouts_per_example: int,
+        max_tokens: int,
+        temperature: float = 1.0,
+        max_concurrent: int = 32,
+        advantage: str = "group_mean",
+        seed: int = 0,
+        health: Any = None,
+    ) -> None:
+        if advantage not in ESTIMATORS:
+            raise ValueError(
+                f"unknown advantage estimator {advantage!r}; choose from {', '.join(ESTIMATORS)}"
+            )
+        self.env, self.client, self.model = env, client, model
+        self.rows = env.dataset_rows("train")
+        self.examples_per_step = examples_per_step
+        self.rollouts_per_example = rollouts_per_example
+        self.max_concurrent = max_concurrent
+        self.estimator = ESTIMATORS[advantage]
+        self.seed = seed
+        self.health = (
+            health  # () -> problem | None: a dead server is reported in ~0.5 s, not after retries
+        )
+        self.sampling_args = {
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "logprobs": True,
+            "extra_body": {"return_token_ids": True},
+        }
+
+    def examples_for(self, step: int) -> list[dict[str, Any]]:
+        rng = random.Random(self.seed * 1_000_003 + step)
+        return rng.sample(self.rows, min(self.examples_per_step, len(self.rows)))
+
+    async def generate(self, step: int) -> Batch:
+        work = asyncio.ensure_future(self._generate(step))
+        while self.health is not None and not work.done():
+            await asyncio.wait({work}, timeout=0.5)
+            problem = None if work.done() else self.health()
+            if problem:
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+                raise InferenceServerError(problem)
+        return await work
+
+    async def _generate(self, step: int) -> Batch:
+        import time
+
+        start = time.perf_counter()
+        rows = self.examples_for(step)
+        sampling = dict(self.sampling_args, seed=self.seed * 1_000_003 + step * 7919)
+        out = await self.env.generate(
+            rows,
+            self.client,
+            self.model,
+            sampling_args=sampling,
+            rollouts_per_example=self.rollouts_per_example,
+            max_concurrent=self.max_concurrent,
+        )
+        errors = [s for s in out.state if s.get("error")]
+        connection = [
+            e for e in errors if e["error"]["type"] in ("ModelConnectionError", "ModelTimeoutError")
+        ]
+        if out.state and len(connection) == len(out.state):
+            raise InferenceServerError(
+                f"the inference server stopped answering: {connection[0]['error']['message']}"
+            )
+        groups: dict[int, list[Any]] = {}
+        for state in out.state:
+            groups.setdefault(state["example_id"], []).append(state)
+        samples: list[Sample] = []
+        versions: list[int] = []
+        for states in groups.values():
+            advantages = self.estimator([float(s.get("reward") or 0.0) for s in states])
+            for state, advantage in zip(states, advantages, strict=True):
+                if state.get("error"):
+                    continue
+                version = min(
+                    (int(r.get("policy_version", 0)) for r in state["responses"]), default=0
+                )
+                versions.append(version)
+                samples.extend(samples_from_state(state, advantage, version))
+        return Batch(
+            step, samples, list(out.reward), len(errors), time.perf_counter() - start, versions
+        )

@@ -1,0 +1,217 @@
+"""The trainer: one optimizer step per batch of samples, weights out for the inference server.
+
+Single device with transformers (CPU here, one GPU elsewhere). The loss of every micro-batch is
+divided by the loss-token count of the *whole* batch, so accumulating micro-batches (or ranks)
+gives exactly the full-batch gradient.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from verifiers.rl.batching import MicroBatch, Sample, packed, padded, token_logprobs
+from verifiers.rl.losses import LOSSES, LossConfig, gspo_loss
+
+
+@dataclass
+class TrainerSettings:
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup_steps: int = 0
+    schedule: str = "constant"  # constant | cosine
+    total_steps: int = 100
+    loss: str = "grpo"
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    is_low: float = 0.0
+    is_high: float = float("inf")
+    max_grad_norm: float = 1.0
+    packing: bool = True
+    max_tokens_per_micro_batch: int = 2048
+    micro_batch_size: int = 8
+    autocast: str = "none"  # "bf16": float32 weights, bf16 compute (pure bf16 weights barely learn)
+
+
+def lr_lambda(settings: TrainerSettings):
+    def factor(step: int) -> float:
+        if step < settings.warmup_steps:
+            return (step + 1) / settings.warmup_steps
+        if settings.schedule == "cosine":
+            progress = (step - settings.warmup_steps) / max(
+                1, settings.total_steps - settings.warmup_steps
+            )
+            return 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+        return 1.0
+
+    return factor
+
+
+class Trainer:
+    def __init__(self, model: Any, settings: TrainerSettings, pad_id: int = 0) -> None:
+        if settings.loss not in LOSSES:
+            raise ValueError(f"unknown loss {settings.loss!r}; choose from {', '.join(LOSSES)}")
+        self.model = model.train()
+        self.settings = settings
+        self.pad_id = pad_id
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(),
+            lr=settings.lr,
+            betas=settings.betas,
+            weight_decay=settings.weight_decay,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(settings))
+        self.loss_cfg = LossConfig(
+            settings.loss, settings.clip_low, settings.clip_high, settings.is_low, settings.is_high
+        )
+        self.version = 0  # policy version: optimizer steps taken
+
+    def micro_batches(self, samples: list[Sample]) -> list[MicroBatch]:
+        if self.settings.packing:
+            return packed(samples, self.settings.max_tokens_per_micro_batch, self.pad_id)
+        return padded(samples, self.settings.micro_batch_size, self.pad_id)
+
+    def loss(
+        self, batch: MicroBatch, num_loss_tokens: int
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        context = (
+            torch.autocast(
+                "cpu" if batch.input_ids.device.type == "cpu" else "cuda", dtype=torch.bfloat16
+            )
+            if self.settings.autocast == "bf16"
+            else _nullcontext()
+        )
+        with context:
+            logprobs = token_logprobs(self.model, batch)
+        args = (
+            logprobs,
+            batch.old_logprobs,
+            batch.advantages,
+            batch.loss_mask,
+            num_loss_tokens,
+            self.loss_cfg,
+        )
+        loss = (
+            gspo_loss(*args, segment_ids=batch.segment_ids)
+            if self.settings.loss == "gspo"
+            else LOSSES[self.settings.loss](*args)
+        )
+        with torch.no_grad():
+            mask = batch.loss_mask.bool()
+            ratio = torch.exp(logprobs - batch.old_logprobs)[mask]
+            stats = {
+                "ratio_sum": float(ratio.sum()),
+                "clipped": float(
+                    (
+                        (ratio < 1 - self.loss_cfg.clip_low) | (ratio > 1 + self.loss_cfg.clip_high)
+                    ).sum()
+                ),
+                "mismatch_kl_sum": float((batch.old_logprobs - logprobs)[mask].sum()),
+            }
+        return loss, stats
+
+    def gradients(self, samples: list[Sample]) -> dict[str, float]:
+        """Accumulate the batch gradient (no optimizer step); the loss and diagnostics."""
+        batches = self.micro_batches(samples)
+        total_tokens = sum(b.num_loss_tokens for b in batches)
+        if total_tokens == 0:
+            raise ValueError("the batch has no loss tokens")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum, ratio_sum, clipped, kl = 0.0, 0.0, 0.0, 0.0
+        for batch in batches:
+            loss, stats = self.loss(batch, total_tokens)
+            loss.backward()
+            loss_sum += float(loss.detach())
+            ratio_sum += stats["ratio_sum"]
+            clipped += stats["clipped"]
+            kl += stats["mismatch_kl_sum"]
+        return {
+            "loss": loss_sum,
+            "loss_tokens": total_tokens,
+            "micro_batches": len(batches),
+            "mean_ratio": ratio_sum / total_tokens,
+            "clip_fraction": clipped / total_tokens,
+            "mismatch_kl": kl / total_tokens,
+        }
+
+    def train_step(self, samples: list[Sample]) -> dict[str, float]:
+        metrics = self.gradients(samples)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            self.model.parameters(), self.settings.max_grad_norm
+        )
+        self.optimizer.step()
+        self.scheduler.step()
+        self.version += 1
+        metrics.update(
+            grad_norm=float(grad_norm),
+            lr=self.scheduler.get_last_lr()[0],
+            policy_version=self.version,
+        )
+        return metrics
+
+    # --- weights and checkpoints -----------------------------------------------------------------
+    def save_weights(self, directory: Path) -> Path:
+        """Write the policy's weights as safetensors, atomically (a reader never sees half a file)."""
+        from safetensors.torch import save_file
+
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().contiguous().cpu() for k, v in self.model.state_dict().items()}
+        if getattr(self.model.config, "tie_word_embeddings", False):
+            state.pop("lm_head.weight", None)  # shared with the embeddings
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        os.close(fd)
+        save_file(state, tmp)
+        target = directory / "model.safetensors"
+        os.replace(tmp, target)
+        return target
+
+    def save_checkpoint(self, directory: Path, step: int, extra: dict[str, Any]) -> Path:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}-"))
+        torch.save(
+            {
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "version": self.version,
+                "step": step,
+                "torch_rng": torch.get_rng_state(),
+                "python_rng": random.getstate(),
+            },
+            staging / "trainer.pt",
+        )
+        (staging / "state.json").write_text(
+            json.dumps({"step": step, "version": self.version, **extra})
+        )
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(staging, directory)
+        return directory
+
+    def load_checkpoint(self, directory: Path) -> dict[str, Any]:
+        state = torch.load(directory / "trainer.pt", weights_only=False)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.version = state["version"]
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
+        return json.loads((directory / "state.json").read_text())
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
