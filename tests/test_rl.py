@@ -244,6 +244,7 @@ def run_loop(
     checkpoint_every=0,
     start_from=None,
     orchestrator_cls=None,
+    on_server=None,
 ):
     from transformers import AutoModelForCausalLM
 
@@ -260,6 +261,8 @@ def run_loop(
         extra_args=["--dtype", "float32", "--served-model-name", "policy"],
         env_overrides={"OMP_WAIT_POLICY": "PASSIVE"},
     )
+    if on_server is not None:
+        on_server(server)
     try:
         trainer = Trainer(AutoModelForCausalLM.from_pretrained(policy_dir), TrainerSettings(lr=lr))
         start = 0
@@ -380,25 +383,11 @@ def test_a_killed_inference_server_is_detected_and_reported(policy_dir, tmp_path
                 os.kill(self.server_pid, signal.SIGKILL)
             return await super().generate(step)
 
-    import verifiers.serve.process as process
-
-    started = []
-    original = process.start_server
-
-    def remember(*args, **kwargs):
-        server = original(*args, **kwargs)
-        started.append(server)
+    def remember(server):
         Killer.server_pid = server.process.pid
-        return server
 
-    process.start_server = remember
-    try:
-        with pytest.raises(
-            InferenceServerError, match="(inference server died|stopped answering|did not take)"
-        ):
-            run_loop(policy_dir, tmp_path, steps=3, lag=0, orchestrator_cls=Killer)
-    finally:
-        process.start_server = original
+    with pytest.raises(InferenceServerError, match=r"(inference server died|stopped answering|did not take)"):
+        run_loop(policy_dir, tmp_path, steps=3, lag=0, orchestrator_cls=Killer, on_server=remember)
 
 
 @pytest.mark.slow
