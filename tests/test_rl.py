@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -444,3 +445,21 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
         text=True,
     )
     assert bad.returncode == 2 and "invalid config" in bad.stderr
+
+
+def test_fsdp2_data_parallel_step_equals_one_process(tmp_path):
+    """Two CPU ranks (gloo) under torchrun: sharded FSDP2 training with uneven shards gives the
+    same weights after a step, exported as one full state dict."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
+    worker = Path(__file__).with_name("fsdp_worker.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([torchrun, "--standalone", "--nproc_per_node", "2", str(worker), str(tmp_path / "w")],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    report = json.loads([line for line in result.stdout.splitlines() if line.startswith("{")][-1])
+    assert report == {"weights_match": True, "grads_checked": 21}

@@ -58,9 +58,17 @@ def lr_lambda(settings: TrainerSettings):
 
 
 class Trainer:
-    def __init__(self, model: Any, settings: TrainerSettings, pad_id: int = 0) -> None:
+    """``dist`` (from ``verifiers.rl.distributed.init_from_env``) makes this one rank of an FSDP2
+    job: rank 0 calls the methods; the other ranks run ``follow()``, which mirrors each call."""
+
+    def __init__(self, model: Any, settings: TrainerSettings, pad_id: int = 0, dist: Any = None) -> None:
         if settings.loss not in LOSSES:
             raise ValueError(f"unknown loss {settings.loss!r}; choose from {', '.join(LOSSES)}")
+        self.dist = dist
+        if dist is not None:
+            from verifiers.rl.distributed import shard_model
+
+            model = shard_model(model, dist)
         self.model = model.train()
         self.settings = settings
         self.pad_id = pad_id
@@ -122,19 +130,35 @@ class Trainer:
 
     def gradients(self, samples: list[Sample]) -> dict[str, float]:
         """Accumulate the batch gradient (no optimizer step); the loss and diagnostics."""
-        batches = self.micro_batches(samples)
+        scale = 1.0
+        if self.dist is not None:
+            from verifiers.rl.distributed import shard_samples
+
+            samples = shard_samples(samples, self.dist)
+        batches = self.micro_batches(samples) if samples else []
         total_tokens = sum(b.num_loss_tokens for b in batches)
+        if self.dist is not None:
+            # every rank must run the same number of forward/backward passes (FSDP2 collectives):
+            # pad with batches whose loss mask is empty
+            most = _all_reduce_max(len(batches), self.dist)
+            batches += [_empty_batch(self.pad_id)] * (most - len(batches))
+            total_tokens = int(self.dist.all_reduce_sum(total_tokens))
+            scale = float(self.dist.world_size)  # FSDP2 averages over ranks; the loss is already global
         if total_tokens == 0:
             raise ValueError("the batch has no loss tokens")
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum, ratio_sum, clipped, kl = 0.0, 0.0, 0.0, 0.0
-        for batch in batches:
+        for index, batch in enumerate(batches):
+            if self.dist is not None:  # reduce-scatter once, after the last micro-batch
+                self.model.set_requires_gradient_sync(index == len(batches) - 1)
             loss, stats = self.loss(batch, total_tokens)
-            loss.backward()
+            (loss * scale).backward()
             loss_sum += float(loss.detach())
             ratio_sum += stats["ratio_sum"]
             clipped += stats["clipped"]
             kl += stats["mismatch_kl_sum"]
+        if self.dist is not None:
+            loss_sum = self.dist.all_reduce_sum(loss_sum)
         return {
             "loss": loss_sum,
             "loss_tokens": total_tokens,
@@ -144,8 +168,10 @@ class Trainer:
             "mismatch_kl": kl / total_tokens,
         }
 
-    def train_step(self, samples: list[Sample]) -> dict[str, float]:
-        metrics = self.gradients(samples)
+    def train_step(self, samples: list[Sample] | None) -> dict[str, float]:
+        if self.dist is not None:
+            samples = self.dist.broadcast({"op": "train", "samples": samples} if self.dist.is_main else None)["samples"]
+        metrics = self.gradients(samples or [])
         grad_norm = torch.nn.utils.clip_grad_norm_(
             self.model.parameters(), self.settings.max_grad_norm
         )
@@ -164,8 +190,18 @@ class Trainer:
         """Write the policy's weights as safetensors, atomically (a reader never sees half a file)."""
         from safetensors.torch import save_file
 
+        if self.dist is not None:
+            from verifiers.rl.distributed import full_state_dict
+
+            if self.dist.is_main:
+                self.dist.broadcast({"op": "export"})
+            state = full_state_dict(self.model)
+            if not self.dist.is_main:
+                return directory / "model.safetensors"
+        else:
+            state = self.model.state_dict()
         directory.mkdir(parents=True, exist_ok=True)
-        state = {k: v.detach().contiguous().cpu() for k, v in self.model.state_dict().items()}
+        state = {k: v.detach().contiguous().cpu() for k, v in state.items()}
         if getattr(self.model.config, "tie_word_embeddings", False):
             state.pop("lm_head.weight", None)  # shared with the embeddings
         fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
@@ -175,7 +211,30 @@ class Trainer:
         os.replace(tmp, target)
         return target
 
+    def follow(self) -> None:
+        """Non-zero ranks: mirror rank 0's train/export calls until it says stop."""
+        while True:
+            message = self.dist.broadcast(None)
+            if message["op"] == "train":
+                self.gradients(message["samples"])
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.max_grad_norm)
+                self.optimizer.step()
+                self.scheduler.step()
+                self.version += 1
+            elif message["op"] == "export":
+                from verifiers.rl.distributed import full_state_dict
+
+                full_state_dict(self.model)
+            else:
+                return
+
+    def stop_followers(self) -> None:
+        if self.dist is not None and self.dist.is_main:
+            self.dist.broadcast({"op": "stop"})
+
     def save_checkpoint(self, directory: Path, step: int, extra: dict[str, Any]) -> Path:
+        if self.dist is not None:
+            raise NotImplementedError("checkpoints of FSDP2-sharded training are not supported yet; set checkpoint_every = 0")
         directory.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}-"))
         torch.save(
@@ -207,6 +266,19 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
         return json.loads((directory / "state.json").read_text())
+
+
+def _all_reduce_max(value: int, ctx: Any) -> int:
+    import torch.distributed as dist
+
+    tensor = torch.tensor([value], dtype=torch.int64, device=ctx.device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor.item())
+
+
+def _empty_batch(pad_id: int) -> MicroBatch:
+    """A one-sample batch that trains nothing (keeps ranks in step)."""
+    return padded([Sample([pad_id, pad_id], [0, 0], [0.0, 0.0], 0.0, 0.0, 0)], 1, pad_id)[0]
 
 
 class _nullcontext:

@@ -1,0 +1,79 @@
+"""Data-parallel training with torch FSDP2 under ``torchrun`` (NCCL on GPUs, gloo on CPU).
+
+Rank 0 runs the orchestrator and broadcasts each step's samples; every rank trains on its
+round-robin share, with the loss divided by the *global* loss-token count (an all-reduce), so
+the summed gradient equals the single-process one. FSDP2 averages gradients over ranks when it
+reduce-scatters them, so each rank's loss is scaled by the world size to turn that mean back
+into the sum. Exporting weights gathers the full state dict (a collective every rank joins).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class DistContext:
+    rank: int
+    world_size: int
+    mesh: Any
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def all_reduce_sum(self, value: float) -> float:
+        tensor = torch.tensor([float(value)], dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return float(tensor.item())
+
+    def broadcast(self, obj: Any) -> Any:
+        holder = [obj if self.is_main else None]
+        dist.broadcast_object_list(holder, src=0)
+        return holder[0]
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def init_from_env() -> DistContext | None:
+    """A context when launched by torchrun with more than one process; None otherwise."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    from torch.distributed.device_mesh import init_device_mesh
+
+    use_cuda = torch.cuda.is_available()
+    if use_cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+    mesh = init_device_mesh("cuda" if use_cuda else "cpu", (dist.get_world_size(),))
+    return DistContext(dist.get_rank(), dist.get_world_size(), mesh)
+
+
+def shard_model(model: Any, ctx: DistContext) -> Any:
+    """FSDP2: each decoder layer is its own shard unit, then the root (embeddings, head)."""
+    from torch.distributed.fsdp import fully_shard
+
+    layers = getattr(getattr(model, "model", model), "layers", [])
+    for layer in layers:
+        fully_shard(layer, mesh=ctx.mesh)
+    fully_shard(model, mesh=ctx.mesh)
+    return model
+
+
+def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """The unsharded weights on CPU (every rank must call; rank 0 gets the tensors)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def shard_samples(samples: list[Any], ctx: DistContext) -> list[Any]:
+    return samples[ctx.rank :: ctx.world_size]
