@@ -28,8 +28,17 @@ def samples() -> list[Sample]:
 def main() -> None:
     ctx = init_from_env()
     torch.manual_seed(0)
-    base = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128))
+    base = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+        )
+    )
     reference = copy.deepcopy(base)
     settings = TrainerSettings(lr=1e-2, packing=False, micro_batch_size=1, max_grad_norm=1e9)
     sharded = Trainer(base, settings, dist=ctx)
@@ -48,7 +57,10 @@ def main() -> None:
 
     exported = load_file(str(out / "model.safetensors"))
     report = {
-        "weights_match": all(torch.allclose(exported[n], p.detach(), atol=1e-6) for n, p in single.model.named_parameters()),
+        "weights_match": all(
+            torch.allclose(exported[n], p.detach(), atol=1e-6)
+            for n, p in single.model.named_parameters()
+        ),
         "grads_checked": len(expected),
     }
     print(json.dumps(report))

@@ -387,7 +387,9 @@ def test_a_killed_inference_server_is_detected_and_reported(policy_dir, tmp_path
     def remember(server):
         Killer.server_pid = server.process.pid
 
-    with pytest.raises(InferenceServerError, match=r"(inference server died|stopped answering|did not take)"):
+    with pytest.raises(
+        InferenceServerError, match=r"(inference server died|stopped answering|did not take)"
+    ):
         run_loop(policy_dir, tmp_path, steps=3, lag=0, orchestrator_cls=Killer, on_server=remember)
 
 
@@ -458,8 +460,99 @@ def test_fsdp2_data_parallel_step_equals_one_process(tmp_path):
     torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
     worker = Path(__file__).with_name("fsdp_worker.py")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([torchrun, "--standalone", "--nproc_per_node", "2", str(worker), str(tmp_path / "w")],
-                            capture_output=True, text=True, timeout=300, env=env)
+    result = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node", "2", str(worker), str(tmp_path / "w")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     report = json.loads([line for line in result.stdout.splitlines() if line.startswith("{")][-1])
     assert report == {"weights_match": True, "grads_checked": 21}
+
+
+@pytest.mark.slow
+def test_vf_rl_under_torchrun_with_two_training_processes(policy_dir, tmp_path):
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    config = tmp_path / "rl.toml"
+    config.write_text(
+        f'model = "{policy_dir}"\nenv_id = "reverse-text"\noutput_dir = "{tmp_path / "out"}"\nsteps = 2\n'
+        '[orchestrator]\nexamples_per_step = 2\nrollouts_per_example = 2\nmax_tokens = 8\n[trainer]\nlr = 1e-3\nautocast = "none"\n'
+    )
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
+    result = subprocess.run(
+        [
+            torchrun,
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "verifiers.rl.cli",
+            "@",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    steps = [
+        json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [s["policy_version"] for s in steps] == [1, 2] and [
+        s["served_version"] for s in steps
+    ] == [1, 2]
+
+
+cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="needs a CUDA GPU (run scripts/gpu_check.sh on a GPU machine)",
+)
+
+
+@cuda
+def test_trainer_step_on_gpu_matches_cpu(tiny_model):
+    import copy
+
+    from verifiers.rl.trainer import Trainer, TrainerSettings
+
+    settings = TrainerSettings(lr=1e-2, packing=True, max_grad_norm=1e9)
+    cpu, gpu = (
+        Trainer(copy.deepcopy(tiny_model), settings),
+        Trainer(copy.deepcopy(tiny_model).cuda(), settings),
+    )
+    cpu.train_step(random_samples())
+    gpu.train_step(random_samples())
+    for a, b in zip(cpu.model.parameters(), gpu.model.parameters(), strict=True):
+        assert torch.allclose(a, b.cpu(), atol=1e-4)
+
+
+@cuda
+def test_engine_generates_on_gpu(policy_dir):
+    import threading
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verifiers.serve.engine import Engine, SamplingParams, Sequence
+
+    engine = Engine(
+        AutoModelForCausalLM.from_pretrained(policy_dir).cuda(),
+        AutoTokenizer.from_pretrained(policy_dir),
+    )
+    done = threading.Event()
+    seq = engine.submit(
+        Sequence(
+            [5, 6, 7],
+            SamplingParams(max_tokens=8, temperature=0, ignore_eos=True),
+            lambda k, p: done.set() if k == "done" else None,
+        )
+    )
+    assert done.wait(60)
+    engine.shutdown()
+    assert len(seq.out_ids) == 8

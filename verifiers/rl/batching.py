@@ -89,6 +89,11 @@ class MicroBatch:
     advantages: torch.Tensor  # [B, L] (per token: packed rows mix samples)
     segment_ids: torch.Tensor  # [B, L] sample index within the row (GSPO's sequence ratio)
 
+    def to(self, device: torch.device) -> MicroBatch:
+        return MicroBatch(
+            **{name: getattr(self, name).to(device) for name in self.__dataclass_fields__}
+        )
+
     @property
     def num_loss_tokens(self) -> int:
         return int(self.loss_mask.sum().item())

@@ -122,18 +122,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(config: RLConfig, resume: bool, console: Any) -> int:
+    import torch
     from rich.live import Live
     from rich.table import Table
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import verifiers as vf
     from verifiers.clients import OpenAICompatibleClient
+    from verifiers.rl.distributed import init_from_env
     from verifiers.rl.loop import LoopSettings, WeightSync, latest_checkpoint, plot, train
     from verifiers.rl.orchestrator import InferenceServerError, Orchestrator
     from verifiers.rl.trainer import Trainer, TrainerSettings
     from verifiers.serve.models import resolve_model_dir
     from verifiers.serve.process import start_server
 
+    ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 also runs rollouts
+    if ctx is not None and (config.checkpoint_every or resume):
+        console.print(
+            "vf-rl: checkpoints/--resume are not supported with several training processes yet"
+        )
+        return 2
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(config.model_dump_json(indent=2))
@@ -141,11 +149,13 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     env = vf.load_environment(config.env_id, **config.env_args)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     settings = TrainerSettings(**config.trainer.model_dump(), total_steps=config.steps)
-    trainer = Trainer(
-        AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32"),
-        settings,
-        pad_id=tokenizer.pad_token_id or 0,
-    )
+    policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
+    if config.inference.device.startswith("cuda"):
+        policy = policy.to(f"cuda:{torch.cuda.current_device()}")
+    trainer = Trainer(policy, settings, pad_id=tokenizer.pad_token_id or 0, dist=ctx)
+    if ctx is not None and not ctx.is_main:
+        trainer.follow()
+        return 0
     start_step = 0
     checkpoint = latest_checkpoint(out) if resume else None
     if resume and checkpoint is None:
@@ -238,6 +248,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
         console.print(f"[red]vf-rl: {exc}[/red]; training stopped")
         return 1
     finally:
+        trainer.stop_followers()
         server.stop()
     picture = plot(history, out / "metrics.png")
     console.print(f"metrics: {out / 'metrics.jsonl'}" + (f"; plot: {picture}" if picture else ""))

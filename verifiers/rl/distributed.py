@@ -39,7 +39,11 @@ class DistContext:
 
     @property
     def device(self) -> torch.device:
-        return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+        return (
+            torch.device("cuda", torch.cuda.current_device())
+            if dist.get_backend() == "nccl"
+            else torch.device("cpu")
+        )
 
 
 def init_from_env() -> DistContext | None:
@@ -72,7 +76,9 @@ def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
     """The unsharded weights on CPU (every rank must call; rank 0 gets the tensors)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return get_model_state_dict(
+        model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
 
 
 def shard_samples(samples: list[Any], ctx: DistContext) -> list[Any]:

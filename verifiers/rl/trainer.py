@@ -61,7 +61,9 @@ class Trainer:
     """``dist`` (from ``verifiers.rl.distributed.init_from_env``) makes this one rank of an FSDP2
     job: rank 0 calls the methods; the other ranks run ``follow()``, which mirrors each call."""
 
-    def __init__(self, model: Any, settings: TrainerSettings, pad_id: int = 0, dist: Any = None) -> None:
+    def __init__(
+        self, model: Any, settings: TrainerSettings, pad_id: int = 0, dist: Any = None
+    ) -> None:
         if settings.loss not in LOSSES:
             raise ValueError(f"unknown loss {settings.loss!r}; choose from {', '.join(LOSSES)}")
         self.dist = dist
@@ -92,6 +94,7 @@ class Trainer:
     def loss(
         self, batch: MicroBatch, num_loss_tokens: int
     ) -> tuple[torch.Tensor, dict[str, float]]:
+        batch = batch.to(next(self.model.parameters()).device)
         context = (
             torch.autocast(
                 "cpu" if batch.input_ids.device.type == "cpu" else "cuda", dtype=torch.bfloat16
@@ -143,7 +146,9 @@ class Trainer:
             most = _all_reduce_max(len(batches), self.dist)
             batches += [_empty_batch(self.pad_id)] * (most - len(batches))
             total_tokens = int(self.dist.all_reduce_sum(total_tokens))
-            scale = float(self.dist.world_size)  # FSDP2 averages over ranks; the loss is already global
+            scale = float(
+                self.dist.world_size
+            )  # FSDP2 averages over ranks; the loss is already global
         if total_tokens == 0:
             raise ValueError("the batch has no loss tokens")
         self.optimizer.zero_grad(set_to_none=True)
@@ -170,7 +175,9 @@ class Trainer:
 
     def train_step(self, samples: list[Sample] | None) -> dict[str, float]:
         if self.dist is not None:
-            samples = self.dist.broadcast({"op": "train", "samples": samples} if self.dist.is_main else None)["samples"]
+            samples = self.dist.broadcast(
+                {"op": "train", "samples": samples} if self.dist.is_main else None
+            )["samples"]
         metrics = self.gradients(samples or [])
         grad_norm = torch.nn.utils.clip_grad_norm_(
             self.model.parameters(), self.settings.max_grad_norm
@@ -234,7 +241,9 @@ class Trainer:
 
     def save_checkpoint(self, directory: Path, step: int, extra: dict[str, Any]) -> Path:
         if self.dist is not None:
-            raise NotImplementedError("checkpoints of FSDP2-sharded training are not supported yet; set checkpoint_every = 0")
+            raise NotImplementedError(
+                "checkpoints of FSDP2-sharded training are not supported yet; set checkpoint_every = 0"
+            )
         directory.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}-"))
         torch.save(
