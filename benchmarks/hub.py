@@ -17,15 +17,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 from rich.console import Console
 from rich.table import Table
 
 from hub_client.client import HubClient
 from hub_client.install import EnvSpec, install
 from hub_server import Hub
+from hub_server.process import start_hub
 from verifiers.scaffold import scaffold
-from verifiers.serve.process import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -73,30 +72,9 @@ async def index_rate(url: str, concurrency: int, seconds: float) -> float:
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="vf-hub-bench-"))
     token = Hub(work / "data").create_user("bench")
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hub_client.cli",
-            "hub",
-            "serve",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(work / "data"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    server = start_hub(work / "data")
+    url = server.url
     try:
-        for _ in range(100):
-            try:
-                httpx.get(f"{url}/health")
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
         root = scaffold("bench-env", work / "envs")
         env = {
             **os.environ,
@@ -126,8 +104,7 @@ def main() -> None:
             timings[label] = time.perf_counter() - start
         rate = asyncio.run(index_rate(f"{url}/simple/bench/bench-env/bench-env/", 64, 5))
     finally:
-        server.terminate()
-        server.wait()
+        server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
     table = Table(title="Environments Hub on loopback")

@@ -22,7 +22,7 @@ import pytest
 from hub_client.client import HubAPIError, HubClient
 from hub_client.versions import bump, set_version
 from hub_server import Hub
-from verifiers.serve.process import free_port
+from hub_server.process import start_hub
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,35 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 def hub(tmp_path_factory):
     data = tmp_path_factory.mktemp("hub-data")
     admin = Hub(data).create_user("admin", is_admin=True)
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hub_client.cli",
-            "hub",
-            "serve",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{url}/health").status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline and proc.poll() is None, "hub did not start"
-        time.sleep(0.1)
-    yield {"url": url, "admin": admin, "data": str(data)}
-    proc.terminate()
-    proc.wait(10)
+    with start_hub(data) as server:
+        yield {"url": server.url, "admin": admin, "data": str(data)}
 
 
 def new_user(hub, name: str) -> str:
@@ -706,30 +679,12 @@ def test_concurrent_pushes_leave_a_consistent_store(hub):
 
 
 def test_killing_the_server_mid_upload_leaves_no_partial_version(tmp_path):
-    import signal
     import socket
 
     data = tmp_path / "hub"
     token = Hub(data).create_user("sam")
-    port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "hub_client.cli",
-        "hub",
-        "serve",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/health")
-            break
-        except httpx.HTTPError:
-            time.sleep(0.1)
+    server = start_hub(data)
+    port = int(server.url.rsplit(":", 1)[1])
     name, wheel = make_wheel("half-env", extra=[("big.bin", os.urandom(4 * 1024 * 1024))])
     body = (
         b'--b\r\nContent-Disposition: form-data; name="wheel"; filename="'
@@ -745,28 +700,15 @@ def test_killing_the_server_mid_upload_leaves_no_partial_version(tmp_path):
     )
     sock.sendall(body[: len(body) // 2])  # half the upload, then the server dies
     time.sleep(0.3)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    server.kill()
     sock.close()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/health")
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    with start_hub(data, port=port) as again:
         resp = httpx.get(
-            f"http://127.0.0.1:{port}/api/v1/environments/sam/half-env/versions/1.0.0",
+            f"{again.url}/api/v1/environments/sam/half-env/versions/1.0.0",
             headers={"Authorization": f"Bearer {token}"},
         )
         assert resp.status_code == 404
         assert (
-            publish_raw(
-                {"url": f"http://127.0.0.1:{port}"}, token, "sam", "half-env", (name, wheel)
-            ).status_code
+            publish_raw({"url": again.url}, token, "sam", "half-env", (name, wheel)).status_code
             == 201
         )
-    finally:
-        proc.terminate()
-        proc.wait(10)

@@ -1,0 +1,69 @@
+"""Run a hub as a child process on a loopback port and wait until it answers (tests, benchmarks)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+
+@dataclass
+class HubProcess:
+    process: subprocess.Popen
+    url: str
+    data_dir: Path
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: nothing gets to clean up."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def __enter__(self) -> HubProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_hub(data_dir: Path, port: int | None = None, timeout: float = 30.0) -> HubProcess:
+    from verifiers.serve.process import free_port
+
+    port = port or free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "hub_client.cli",
+        "hub",
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+    ]
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return HubProcess(process, url, data_dir)
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the hub did not start on {url} (exit {process.poll()})")
+        time.sleep(0.1)
