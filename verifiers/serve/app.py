@@ -180,6 +180,29 @@ class ModelService:
         ]
         return entry
 
+    def envelope(
+        self,
+        rid: str,
+        kind: str,
+        choices: list[dict[str, Any]],
+        prompt_ids: list[int],
+        started: list[tuple[Sequence, Any]],
+        with_token_ids: bool,
+    ) -> dict[str, Any]:
+        """The response body around the choices (shared by chat and text completions)."""
+        body: dict[str, Any] = {
+            "id": rid,
+            "object": kind,
+            "created": int(time.time()),
+            "model": self.name,
+            "choices": choices,
+            "usage": self.usage(prompt_ids, [s for s, _ in started]),
+            "policy_version": self.policy_version,
+        }
+        if with_token_ids:
+            body["prompt_token_ids"] = prompt_ids
+        return body
+
     def usage(self, prompt_ids: list[int], seqs: list[Sequence]) -> dict[str, int]:
         completion = sum(len(s.out_ids) for s in seqs)
         return {
@@ -314,18 +337,11 @@ def build_app(service: ModelService) -> Starlette:
             if req.return_token_ids:
                 choice["token_ids"] = list(seq.out_ids)
             choices.append(choice)
-        body: dict[str, Any] = {
-            "id": rid,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": service.name,
-            "choices": choices,
-            "usage": service.usage(prompt_ids, [s for s, _ in started]),
-            "policy_version": service.policy_version,
-        }
-        if req.return_token_ids:
-            body["prompt_token_ids"] = prompt_ids
-        return _json(body)
+        return _json(
+            service.envelope(
+                rid, "chat.completion", choices, prompt_ids, started, req.return_token_ids
+            )
+        )
 
     async def completions(request: Request) -> Response:
         try:
@@ -366,18 +382,11 @@ def build_app(service: ModelService) -> Starlette:
                 choice["token_ids"] = list(seq.out_ids)
                 choice["prompt_token_ids"] = prompt_ids
             choices.append(choice)
-        body = {
-            "id": rid,
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": service.name,
-            "choices": choices,
-            "usage": service.usage(prompt_ids, [s for s, _ in started]),
-            "policy_version": service.policy_version,
-        }
-        if req.return_token_ids:
-            body["prompt_token_ids"] = prompt_ids
-        return _json(body)
+        return _json(
+            service.envelope(
+                rid, "text_completion", choices, prompt_ids, started, req.return_token_ids
+            )
+        )
 
     async def weights(_: Request) -> Response:
         return _json({"policy_version": service.policy_version, "path": service.weights_path})
