@@ -10,7 +10,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from verifiers.rl.batching import Sample
-from verifiers.rl.distributed import init_from_env
+from verifiers.rl.distributed import init_from_env, shutdown
 from verifiers.rl.trainer import Trainer, TrainerSettings
 
 
@@ -44,6 +44,7 @@ def main() -> None:
     sharded = Trainer(base, settings, dist=ctx)
     if not ctx.is_main:
         sharded.follow()
+        shutdown()
         return
     single = Trainer(reference, settings)
     single.gradients(samples())
@@ -63,7 +64,8 @@ def main() -> None:
         ),
         "grads_checked": len(expected),
     }
-    print(json.dumps(report))
+    print(json.dumps(report), flush=True)
+    shutdown()
 
 
 if __name__ == "__main__":

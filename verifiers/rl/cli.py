@@ -129,7 +129,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
 
     import verifiers as vf
     from verifiers.clients import OpenAICompatibleClient
-    from verifiers.rl.distributed import init_from_env
+    from verifiers.rl.distributed import init_from_env, shutdown
     from verifiers.rl.loop import LoopSettings, WeightSync, latest_checkpoint, plot, train
     from verifiers.rl.orchestrator import InferenceServerError, Orchestrator
     from verifiers.rl.trainer import Trainer, TrainerSettings
@@ -155,6 +155,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     trainer = Trainer(policy, settings, pad_id=tokenizer.pad_token_id or 0, dist=ctx)
     if ctx is not None and not ctx.is_main:
         trainer.follow()
+        shutdown()
         return 0
     start_step = 0
     checkpoint = latest_checkpoint(out) if resume else None
@@ -250,6 +251,8 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     finally:
         trainer.stop_followers()
         server.stop()
+        if ctx is not None:
+            shutdown()
     picture = plot(history, out / "metrics.png")
     console.print(f"metrics: {out / 'metrics.jsonl'}" + (f"; plot: {picture}" if picture else ""))
     return 0

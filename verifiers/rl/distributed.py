@@ -81,5 +81,13 @@ def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
     )
 
 
+def shutdown() -> None:
+    """Tear the process group down before exit: leaving it to interpreter shutdown can abort
+    ("terminate called without an active exception") after the work itself succeeded."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def shard_samples(samples: list[Any], ctx: DistContext) -> list[Any]:
     return samples[ctx.rank :: ctx.world_size]
