@@ -7,38 +7,15 @@ import sys
 from pathlib import Path
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
-from verifiers.rl.batching import Sample
 from verifiers.rl.distributed import init_from_env, shutdown
+from verifiers.rl.toy import random_samples, tiny_llama  # odd count: ranks get uneven shards
 from verifiers.rl.trainer import Trainer, TrainerSettings
-
-
-def samples() -> list[Sample]:
-    g = torch.Generator().manual_seed(1)
-    out = []
-    for i in range(5):  # odd: the ranks get different numbers of samples and micro-batches
-        n = int(torch.randint(6, 14, (1,), generator=g))
-        ids = torch.randint(1, 64, (n,), generator=g).tolist()
-        mask = [0] * 3 + [1] * (n - 3)
-        out.append(Sample(ids, mask, [(-1.0 if m else 0.0) for m in mask], float(i) - 2.0, 0.0, 0))
-    return out
 
 
 def main() -> None:
     ctx = init_from_env()
-    torch.manual_seed(0)
-    base = LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=64,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=128,
-        )
-    )
+    base = tiny_llama()
     reference = copy.deepcopy(base)
     settings = TrainerSettings(lr=1e-2, packing=False, micro_batch_size=1, max_grad_norm=1e9)
     sharded = Trainer(base, settings, dist=ctx)
@@ -47,9 +24,9 @@ def main() -> None:
         shutdown()
         return
     single = Trainer(reference, settings)
-    single.gradients(samples())
+    single.gradients(random_samples())
     expected = {n: p.grad.clone() for n, p in single.model.named_parameters()}
-    sharded.train_step(samples())
+    sharded.train_step(random_samples())
     single.optimizer.step()
     out = Path(sys.argv[1])
     sharded.save_weights(out)

@@ -14,7 +14,6 @@ torch = pytest.importorskip("torch")
 from verifiers.rl.advantages import ESTIMATORS, group_mean, leave_one_out  # noqa: E402
 from verifiers.rl.batching import (  # noqa: E402
     MissingTokensError,
-    Sample,
     packed,
     padded,
     samples_from_state,
@@ -164,40 +163,15 @@ def test_re_rendered_history_starts_a_new_sample():
 
 @pytest.fixture(scope="module")
 def tiny_model():
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from verifiers.rl.toy import tiny_llama
 
-    torch.manual_seed(0)
-    return LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=64,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=128,
-        )
-    )
+    return tiny_llama()
 
 
 def random_samples(n=5):
-    g = torch.Generator().manual_seed(1)
-    samples = []
-    for i in range(n):
-        length = int(torch.randint(6, 14, (1,), generator=g))
-        ids = torch.randint(1, 64, (length,), generator=g).tolist()
-        mask = [0] * 3 + [1] * (length - 3)
-        samples.append(
-            Sample(
-                ids,
-                mask,
-                [(-1.0 if m else 0.0) for m in mask],
-                advantage=float(i) - 2.0,
-                reward=0.0,
-                policy_version=0,
-            )
-        )
-    return samples
+    from verifiers.rl.toy import random_samples as make
+
+    return make(n)
 
 
 def full_gradient(model, batches, loss_fn=grpo_loss):

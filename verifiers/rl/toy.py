@@ -64,3 +64,40 @@ def letter_env(letter: str = "A", num_examples: int = 64) -> Any:
     return vf.SingleTurnEnv(
         dataset=rows, rubric=vf.Rubric(funcs=[letter_fraction]), env_id=f"letter-{letter}"
     )
+
+
+def tiny_llama(vocab_size: int = 64, seed: int = 0) -> Any:
+    """A 2-layer random Llama for gradient tests (milliseconds per step)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+        )
+    )
+
+
+def random_samples(n: int = 5, vocab_size: int = 64, seed: int = 1) -> list[Any]:
+    """Samples of varied length: 3 prompt tokens, the rest model tokens, advantages i - 2."""
+    import torch
+
+    from verifiers.rl.batching import Sample
+
+    g = torch.Generator().manual_seed(seed)
+    samples = []
+    for i in range(n):
+        length = int(torch.randint(6, 14, (1,), generator=g))
+        ids = torch.randint(1, vocab_size, (length,), generator=g).tolist()
+        mask = [0] * 3 + [1] * (length - 3)
+        samples.append(
+            Sample(ids, mask, [(-1.0 if m else 0.0) for m in mask], float(i) - 2.0, 0.0, 0)
+        )
+    return samples
