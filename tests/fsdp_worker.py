@@ -21,8 +21,7 @@ def main() -> None:
     sharded = Trainer(base, settings, dist=ctx)
     if not ctx.is_main:
         sharded.follow()
-        shutdown()
-        return
+        shutdown(exit_code=0)
     single = Trainer(reference, settings)
     single.gradients(random_samples())
     expected = {n: p.grad.clone() for n, p in single.model.named_parameters()}
@@ -42,7 +41,7 @@ def main() -> None:
         "grads_checked": len(expected),
     }
     print(json.dumps(report), flush=True)
-    shutdown()
+    shutdown(exit_code=0)
 
 
 if __name__ == "__main__":

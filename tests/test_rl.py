@@ -446,8 +446,62 @@ def test_fsdp2_data_parallel_step_equals_one_process(tmp_path):
     assert report == {"weights_match": True, "grads_checked": 21}
 
 
+def _checkpoint_worker(tmp_path: Path, ranks: int, *args: str) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    worker = str(Path(__file__).with_name("fsdp_checkpoint_worker.py"))
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
+    command = (
+        [torchrun, "--standalone", "--nproc_per_node", str(ranks), worker]
+        if ranks > 1
+        else [sys.executable, worker]
+    )
+    result = subprocess.run(
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "done at version 4" in result.stdout
+
+
+def test_fsdp2_checkpoint_resume_reproduces_the_run_and_reshards(tmp_path):
+    """Two FSDP2 ranks checkpoint at step 2 (sharded, via torch.distributed.checkpoint); resuming
+    on two ranks gives the uninterrupted run's weights bit for bit, and the same checkpoint
+    resumes in one process (resharded on load) to the same weights up to float summation order."""
+    from safetensors.torch import load_file
+
+    checkpoint = tmp_path / "ckpt"
+    _checkpoint_worker(tmp_path, 2, "full", str(checkpoint), str(tmp_path / "full"))
+    shards = sorted(p.name for p in (checkpoint / "dcp").iterdir())
+    assert shards == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert sorted(p.name for p in checkpoint.glob("rng_rank*.pt")) == [
+        "rng_rank0.pt",
+        "rng_rank1.pt",
+    ]
+    assert not list(tmp_path.glob(".ckpt-*")), "staging directory left behind"
+    _checkpoint_worker(tmp_path, 2, "resume", str(checkpoint), str(tmp_path / "resumed"))
+    _checkpoint_worker(tmp_path, 1, "resume", str(checkpoint), str(tmp_path / "single"))
+    full = load_file(str(tmp_path / "full" / "model.safetensors"))
+    resumed = load_file(str(tmp_path / "resumed" / "model.safetensors"))
+    single = load_file(str(tmp_path / "single" / "model.safetensors"))
+    assert full.keys() == resumed.keys() == single.keys()
+    for name, tensor in full.items():
+        assert torch.equal(tensor, resumed[name]), name
+        assert torch.allclose(tensor, single[name], atol=1e-6), name
+    from verifiers.rl.toy import tiny_llama
+
+    initial = tiny_llama().state_dict()
+    assert all(not torch.equal(full[n], initial[n]) for n in full), "some weights never trained"
+
+
 @pytest.mark.slow
 def test_vf_rl_under_torchrun_with_two_training_processes(policy_dir, tmp_path):
+    """vf-rl with FSDP2 over two ranks: trains, checkpoints (sharded), and resumes."""
     import json
     import shutil
     import subprocess
@@ -455,33 +509,38 @@ def test_vf_rl_under_torchrun_with_two_training_processes(policy_dir, tmp_path):
 
     config = tmp_path / "rl.toml"
     config.write_text(
-        f'model = "{policy_dir}"\nenv_id = "reverse-text"\noutput_dir = "{tmp_path / "out"}"\nsteps = 2\n'
+        f'model = "{policy_dir}"\nenv_id = "reverse-text"\noutput_dir = "{tmp_path / "out"}"\n'
+        "steps = 2\ncheckpoint_every = 2\n"
         '[orchestrator]\nexamples_per_step = 2\nrollouts_per_example = 2\nmax_tokens = 8\n[trainer]\nlr = 1e-3\nautocast = "none"\n'
     )
     torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
-    result = subprocess.run(
-        [
-            torchrun,
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            "-m",
-            "verifiers.rl.cli",
-            "@",
-            str(config),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+
+    def vf_rl(*extra: str) -> subprocess.CompletedProcess:
+        command = [torchrun, "--standalone", "--nproc_per_node", "2", "-m", "verifiers.rl.cli"]
+        return subprocess.run(
+            [*command, "@", str(config), *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+
+    result = vf_rl()
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    checkpoint = tmp_path / "out" / "checkpoints" / "step_000002"
+    assert sorted(p.name for p in (checkpoint / "dcp").glob("*.distcp")) == [
+        "__0_0.distcp",
+        "__1_0.distcp",
+    ]
+    result = vf_rl("--steps", "3", "--resume")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "resuming from" in result.stdout
     steps = [
         json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
     ]
-    assert [s["policy_version"] for s in steps] == [1, 2] and [
-        s["served_version"] for s in steps
-    ] == [1, 2]
+    assert [s["step"] for s in steps] == [0, 1, 2]
+    assert [s["policy_version"] for s in steps] == [1, 2, 3]
+    assert [s["served_version"] for s in steps] == [1, 2, 3]
 
 
 cuda = pytest.mark.skipif(

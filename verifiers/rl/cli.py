@@ -113,12 +113,17 @@ def main(argv: list[str] | None = None) -> int:
 
     console = Console()
     try:
-        return run(config, resume, console)
+        code = run(config, resume, console)
     except KeyboardInterrupt:
         console.print(
             "[yellow]interrupted[/yellow]; continue with --resume (from the last checkpoint)"
         )
-        return 130
+        code = 130
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker: skip gloo's teardown
+        from verifiers.rl.distributed import shutdown
+
+        shutdown(exit_code=code)
+    return code
 
 
 def run(config: RLConfig, resume: bool, console: Any) -> int:
@@ -137,11 +142,6 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     from verifiers.serve.process import start_server
 
     ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 also runs rollouts
-    if ctx is not None and (config.checkpoint_every or resume):
-        console.print(
-            "vf-rl: checkpoints/--resume are not supported with several training processes yet"
-        )
-        return 2
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(config.model_dump_json(indent=2))
@@ -153,16 +153,16 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     if config.inference.device.startswith("cuda"):
         policy = policy.to(f"cuda:{torch.cuda.current_device()}")
     trainer = Trainer(policy, settings, pad_id=tokenizer.pad_token_id or 0, dist=ctx)
-    if ctx is not None and not ctx.is_main:
-        trainer.follow()
-        shutdown()
-        return 0
     start_step = 0
     checkpoint = latest_checkpoint(out) if resume else None
+    if checkpoint is not None:  # every rank loads its shards (DCP reshards to this world size)
+        start_step = trainer.load_checkpoint(checkpoint)["step"]
+    if ctx is not None and not ctx.is_main:
+        trainer.follow()
+        shutdown(exit_code=0)
     if resume and checkpoint is None:
         console.print("no checkpoint to resume from; starting at step 0")
     if checkpoint is not None:
-        start_step = trainer.load_checkpoint(checkpoint)["step"]
         console.print(f"resuming from {checkpoint} (step {start_step})")
     # The weights dir is a complete model directory (vf-eval -m / vf-serve can load it).
     (out / "weights").mkdir(parents=True, exist_ok=True)

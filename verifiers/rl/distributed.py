@@ -10,6 +10,7 @@ into the sum. Exporting weights gathers the full state dict (a collective every 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,12 +82,20 @@ def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
     )
 
 
-def shutdown() -> None:
-    """Tear the process group down before exit: leaving it to interpreter shutdown can abort
-    ("terminate called without an active exception") after the work itself succeeded."""
+def shutdown(exit_code: int | None = None) -> None:
+    """Tear the process group down; with ``exit_code``, also leave the process at once.
+
+    gloo's C++ threads can still abort the interpreter's own teardown ("terminate called
+    without an active exception", SIGABRT) after the work succeeded and the group was
+    destroyed, so a torchrun worker that is done flushes its output and skips that teardown.
+    """
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+    if exit_code is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exit_code)
 
 
 def shard_samples(samples: list[Any], ctx: DistContext) -> list[Any]:

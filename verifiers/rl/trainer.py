@@ -7,12 +7,15 @@ gives exactly the full-batch gradient.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import random
 import shutil
 import tempfile
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,7 +222,7 @@ class Trainer:
         return target
 
     def follow(self) -> None:
-        """Non-zero ranks: mirror rank 0's train/export calls until it says stop."""
+        """Non-zero ranks: mirror rank 0's train/export/checkpoint calls until it says stop."""
         while True:
             message = self.dist.broadcast(None)
             if message["op"] == "train":
@@ -232,6 +235,8 @@ class Trainer:
                 from verifiers.rl.distributed import full_state_dict
 
                 full_state_dict(self.model)
+            elif message["op"] == "checkpoint":
+                write_checkpoint(self, Path(message["staging"]))
             else:
                 return
 
@@ -240,22 +245,20 @@ class Trainer:
             self.dist.broadcast({"op": "stop"})
 
     def save_checkpoint(self, directory: Path, step: int, extra: dict[str, Any]) -> Path:
-        if self.dist is not None:
-            raise NotImplementedError(
-                "checkpoints of FSDP2-sharded training are not supported yet; set checkpoint_every = 0"
-            )
+        """Model, optimizer, scheduler, RNG and step, written to a staging directory that is
+        renamed into place when complete (a crash mid-save leaves the previous checkpoint).
+
+        Model and optimizer go through ``torch.distributed.checkpoint``: each FSDP2 rank writes
+        its own shards in parallel, and a checkpoint loads into any number of ranks (or one
+        process) because DCP reshards on load.
+        """
         directory.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}-"))
+        if self.dist is not None:
+            self.dist.broadcast({"op": "checkpoint", "staging": str(staging)})
+        write_checkpoint(self, staging)
         torch.save(
-            {
-                "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "version": self.version,
-                "step": step,
-                "torch_rng": torch.get_rng_state(),
-                "python_rng": random.getstate(),
-            },
+            {"scheduler": self.scheduler.state_dict(), "version": self.version, "step": step},
             staging / "trainer.pt",
         )
         (staging / "state.json").write_text(
@@ -267,14 +270,59 @@ class Trainer:
         return directory
 
     def load_checkpoint(self, directory: Path) -> dict[str, Any]:
-        state = torch.load(directory / "trainer.pt", weights_only=False)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.version = state["version"]
-        torch.set_rng_state(state["torch_rng"])
-        random.setstate(state["python_rng"])
+        """Every rank calls this (a collective under FSDP2), before rank 0 starts training."""
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        if not (directory / "trainer.pt").exists():
+            raise FileNotFoundError(f"{directory} is not a complete checkpoint (no trainer.pt)")
+        model_state, optim_state = get_state_dict(self.model, self.optimizer)
+        state = {"model": model_state, "optim": optim_state}
+        with _single_process_is_intended():
+            dcp.load(state, checkpoint_id=str(directory / "dcp"))
+        set_state_dict(
+            self.model,
+            self.optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optim"],
+        )
+        meta = torch.load(directory / "trainer.pt", weights_only=False)
+        self.scheduler.load_state_dict(meta["scheduler"])
+        self.version = meta["version"]
+        rng = directory / f"rng_rank{self.rank}.pt"
+        if rng.exists():  # a checkpoint from fewer ranks: new ranks keep their seeds
+            saved = torch.load(rng, weights_only=False)
+            torch.set_rng_state(saved["torch"])
+            random.setstate(saved["python"])
         return json.loads((directory / "state.json").read_text())
+
+    @property
+    def rank(self) -> int:
+        return self.dist.rank if self.dist is not None else 0
+
+
+def write_checkpoint(trainer: Trainer, staging: Path) -> None:
+    """Every rank's share of a checkpoint: its model/optimizer shards and its RNG state."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    # RNG first: rank 0 renames the staging directory once its dcp.save returns, and dcp.save
+    # returns only after every rank has written its shards
+    torch.save(
+        {"torch": torch.get_rng_state(), "python": random.getstate()},
+        staging / f"rng_rank{trainer.rank}.pt",
+    )
+    model_state, optim_state = get_state_dict(trainer.model, trainer.optimizer)
+    with _single_process_is_intended():
+        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=str(staging / "dcp"))
+
+
+@contextlib.contextmanager
+def _single_process_is_intended() -> Iterator[None]:
+    """DCP warns when no process group exists; one process is a supported layout here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
 
 
 def _all_reduce_max(value: int, ctx: Any) -> int:

@@ -1,0 +1,37 @@
+"""Run by test_rl.py, under torchrun (FSDP2, 2 CPU ranks) or as one process: train four steps
+with a checkpoint after two, or resume from that checkpoint and train the last two; export the
+final weights. Both runs must end with the same weights, on any number of ranks."""
+
+import sys
+from pathlib import Path
+
+from verifiers.rl.distributed import init_from_env, shutdown
+from verifiers.rl.toy import random_samples, tiny_llama
+from verifiers.rl.trainer import Trainer, TrainerSettings
+
+STEPS = 4
+
+
+def main() -> None:
+    mode, checkpoint, export = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    ctx = init_from_env()
+    settings = TrainerSettings(
+        lr=1e-2, warmup_steps=1, schedule="cosine", total_steps=STEPS, packing=False
+    )
+    trainer = Trainer(tiny_llama(), settings, dist=ctx)
+    start = trainer.load_checkpoint(checkpoint)["step"] if mode == "resume" else 0
+    if ctx is not None and not ctx.is_main:
+        trainer.follow()
+        shutdown(exit_code=0)
+    for step in range(start, STEPS):
+        trainer.train_step(random_samples(seed=step + 1))
+        if mode == "full" and step + 1 == 2:
+            trainer.save_checkpoint(checkpoint, step + 1, {})
+    trainer.save_weights(export)
+    trainer.stop_followers()
+    print(f"done at version {trainer.version}", flush=True)
+    shutdown(exit_code=0)
+
+
+if __name__ == "__main__":
+    main()
