@@ -28,10 +28,11 @@ def run(
     from transformers import AutoModelForCausalLM
 
     from verifiers.clients import OpenAICompatibleClient
-    from verifiers.rl.loop import LoopSettings, WeightSync, train
+    from verifiers.rl.loop import LoopSettings, train
     from verifiers.rl.orchestrator import Orchestrator
     from verifiers.rl.toy import letter_env
     from verifiers.rl.trainer import Trainer, TrainerSettings
+    from verifiers.rl.transport import FilesystemTransport
     from verifiers.serve.process import start_server
 
     server = start_server(
@@ -54,7 +55,7 @@ def run(
         return train(
             orchestrator,
             trainer,
-            WeightSync(server.base_url, work / f"weights-{lag}"),
+            FilesystemTransport(server.base_url, work / f"weights-{lag}"),
             LoopSettings(steps, lag, 0, work / f"run-{lag}"),
         )
     finally:

@@ -220,14 +220,17 @@ def run_loop(
     start_from=None,
     orchestrator_cls=None,
     on_server=None,
+    transport="filesystem",
+    probe=None,
 ):
     from transformers import AutoModelForCausalLM
 
     from verifiers.clients import OpenAICompatibleClient
-    from verifiers.rl.loop import LoopSettings, WeightSync, train
+    from verifiers.rl.loop import LoopSettings, train
     from verifiers.rl.orchestrator import Orchestrator
     from verifiers.rl.toy import letter_env
     from verifiers.rl.trainer import Trainer, TrainerSettings
+    from verifiers.rl.transport import BroadcastTransport, FilesystemTransport
     from verifiers.serve.process import start_server
 
     server = start_server(
@@ -241,10 +244,11 @@ def run_loop(
     try:
         trainer = Trainer(AutoModelForCausalLM.from_pretrained(policy_dir), TrainerSettings(lr=lr))
         start = 0
-        weights = WeightSync(
-            server.base_url,
-            tmp / "weights",
-            lambda: None if server.process.poll() is None else "inference server died",
+        alive = lambda: None if server.process.poll() is None else "inference server died"  # noqa: E731
+        weights = (
+            FilesystemTransport(server.base_url, tmp / "weights", alive)
+            if transport == "filesystem"
+            else BroadcastTransport(server.base_url, alive, backend=transport)
         )
         if start_from is not None:
             start = trainer.load_checkpoint(start_from)["step"]
@@ -268,6 +272,9 @@ def run_loop(
             LoopSettings(steps, lag, checkpoint_every, tmp / "run"),
             start_step=start,
         )
+        if probe is not None:
+            probe(server)
+        weights.close()
         return history, trainer
     finally:
         server.stop()
@@ -299,10 +306,10 @@ def test_level_zero_matches_a_synchronous_loop_bit_for_bit(policy_dir, tmp_path)
     from transformers import AutoModelForCausalLM
 
     from verifiers.clients import OpenAICompatibleClient
-    from verifiers.rl.loop import WeightSync
     from verifiers.rl.orchestrator import Orchestrator
     from verifiers.rl.toy import letter_env
     from verifiers.rl.trainer import Trainer, TrainerSettings
+    from verifiers.rl.transport import FilesystemTransport
     from verifiers.serve.process import start_server
 
     _, async_trainer = run_loop(policy_dir, tmp_path / "a", steps=3, lag=0)
@@ -325,7 +332,7 @@ def test_level_zero_matches_a_synchronous_loop_bit_for_bit(policy_dir, tmp_path)
             max_concurrent=1,
             seed=3,
         )
-        weights = WeightSync(server.base_url, tmp_path / "w")
+        weights = FilesystemTransport(server.base_url, tmp_path / "w")
         for step_index in range(3):  # the plainest loop there is
             batch = asyncio.run(orchestrator.generate(step_index))
             trainer.train_step(batch.samples)
@@ -347,6 +354,105 @@ def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_run(policy_dir, t
     assert [h["reward"] for h in resumed_history] == [h["reward"] for h in full_history[2:]]
     for a, b in zip(full.model.parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def _probe_logprobs(into: dict):
+    """What the server's current weights say about a fixed prompt: exact float32 logprobs."""
+
+    def probe(server) -> None:
+        import httpx
+
+        body = {
+            "model": "policy",
+            "prompt": "AAB",
+            "max_tokens": 4,
+            "temperature": 0,
+            "logprobs": 1,
+            "ignore_eos": True,
+        }
+        reply = httpx.post(f"{server.base_url}/completions", json=body, timeout=60).json()
+        into["logprobs"] = reply["choices"][0]["logprobs"]["token_logprobs"]
+        into["weights"] = httpx.get(f"{server.base_url}/weights").json()
+
+    return probe
+
+
+def test_broadcast_transport_serves_exactly_the_trained_weights(policy_dir, tmp_path):
+    """Weights over a gloo process group (no disk) reach the server bit for bit: the same run
+    with the filesystem transport gives the same rollouts, the same trained weights and the same
+    logprobs from the server afterwards."""
+    by_disk, by_broadcast = {}, {}
+    disk_history, disk = run_loop(
+        policy_dir, tmp_path / "disk", steps=3, lag=0, probe=_probe_logprobs(by_disk)
+    )
+    group_history, group = run_loop(
+        policy_dir,
+        tmp_path / "group",
+        steps=3,
+        lag=0,
+        transport="gloo",
+        probe=_probe_logprobs(by_broadcast),
+    )
+    assert [h["reward"] for h in group_history] == [h["reward"] for h in disk_history]
+    assert [h["served_version"] for h in group_history] == [1, 2, 3]
+    for a, b in zip(disk.model.parameters(), group.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert by_broadcast["logprobs"] == by_disk["logprobs"]
+    assert by_broadcast["weights"] == {"policy_version": 3, "path": "broadcast"}
+    assert not (tmp_path / "group" / "weights").exists()  # nothing went through the disk
+
+
+def test_broadcast_refuses_weights_that_do_not_fit_the_served_model(policy_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from verifiers.rl.orchestrator import InferenceServerError
+    from verifiers.rl.toy import tiny_llama
+    from verifiers.rl.trainer import Trainer, TrainerSettings
+    from verifiers.rl.transport import BroadcastTransport
+    from verifiers.serve.process import start_server
+
+    server = start_server(str(policy_dir), log_path=tmp_path / "s.log")
+    try:
+        wrong = Trainer(tiny_llama(vocab_size=64), TrainerSettings())  # not the served model
+        transport = BroadcastTransport(server.base_url, timeout_s=30)
+        with pytest.raises(InferenceServerError, match=r"do not fit the served model.*shape"):
+            transport.push(wrong)
+        assert transport.group is None
+        # the refusal left the server usable: the right weights still go through
+        right = Trainer(AutoModelForCausalLM.from_pretrained(policy_dir), TrainerSettings())
+        right.version = 7
+        assert transport.push(right) == 7
+        transport.close()
+    finally:
+        server.stop()
+
+
+def test_a_server_killed_between_broadcasts_is_reported_not_waited_for(policy_dir, tmp_path):
+    """No health callback: the transport itself must notice the dead peer, well before the
+    group's 60 s timeout."""
+    import time
+
+    from transformers import AutoModelForCausalLM
+
+    from verifiers.rl.orchestrator import InferenceServerError
+    from verifiers.rl.trainer import Trainer, TrainerSettings
+    from verifiers.rl.transport import BroadcastTransport
+    from verifiers.serve.process import start_server
+
+    server = start_server(str(policy_dir), log_path=tmp_path / "s.log")
+    try:
+        trainer = Trainer(AutoModelForCausalLM.from_pretrained(policy_dir), TrainerSettings())
+        transport = BroadcastTransport(server.base_url, timeout_s=60)
+        assert transport.push(trainer) == 0
+        server.process.kill()
+        server.process.wait()
+        start = time.monotonic()
+        with pytest.raises(InferenceServerError):
+            transport.push(trainer)
+        assert time.monotonic() - start < 10
+        assert transport.group is None
+    finally:
+        server.stop()
 
 
 def test_a_killed_inference_server_is_detected_and_reported(policy_dir, tmp_path):

@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout_graceful_shutdown=5,
         )
     finally:
+        service.receiver.close()
         engine.shutdown()
     return 0
 

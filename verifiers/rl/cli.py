@@ -16,7 +16,7 @@ import shutil
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -51,6 +51,10 @@ class InferenceConfig(BaseModel):
     dtype: str = "float32"  # the same numerics as the trainer keeps the importance ratio near 1
     max_batch_size: int = 32
     device: str = "cpu"
+    # filesystem: safetensors + reload (works everywhere); gloo / nccl: a process group between
+    # trainer and server (nccl needs them on different GPUs; gloo also works across one GPU)
+    weight_transport: Literal["filesystem", "gloo", "nccl"] = "filesystem"
+    weight_transport_host: str = "127.0.0.1"
 
 
 class RLConfig(BaseModel):
@@ -100,6 +104,20 @@ def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
     return RLConfig.model_validate(data), resume
 
 
+def make_transport(inference: InferenceConfig, base_url: str, directory: Path, alive: Any) -> Any:
+    from verifiers.rl.transport import BroadcastTransport, FilesystemTransport
+
+    if inference.weight_transport == "filesystem":
+        return FilesystemTransport(base_url, directory, alive)
+    return BroadcastTransport(
+        base_url,
+        alive,
+        backend=inference.weight_transport,
+        device=inference.device,
+        host=inference.weight_transport_host,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     # Two processes (trainer, inference server) share the cores: spinning OpenMP threads would
     # slow both many times over. Must be set before torch is imported.
@@ -135,7 +153,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     import verifiers as vf
     from verifiers.clients import OpenAICompatibleClient
     from verifiers.rl.distributed import init_from_env, shutdown
-    from verifiers.rl.loop import LoopSettings, WeightSync, latest_checkpoint, plot, train
+    from verifiers.rl.loop import LoopSettings, latest_checkpoint, plot, train
     from verifiers.rl.orchestrator import InferenceServerError, Orchestrator
     from verifiers.rl.trainer import Trainer, TrainerSettings
     from verifiers.serve.models import resolve_model_dir
@@ -186,6 +204,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
                 str(config.inference.max_batch_size),
             ],
         )
+    weights = None
     try:
 
         def alive() -> str | None:
@@ -196,7 +215,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
                 else f"the inference server exited (code {code}); its log: {log}"
             )
 
-        weights = WeightSync(server.base_url, out / "weights", alive)
+        weights = make_transport(config.inference, server.base_url, out / "weights", alive)
         if checkpoint is not None:
             weights.push(trainer)
         orchestrator = Orchestrator(
@@ -245,10 +264,14 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
                 start_step=start_step,
                 on_step=on_step,
             )
+        if config.inference.weight_transport != "filesystem":  # the trained model, on disk too
+            trainer.save_weights(out / "weights")
     except InferenceServerError as exc:
         console.print(f"[red]vf-rl: {exc}[/red]; training stopped")
         return 1
     finally:
+        if weights is not None:
+            weights.close()
         trainer.stop_followers()
         server.stop()
         if ctx is not None:

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from verifiers.rl.orchestrator import Batch, InferenceServerError, Orchestrator
+from verifiers.rl.orchestrator import Batch, Orchestrator
 from verifiers.rl.trainer import Trainer
+from verifiers.rl.transport import WeightTransport
 
 
 @dataclass
@@ -31,46 +30,10 @@ class LoopSettings:
     output_dir: Path = Path("outputs/rl/run")
 
 
-class WeightSync:
-    """Filesystem weight transport: write safetensors atomically, tell the server to load them."""
-
-    def __init__(
-        self, base_url: str, directory: Path, server_alive: Callable[[], str | None] | None = None
-    ) -> None:
-        self.url = base_url.rstrip("/")
-        self.directory = directory
-        self.server_alive = server_alive
-
-    def push(self, trainer: Trainer) -> int:
-        self.check()
-        trainer.save_weights(self.directory)
-        try:
-            resp = httpx.post(
-                f"{self.url}/weights/load",
-                json={"path": str(self.directory), "policy_version": trainer.version},
-                timeout=300,
-            )
-        except httpx.HTTPError as exc:
-            self.check()
-            raise InferenceServerError(
-                f"the inference server did not take the new weights: {exc}"
-            ) from exc
-        if resp.status_code != 200:
-            raise InferenceServerError(
-                f"the inference server refused the new weights: {resp.text[:300]}"
-            )
-        return int(resp.json()["policy_version"])
-
-    def check(self) -> None:
-        problem = self.server_alive() if self.server_alive else None
-        if problem:
-            raise InferenceServerError(problem)
-
-
 def train(
     orchestrator: Orchestrator,
     trainer: Trainer,
-    weights: WeightSync,
+    weights: WeightTransport,
     settings: LoopSettings,
     start_step: int = 0,
     on_step: Callable[[dict[str, Any]], None] | None = None,

@@ -196,10 +196,9 @@ class Trainer:
         return metrics
 
     # --- weights and checkpoints -----------------------------------------------------------------
-    def save_weights(self, directory: Path) -> Path:
-        """Write the policy's weights as safetensors, atomically (a reader never sees half a file)."""
-        from safetensors.torch import save_file
-
+    def export_state(self) -> dict[str, torch.Tensor] | None:
+        """The full weights as the inference server loads them (tied head left out); None on
+        ranks other than 0. Under FSDP2 a collective: rank 0 tells the followers to join."""
         if self.dist is not None:
             from verifiers.rl.distributed import full_state_dict
 
@@ -207,13 +206,23 @@ class Trainer:
                 self.dist.broadcast({"op": "export"})
             state = full_state_dict(self.model)
             if not self.dist.is_main:
-                return directory / "model.safetensors"
+                return None
         else:
             state = self.model.state_dict()
-        directory.mkdir(parents=True, exist_ok=True)
-        state = {k: v.detach().contiguous().cpu() for k, v in state.items()}
+        state = {k: v.detach() for k, v in state.items()}
         if getattr(self.model.config, "tie_word_embeddings", False):
             state.pop("lm_head.weight", None)  # shared with the embeddings
+        return state
+
+    def save_weights(self, directory: Path) -> Path:
+        """Write the policy's weights as safetensors, atomically (a reader never sees half a file)."""
+        from safetensors.torch import save_file
+
+        state = self.export_state()
+        if state is None:
+            return directory / "model.safetensors"
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {k: v.contiguous().cpu() for k, v in state.items()}
         fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
         os.close(fd)
         save_file(state, tmp)

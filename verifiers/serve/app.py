@@ -2,7 +2,9 @@
 
 Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/completions`` (both with
 ``stream``), ``GET /health``, and for trainers ``GET /v1/weights`` / ``POST /v1/weights/load``
-(swap in a safetensors checkpoint, bumping the policy version every reply reports).
+(swap in a safetensors checkpoint, bumping the policy version every reply reports) and
+``POST /v1/weights/broadcast/{init,update}`` (the same over a process group; see
+``verifiers.serve.weight_updates``).
 Extensions vLLM also has: ``return_token_ids`` (completion and prompt token ids), ``top_k``,
 ``ignore_eos``.
 """
@@ -27,38 +29,10 @@ from starlette.routing import Route
 
 from verifiers.serve.engine import Engine, SamplingParams, Sequence
 from verifiers.serve.protocol import ChatCompletionRequest, CompletionRequest, LoadWeightsRequest
+from verifiers.serve.responses import APIError, _error, _json
+from verifiers.serve.weight_updates import BroadcastReceiver
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-
-
-class APIError(Exception):
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        kind: str = "invalid_request_error",
-        param: str | None = None,
-    ):
-        super().__init__(message)
-        self.status, self.message, self.kind, self.param = status, message, kind, param
-
-
-def _json(body: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
-
-
-def _error(exc: APIError) -> Response:
-    return _json(
-        {
-            "error": {
-                "message": exc.message,
-                "type": exc.kind,
-                "param": exc.param,
-                "code": exc.status,
-            }
-        },
-        exc.status,
-    )
 
 
 class ModelService:
@@ -72,6 +46,7 @@ class ModelService:
         self.policy_version = 0
         self.weights_path: str | None = None
         self.created = int(time.time())
+        self.receiver = BroadcastReceiver(self)  # weights over a process group, from a trainer
 
     # --- prompts -------------------------------------------------------------------------------
     def check_model(self, model: str) -> None:
@@ -416,6 +391,8 @@ def build_app(service: ModelService) -> Starlette:
             Route("/v1/completions", completions, methods=["POST"]),
             Route("/v1/weights", weights),
             Route("/v1/weights/load", load_weights, methods=["POST"]),
+            Route("/v1/weights/broadcast/init", service.receiver.init, methods=["POST"]),
+            Route("/v1/weights/broadcast/update", service.receiver.update, methods=["POST"]),
         ]
     )
 

@@ -65,3 +65,19 @@ class CompletionRequest(_Sampling):
 class LoadWeightsRequest(BaseModel):
     path: str
     policy_version: int | None = None
+
+
+class BroadcastInitRequest(BaseModel):
+    """Join the trainer's weight group (see ``verifiers.rl.weight_group``)."""
+
+    host: str
+    port: int = Field(ge=1, le=65535)
+    rank: int = Field(default=1, ge=1)
+    world_size: int = Field(default=2, ge=2)
+    backend: Literal["gloo", "nccl"] = "gloo"
+    timeout_s: float = Field(default=300, gt=0)
+    tensors: list[dict[str, Any]] = Field(min_length=1)
+
+
+class BroadcastUpdateRequest(BaseModel):
+    policy_version: int | None = None

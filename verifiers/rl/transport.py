@@ -1,0 +1,163 @@
+"""Weight transports: how a new policy gets from the trainer into the inference server.
+
+Both speak to the server's HTTP API (vf-serve, or vLLM behind ``verifiers.rl.vllm_server``):
+
+- ``FilesystemTransport``: safetensors written atomically to a directory, then
+  ``POST /v1/weights/load``. Works everywhere, including a trainer and server on one GPU.
+- ``BroadcastTransport``: a process group between trainer (rank 0) and server, set up once
+  (``/v1/weights/broadcast/init``), then each update is ``/v1/weights/broadcast/update`` with the
+  tensors broadcast alongside: no disk, no serialization. NCCL between GPUs, gloo on CPU.
+
+``push`` returns the policy version the server now serves.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from verifiers.rl.orchestrator import InferenceServerError
+
+
+class WeightTransport(Protocol):
+    def push(self, trainer: Any) -> int: ...
+
+    def check(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _ServerLink:
+    def __init__(self, base_url: str, server_alive: Callable[[], str | None] | None) -> None:
+        self.url = base_url.rstrip("/")
+        self.server_alive = server_alive
+
+    def check(self) -> None:
+        problem = self.server_alive() if self.server_alive else None
+        if problem:
+            raise InferenceServerError(problem)
+
+    def post(self, path: str, body: dict[str, Any], timeout: float, ok: int = 200) -> dict:
+        try:
+            resp = httpx.post(f"{self.url}{path}", json=body, timeout=timeout)
+        except httpx.HTTPError as exc:
+            self.check()
+            raise InferenceServerError(
+                f"the inference server did not take the new weights: {exc}"
+            ) from exc
+        if resp.status_code != ok:
+            raise InferenceServerError(
+                f"the inference server refused the new weights: {resp.text[:500]}"
+            )
+        return resp.json()
+
+    def close(self) -> None:
+        return None
+
+
+class FilesystemTransport(_ServerLink):
+    def __init__(
+        self, base_url: str, directory: Path, server_alive: Callable[[], str | None] | None = None
+    ) -> None:
+        super().__init__(base_url, server_alive)
+        self.directory = directory
+
+    def push(self, trainer: Any) -> int:
+        self.check()
+        trainer.save_weights(self.directory)
+        body = {"path": str(self.directory), "policy_version": trainer.version}
+        return int(self.post("/weights/load", body, timeout=300)["policy_version"])
+
+
+class BroadcastTransport(_ServerLink):
+    """The group is made on the first push (the manifest comes from the first exported state)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        server_alive: Callable[[], str | None] | None = None,
+        *,
+        backend: str = "gloo",
+        device: str = "cpu",
+        host: str = "127.0.0.1",
+        timeout_s: float = 300,
+    ) -> None:
+        super().__init__(base_url, server_alive)
+        self.backend, self.device, self.host, self.timeout_s = backend, device, host, timeout_s
+        self.group: Any = None
+        self.specs: list[Any] = []
+
+    def push(self, trainer: Any) -> int:
+        self.check()
+        state = trainer.export_state()
+        if self.group is None:
+            self._connect(state)
+        reply: dict[str, Any] = {}
+
+        def request() -> None:
+            try:
+                reply["body"] = self.post(
+                    "/weights/broadcast/update",
+                    {"policy_version": trainer.version},
+                    timeout=self.timeout_s,
+                )
+            except InferenceServerError as exc:
+                reply["error"] = exc
+
+        thread = threading.Thread(target=request, name="weight-update", daemon=True)
+        thread.start()
+        try:
+            self.group.send(state, self.specs)
+        except Exception as exc:  # the peer died or timed out mid-update: the group is unusable
+            self.close()
+            thread.join(timeout=5)
+            self.check()
+            raise InferenceServerError(
+                f"broadcasting weights to the inference server failed: {reply.get('error') or exc}"
+            ) from exc
+        thread.join()
+        if "error" in reply:
+            self.close()
+            raise reply["error"]
+        return int(reply["body"]["policy_version"])
+
+    def _connect(self, state: dict[str, Any]) -> None:
+        from verifiers.rl.weight_group import WeightGroup, manifest
+
+        self.specs = manifest(state)
+        store = WeightGroup.host_store(self.host, 2, self.timeout_s)
+        body = {
+            "host": self.host,
+            "port": store.port,
+            "rank": 1,
+            "world_size": 2,
+            "backend": self.backend,
+            "timeout_s": self.timeout_s,
+            "tensors": [s.model_dump() for s in self.specs],
+        }
+        self.post("/weights/broadcast/init", body, timeout=60, ok=202)
+        try:
+            self.group = WeightGroup.join(
+                host=self.host,
+                port=store.port,
+                rank=0,
+                world_size=2,
+                backend=self.backend,
+                device=self.device,
+                timeout_s=self.timeout_s,
+                store=store,
+            )
+        except Exception as exc:
+            self.check()
+            raise InferenceServerError(
+                f"the inference server did not join the weight group: {exc}"
+            ) from exc
+
+    def close(self) -> None:
+        if self.group is not None:
+            self.group.close()
+            self.group = None

@@ -1,0 +1,143 @@
+"""A process group that exists only to ship weights from the trainer to the inference server.
+
+The trainer is rank 0 and hosts the rendezvous store; each inference process (vf-serve, or one
+vLLM worker per tensor-parallel rank) joins as rank 1..N. Every update is a sequence of
+broadcasts from rank 0, in the order of a manifest both sides agreed on when the group was made,
+so no names or shapes travel with the tensors. Built from torch's own process-group classes and
+a ``TCPStore``, independent of any default group (an FSDP2 trainer already has one under
+torchrun, and vLLM workers have theirs): NCCL between GPUs, gloo on CPU (and between processes
+that share one GPU, which NCCL refuses).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from pydantic import BaseModel
+
+STORE_PREFIX = "verifiers-weights"
+BACKENDS = ("gloo", "nccl")
+
+
+class TensorSpec(BaseModel):
+    name: str
+    dtype: str  # "float32", "bfloat16", ...
+    shape: list[int]
+
+    def empty(self, device: torch.device | str) -> torch.Tensor:
+        return torch.empty(self.shape, dtype=getattr(torch, self.dtype), device=device)
+
+
+def manifest(state: dict[str, torch.Tensor]) -> list[TensorSpec]:
+    return [
+        TensorSpec(name=name, dtype=str(t.dtype).removeprefix("torch."), shape=list(t.shape))
+        for name, t in state.items()
+    ]
+
+
+def check_manifest(specs: list[TensorSpec], model_state: dict[str, torch.Tensor]) -> list[str]:
+    """Problems that would make an update load wrong or partial weights (empty: fine)."""
+    problems = []
+    for spec in specs:
+        target = model_state.get(spec.name)
+        if target is None:
+            problems.append(f"{spec.name}: not a weight of the served model")
+        elif list(target.shape) != spec.shape:
+            problems.append(
+                f"{spec.name}: shape {spec.shape}, served model has {list(target.shape)}"
+            )
+        elif not hasattr(torch, spec.dtype) or not isinstance(
+            getattr(torch, spec.dtype), torch.dtype
+        ):
+            problems.append(f"{spec.name}: unknown dtype {spec.dtype!r}")
+    return problems
+
+
+class WeightGroup:
+    def __init__(self, group: Any, store: Any, rank: int, world_size: int, device: torch.device):
+        self.group, self.store = group, store
+        self.rank, self.world_size, self.device = rank, world_size, device
+
+    @classmethod
+    def host_store(cls, host: str, world_size: int, timeout_s: float) -> Any:
+        """Rank 0's rendezvous store, on a free port (read it from ``.port``); returns at once."""
+        return dist.TCPStore(
+            host,
+            0,
+            world_size,
+            is_master=True,
+            wait_for_workers=False,
+            timeout=datetime.timedelta(seconds=timeout_s),
+        )
+
+    @classmethod
+    def join(
+        cls,
+        *,
+        host: str,
+        port: int,
+        rank: int,
+        world_size: int,
+        backend: str,
+        device: torch.device | str,
+        timeout_s: float = 300,
+        store: Any = None,
+    ) -> WeightGroup:
+        """Blocks until all ``world_size`` ranks have joined (each side calls this)."""
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown weight transport backend {backend!r}; use gloo or nccl")
+        timeout = datetime.timedelta(seconds=timeout_s)
+        if store is None:
+            store = dist.TCPStore(host, port, world_size, is_master=False, timeout=timeout)
+        prefixed = dist.PrefixStore(STORE_PREFIX, store)
+        device = torch.device(device)
+        if backend == "nccl":
+            if not (torch.cuda.is_available() and dist.is_nccl_available()):
+                raise RuntimeError(
+                    "the nccl weight transport needs CUDA and a torch built with NCCL"
+                )
+            if device.type != "cuda":
+                raise ValueError(f"the nccl weight transport needs a CUDA device, not {device}")
+            options = dist.ProcessGroupNCCL.Options()
+            options._timeout = timeout
+            group = dist.ProcessGroupNCCL(prefixed, rank, world_size, options)
+        else:
+            group = dist.ProcessGroupGloo(prefixed, rank, world_size, timeout)
+        return cls(group, store, rank, world_size, device)
+
+    def broadcast(self, tensor: torch.Tensor) -> torch.Tensor:
+        """From rank 0 into ``tensor`` on every other rank (in place)."""
+        options = dist.BroadcastOptions()
+        options.rootRank = 0
+        options.rootTensor = 0
+        self.group.broadcast([tensor], options).wait()
+        return tensor
+
+    def send(self, state: dict[str, torch.Tensor], specs: list[TensorSpec]) -> None:
+        """Rank 0: every tensor of the manifest, in order."""
+        for spec in specs:
+            self.broadcast(state[spec.name].detach().to(self.device).contiguous())
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def receive(self, specs: list[TensorSpec]) -> dict[str, torch.Tensor]:
+        """Rank >= 1: fresh buffers for the whole manifest (the caller swaps them in at once,
+        so no request ever decodes with half-updated weights)."""
+        received = {spec.name: self.broadcast(spec.empty(self.device)) for spec in specs}
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return received
+
+    def close(self) -> None:
+        """Shut the group down explicitly: gloo's threads abort the process (SIGABRT) if they
+        are still running when the interpreter tears down."""
+        shutdown = getattr(self.group, "shutdown", None)
+        if shutdown is not None:
+            try:
+                shutdown()
+            except RuntimeError:
+                pass
+        self.group = None

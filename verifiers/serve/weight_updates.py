@@ -1,0 +1,115 @@
+"""Weights over a process group: the inference side of ``verifiers.rl.weight_group``.
+
+``POST /v1/weights/broadcast/init`` checks the trainer's manifest against the served model and
+starts joining the group (the trainer, rank 0, joins at the same time; the join completes when
+both have); ``POST /v1/weights/broadcast/update`` receives one full set of tensors, in manifest
+order, then swaps them in between two decoding steps and bumps the policy version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from verifiers.serve.protocol import BroadcastInitRequest, BroadcastUpdateRequest
+from verifiers.serve.responses import APIError, _error, _json
+
+log = logging.getLogger("verifiers.serve")
+
+
+class BroadcastReceiver:
+    def __init__(self, service: Any) -> None:
+        self.service = service
+        self.group: Any = None
+        self.specs: list[Any] = []
+        self.joined = threading.Event()
+        self.join_error: str | None = None
+        self.busy = asyncio.Lock()
+
+    async def init(self, request: Request) -> Response:
+        from verifiers.rl.weight_group import TensorSpec, check_manifest
+
+        try:
+            req = BroadcastInitRequest.model_validate(orjson.loads(await request.body()))
+            specs = [TensorSpec.model_validate(t) for t in req.tensors]
+        except (ValidationError, orjson.JSONDecodeError) as exc:
+            return _error(APIError(400, f"invalid request: {exc}"))
+        if self.group is not None or (self.specs and not self.joined.is_set()):
+            return _error(APIError(409, "a weight group is already set up on this server"))
+        problems = check_manifest(specs, self.service.engine.model.state_dict())
+        if problems:
+            shown = "; ".join(problems[:5]) + (
+                f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+            )
+            return _error(
+                APIError(400, f"the weights do not fit the served model: {shown}", param="tensors")
+            )
+        self.specs, self.join_error = specs, None
+        self.joined.clear()
+        threading.Thread(target=self._join, args=(req,), daemon=True, name="weight-group").start()
+        return _json({"status": "joining", "tensors": len(specs)}, 202)
+
+    def _join(self, req: BroadcastInitRequest) -> None:
+        from verifiers.rl.weight_group import WeightGroup
+
+        try:
+            self.group = WeightGroup.join(
+                host=req.host,
+                port=req.port,
+                rank=req.rank,
+                world_size=req.world_size,
+                backend=req.backend,
+                device=next(self.service.engine.model.parameters()).device,
+                timeout_s=req.timeout_s,
+            )
+            log.info(
+                "joined the trainer's weight group (%s, %d tensors)", req.backend, len(self.specs)
+            )
+        except Exception as exc:  # reported to the trainer by the next update call
+            self.join_error = f"{type(exc).__name__}: {exc}"
+            self.specs = []
+            log.error("could not join the trainer's weight group: %s", self.join_error)
+        finally:
+            self.joined.set()
+
+    async def update(self, request: Request) -> Response:
+        try:
+            req = BroadcastUpdateRequest.model_validate(orjson.loads(await request.body() or b"{}"))
+        except (ValidationError, orjson.JSONDecodeError) as exc:
+            return _error(APIError(400, f"invalid request: {exc}"))
+        if not self.specs and self.group is None:
+            message = self.join_error or "no weight group: call /v1/weights/broadcast/init first"
+            return _error(APIError(409, message))
+        if self.busy.locked():
+            return _error(APIError(409, "a weight update is already in progress"))
+        async with self.busy:
+            await asyncio.to_thread(self.joined.wait)
+            if self.group is None:
+                return _error(APIError(409, f"joining the weight group failed: {self.join_error}"))
+            try:
+                state = await asyncio.to_thread(self.group.receive, self.specs)
+            except Exception as exc:
+                # a broken group cannot be resynchronised: drop it; the trainer must init again
+                self.close()
+                return _error(
+                    APIError(500, f"receiving weights failed: {exc}", kind="server_error")
+                )
+            await asyncio.to_thread(self.service.engine.swap_weights, state)
+        service = self.service
+        service.policy_version = (
+            req.policy_version if req.policy_version is not None else service.policy_version + 1
+        )
+        service.weights_path = "broadcast"
+        return _json({"policy_version": service.policy_version, "tensors": len(state)})
+
+    def close(self) -> None:
+        if self.group is not None:
+            self.group.close()
+        self.group, self.specs = None, []
