@@ -222,6 +222,7 @@ def run_loop(
     on_server=None,
     transport="filesystem",
     probe=None,
+    temperature=1.0,
 ):
     from transformers import AutoModelForCausalLM
 
@@ -242,7 +243,10 @@ def run_loop(
     if on_server is not None:
         on_server(server)
     try:
-        trainer = Trainer(AutoModelForCausalLM.from_pretrained(policy_dir), TrainerSettings(lr=lr))
+        trainer = Trainer(
+            AutoModelForCausalLM.from_pretrained(policy_dir),
+            TrainerSettings(lr=lr, temperature=temperature),
+        )
         start = 0
         alive = lambda: None if server.process.poll() is None else "inference server died"  # noqa: E731
         weights = (
@@ -263,6 +267,7 @@ def run_loop(
             max_tokens=6,
             max_concurrent=concurrent,
             seed=3,
+            temperature=temperature,
             health=lambda: None if server.process.poll() is None else "inference server died",
         )
         history = train(
@@ -356,6 +361,16 @@ def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_run(policy_dir, t
         assert torch.equal(a, b)
 
 
+def test_trainer_logprobs_are_of_the_sampling_distribution_at_any_temperature(
+    policy_dir, tmp_path
+):
+    """At temperature 0.6 the server reports logprobs of softmax(logits / 0.6); the trainer must
+    compute the same, or every importance ratio is off before any training happens."""
+    history, _ = run_loop(policy_dir, tmp_path, steps=1, lag=0, temperature=0.6)
+    assert abs(history[0]["mean_ratio"] - 1) < 1e-4
+    assert abs(history[0]["mismatch_kl"]) < 1e-5
+
+
 def _probe_logprobs(into: dict):
     """What the server's current weights say about a fixed prompt: exact float32 logprobs."""
 
@@ -398,7 +413,11 @@ def test_broadcast_transport_serves_exactly_the_trained_weights(policy_dir, tmp_
     for a, b in zip(disk.model.parameters(), group.model.parameters(), strict=True):
         assert torch.equal(a, b)
     assert by_broadcast["logprobs"] == by_disk["logprobs"]
-    assert by_broadcast["weights"] == {"policy_version": 3, "path": "broadcast"}
+    assert by_broadcast["weights"] == {
+        "policy_version": 3,
+        "path": "broadcast",
+        "inference_ranks": 1,
+    }
     assert not (tmp_path / "group" / "weights").exists()  # nothing went through the disk
 
 

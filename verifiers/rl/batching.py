@@ -174,13 +174,18 @@ def packed(samples: list[Sample], max_tokens: int, pad_id: int = 0) -> list[Micr
     return out
 
 
-def token_logprobs(model: Any, batch: MicroBatch) -> torch.Tensor:
-    """log π(token_t | tokens_<t) at every position (0 at the first), shape [B, L]."""
+def token_logprobs(model: Any, batch: MicroBatch, temperature: float = 1.0) -> torch.Tensor:
+    """log π(token_t | tokens_<t) at every position (0 at the first), shape [B, L].
+
+    π is the distribution tokens were sampled from, softmax(logits / temperature): the one whose
+    logprobs the inference server reports (vf-serve; vLLM with processed_logprobs), so the
+    importance ratio is 1 when the weights are the same.
+    """
     logits = model(
         input_ids=batch.input_ids,
         position_ids=batch.position_ids,
         attention_mask=batch.attention_mask,
     ).logits
-    logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    logprobs = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
     picked = logprobs.gather(-1, batch.input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     return torch.nn.functional.pad(picked, (1, 0))

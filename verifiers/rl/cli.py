@@ -45,12 +45,20 @@ class TrainerConfig(BaseModel):
     max_tokens_per_micro_batch: int = 2048
     micro_batch_size: int = 8
     autocast: str = "bf16"
+    device: str = "auto"  # auto: this rank's GPU when the run uses GPUs, else cpu
 
 
 class InferenceConfig(BaseModel):
+    # vf-serve: the built-in server (CPU, one GPU); vllm: vLLM's OpenAI server (CUDA), with the
+    # weight-update API added (verifiers.rl.vllm_routes / vllm_worker)
+    backend: Literal["vf-serve", "vllm"] = "vf-serve"
     dtype: str = "float32"  # the same numerics as the trainer keeps the importance ratio near 1
     max_batch_size: int = 32
-    device: str = "cpu"
+    device: str = "cpu"  # "cuda:1": the server on its own GPU (vLLM: CUDA_VISIBLE_DEVICES=1)
+    gpu_memory_utilization: float = Field(default=0.4, gt=0, le=1)  # vLLM; leave the trainer room
+    max_model_len: int | None = None  # vLLM
+    extra_args: list[str] = Field(default_factory=list)  # passed to the server's command line
+    startup_timeout_s: float = 600
     # filesystem: safetensors + reload (works everywhere); gloo / nccl: a process group between
     # trainer and server (nccl needs them on different GPUs; gloo also works across one GPU)
     weight_transport: Literal["filesystem", "gloo", "nccl"] = "filesystem"
@@ -104,7 +112,46 @@ def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
     return RLConfig.model_validate(data), resume
 
 
-def make_transport(inference: InferenceConfig, base_url: str, directory: Path, alive: Any) -> Any:
+def trainer_device(config: RLConfig, cuda_available: bool) -> str:
+    """``trainer.device``, or under "auto" this rank's GPU when the run uses GPUs, else CPU."""
+    if config.trainer.device != "auto":
+        return config.trainer.device
+    if cuda_available and (
+        config.inference.device.startswith("cuda") or config.inference.backend == "vllm"
+    ):
+        import torch
+
+        return f"cuda:{torch.cuda.current_device()}"
+    return "cpu"
+
+
+def device_problem(config: RLConfig, device: str) -> str | None:
+    """Device combinations that cannot work, said before anything starts."""
+    inference = config.inference
+    if inference.backend == "vllm" and not inference.device.startswith("cuda"):
+        return "inference.backend = 'vllm' needs inference.device = 'cuda' or 'cuda:N'"
+    if inference.weight_transport == "nccl":
+        same = _gpu_index(device) == _gpu_index(inference.device)
+        if not device.startswith("cuda") or not inference.device.startswith("cuda") or same:
+            return (
+                "weight_transport = 'nccl' connects two different GPUs (NCCL refuses two "
+                f"processes on one device); trainer on {device}, inference on "
+                f"{inference.device}: use 'gloo' or 'filesystem', or put the server on its own GPU"
+            )
+    return None
+
+
+def _gpu_index(device: str) -> int:
+    return int(device.split(":", 1)[1]) if ":" in device else 0
+
+
+def make_transport(
+    inference: InferenceConfig,
+    base_url: str,
+    directory: Path,
+    alive: Any,
+    trainer_device: str = "cpu",
+) -> Any:
     from verifiers.rl.transport import BroadcastTransport, FilesystemTransport
 
     if inference.weight_transport == "filesystem":
@@ -113,7 +160,7 @@ def make_transport(inference: InferenceConfig, base_url: str, directory: Path, a
         base_url,
         alive,
         backend=inference.weight_transport,
-        device=inference.device,
+        device=trainer_device,  # rank 0 sends from the trainer's device
         host=inference.weight_transport_host,
     )
 
@@ -153,11 +200,11 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     import verifiers as vf
     from verifiers.clients import OpenAICompatibleClient
     from verifiers.rl.distributed import init_from_env, shutdown
+    from verifiers.rl.inference import start_inference
     from verifiers.rl.loop import LoopSettings, latest_checkpoint, plot, train
     from verifiers.rl.orchestrator import InferenceServerError, Orchestrator
     from verifiers.rl.trainer import Trainer, TrainerSettings
     from verifiers.serve.models import resolve_model_dir
-    from verifiers.serve.process import start_server
 
     ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 also runs rollouts
     out = Path(config.output_dir)
@@ -166,10 +213,17 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     model_dir, _ = resolve_model_dir(config.model)
     env = vf.load_environment(config.env_id, **config.env_args)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    settings = TrainerSettings(**config.trainer.model_dump(), total_steps=config.steps)
-    policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
-    if config.inference.device.startswith("cuda"):
-        policy = policy.to(f"cuda:{torch.cuda.current_device()}")
+    settings = TrainerSettings(
+        **config.trainer.model_dump(exclude={"device"}),
+        total_steps=config.steps,
+        temperature=config.orchestrator.temperature,
+    )
+    device = trainer_device(config, torch.cuda.is_available())
+    problem = device_problem(config, device)
+    if problem:
+        console.print(f"vf-rl: {problem}")
+        return 2
+    policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32").to(device)
     trainer = Trainer(policy, settings, pad_id=tokenizer.pad_token_id or 0, dist=ctx)
     start_step = 0
     checkpoint = latest_checkpoint(out) if resume else None
@@ -188,22 +242,8 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
         if item.is_file() and not item.name.endswith(".safetensors"):
             shutil.copy2(item, out / "weights" / item.name)
     log = out / "logs" / "inference.log"
-    with console.status("starting the inference server"):
-        server = start_server(
-            str(model_dir),
-            log_path=log,
-            env_overrides={"OMP_WAIT_POLICY": "PASSIVE"},
-            extra_args=[
-                "--dtype",
-                config.inference.dtype,
-                "--device",
-                config.inference.device,
-                "--served-model-name",
-                "policy",
-                "--max-batch-size",
-                str(config.inference.max_batch_size),
-            ],
-        )
+    with console.status(f"starting the inference server ({config.inference.backend})"):
+        server = start_inference(config.inference, model_dir, log)
     weights = None
     try:
 
@@ -215,7 +255,9 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
                 else f"the inference server exited (code {code}); its log: {log}"
             )
 
-        weights = make_transport(config.inference, server.base_url, out / "weights", alive)
+        weights = make_transport(
+            config.inference, server.base_url, out / "weights", alive, trainer_device=device
+        )
         if checkpoint is not None:
             weights.push(trainer)
         orchestrator = Orchestrator(

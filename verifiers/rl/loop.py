@@ -48,6 +48,7 @@ async def _train(
     lag = settings.max_off_policy_steps
     metrics_file = settings.output_dir / "metrics.jsonl"
     settings.output_dir.mkdir(parents=True, exist_ok=True)
+    orchestrator.served_version = trainer.version  # a resumed run's weights were pushed already
     pending: asyncio.Task[Batch] | None = asyncio.ensure_future(orchestrator.generate(start_step))
     try:
         for step in range(start_step, settings.steps):
@@ -69,6 +70,7 @@ async def _train(
             )
             train_s = time.perf_counter() - train_start
             served = await asyncio.to_thread(weights.push, trainer)
+            orchestrator.served_version = served
             if lag == 0 and step + 1 < settings.steps:
                 pending = asyncio.ensure_future(orchestrator.generate(step + 1))
             record = {

@@ -63,6 +63,9 @@ class Orchestrator:
         self.max_concurrent = max_concurrent
         self.estimator = ESTIMATORS[advantage]
         self.seed = seed
+        # the version the server was last told to serve (set by the loop): stands in for the
+        # per-reply policy_version if a server does not report one
+        self.served_version = 0
         self.health = (
             health  # () -> problem | None: a dead server is reported in ~0.5 s, not after retries
         )
@@ -92,6 +95,7 @@ class Orchestrator:
         import time
 
         start = time.perf_counter()
+        at_start = self.served_version
         rows = self.examples_for(step)
         sampling = dict(self.sampling_args, seed=self.seed * 1_000_003 + step * 7919)
         out = await self.env.generate(
@@ -121,7 +125,8 @@ class Orchestrator:
                 if state.get("error"):
                     continue
                 version = min(
-                    (int(r.get("policy_version", 0)) for r in state["responses"]), default=0
+                    (int(r.get("policy_version", at_start)) for r in state["responses"]),
+                    default=at_start,
                 )
                 versions.append(version)
                 samples.extend(samples_from_state(state, advantage, version))

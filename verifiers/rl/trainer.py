@@ -44,6 +44,7 @@ class TrainerSettings:
     max_tokens_per_micro_batch: int = 2048
     micro_batch_size: int = 8
     autocast: str = "none"  # "bf16": float32 weights, bf16 compute (pure bf16 weights barely learn)
+    temperature: float = 1.0  # the sampling temperature: logprobs are of logits / temperature
 
 
 def lr_lambda(settings: TrainerSettings):
@@ -106,7 +107,7 @@ class Trainer:
             else _nullcontext()
         )
         with context:
-            logprobs = token_logprobs(self.model, batch)
+            logprobs = token_logprobs(self.model, batch, self.settings.temperature)
         args = (
             logprobs,
             batch.old_logprobs,

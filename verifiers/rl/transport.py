@@ -129,12 +129,13 @@ class BroadcastTransport(_ServerLink):
         from verifiers.rl.weight_group import WeightGroup, manifest
 
         self.specs = manifest(state)
-        store = WeightGroup.host_store(self.host, 2, self.timeout_s)
+        world_size = 1 + self._inference_ranks()
+        store = WeightGroup.host_store(self.host, world_size, self.timeout_s)
         body = {
             "host": self.host,
             "port": store.port,
             "rank": 1,
-            "world_size": 2,
+            "world_size": world_size,
             "backend": self.backend,
             "timeout_s": self.timeout_s,
             "tensors": [s.model_dump() for s in self.specs],
@@ -145,7 +146,7 @@ class BroadcastTransport(_ServerLink):
                 host=self.host,
                 port=store.port,
                 rank=0,
-                world_size=2,
+                world_size=world_size,
                 backend=self.backend,
                 device=self.device,
                 timeout_s=self.timeout_s,
@@ -156,6 +157,20 @@ class BroadcastTransport(_ServerLink):
             raise InferenceServerError(
                 f"the inference server did not join the weight group: {exc}"
             ) from exc
+
+    def _inference_ranks(self) -> int:
+        """vf-serve is one process; vLLM has one worker per GPU, each joins the group."""
+        try:
+            resp = httpx.get(f"{self.url}/weights", timeout=30)
+        except httpx.HTTPError as exc:
+            self.check()
+            raise InferenceServerError(f"the inference server did not answer: {exc}") from exc
+        if resp.status_code != 200:
+            raise InferenceServerError(
+                f"the inference server has no weight-update API (GET /v1/weights: "
+                f"{resp.status_code}); use vf-serve or vLLM through verifiers.rl.inference"
+            )
+        return int(resp.json().get("inference_ranks", 1))
 
     def close(self) -> None:
         if self.group is not None:

@@ -364,7 +364,13 @@ def build_app(service: ModelService) -> Starlette:
         )
 
     async def weights(_: Request) -> Response:
-        return _json({"policy_version": service.policy_version, "path": service.weights_path})
+        return _json(
+            {
+                "policy_version": service.policy_version,
+                "path": service.weights_path,
+                "inference_ranks": 1,  # processes that join a weight group (vLLM: one per GPU)
+            }
+        )
 
     async def load_weights(request: Request) -> Response:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -53,8 +54,6 @@ def start_server(
 ) -> ServerProcess:
     """Start ``vf-serve MODEL`` and wait until it answers ``/health`` (or fail with its log)."""
     port = free_port()
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = log_path.open("wb")
     # A trainer beside the server passes {"OMP_WAIT_POLICY": "PASSIVE"}: two processes with
     # spinning OpenMP threads slow each other down many times over. A light client (vf-eval)
     # does not, and spinning is ~25% faster for the server alone.
@@ -70,6 +69,22 @@ def start_server(
         str(port),
         *(extra_args or []),
     ]
+    return launch(cmd, port=port, log_path=log_path, env=env, timeout=timeout)
+
+
+def launch(
+    cmd: list[str],
+    *,
+    port: int,
+    log_path: Path,
+    env: dict[str, str],
+    timeout: float,
+    model: str | None = None,
+) -> ServerProcess:
+    """Start an OpenAI-compatible server (vf-serve, vLLM) on 127.0.0.1:``port``; ready when
+    ``/health`` answers 200. The served name comes from /health (vf-serve) or ``model``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("wb")
     process = subprocess.Popen(
         cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
     )
@@ -83,10 +98,9 @@ def start_server(
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
                 if resp.status == 200:
-                    import json
-
-                    name = json.loads(resp.read())["model"]
-                    return ServerProcess(process, base_url, name, log_path)
+                    body = resp.read()
+                    name = json.loads(body)["model"] if body.startswith(b"{") else model
+                    return ServerProcess(process, base_url, name or "", log_path)
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         time.sleep(0.2)

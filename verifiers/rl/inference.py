@@ -1,0 +1,95 @@
+"""Start the trainer's inference server: vf-serve (CPU, or one GPU) or vLLM (GPUs).
+
+Both speak the same API to the trainer: OpenAI chat/completions with ``return_token_ids`` and
+logprobs, ``policy_version`` in every reply, and the weight-update routes of
+``verifiers.rl.transport``. vLLM gets them from ``verifiers.rl.vllm_routes`` (an HTTP middleware)
+and ``verifiers.rl.vllm_worker`` (a worker extension), loaded by vLLM's own CLI flags.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from verifiers.serve.process import ServerProcess, free_port, launch, start_server
+
+VLLM_ROUTES = "verifiers.rl.vllm_routes.weight_routes"
+VLLM_WORKER_EXTENSION = "verifiers.rl.vllm_worker.WeightUpdateExtension"
+
+
+def vllm_command(model: str, port: int, inference: Any) -> list[str]:
+    """``python -m vllm.entrypoints.openai.api_server`` with what RL needs:
+    logprobs of the distribution tokens were actually drawn from (after temperature), no
+    sampling defaults taken from the model's generation_config, and the weight-update API."""
+    command = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model,
+        "--served-model-name",
+        "policy",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        inference.dtype,
+        "--max-num-seqs",
+        str(inference.max_batch_size),
+        "--gpu-memory-utilization",
+        str(inference.gpu_memory_utilization),
+        "--generation-config",
+        "vllm",
+        "--logprobs-mode",
+        "processed_logprobs",
+        "--middleware",
+        VLLM_ROUTES,
+        "--worker-extension-cls",
+        VLLM_WORKER_EXTENSION,
+    ]
+    if inference.max_model_len:
+        command += ["--max-model-len", str(inference.max_model_len)]
+    return command + list(inference.extra_args)
+
+
+def start_inference(inference: Any, model_dir: Path, log_path: Path) -> ServerProcess:
+    if inference.backend == "vllm":
+        try:
+            import vllm  # noqa: F401
+        except ImportError as exc:
+            raise RuntimeError(
+                "inference.backend = 'vllm' needs vLLM installed (pip install vllm) on a CUDA "
+                "machine; use backend = 'vf-serve' elsewhere"
+            ) from exc
+        env = dict(os.environ)
+        if inference.device.startswith("cuda:"):  # vLLM on its own GPU(s)
+            env["CUDA_VISIBLE_DEVICES"] = inference.device.split(":", 1)[1]
+        port = free_port()
+        return launch(
+            vllm_command(str(model_dir), port, inference),
+            port=port,
+            log_path=log_path,
+            env=env,
+            timeout=inference.startup_timeout_s,
+            model="policy",
+        )
+    return start_server(
+        str(model_dir),
+        log_path=log_path,
+        timeout=inference.startup_timeout_s,
+        env_overrides={"OMP_WAIT_POLICY": "PASSIVE"},
+        extra_args=[
+            "--dtype",
+            inference.dtype,
+            "--device",
+            inference.device,
+            "--served-model-name",
+            "policy",
+            "--max-batch-size",
+            str(inference.max_batch_size),
+            *inference.extra_args,
+        ],
+    )

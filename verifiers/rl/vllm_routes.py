@@ -1,0 +1,172 @@
+"""vLLM as the trainer's inference server: the weight-update API of vf-serve, on vLLM.
+
+Loaded into vLLM's own OpenAI server with ``--middleware verifiers.rl.vllm_routes.weight_routes``
+(with ``--worker-extension-cls verifiers.rl.vllm_worker.WeightUpdateExtension``), it answers
+
+- ``GET /v1/weights``: policy version, last weights path, number of inference ranks;
+- ``POST /v1/weights/load``: safetensors from a directory (the filesystem transport);
+- ``POST /v1/weights/broadcast/init`` and ``/update``: the process-group transport;
+
+by calling the worker extension through ``EngineClient.collective_rpc``, and adds the serving
+``policy_version`` to every non-streaming completion reply, as vf-serve does, so the trainer can
+bound staleness. The prefix cache is reset after each update (its KV came from the old weights).
+One API-server process (vLLM's default) keeps the version; ``--api-server-count`` > 1 would not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from verifiers.serve.protocol import (
+    BroadcastInitRequest,
+    BroadcastUpdateRequest,
+    LoadWeightsRequest,
+)
+from verifiers.serve.responses import APIError, _error, _json
+
+_COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
+
+
+class _WeightState:
+    def __init__(self) -> None:
+        self.policy_version = 0
+        self.weights_path: str | None = None
+        self.join: asyncio.Task | None = None
+        self.busy = asyncio.Lock()
+
+
+STATE = _WeightState()
+
+
+async def weight_routes(request: Request, call_next: Any) -> Response:
+    """vLLM ``--middleware`` entry point (an ASGI HTTP middleware function)."""
+    path = request.url.path
+    if path.startswith("/v1/weights"):
+        handler = _ROUTES.get((request.method, path))
+        if handler is None:
+            return _error(APIError(404, f"no route {request.method} {path}"))
+        try:
+            return await handler(request, request.app.state.engine_client)
+        except APIError as exc:
+            return _error(exc)
+    version = STATE.policy_version  # the oldest weights this request can have been served by
+    response = await call_next(request)
+    if path in _COMPLETIONS and response.headers.get("content-type", "").startswith(
+        "application/json"
+    ):
+        return await _with_version(response, version)
+    return response
+
+
+async def _with_version(response: Any, version: int) -> Response:
+    body = b"".join([chunk async for chunk in response.body_iterator])
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict) and "choices" in data:
+        data["policy_version"] = version
+        body = orjson.dumps(data)
+    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+    return Response(body, status_code=response.status_code, headers=headers)
+
+
+async def _body(request: Request, model: type) -> Any:
+    try:
+        return model.model_validate(orjson.loads(await request.body() or b"{}"))
+    except (ValidationError, orjson.JSONDecodeError) as exc:
+        raise APIError(400, f"invalid request: {exc}") from exc
+
+
+def _inference_ranks(engine: Any) -> int:
+    return int(engine.vllm_config.parallel_config.world_size)
+
+
+async def _info(request: Request, engine: Any) -> Response:
+    return _json(
+        {
+            "policy_version": STATE.policy_version,
+            "path": STATE.weights_path,
+            "inference_ranks": _inference_ranks(engine),
+        }
+    )
+
+
+async def _load(request: Request, engine: Any) -> Response:
+    req = await _body(request, LoadWeightsRequest)
+    async with STATE.busy:
+        try:
+            await engine.collective_rpc("verifiers_load_weights_from_path", args=(req.path,))
+        except Exception as exc:
+            raise APIError(
+                400, f"loading weights from {req.path} failed: {exc}", param="path"
+            ) from exc
+        await engine.reset_prefix_cache()
+        _advance(req.policy_version, req.path)
+    return _json({"policy_version": STATE.policy_version, "path": req.path})
+
+
+async def _init(request: Request, engine: Any) -> Response:
+    req = await _body(request, BroadcastInitRequest)
+    expected = 1 + _inference_ranks(engine)
+    if req.world_size != expected or req.rank != 1:
+        raise APIError(
+            400,
+            f"this server has {expected - 1} inference ranks: use world_size {expected}, rank 1",
+        )
+    if STATE.join is not None and not (STATE.join.done() and STATE.join.exception()):
+        raise APIError(409, "a weight group is already set up on this server")
+    args = (req.host, req.port, 1, req.world_size, req.backend, req.timeout_s, req.tensors)
+    # completes when the trainer has joined too; awaited by the first update
+    STATE.join = asyncio.ensure_future(
+        engine.collective_rpc("verifiers_join_weight_group", args=args)
+    )
+    return _json({"status": "joining", "tensors": len(req.tensors)}, 202)
+
+
+async def _update(request: Request, engine: Any) -> Response:
+    req = await _body(request, BroadcastUpdateRequest)
+    if STATE.join is None:
+        raise APIError(409, "no weight group: call /v1/weights/broadcast/init first")
+    if STATE.busy.locked():
+        raise APIError(409, "a weight update is already in progress")
+    async with STATE.busy:
+        try:
+            await STATE.join
+        except Exception as exc:
+            raise APIError(409, f"joining the weight group failed: {exc}") from exc
+        try:
+            await engine.collective_rpc("verifiers_receive_weights")
+        except Exception as exc:
+            STATE.join = None  # a broken group cannot be resynchronised; the trainer re-inits
+            await _close_group(engine)
+            raise APIError(500, f"receiving weights failed: {exc}", kind="server_error") from exc
+        await engine.reset_prefix_cache()
+        _advance(req.policy_version, "broadcast")
+    return _json({"policy_version": STATE.policy_version})
+
+
+async def _close_group(engine: Any) -> None:
+    try:
+        await engine.collective_rpc("verifiers_close_weight_group")
+    except Exception:  # closing is best effort; the workers may be gone
+        pass
+
+
+def _advance(version: int | None, path: str) -> None:
+    STATE.policy_version = version if version is not None else STATE.policy_version + 1
+    STATE.weights_path = path
+
+
+_ROUTES = {
+    ("GET", "/v1/weights"): _info,
+    ("POST", "/v1/weights/load"): _load,
+    ("POST", "/v1/weights/broadcast/init"): _init,
+    ("POST", "/v1/weights/broadcast/update"): _update,
+}

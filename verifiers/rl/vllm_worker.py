@@ -1,0 +1,90 @@
+"""The vLLM side of weight updates: methods mixed into every vLLM worker.
+
+vLLM loads this with ``--worker-extension-cls verifiers.rl.vllm_worker.WeightUpdateExtension``
+and runs its methods in every worker (one per tensor-parallel rank) through
+``EngineClient.collective_rpc``; ``verifiers.rl.vllm_routes`` is the HTTP front that calls them.
+Tensors are fed to ``model.load_weights`` one at a time, in checkpoint (Hugging Face) names:
+vLLM's loader maps them onto its fused/sharded parameters, so each TP rank takes its own slice
+of the full tensor. The engine runs no forward pass while a collective RPC is in progress, so no
+request sees a half-updated model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class WeightUpdateExtension:
+    # set by vLLM on the worker this class is mixed into
+    device: Any
+    model_runner: Any
+
+    def verifiers_join_weight_group(
+        self,
+        host: str,
+        port: int,
+        first_rank: int,
+        world_size: int,
+        backend: str,
+        timeout_s: float,
+        tensors: list[dict[str, Any]],
+    ) -> int:
+        """Join the trainer's weight group as rank ``first_rank`` + this worker's rank."""
+        from verifiers.rl.weight_group import TensorSpec, WeightGroup
+
+        rank = first_rank + self._verifiers_worker_rank()
+        self._verifiers_specs = [TensorSpec.model_validate(t) for t in tensors]
+        self._verifiers_group = WeightGroup.join(
+            host=host,
+            port=port,
+            rank=rank,
+            world_size=world_size,
+            backend=backend,
+            device=self.device,
+            timeout_s=timeout_s,
+        )
+        return rank
+
+    def verifiers_receive_weights(self) -> int:
+        """One update: every tensor of the manifest, received and loaded in order."""
+        group = getattr(self, "_verifiers_group", None)
+        if group is None:
+            raise RuntimeError("no weight group on this worker: join one first")
+        model = self.model_runner.model
+        for spec in self._verifiers_specs:
+            tensor = group.broadcast(spec.empty(self.device))
+            model.load_weights(weights=[(spec.name, tensor)])
+            del tensor
+        if self.device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.device)
+        return len(self._verifiers_specs)
+
+    def verifiers_load_weights_from_path(self, path: str) -> int:
+        """The filesystem transport: every ``*.safetensors`` file under ``path``."""
+        from safetensors import safe_open
+
+        files = sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else [Path(path)]
+        if not files or not all(f.exists() for f in files):
+            raise FileNotFoundError(f"no safetensors weights at {path}")
+        loaded = 0
+        model = self.model_runner.model
+        for file in files:
+            with safe_open(str(file), framework="pt", device=str(self.device)) as handle:
+                for name in handle.keys():
+                    model.load_weights(weights=[(name, handle.get_tensor(name))])
+                    loaded += 1
+        return loaded
+
+    def verifiers_close_weight_group(self) -> None:
+        group = getattr(self, "_verifiers_group", None)
+        if group is not None:
+            group.close()
+        self._verifiers_group = None
+
+    def _verifiers_worker_rank(self) -> int:
+        from vllm.distributed.parallel_state import get_world_group
+
+        return get_world_group().rank
