@@ -361,9 +361,7 @@ def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_run(policy_dir, t
         assert torch.equal(a, b)
 
 
-def test_trainer_logprobs_are_of_the_sampling_distribution_at_any_temperature(
-    policy_dir, tmp_path
-):
+def test_trainer_logprobs_are_of_the_sampling_distribution_at_any_temperature(policy_dir, tmp_path):
     """At temperature 0.6 the server reports logprobs of softmax(logits / 0.6); the trainer must
     compute the same, or every importance ratio is off before any training happens."""
     history, _ = run_loop(policy_dir, tmp_path, steps=1, lag=0, temperature=0.6)
@@ -529,23 +527,55 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
     assert (out / "weights" / "config.json").exists() and (
         out / "weights" / "model.safetensors"
     ).exists()
-    resumed = subprocess.run(
-        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config), "--steps", "3", "--resume"],
+    (out / "weights" / "model.safetensors").unlink()
+    resumed = subprocess.run(  # and the rest of the run with weights over a gloo group
+        [
+            *(sys.executable, "-m", "verifiers.rl.cli", "@", str(config)),
+            *("--steps", "3", "--resume", "--inference.weight_transport", "gloo"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "resuming from" in resumed.stdout
-    assert [
-        json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
-    ] == [0, 1, 2]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert [r["served_version"] for r in records] == [1, 2, 3]
+    assert (out / "weights" / "model.safetensors").exists()  # the trained model, at the end
+    nccl = subprocess.run(
+        [
+            *(sys.executable, "-m", "verifiers.rl.cli", "@", str(config)),
+            *("--inference.weight_transport", "nccl"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert nccl.returncode == 2 and "two different GPUs" in nccl.stdout
     bad = subprocess.run(
         [sys.executable, "-m", "verifiers.rl.cli", "@", str(config), "--steps", "0"],
         capture_output=True,
         text=True,
     )
     assert bad.returncode == 2 and "invalid config" in bad.stderr
+
+
+def test_device_choices_that_cannot_work_are_refused_up_front():
+    from verifiers.rl.cli import RLConfig, device_problem, trainer_device
+
+    def config(**inference) -> RLConfig:
+        return RLConfig.model_validate({"inference": inference})
+
+    assert trainer_device(config(), cuda_available=True) == "cpu"
+    assert trainer_device(config(device="cuda"), cuda_available=False) == "cpu"
+    assert device_problem(config(), "cpu") is None
+    assert "needs inference.device" in device_problem(config(backend="vllm"), "cpu")
+    one_gpu = config(backend="vllm", device="cuda", weight_transport="nccl")
+    assert "two different GPUs" in device_problem(one_gpu, "cuda:0")
+    two_gpus = config(backend="vllm", device="cuda:1", weight_transport="nccl")
+    assert device_problem(two_gpus, "cuda:0") is None
+    assert device_problem(config(device="cuda", weight_transport="gloo"), "cuda:0") is None
 
 
 def test_fsdp2_data_parallel_step_equals_one_process(tmp_path):

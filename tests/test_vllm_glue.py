@@ -1,0 +1,237 @@
+"""The glue that gives vLLM the trainer's weight-update API (verifiers.rl.vllm_routes and
+verifiers.rl.vllm_worker).
+
+vLLM needs CUDA and cannot be installed on the CPU machines CI runs on, so these tests run the
+glue itself for real — the middleware inside a live HTTP server, the worker extension's methods,
+a real gloo process group, a real model taking the weights, the trainer's real transports — with
+a small stand-in for the two vLLM objects it touches: the engine client (``collective_rpc``,
+``reset_prefix_cache``, ``vllm_config``) and the worker (``device``,
+``model_runner.model.load_weights``). Against real vLLM: ``test_vllm_*`` (CUDA + vllm) and
+``scripts/gpu_check.sh``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import socket
+import threading
+import time
+from types import SimpleNamespace
+
+import httpx
+import pytest
+import torch
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from verifiers.rl import vllm_routes
+from verifiers.rl.orchestrator import InferenceServerError
+from verifiers.rl.toy import tiny_llama
+from verifiers.rl.trainer import Trainer, TrainerSettings
+from verifiers.rl.transport import BroadcastTransport, FilesystemTransport
+from verifiers.rl.vllm_worker import WeightUpdateExtension
+
+
+class LoadableModel:
+    """vLLM's model interface for weights: ``load_weights`` takes (checkpoint name, tensor)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self.params = dict(model.named_parameters())
+        self.loaded = 0
+
+    def load_weights(self, weights) -> None:
+        with torch.no_grad():
+            for name, tensor in weights:
+                self.params[name].copy_(tensor)
+                self.loaded += 1
+
+
+class Worker(WeightUpdateExtension):
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.device = torch.device("cpu")
+        self.model_runner = SimpleNamespace(model=LoadableModel(model))
+
+    def _verifiers_worker_rank(self) -> int:
+        return 0
+
+
+class EngineClient:
+    """collective_rpc runs the method on every worker (here one) off the event loop, as vLLM
+    runs it in the worker processes, and returns the list of their results."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.vllm_config = SimpleNamespace(parallel_config=SimpleNamespace(world_size=1))
+        self.prefix_cache_resets = 0
+
+    async def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
+        call = getattr(self.worker, method)
+        return [await asyncio.to_thread(call, *args, **(kwargs or {}))]
+
+    async def reset_prefix_cache(self) -> bool:
+        self.prefix_cache_resets += 1
+        return True
+
+
+@pytest.fixture
+def served():
+    """A live HTTP server: a completions route and vLLM's middleware hook with our routes."""
+    vllm_routes.STATE = vllm_routes._WeightState()
+    worker = Worker(tiny_llama(seed=1))
+    engine = EngineClient(worker)
+
+    async def completions(request: Request):
+        return JSONResponse({"id": "x", "choices": [{"index": 0, "text": "hi"}]})
+
+    app = FastAPI()  # vLLM's server is a FastAPI app too
+    app.add_api_route("/v1/completions", completions, methods=["POST"])
+    app.state.engine_client = engine
+    app.middleware("http")(vllm_routes.weight_routes)  # what vLLM does with --middleware
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield SimpleNamespace(url=f"http://127.0.0.1:{port}/v1", worker=worker, engine=engine)
+    server.should_exit = True
+    thread.join(10)
+
+
+def served_version(url: str) -> int:
+    reply = httpx.post(f"{url}/completions", json={"prompt": "x"}).json()
+    return reply["policy_version"]
+
+
+def assert_same_weights(trainer: Trainer, worker: Worker) -> None:
+    served_params = worker.model_runner.model.params
+    for name, param in trainer.model.named_parameters():
+        assert torch.equal(param.detach(), served_params[name].detach()), name
+
+
+def test_broadcast_updates_reach_the_worker_and_every_reply_says_which_version(served):
+    trainer = Trainer(tiny_llama(seed=0), TrainerSettings(lr=1e-2))
+    transport = BroadcastTransport(served.url, timeout_s=30)
+    assert served_version(served.url) == 0
+    for version in (1, 2):
+        trainer.version = version
+        with torch.no_grad():
+            for param in trainer.model.parameters():
+                param.add_(0.01 * version)
+        assert transport.push(trainer) == version
+        assert_same_weights(trainer, served.worker)
+        assert served_version(served.url) == version
+    info = httpx.get(f"{served.url}/weights").json()
+    assert info == {"policy_version": 2, "path": "broadcast", "inference_ranks": 1}
+    assert served.engine.prefix_cache_resets == 2  # cached KV came from the old weights
+    transport.close()
+
+
+def test_filesystem_updates_load_through_the_worker(served, tmp_path):
+    trainer = Trainer(tiny_llama(seed=0), TrainerSettings())
+    trainer.version = 5
+    assert FilesystemTransport(served.url, tmp_path / "w").push(trainer) == 5
+    assert_same_weights(trainer, served.worker)
+    assert served_version(served.url) == 5
+    with pytest.raises(InferenceServerError, match="no safetensors weights"):
+        FilesystemTransport(served.url, tmp_path / "missing").push(
+            SimpleNamespace(version=6, save_weights=lambda d: None)
+        )
+    assert served_version(served.url) == 5  # a failed load changes nothing
+
+
+def test_a_group_of_the_wrong_size_is_refused_before_anyone_waits(served):
+    body = {
+        "host": "127.0.0.1",
+        "port": 1234,
+        "world_size": 3,
+        "tensors": [{"name": "x", "dtype": "float32", "shape": [1]}],
+    }
+    reply = httpx.post(f"{served.url}/weights/broadcast/init", json=body)
+    assert reply.status_code == 400
+    assert "world_size 2" in reply.json()["error"]["message"]
+    reply = httpx.post(f"{served.url}/weights/broadcast/update", json={})
+    assert reply.status_code == 409 and "init first" in reply.json()["error"]["message"]
+    assert httpx.get(f"{served.url}/weights/nope").status_code == 404
+
+
+# --- against real vLLM (a CUDA machine with vllm installed; scripts/gpu_check.sh runs these) ---
+
+needs_vllm = pytest.mark.skipif(
+    not (torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None),
+    reason="needs a CUDA GPU and vLLM (run scripts/gpu_check.sh on a GPU machine)",
+)
+
+
+def _greedy_probe(url: str) -> tuple[list[int], list[float], int]:
+    body = {
+        "model": "policy",
+        "prompt": "user: say A\nassistant: ",
+        "max_tokens": 8,
+        "temperature": 0,
+        "logprobs": 1,
+        "ignore_eos": True,
+        "return_token_ids": True,
+    }
+    reply = httpx.post(f"{url}/completions", json=body, timeout=120).json()
+    choice = reply["choices"][0]
+    ids = list(choice["prompt_token_ids"]) + list(choice["token_ids"])
+    return ids, choice["logprobs"]["token_logprobs"], reply["policy_version"]
+
+
+def _trainer_logprobs(model: torch.nn.Module, ids: list[int], completion: int) -> list[float]:
+    with torch.no_grad():
+        tokens = torch.tensor([ids], device=next(model.parameters()).device)
+        logprobs = torch.log_softmax(model(input_ids=tokens).logits[0, :-1].float(), dim=-1)
+        picked = logprobs.gather(-1, tokens[0, 1:].unsqueeze(-1)).squeeze(-1)
+    return picked[-completion:].tolist()
+
+
+@needs_vllm
+def test_vllm_serves_the_trainers_weights_after_each_transport(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from verifiers.rl.cli import InferenceConfig
+    from verifiers.rl.inference import start_inference
+    from verifiers.rl.toy import make_tiny_policy
+
+    policy = make_tiny_policy(tmp_path / "policy", hidden=256, layers=4)
+    inference = InferenceConfig(
+        backend="vllm",
+        device="cuda",
+        dtype="float32",
+        gpu_memory_utilization=0.2,
+        max_model_len=512,
+        extra_args=["--enforce-eager"],
+    )
+    server = start_inference(inference, policy, tmp_path / "vllm.log")
+    try:
+        trainer = Trainer(
+            AutoModelForCausalLM.from_pretrained(policy).cuda(), TrainerSettings(lr=1e-2)
+        )
+        ids, served, version = _greedy_probe(server.base_url)
+        assert version == 0
+        assert _trainer_logprobs(trainer.model, ids, len(served)) == pytest.approx(served, abs=2e-3)
+        transports = {
+            "filesystem": FilesystemTransport(server.base_url, tmp_path / "weights"),
+            "gloo": BroadcastTransport(server.base_url, backend="gloo", device="cuda"),
+        }
+        for step, transport in enumerate(transports.values(), start=1):
+            with torch.no_grad():
+                for param in trainer.model.parameters():
+                    param.mul_(1.05)
+            trainer.version = step
+            assert transport.push(trainer) == step
+            ids, served, version = _greedy_probe(server.base_url)
+            assert version == step
+            expected = _trainer_logprobs(trainer.model, ids, len(served))
+            assert expected == pytest.approx(served, abs=2e-3)
+            transport.close()
+    finally:
+        server.stop()
