@@ -294,6 +294,7 @@ def test_weights_reload_bumps_policy_version_and_changes_outputs(served, tiny_di
     assert httpx.get(f"{served.base_url}/weights").json() == {
         "policy_version": 1,
         "path": str(tmp_path),
+        "inference_ranks": 1,
     }
     bad = httpx.post(
         f"{served.base_url}/weights/load", json={"path": str(tmp_path / "missing")}, timeout=30
@@ -331,3 +332,38 @@ def test_tools_are_accepted_by_the_chat_template(served):
         }
     ]
     assert chat(served, tools=tools).status_code == 200
+
+
+def test_a_server_does_not_outlive_a_parent_killed_with_sigkill(tiny_dir, tmp_path):
+    """A trainer or vf-eval that dies by SIGKILL (no finally, no atexit) takes its server along:
+    the port, the memory and, with vLLM, the GPU are not left held."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from verifiers.serve.process import start_server\n"
+        f"server = start_server({str(tiny_dir)!r}, log_path=Path({str(tmp_path / 's.log')!r}))\n"
+        "print(server.process.pid, server.base_url, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    parent = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert parent.returncode == -9, parent.stderr
+    pid, base_url = parent.stdout.split()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(int(pid), 9)
+        raise AssertionError("the server outlived its parent")
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{base_url}/models", timeout=2)

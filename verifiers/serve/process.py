@@ -82,11 +82,20 @@ def launch(
     model: str | None = None,
 ) -> ServerProcess:
     """Start an OpenAI-compatible server (vf-serve, vLLM) on 127.0.0.1:``port``; ready when
-    ``/health`` answers 200. The served name comes from /health (vf-serve) or ``model``."""
+    ``/health`` answers 200. The served name comes from /health (vf-serve) or ``model``.
+
+    The server is sent SIGTERM when the thread that called this exits (Linux parent-death
+    signal), so call it from the main thread or one that lives as long as the server."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("wb")
+    # the server goes when this process goes, even by SIGKILL (see verifiers.utils.die_with_parent)
+    guarded = [sys.executable, "-m", "verifiers.utils.die_with_parent", "--", *cmd]
     process = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        guarded,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**env, "VF_PARENT_PID": str(os.getpid())},
+        start_new_session=True,
     )
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + timeout
