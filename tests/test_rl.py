@@ -440,6 +440,11 @@ def test_broadcast_refuses_weights_that_do_not_fit_the_served_model(policy_dir, 
         right.version = 7
         assert transport.push(right) == 7
         transport.close()
+        # a restarted trainer sets up a new group; the server drops the old one for it
+        right.version = 8
+        restarted = BroadcastTransport(server.base_url, timeout_s=30)
+        assert restarted.push(right) == 8
+        restarted.close()
     finally:
         server.stop()
 

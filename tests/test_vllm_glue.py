@@ -131,6 +131,10 @@ def test_broadcast_updates_reach_the_worker_and_every_reply_says_which_version(s
     assert info == {"policy_version": 2, "path": "broadcast", "inference_ranks": 1}
     assert served.engine.prefix_cache_resets == 2  # cached KV came from the old weights
     transport.close()
+    restarted = BroadcastTransport(served.url, timeout_s=30)  # a new trainer, a new group
+    trainer.version = 3
+    assert restarted.push(trainer) == 3 and served_version(served.url) == 3
+    restarted.close()
 
 
 def test_filesystem_updates_load_through_the_worker(served, tmp_path):

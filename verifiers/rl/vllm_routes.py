@@ -120,8 +120,11 @@ async def _init(request: Request, engine: Any) -> Response:
             400,
             f"this server has {expected - 1} inference ranks: use world_size {expected}, rank 1",
         )
-    if STATE.join is not None and not (STATE.join.done() and STATE.join.exception()):
-        raise APIError(409, "a weight group is already set up on this server")
+    if STATE.busy.locked() or (STATE.join is not None and not STATE.join.done()):
+        raise APIError(409, "a weight update or group setup is in progress")
+    if STATE.join is not None:  # a new trainer (say, a restarted one) replaces the previous group
+        STATE.join = None
+        await _close_group(engine)
     args = (req.host, req.port, 1, req.world_size, req.backend, req.timeout_s, req.tensors)
     # completes when the trainer has joined too; awaited by the first update
     STATE.join = asyncio.ensure_future(

@@ -41,8 +41,9 @@ class BroadcastReceiver:
             specs = [TensorSpec.model_validate(t) for t in req.tensors]
         except (ValidationError, orjson.JSONDecodeError) as exc:
             return _error(APIError(400, f"invalid request: {exc}"))
-        if self.group is not None or (self.specs and not self.joined.is_set()):
-            return _error(APIError(409, "a weight group is already set up on this server"))
+        if self.busy.locked() or (self.specs and not self.joined.is_set()):
+            return _error(APIError(409, "a weight update or group setup is in progress"))
+        self.close()  # a new trainer (say, a restarted one) replaces the previous group
         problems = check_manifest(specs, self.service.engine.model.state_dict())
         if problems:
             shown = "; ".join(problems[:5]) + (
