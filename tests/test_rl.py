@@ -547,6 +547,7 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 1, 2]
     assert [r["served_version"] for r in records] == [1, 2, 3]
+    assert all(r["tokens"] > 0 and r["tokens_per_s"] > 0 for r in records)
     assert (out / "weights" / "model.safetensors").exists()  # the trained model, at the end
     nccl = subprocess.run(
         [

@@ -279,6 +279,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
             "gen s",
             "train s",
             "step s",
+            "tok/s",
         ):
             table.add_column(col, justify="right")
         with Live(table, console=console, refresh_per_second=4):
@@ -294,6 +295,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
                     f"{r['generation_s']:.1f}",
                     f"{r['train_s']:.1f}",
                     f"{r['step_s']:.1f}",
+                    f"{r['tokens_per_s']:,.0f}",
                 )
 
             history = train(

@@ -73,6 +73,8 @@ async def _train(
             orchestrator.served_version = served
             if lag == 0 and step + 1 < settings.steps:
                 pending = asyncio.ensure_future(orchestrator.generate(step + 1))
+            step_s = time.perf_counter() - wall
+            tokens = sum(len(sample) for sample in fresh)
             record = {
                 "step": step,
                 "reward": batch.mean_reward,
@@ -84,7 +86,9 @@ async def _train(
                 "max_lag": max((trainer.version - 1 - v for v in batch.versions), default=0),
                 "generation_s": batch.generation_s,
                 "train_s": train_s,
-                "step_s": time.perf_counter() - wall,
+                "step_s": step_s,
+                "tokens": tokens,  # trained tokens (prompt + completion) this step
+                "tokens_per_s": tokens / step_s if step_s > 0 else 0.0,
                 **{k: v for k, v in result.items() if isinstance(v, int | float)},
             }
             history.append(record)
