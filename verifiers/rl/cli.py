@@ -2,10 +2,12 @@
 
     vf-rl @ examples/rl/reverse_text_cpu.toml [--steps 20] [--trainer.lr 2e-5] [--resume]
 
-Starts the inference server (vf-serve) on the policy, runs rollouts against it, trains in this
-process, and ships new weights to the server after every step. Writes metrics.jsonl, a
-metrics.png plot and checkpoints under ``output_dir``. If either side dies, the other is stopped
-and the reason printed.
+Starts the inference server on the policy (vf-serve, or vLLM with inference.backend = "vllm"),
+runs rollouts against it, trains in this process (FSDP2 over all ranks under torchrun), and ships
+new weights to the server after every step (inference.weight_transport: filesystem, gloo or
+nccl). Writes metrics.jsonl, a metrics.png plot and checkpoints under ``output_dir``; --resume
+continues from the latest checkpoint. If either side dies, the other is stopped and the reason
+printed. Every setting, with its default:
 """
 
 from __future__ import annotations
