@@ -565,6 +565,12 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
         text=True,
     )
     assert bad.returncode == 2 and "invalid config" in bad.stderr
+    misspelt = subprocess.run(
+        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config), "--trainer.lrr", "1e-3"],
+        capture_output=True,
+        text=True,
+    )
+    assert misspelt.returncode == 2 and "trainer.lrr" in misspelt.stderr
 
 
 def test_device_choices_that_cannot_work_are_refused_up_front():

@@ -20,10 +20,16 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
-class OrchestratorConfig(BaseModel):
+class _Strict(BaseModel):
+    """A misspelt key is an error, not a silently ignored setting."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class OrchestratorConfig(_Strict):
     examples_per_step: int = Field(default=4, ge=1)
     rollouts_per_example: int = Field(default=4, ge=2)
     max_tokens: int = Field(default=64, ge=1)
@@ -32,7 +38,7 @@ class OrchestratorConfig(BaseModel):
     advantage: str = "group_mean"
 
 
-class TrainerConfig(BaseModel):
+class TrainerConfig(_Strict):
     lr: float = 1e-5
     weight_decay: float = 0.0
     warmup_steps: int = 0
@@ -50,7 +56,7 @@ class TrainerConfig(BaseModel):
     device: str = "auto"  # auto: this rank's GPU when the run uses GPUs, else cpu
 
 
-class InferenceConfig(BaseModel):
+class InferenceConfig(_Strict):
     # vf-serve: the built-in server (CPU, one GPU); vllm: vLLM's OpenAI server (CUDA), with the
     # weight-update API added (verifiers.rl.vllm_routes / vllm_worker)
     backend: Literal["vf-serve", "vllm"] = "vf-serve"
@@ -67,7 +73,7 @@ class InferenceConfig(BaseModel):
     weight_transport_host: str = "127.0.0.1"
 
 
-class RLConfig(BaseModel):
+class RLConfig(_Strict):
     model: str = "SmolLM2-135M-Instruct"
     env_id: str = "reverse-text"
     env_args: dict[str, Any] = Field(default_factory=dict)
