@@ -513,7 +513,7 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
     config.write_text(
         f'model = "{policy_dir}"\nenv_id = "reverse-text"\noutput_dir = "{tmp_path / "out"}"\nsteps = 2\n'
         "checkpoint_every = 1\n[orchestrator]\nexamples_per_step = 2\nrollouts_per_example = 2\nmax_tokens = 8\n"
-        '[trainer]\nlr = 1e-3\nautocast = "none"\n'
+        '[trainer]\nlr = 1e-3\nautocast = "none"\n[eval]\nevery = 1\nexamples = 3\n'
     )
     first = subprocess.run(
         [sys.executable, "-m", "verifiers.rl.cli", "@", str(config)],
@@ -548,6 +548,12 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
     assert [r["step"] for r in records] == [0, 1, 2]
     assert [r["served_version"] for r in records] == [1, 2, 3]
     assert all(r["tokens"] > 0 and r["tokens_per_s"] > 0 for r in records)
+    # held-out evaluation before the first step, after each, and after the resumed one
+    evals = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals] == [0, 1, 2, 3]
+    assert [e["policy_version"] for e in evals] == [0, 1, 2, 3]
+    assert all(e["eval_rollouts"] == 3 and e["eval_errors"] == 0 for e in evals)
+    assert "held-out reward after 3 steps" in resumed.stdout
     assert (out / "weights" / "model.safetensors").exists()  # the trained model, at the end
     nccl = subprocess.run(
         [

@@ -73,6 +73,16 @@ class InferenceConfig(_Strict):
     weight_transport_host: str = "127.0.0.1"
 
 
+class EvalConfig(_Strict):
+    """Held-out reward while training (the environment's eval split; its train split if it has
+    none): before the first step, every ``every`` steps and after the last. 0: off."""
+
+    every: int = Field(default=0, ge=0)
+    examples: int = Field(default=32, ge=1)
+    rollouts_per_example: int = Field(default=1, ge=1)
+    temperature: float | None = None  # default: the training temperature
+
+
 class RLConfig(_Strict):
     model: str = "SmolLM2-135M-Instruct"
     env_id: str = "reverse-text"
@@ -85,6 +95,7 @@ class RLConfig(_Strict):
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
 
 
 def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
@@ -118,6 +129,22 @@ def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
             target = target.setdefault(key, {})
         target[keys[-1]] = parsed
     return RLConfig.model_validate(data), resume
+
+
+def eval_settings(config: RLConfig, env: Any) -> Any:
+    from verifiers.rl.loop import EvalSettings
+
+    spec = config.eval
+    if not spec.every:
+        return EvalSettings()
+    temperature = spec.temperature
+    return EvalSettings(
+        every=spec.every,
+        rows=env.dataset_rows("eval", n=spec.examples),
+        rollouts_per_example=spec.rollouts_per_example,
+        temperature=config.orchestrator.temperature if temperature is None else temperature,
+        seed=config.seed,
+    )
 
 
 def trainer_device(config: RLConfig, cuda_available: bool) -> str:
@@ -306,15 +333,27 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
                     f"{r['tokens_per_s']:,.0f}",
                 )
 
-            history = train(
+            def on_eval(r: dict[str, Any]) -> None:
+                console.print(
+                    f"held-out reward after {r['step']} steps: {r['eval_reward']:.3f} "
+                    f"± {r['eval_reward_std']:.3f} ({r['eval_rollouts']} rollouts, "
+                    f"{r['eval_errors']} errors, {r['eval_s']:.1f} s)"
+                )
+
+            train(
                 orchestrator,
                 trainer,
                 weights,
                 LoopSettings(
-                    config.steps, config.max_off_policy_steps, config.checkpoint_every, out
+                    config.steps,
+                    config.max_off_policy_steps,
+                    config.checkpoint_every,
+                    out,
+                    eval_settings(config, env),
                 ),
                 start_step=start_step,
                 on_step=on_step,
+                on_eval=on_eval,
             )
         if config.inference.weight_transport != "filesystem":  # the trained model, on disk too
             trainer.save_weights(out / "weights")
@@ -328,7 +367,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
         server.stop()
         if ctx is not None:
             shutdown()
-    picture = plot(history, out / "metrics.png")
+    picture = plot(out)
     console.print(f"metrics: {out / 'metrics.jsonl'}" + (f"; plot: {picture}" if picture else ""))
     return 0
 

@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +23,24 @@ from verifiers.rl.transport import WeightTransport
 
 
 @dataclass
+class EvalSettings:
+    """Held-out evaluation while training: ``every`` N steps (and before the first), on the
+    same rows with the same seeds each time, so the numbers are comparable."""
+
+    every: int = 0
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    rollouts_per_example: int = 1
+    temperature: float = 1.0
+    seed: int = 0
+
+
+@dataclass
 class LoopSettings:
     steps: int
     max_off_policy_steps: int = 1
     checkpoint_every: int = 0
     output_dir: Path = Path("outputs/rl/run")
+    eval: EvalSettings = field(default_factory=EvalSettings)
 
 
 def train(
@@ -37,18 +50,36 @@ def train(
     settings: LoopSettings,
     start_step: int = 0,
     on_step: Callable[[dict[str, Any]], None] | None = None,
+    on_eval: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    return asyncio.run(_train(orchestrator, trainer, weights, settings, start_step, on_step))
+    return asyncio.run(
+        _train(orchestrator, trainer, weights, settings, start_step, on_step, on_eval)
+    )
 
 
 async def _train(
-    orchestrator, trainer, weights, settings, start_step, on_step
+    orchestrator, trainer, weights, settings, start_step, on_step, on_eval
 ) -> list[dict[str, Any]]:
     history: list[dict[str, Any]] = []
     lag = settings.max_off_policy_steps
     metrics_file = settings.output_dir / "metrics.jsonl"
     settings.output_dir.mkdir(parents=True, exist_ok=True)
     orchestrator.served_version = trainer.version  # a resumed run's weights were pushed already
+    evaluating: asyncio.Task | None = None
+
+    async def evaluate(step: int, version: int) -> None:
+        spec = settings.eval
+        result = await orchestrator.evaluate(
+            spec.rows, spec.rollouts_per_example, spec.temperature, spec.seed
+        )
+        record = {"step": step, "policy_version": version, **result}
+        with (settings.output_dir / "eval.jsonl").open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        if on_eval:
+            on_eval(record)
+
+    if settings.eval.every and start_step == 0:  # the starting point, to compare against
+        evaluating = asyncio.ensure_future(evaluate(0, trainer.version))
     pending: asyncio.Task[Batch] | None = asyncio.ensure_future(orchestrator.generate(start_step))
     try:
         for step in range(start_step, settings.steps):
@@ -69,8 +100,14 @@ async def _train(
                 else {"loss": 0.0, "skipped": True}
             )
             train_s = time.perf_counter() - train_start
+            if evaluating is not None:  # it measures the weights being served: finish it first
+                await evaluating
+                evaluating = None
             served = await asyncio.to_thread(weights.push, trainer)
             orchestrator.served_version = served
+            done = step + 1
+            if settings.eval.every and (done % settings.eval.every == 0 or done == settings.steps):
+                evaluating = asyncio.ensure_future(evaluate(done, served))
             if lag == 0 and step + 1 < settings.steps:
                 pending = asyncio.ensure_future(orchestrator.generate(step + 1))
             step_s = time.perf_counter() - wall
@@ -102,10 +139,14 @@ async def _train(
                     step + 1,
                     {"reward": batch.mean_reward},
                 )
+        if evaluating is not None:
+            await evaluating
+            evaluating = None
     finally:
-        if pending is not None:
-            pending.cancel()
-            await asyncio.gather(pending, return_exceptions=True)
+        for task in (pending, evaluating):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await orchestrator.env.end_run()
         aclose = getattr(orchestrator.client, "aclose", None)
         if aclose is not None:
@@ -118,8 +159,9 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     return checkpoints[-1] if checkpoints else None
 
 
-def plot(history: list[dict[str, Any]], path: Path) -> Path | None:
-    """Reward and loss over steps, as a PNG."""
+def plot(output_dir: Path) -> Path | None:
+    """``metrics.png``: reward (and held-out reward, if evaluated) and loss over every step of
+    the run so far, read back from metrics.jsonl / eval.jsonl (a resumed run plots it all)."""
     try:
         import matplotlib
 
@@ -127,16 +169,42 @@ def plot(history: list[dict[str, Any]], path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    steps = [h["step"] for h in history]
+    history = _read_jsonl(output_dir / "metrics.jsonl")
+    evals = _read_jsonl(output_dir / "eval.jsonl")
+    if not history:
+        return None
+    steps = [h["step"] for h in history]  # x: optimizer steps the sampling policy had taken
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
-    top.plot(steps, [h["reward"] for h in history], marker="o")
+    top.plot(steps, [h["reward"] for h in history], marker="o", label="training rollouts")
+    if evals:
+        top.plot(
+            [e["step"] for e in evals],
+            [e["eval_reward"] for e in evals],
+            marker="s",
+            color="tab:green",
+            label="held-out eval",
+        )
+        top.legend(loc="best")
     top.set_ylabel("mean reward")
     top.grid(alpha=0.3)
     bottom.plot(steps, [h.get("loss", 0.0) for h in history], color="tab:red", marker=".")
     bottom.set_ylabel("loss")
-    bottom.set_xlabel("step")
+    bottom.set_xlabel("step (policy version)")
     bottom.grid(alpha=0.3)
     fig.tight_layout()
+    path = output_dir / "metrics.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:  # a line torn by a kill
+            continue
+    return records

@@ -81,7 +81,44 @@ class Orchestrator:
         return rng.sample(self.rows, min(self.examples_per_step, len(self.rows)))
 
     async def generate(self, step: int) -> Batch:
-        work = asyncio.ensure_future(self._generate(step))
+        return await self._watched(self._generate(step))
+
+    async def evaluate(
+        self, rows: list[dict[str, Any]], rollouts_per_example: int, temperature: float, seed: int
+    ) -> dict[str, float]:
+        """Mean reward of the served policy on fixed rows with fixed seeds (comparable across
+        steps); no token ids or logprobs are needed."""
+        return await self._watched(self._evaluate(rows, rollouts_per_example, temperature, seed))
+
+    async def _evaluate(self, rows, rollouts_per_example, temperature, seed) -> dict[str, float]:
+        import time
+
+        start = time.perf_counter()
+        sampling = {
+            "max_tokens": self.sampling_args["max_tokens"],
+            "temperature": temperature,
+            "seed": seed,
+        }
+        out = await self.env.generate(
+            rows,
+            self.client,
+            self.model,
+            sampling_args=sampling,
+            rollouts_per_example=rollouts_per_example,
+            max_concurrent=self.max_concurrent,
+        )
+        rewards = [float(r or 0.0) for r in out.reward]
+        return {
+            "eval_reward": statistics.fmean(rewards) if rewards else 0.0,
+            "eval_reward_std": statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
+            "eval_rollouts": len(rewards),
+            "eval_errors": sum(1 for s in out.state if s.get("error")),
+            "eval_s": time.perf_counter() - start,
+        }
+
+    async def _watched(self, coro: Any) -> Any:
+        """Run ``coro``, but give up within ~0.5 s of the server dying (not after retries)."""
+        work = asyncio.ensure_future(coro)
         while self.health is not None and not work.done():
             await asyncio.wait({work}, timeout=0.5)
             problem = None if work.done() else self.health()
