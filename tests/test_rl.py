@@ -270,6 +270,7 @@ def run_loop(
             temperature=temperature,
             health=lambda: None if server.process.poll() is None else "inference server died",
         )
+        orchestrator.trainer = trainer  # for tests that watch the trainer from the orchestrator
         history = train(
             orchestrator,
             trainer,
@@ -359,6 +360,25 @@ def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_run(policy_dir, t
     assert [h["reward"] for h in resumed_history] == [h["reward"] for h in full_history[2:]]
     for a, b in zip(full.model.parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_generation_runs_up_to_max_off_policy_steps_ahead(policy_dir, tmp_path):
+    """With a bound of 2, the batch for step n starts generating while step n - 2 trains (from
+    policy version n - 2) and nothing trained is more than 2 versions old."""
+    from verifiers.rl.orchestrator import Orchestrator
+
+    started: dict[int, int] = {}
+
+    class Recording(Orchestrator):
+        async def generate(self, step):
+            started[step] = self.trainer.version  # the policy the trainer had at that moment
+            return await super().generate(step)
+
+    history, _ = run_loop(policy_dir, tmp_path, steps=5, lag=2, orchestrator_cls=Recording)
+    assert started == {0: 0, 1: 0, 2: 0, 3: 1, 4: 2}
+    assert all(h["max_lag"] <= 2 for h in history)
+    # every rollout is accounted for: trained, dropped as stale, or errored (e.g. an empty reply)
+    assert sum(h["samples"] + h["stale_dropped"] + h["rollout_errors"] for h in history) == 5 * 16
 
 
 def test_trainer_logprobs_are_of_the_sampling_distribution_at_any_temperature(policy_dir, tmp_path):

@@ -1,9 +1,9 @@
 """The training loop, top to bottom: generate → filter stale → train → ship weights → repeat.
 
-With ``max_off_policy_steps >= 1`` the next step's rollouts are generated while the current
-step trains (the trainer runs in a thread, the orchestrator in the event loop); every sample
-carries the policy version it came from, and samples more than ``max_off_policy_steps`` behind
-the trainer are dropped and counted. With 0, generation waits for the new weights: a plain
+With ``max_off_policy_steps = k >= 1`` the rollouts of the next k steps are generated while
+the current step trains (the trainer runs in a thread, the orchestrator in the event loop); every
+sample carries the policy version it came from, and samples more than k versions behind the
+trainer are dropped and counted. With 0, generation waits for the new weights: a plain
 synchronous loop, bit for bit.
 """
 
@@ -80,19 +80,22 @@ async def _train(
 
     if settings.eval.every and start_step == 0:  # the starting point, to compare against
         evaluating = asyncio.ensure_future(evaluate(0, trainer.version))
-    pending: asyncio.Task[Batch] | None = asyncio.ensure_future(orchestrator.generate(start_step))
+    # batches being generated, by step: up to ``lag`` ahead of the one training
+    pending: dict[int, asyncio.Task[Batch]] = {
+        start_step: asyncio.ensure_future(orchestrator.generate(start_step))
+    }
     try:
         for step in range(start_step, settings.steps):
             wall = time.perf_counter()
             weights.check()
-            batch = await pending
-            pending = None
+            batch = await pending.pop(step)
             fresh = [s for s in batch.samples if trainer.version - s.policy_version <= lag]
             stale = len(batch.samples) - len(fresh)
-            if (
-                lag > 0 and step + 1 < settings.steps
-            ):  # overlap: the next batch generates while this one trains
-                pending = asyncio.ensure_future(orchestrator.generate(step + 1))
+            # overlap: batches for the next ``lag`` steps generate while this one trains; the
+            # last of them, started now from version ``step``, trains at version step + lag
+            for ahead in range(step + 1, min(step + lag, settings.steps - 1) + 1):
+                if ahead not in pending:
+                    pending[ahead] = asyncio.ensure_future(orchestrator.generate(ahead))
             train_start = time.perf_counter()
             result = (
                 await asyncio.to_thread(trainer.train_step, fresh)
@@ -109,7 +112,7 @@ async def _train(
             if settings.eval.every and (done % settings.eval.every == 0 or done == settings.steps):
                 evaluating = asyncio.ensure_future(evaluate(done, served))
             if lag == 0 and step + 1 < settings.steps:
-                pending = asyncio.ensure_future(orchestrator.generate(step + 1))
+                pending[step + 1] = asyncio.ensure_future(orchestrator.generate(step + 1))
             step_s = time.perf_counter() - wall
             tokens = sum(len(sample) for sample in fresh)
             record = {
@@ -143,7 +146,7 @@ async def _train(
             await evaluating
             evaluating = None
     finally:
-        for task in (pending, evaluating):
+        for task in [*pending.values(), evaluating]:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
