@@ -151,6 +151,40 @@ def test_multi_turn_rollout_becomes_one_masked_sample():
     assert sample.old_logprobs == [0, 0, -0.5, -0.5, 0, 0, -0.5] and sample.policy_version == 2
 
 
+def test_an_empty_reply_is_an_error_on_the_rollout_and_still_a_training_sample():
+    """The policy chose to say nothing (one end-of-sequence token): the rollout carries the
+    error, and the trainer still learns from those tokens with the rollout's reward."""
+    import verifiers as vf
+    from verifiers.errors import EmptyModelResponseError
+    from verifiers.rl.orchestrator import _trainable_error
+
+    env = vf.SingleTurnEnv(dataset=[{"question": "q", "answer": "a"}], rubric=vf.Rubric())
+    state = {
+        "responses": [],
+        "trajectory": [],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0},
+    }
+    reply = {
+        "prompt_token_ids": [1, 2, 3],
+        "choices": [
+            {
+                "message": {"role": "assistant", "content": ""},
+                "finish_reason": "stop",
+                "token_ids": [0],
+                "logprobs": {"content": [{"token": "<eos>", "logprob": -0.25}]},
+            }
+        ],
+    }
+    with pytest.raises(EmptyModelResponseError):
+        env.record_model_response(state, [{"role": "user", "content": "q"}], reply)
+    state.update(reward=0.0, error={"type": "EmptyModelResponseError", "message": "empty"})
+    assert _trainable_error(state)
+    (sample,) = samples_from_state(state, advantage=-0.5, policy_version=0)
+    assert sample.input_ids == [1, 2, 3, 0] and sample.loss_mask == [0, 0, 0, 1]
+    assert sample.old_logprobs == [0, 0, 0, -0.25] and sample.advantage == -0.5
+    assert not _trainable_error({**state, "error": {"type": "ModelConnectionError"}})
+
+
 def test_re_rendered_history_starts_a_new_sample():
     state = {"reward": 0.0, "trajectory": [step([1, 2], [3, 4]), step([1, 2, 7, 9], [5])]}
     assert [s.input_ids for s in samples_from_state(state, 0.0, 0)] == [
@@ -377,8 +411,8 @@ def test_generation_runs_up_to_max_off_policy_steps_ahead(policy_dir, tmp_path):
     history, _ = run_loop(policy_dir, tmp_path, steps=5, lag=2, orchestrator_cls=Recording)
     assert started == {0: 0, 1: 0, 2: 0, 3: 1, 4: 2}
     assert all(h["max_lag"] <= 2 for h in history)
-    # every rollout is accounted for: trained, dropped as stale, or errored (e.g. an empty reply)
-    assert sum(h["samples"] + h["stale_dropped"] + h["rollout_errors"] for h in history) == 5 * 16
+    # every rollout is trained (empty replies included) or dropped as stale
+    assert sum(h["samples"] + h["stale_dropped"] for h in history) == 5 * 16
 
 
 def test_trainer_logprobs_are_of_the_sampling_distribution_at_any_temperature(policy_dir, tmp_path):

@@ -256,12 +256,10 @@ class Environment(ABC):
         state["usage"]["completion_tokens"] += int(usage.get("completion_tokens") or 0)
         if choice.get("finish_reason") == "length":
             state["is_truncated"] = True
+        empty = False
         if self.message_type == "chat":
             message = assistant_message(choice.get("message") or {})
-            if not message.get("content") and not message.get("tool_calls"):
-                raise EmptyModelResponseError(
-                    f"the model returned no content and no tool calls (finish_reason={choice.get('finish_reason')!r})"
-                )
+            empty = not message.get("content") and not message.get("tool_calls")
             new: Messages = [message]
         else:
             new = choice.get("text") or ""
@@ -276,6 +274,10 @@ class Environment(ABC):
             "extras": {},
         }
         state["trajectory"].append(step)
+        if empty:  # kept in the trajectory first: a trainer learns from empty replies too
+            raise EmptyModelResponseError(
+                f"the model returned no content and no tool calls (finish_reason={choice.get('finish_reason')!r})"
+            )
         return new
 
     async def end_run(self) -> None:

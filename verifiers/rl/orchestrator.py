@@ -159,7 +159,7 @@ class Orchestrator:
         for states in groups.values():
             advantages = self.estimator([float(s.get("reward") or 0.0) for s in states])
             for state, advantage in zip(states, advantages, strict=True):
-                if state.get("error"):
+                if state.get("error") and not _trainable_error(state):
                     continue
                 version = min(
                     (int(r.get("policy_version", at_start)) for r in state["responses"]),
@@ -170,3 +170,10 @@ class Orchestrator:
         return Batch(
             step, samples, list(out.reward), len(errors), time.perf_counter() - start, versions
         )
+
+
+def _trainable_error(state: dict[str, Any]) -> bool:
+    """An empty reply is the policy's own doing: its tokens (an end-of-sequence) are trained on
+    with the rollout's reward, so a policy cannot drift into saying nothing unpenalized. Errors
+    of the server, the environment or the tools are not the policy's and are dropped."""
+    return state["error"].get("type") == "EmptyModelResponseError" and bool(state.get("trajectory"))
