@@ -217,6 +217,69 @@ def full_gradient(model, batches, loss_fn=grpo_loss):
     return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]).clone()
 
 
+def test_lr_schedules_warm_up_then_decay_to_the_floor():
+    from verifiers.rl.schedules import lr_factor
+
+    def curve(name, min_ratio=0.0):
+        return [lr_factor(name, s, 2, 6, min_ratio) for s in range(8)]
+
+    assert curve("constant") == [0.5, 1, 1, 1, 1, 1, 1, 1]
+    assert curve("linear") == pytest.approx([0.5, 1, 1, 0.75, 0.5, 0.25, 0, 0])
+    assert curve("cosine") == pytest.approx([0.5, 1, 1, 0.853553, 0.5, 0.146447, 0, 0], abs=1e-6)
+    assert curve("linear", 0.1) == pytest.approx([0.5, 1, 1, 0.775, 0.55, 0.325, 0.1, 0.1])
+    with pytest.raises(ValueError, match="unknown LR schedule 'cosin'"):
+        lr_factor("cosin", 0, 0, 10)
+
+
+def test_trainer_follows_the_schedule_and_refuses_unknown_settings(tiny_model):
+    import copy
+
+    from verifiers.rl.trainer import Trainer, TrainerSettings
+
+    settings = TrainerSettings(lr=1.0, warmup_steps=1, schedule="linear", total_steps=3)
+    trainer = Trainer(copy.deepcopy(tiny_model), settings)
+    lrs = [trainer.optimizer.param_groups[0]["lr"]]
+    for _ in range(3):
+        trainer.train_step(random_samples())
+        lrs.append(trainer.optimizer.param_groups[0]["lr"])
+    assert lrs == pytest.approx([1.0, 1.0, 0.5, 0.0])  # warmup of 1 step: full LR at once
+    for bad in ({"schedule": "cosin"}, {"loss": "ppo"}, {"autocast": "fp8"}):
+        with pytest.raises(ValueError, match="unknown"):
+            Trainer(copy.deepcopy(tiny_model), TrainerSettings(**bad))
+
+
+def test_config_choices_match_the_registries():
+    """vf-rl validates names up front (a typo fails before any model loads); the choices it
+    offers must be exactly what the trainer and orchestrator implement."""
+    import typing
+
+    from verifiers.rl.cli import OrchestratorConfig, TrainerConfig
+    from verifiers.rl.schedules import SCHEDULES
+
+    def choices(model, field):
+        return set(typing.get_args(model.model_fields[field].annotation))
+
+    assert choices(TrainerConfig, "loss") == set(LOSSES)
+    assert choices(TrainerConfig, "schedule") == set(SCHEDULES)
+    assert choices(OrchestratorConfig, "advantage") == set(ESTIMATORS)
+
+
+def test_gradient_checkpointing_gives_the_same_gradient(tiny_model):
+    import copy
+
+    from verifiers.rl.trainer import Trainer, TrainerSettings
+
+    grads = []
+    for checkpointing in (False, True):
+        trainer = Trainer(
+            copy.deepcopy(tiny_model), TrainerSettings(gradient_checkpointing=checkpointing)
+        )
+        assert trainer.model.is_activation_checkpointing == checkpointing
+        trainer.gradients(random_samples())
+        grads.append(torch.cat([p.grad.flatten() for p in trainer.model.parameters()]))
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
 def test_gradient_is_the_same_packed_padded_or_split(tiny_model):
     samples = random_samples()
     reference = full_gradient(tiny_model, padded(samples, micro_batch_size=len(samples)))

@@ -35,15 +35,16 @@ class OrchestratorConfig(_Strict):
     max_tokens: int = Field(default=64, ge=1)
     temperature: float = Field(default=1.0, gt=0)
     max_concurrent: int = 32
-    advantage: str = "group_mean"
+    advantage: Literal["group_mean", "group_mean_std", "leave_one_out"] = "group_mean"
 
 
 class TrainerConfig(_Strict):
     lr: float = 1e-5
     weight_decay: float = 0.0
     warmup_steps: int = 0
-    schedule: str = "constant"
-    loss: str = "grpo"
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    min_lr_ratio: float = Field(default=0.0, ge=0, le=1)
+    loss: Literal["grpo", "dapo", "dr_grpo", "cispo", "gspo"] = "grpo"
     clip_low: float = 0.2
     clip_high: float = 0.2
     is_low: float = 0.0
@@ -52,7 +53,8 @@ class TrainerConfig(_Strict):
     packing: bool = True
     max_tokens_per_micro_batch: int = 2048
     micro_batch_size: int = 8
-    autocast: str = "bf16"
+    autocast: Literal["none", "bf16"] = "bf16"
+    gradient_checkpointing: bool = False
     device: str = "auto"  # auto: this rank's GPU when the run uses GPUs, else cpu
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import random
 import shutil
@@ -24,6 +23,7 @@ import torch
 
 from verifiers.rl.batching import MicroBatch, Sample, packed, padded, token_logprobs
 from verifiers.rl.losses import LOSSES, LossConfig, gspo_loss
+from verifiers.rl.schedules import SCHEDULES, lr_factor
 
 
 @dataclass
@@ -32,7 +32,8 @@ class TrainerSettings:
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     warmup_steps: int = 0
-    schedule: str = "constant"  # constant | cosine
+    schedule: str = "constant"  # constant | linear | cosine (after warmup_steps)
+    min_lr_ratio: float = 0.0  # where linear/cosine decay ends, as a fraction of lr
     total_steps: int = 100
     loss: str = "grpo"
     clip_low: float = 0.2
@@ -45,18 +46,18 @@ class TrainerSettings:
     micro_batch_size: int = 8
     autocast: str = "none"  # "bf16": float32 weights, bf16 compute (pure bf16 weights barely learn)
     temperature: float = 1.0  # the sampling temperature: logprobs are of logits / temperature
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory
 
 
-def lr_lambda(settings: TrainerSettings):
+def lr_lambda(settings: TrainerSettings) -> Any:
     def factor(step: int) -> float:
-        if step < settings.warmup_steps:
-            return (step + 1) / settings.warmup_steps
-        if settings.schedule == "cosine":
-            progress = (step - settings.warmup_steps) / max(
-                1, settings.total_steps - settings.warmup_steps
-            )
-            return 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
-        return 1.0
+        return lr_factor(
+            settings.schedule,
+            step,
+            settings.warmup_steps,
+            settings.total_steps,
+            settings.min_lr_ratio,
+        )
 
     return factor
 
@@ -70,6 +71,21 @@ class Trainer:
     ) -> None:
         if settings.loss not in LOSSES:
             raise ValueError(f"unknown loss {settings.loss!r}; choose from {', '.join(LOSSES)}")
+        if settings.schedule not in SCHEDULES:
+            raise ValueError(
+                f"unknown LR schedule {settings.schedule!r}; choose from {', '.join(SCHEDULES)}"
+            )
+        if settings.autocast not in ("none", "bf16"):
+            raise ValueError(f"unknown autocast {settings.autocast!r}; choose none or bf16")
+        if settings.gradient_checkpointing:
+            # before sharding: FSDP2 wraps the layers that carry the checkpointing
+            enable = getattr(model, "activation_checkpointing_enable", None)
+            if enable is not None:  # transformers >= 5.x
+                enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                model.gradient_checkpointing_enable(
+                    gradient_checkpointing_kwargs={"use_reentrant": False}
+                )
         self.dist = dist
         if dist is not None:
             from verifiers.rl.distributed import shard_model
