@@ -288,11 +288,13 @@ def test_gradient_is_the_same_packed_padded_or_split(tiny_model):
         padded(samples, micro_batch_size=1),
         packed(samples, max_tokens=30),
         packed(samples, max_tokens=200),
+        packed(samples, max_tokens=2),  # longer than any row may be: each trained alone
     ):
         assert torch.allclose(full_gradient(tiny_model, batches), reference, atol=1e-6, rtol=1e-4)
     assert (
         len(packed(samples, max_tokens=200)) == 1
     )  # all five in one row, block-diagonal attention
+    assert len(packed(samples, max_tokens=2)) == len(samples)
 
 
 # --- the loop against a real inference server ------------------------------------------------------------
@@ -694,6 +696,18 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
         text=True,
     )
     assert misspelt.returncode == 2 and "trainer.lrr" in misspelt.stderr
+    for flag, value, message in (
+        ("--env_id", "nope-env", "no environment 'nope-env' is installed"),
+        ("--model", str(tmp_path / "nowhere"), "is not a local directory"),
+    ):
+        missing = subprocess.run(
+            [sys.executable, "-m", "verifiers.rl.cli", "@", str(config), flag, value],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert missing.returncode == 2 and message in missing.stdout, missing.stdout
+        assert "Traceback" not in missing.stdout + missing.stderr
 
 
 def test_device_choices_that_cannot_work_are_refused_up_front():

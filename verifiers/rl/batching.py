@@ -8,10 +8,13 @@ chat template re-renders history differently, the next turn starts a new sample.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+logger = logging.getLogger("verifiers.rl")
 
 
 @dataclass
@@ -132,13 +135,20 @@ def padded(samples: list[Sample], micro_batch_size: int, pad_id: int = 0) -> lis
 
 def packed(samples: list[Sample], max_tokens: int, pad_id: int = 0) -> list[MicroBatch]:
     """Samples concatenated into rows of at most ``max_tokens`` (first fit, in order), one row per
-    micro-batch, with a block-diagonal causal mask so samples never attend to each other."""
+    micro-batch, with a block-diagonal causal mask so samples never attend to each other.
+
+    A sample longer than ``max_tokens`` gets a row of its own (and a warning) rather than
+    failing the step: one long rollout must not end a training run."""
     rows: list[list[Sample]] = []
     for sample in samples:
         if len(sample) > max_tokens:
-            raise ValueError(
-                f"a sample of {len(sample)} tokens does not fit max_tokens={max_tokens}"
+            logger.warning(
+                "a sample of %d tokens exceeds max_tokens_per_micro_batch=%d; trained alone",
+                len(sample),
+                max_tokens,
             )
+            rows.append([sample])
+            continue
         for row in rows:
             if sum(len(s) for s in row) + len(sample) <= max_tokens:
                 row.append(sample)

@@ -231,24 +231,31 @@ def main(argv: list[str] | None = None) -> int:
 def run(config: RLConfig, resume: bool, console: Any) -> int:
     import torch
     from rich.live import Live
+    from rich.markup import escape
     from rich.table import Table
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import verifiers as vf
     from verifiers.clients import OpenAICompatibleClient
+    from verifiers.errors import VFError
+    from verifiers.rl.batching import MissingTokensError
     from verifiers.rl.distributed import init_from_env, shutdown
     from verifiers.rl.inference import start_inference
     from verifiers.rl.loop import LoopSettings, latest_checkpoint, plot, train
     from verifiers.rl.orchestrator import InferenceServerError, Orchestrator
     from verifiers.rl.trainer import Trainer, TrainerSettings
-    from verifiers.serve.models import resolve_model_dir
+    from verifiers.serve.models import ModelNotAvailableError, resolve_model_dir
 
     ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 also runs rollouts
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(config.model_dump_json(indent=2))
-    model_dir, _ = resolve_model_dir(config.model)
-    env = vf.load_environment(config.env_id, **config.env_args)
+    try:  # what the user named must exist: say so in one line, not a traceback
+        model_dir, _ = resolve_model_dir(config.model)
+        env = vf.load_environment(config.env_id, **config.env_args)
+    except (VFError, ModelNotAvailableError, TypeError) as exc:
+        console.print(f"vf-rl: {escape(str(exc))}", soft_wrap=True)
+        return 2
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     settings = TrainerSettings(
         **config.trainer.model_dump(exclude={"device"}),
@@ -279,8 +286,13 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
         if item.is_file() and not item.name.endswith(".safetensors"):
             shutil.copy2(item, out / "weights" / item.name)
     log = out / "logs" / "inference.log"
-    with console.status(f"starting the inference server ({config.inference.backend})"):
-        server = start_inference(config.inference, model_dir, log)
+    try:
+        with console.status(f"starting the inference server ({config.inference.backend})"):
+            server = start_inference(config.inference, model_dir, log)
+    except RuntimeError as exc:
+        console.print(f"vf-rl: the inference server did not start: {escape(str(exc))}")
+        trainer.stop_followers()
+        return 1
     weights = None
     try:
 
@@ -359,8 +371,8 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
             )
         if config.inference.weight_transport != "filesystem":  # the trained model, on disk too
             trainer.save_weights(out / "weights")
-    except InferenceServerError as exc:
-        console.print(f"[red]vf-rl: {exc}[/red]; training stopped")
+    except (InferenceServerError, MissingTokensError) as exc:
+        console.print(f"[red]vf-rl: {escape(str(exc))}[/red]; training stopped")
         return 1
     finally:
         if weights is not None:
