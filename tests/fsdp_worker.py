@@ -1,9 +1,11 @@
 """Run by test_rl.py under torchrun (2 CPU processes, gloo): FSDP2 data parallelism must give the
-same gradients, the same optimizer step and the same exported weights as one process."""
+same gradients, the same optimizer step and the same exported weights as one process, with
+gradient checkpointing on the sharded side."""
 
 import copy
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -18,7 +20,9 @@ def main() -> None:
     base = tiny_llama()
     reference = copy.deepcopy(base)
     settings = TrainerSettings(lr=1e-2, packing=False, micro_batch_size=1, max_grad_norm=1e9)
-    sharded = Trainer(base, settings, dist=ctx)
+    # the sharded side also recomputes activations (gradient checkpointing under FSDP2): the
+    # result must still be the single process's
+    sharded = Trainer(base, replace(settings, gradient_checkpointing=True), dist=ctx)
     if not ctx.is_main:
         sharded.follow()
         shutdown(exit_code=0)
