@@ -211,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         print(f"vf-rl: invalid config: {exc}", file=sys.stderr)
         return 2
+    if config.inference.weight_transport == "nccl":
+        # vLLM runs NCCL with cuMem off; a trainer with it on can hang in the weight broadcast.
+        # NCCL reads it once per process, so before torch (and any NCCL group) starts.
+        os.environ.setdefault("NCCL_CUMEM_ENABLE", "0")
     from rich.console import Console
 
     console = Console()
