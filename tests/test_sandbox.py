@@ -290,3 +290,27 @@ def test_no_sandbox_survives_ctrl_c_or_parent_death(server, sig):
     os.kill(proc.pid, sig)
     proc.wait(timeout=30)
     assert wait_until_no_sandboxes(timeout=10) == []
+
+
+def test_landlock_runs_an_interpreter_the_sandbox_uid_can_reach(monkeypatch):
+    """As root without namespaces, code must run as another uid, which cannot enter a private
+    Python install (pyenv under /root, 0700): a reachable system Python of the same version is
+    used instead, or VF_SANDBOX_PYTHON; the worker script is copied where that uid can read it."""
+    import stat
+
+    from verifiers.sandbox.local import _public_worker, _reachable, sandbox_python
+
+    sandbox_python.cache_clear()
+    try:
+        chosen = sandbox_python("landlock")
+        if os.getuid() == 0:
+            assert _reachable(chosen.paths), chosen.paths
+        assert sandbox_python("bwrap").executable == sys.executable  # namespaces reach anything
+        monkeypatch.setenv("VF_SANDBOX_PYTHON", sys.executable)
+        sandbox_python.cache_clear()
+        assert sandbox_python("landlock").executable == sys.executable
+    finally:
+        sandbox_python.cache_clear()
+    worker = _public_worker()
+    assert stat.S_IMODE(worker.stat().st_mode) == 0o644
+    assert _reachable([str(worker.parent)])

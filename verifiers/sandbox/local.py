@@ -6,7 +6,9 @@ Isolation, in layers:
   setuid/setgid, which the worker spends at once to become a distinct unprivileged uid (when the
   host runs as root) before any user code.
 - ``landlock`` (no namespaces available): the same worker, with Landlock filesystem rules, the uid
-  drop and a child subreaper instead of the namespaces.
+  drop and a child subreaper instead of the namespaces. The sandbox uid must be able to reach the
+  interpreter: when this one lives somewhere private (pyenv under /root), a system Python of the
+  same version (or ``VF_SANDBOX_PYTHON``) runs the worker instead.
 - always: per-snippet rlimits (CPU, memory, processes, file size, open files), a seccomp filter
   (no non-unix sockets, no ptrace/mount/unshare/bpf/...), a wall-clock kill, and a sweep of
   leftover processes after each snippet.
@@ -83,11 +85,16 @@ def landlock_abi() -> int:
 
 
 def _uid_drop_possible(mode: str) -> bool:
-    """In bwrap mode the mount namespace makes parents traversable; without it (landlock), an
-    interpreter under a private directory such as /root is unreachable for another uid."""
+    """In bwrap mode the mount namespace makes parents traversable; without it (landlock), the
+    interpreter must be reachable for another uid (see ``sandbox_python``)."""
     if mode == "bwrap":
         return True
-    for path in _python_paths():
+    return _reachable(sandbox_python("landlock").paths)
+
+
+def _reachable(paths: list[str]) -> bool:
+    """Every directory on the way to each path is searchable by other users."""
+    for path in paths:
         current = Path(path)
         for part in [current, *current.parents]:
             try:
@@ -98,18 +105,97 @@ def _uid_drop_possible(mode: str) -> bool:
     return True
 
 
+class SandboxPython:
+    """The interpreter the in-sandbox worker runs with, and the directories it reads."""
+
+    def __init__(self, executable: str, paths: list[str], sys_path: list[str]) -> None:
+        self.executable, self.paths, self.sys_path = executable, paths, sys_path
+
+
+@cache
+def sandbox_python(mode: str) -> SandboxPython:
+    """This interpreter, except in landlock mode as root when it lives somewhere other users
+    cannot reach (e.g. pyenv under /root, 0700): then ``VF_SANDBOX_PYTHON`` or a system
+    ``python3`` of the same version that they can. Sandboxed code sees that interpreter's
+    standard library (the worker runs with -I -S either way)."""
+    current = SandboxPython(
+        sys.executable, _python_paths(), [p for p in sys.path if p and os.path.isdir(p)]
+    )
+    override = os.environ.get("VF_SANDBOX_PYTHON")
+    if override:
+        return _describe(override) or current
+    if mode != "landlock" or os.getuid() != 0 or _reachable(current.paths):
+        return current
+    for candidate in (
+        f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}",
+        "/usr/bin/python3",
+    ):
+        other = _describe(candidate) if os.path.exists(candidate) else None
+        if other is not None and _reachable(other.paths):
+            logger.info(
+                "landlock sandboxes run %s (%s is not reachable for other uids)",
+                candidate,
+                sys.executable,
+            )
+            return other
+    return current
+
+
+def _describe(executable: str) -> SandboxPython | None:
+    """Ask an interpreter where it lives; None unless it is this Python's major.minor version."""
+    script = (
+        "import json, sys; print(json.dumps([sys.version_info[:2], sys.prefix, sys.base_prefix,"
+        " sys.path]))"
+    )
+    try:
+        out = subprocess.run(
+            [executable, "-I", "-S", "-c", script], capture_output=True, text=True, timeout=30
+        )
+        version, prefix, base_prefix, path = json.loads(out.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        logger.warning("sandbox interpreter %s did not start", executable)
+        return None
+    if tuple(version) != tuple(sys.version_info[:2]):
+        logger.warning(
+            "sandbox interpreter %s is Python %s, not %s.%s: not used",
+            executable,
+            ".".join(map(str, version)),
+            *sys.version_info[:2],
+        )
+        return None
+    sys_path = [p for p in path if p and os.path.isdir(p)]
+    return SandboxPython(executable, _outermost({prefix, base_prefix, *sys_path}), sys_path)
+
+
 def _python_paths() -> list[str]:
     paths = {sys.base_prefix, sys.prefix, str(Path(sys.executable).resolve().parent.parent)}
     for entry in sys.path:
         if entry and os.path.isdir(entry):
             paths.add(os.path.abspath(entry))
-    # keep only the outermost of nested paths
+    return _outermost(paths)
+
+
+def _outermost(paths: set[str]) -> list[str]:
+    """Keep only the outermost of nested paths."""
     ordered = sorted(paths, key=len)
     kept: list[str] = []
     for path in ordered:
         if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
             kept.append(path)
     return kept
+
+
+@cache
+def _public_worker() -> Path:
+    """The worker script where a sandbox uid can read it (the checkout may be private, e.g. a
+    0700 temporary directory); removed at exit."""
+    directory = Path(tempfile.mkdtemp(prefix="vf-worker-"))
+    os.chmod(directory, 0o755)
+    target = directory / "worker.py"
+    shutil.copyfile(WORKER, target)
+    os.chmod(target, 0o644)
+    atexit.register(shutil.rmtree, directory, True)
+    return target
 
 
 def _system_binds() -> list[str]:
@@ -161,8 +247,9 @@ class LocalSandbox(Sandbox):
             # without namespaces, the uid drop is not optional.
             raise SandboxUnavailableError(
                 "landlock mode needs to run code as a separate uid, but the Python installation "
-                f"({sys.base_prefix}) is not reachable for other users; install bubblewrap or use a "
-                "world-readable Python (e.g. under /usr or /opt)"
+                f"({sys.base_prefix}) is not reachable for other users and no system python3 of "
+                "the same version is; install bubblewrap, or set VF_SANDBOX_PYTHON to a "
+                "world-readable Python of this version (e.g. under /usr or /opt)"
             )
         self.host_dir = Path(tempfile.mkdtemp(prefix="vf-sandbox-"))
         self.workdir_host = self.host_dir / "work"
@@ -181,14 +268,20 @@ class LocalSandbox(Sandbox):
     # --- lifecycle -----------------------------------------------------------------------------
     def _command(self) -> list[str]:
         inside_workdir = "/workspace" if self.mode == "bwrap" else str(self.workdir_host)
-        python_paths = _python_paths()
+        python = sandbox_python(self.mode)
+        python_paths = python.paths
+        worker_path = (
+            "/opt/vf/worker.py"
+            if self.mode == "bwrap"
+            else str(_public_worker() if self.uid else WORKER)
+        )
         config = {
             "uid": self.uid,
             "mode": self.mode,
             "workdir": inside_workdir,
             "limits": self.limits.model_dump(),
             "max_output_bytes": self.limits.max_output_bytes,
-            "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
+            "sys_path": python.sys_path,
             "read_paths": [
                 "/usr",
                 "/bin",
@@ -198,6 +291,7 @@ class LocalSandbox(Sandbox):
                 "/etc/localtime",
                 "/etc/alternatives",
                 *python_paths,
+                str(Path(worker_path).parent),
             ],
             "write_paths": [
                 str(self.workdir_host),
@@ -208,10 +302,10 @@ class LocalSandbox(Sandbox):
             ],
         }
         worker = [
-            sys.executable,
+            python.executable,
             "-I",
             "-S",
-            "/opt/vf/worker.py" if self.mode == "bwrap" else str(WORKER),
+            worker_path,
             json.dumps(config),
         ]
         if self.mode != "bwrap":
