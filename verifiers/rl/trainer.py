@@ -111,9 +111,8 @@ class Trainer:
             return packed(samples, self.settings.max_tokens_per_micro_batch, self.pad_id)
         return padded(samples, self.settings.micro_batch_size, self.pad_id)
 
-    def loss(
-        self, batch: MicroBatch, num_loss_tokens: int
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: MicroBatch, num_loss_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The micro-batch loss, and [loss, ratio sum, clipped tokens, mismatch KL sum]."""
         batch = batch.to(next(self.model.parameters()).device)
         context = (
             torch.autocast(
@@ -137,18 +136,18 @@ class Trainer:
             if self.settings.loss == "gspo"
             else LOSSES[self.settings.loss](*args)
         )
-        with torch.no_grad():
+        with torch.no_grad():  # kept on the device: one host sync per step, not per micro-batch
             mask = batch.loss_mask.bool()
             ratio = torch.exp(logprobs - batch.old_logprobs)[mask]
-            stats = {
-                "ratio_sum": float(ratio.sum()),
-                "clipped": float(
-                    (
-                        (ratio < 1 - self.loss_cfg.clip_low) | (ratio > 1 + self.loss_cfg.clip_high)
-                    ).sum()
-                ),
-                "mismatch_kl_sum": float((batch.old_logprobs - logprobs)[mask].sum()),
-            }
+            clipped = (ratio < 1 - self.loss_cfg.clip_low) | (ratio > 1 + self.loss_cfg.clip_high)
+            stats = torch.stack(
+                [
+                    loss.detach().float(),
+                    ratio.sum().float(),
+                    clipped.sum().float(),
+                    (batch.old_logprobs - logprobs)[mask].sum().float(),
+                ]
+            )
         return loss, stats
 
     def gradients(self, samples: list[Sample]) -> dict[str, float]:
@@ -172,16 +171,14 @@ class Trainer:
         if total_tokens == 0:
             raise ValueError("the batch has no loss tokens")
         self.optimizer.zero_grad(set_to_none=True)
-        loss_sum, ratio_sum, clipped, kl = 0.0, 0.0, 0.0, 0.0
+        totals = torch.zeros(4, dtype=torch.float32)
         for index, batch in enumerate(batches):
             if self.dist is not None:  # reduce-scatter once, after the last micro-batch
                 self.model.set_requires_gradient_sync(index == len(batches) - 1)
             loss, stats = self.loss(batch, total_tokens)
             (loss * scale).backward()
-            loss_sum += float(loss.detach())
-            ratio_sum += stats["ratio_sum"]
-            clipped += stats["clipped"]
-            kl += stats["mismatch_kl_sum"]
+            totals = totals.to(stats.device) + stats
+        loss_sum, ratio_sum, clipped, kl = totals.tolist()
         if self.dist is not None:
             loss_sum = self.dist.all_reduce_sum(loss_sum)
         return {
