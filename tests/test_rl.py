@@ -539,6 +539,7 @@ def test_broadcast_transport_serves_exactly_the_trained_weights(policy_dir, tmp_
 
 
 def test_broadcast_refuses_weights_that_do_not_fit_the_served_model(policy_dir, tmp_path):
+    import httpx
     from transformers import AutoModelForCausalLM
 
     from verifiers.rl.orchestrator import InferenceServerError
@@ -554,7 +555,12 @@ def test_broadcast_refuses_weights_that_do_not_fit_the_served_model(policy_dir, 
         with pytest.raises(InferenceServerError, match=r"do not fit the served model.*shape"):
             transport.push(wrong)
         assert transport.group is None
-        # the refusal left the server usable: the right weights still go through
+        spec = {"name": "x", "dtype": "float32", "shape": [1]}
+        too_many = {"host": "127.0.0.1", "port": 1, "world_size": 3, "tensors": [spec]}
+        reply = httpx.post(f"{server.base_url}/weights/broadcast/init", json=too_many)
+        # refused, rather than joining a group whose third rank never comes
+        assert reply.status_code == 400 and "world_size 2" in reply.json()["error"]["message"]
+        # the refusals left the server usable: the right weights still go through
         right = Trainer(AutoModelForCausalLM.from_pretrained(policy_dir), TrainerSettings())
         right.version = 7
         assert transport.push(right) == 7

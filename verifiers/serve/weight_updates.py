@@ -25,6 +25,8 @@ log = logging.getLogger("verifiers.serve")
 
 
 class BroadcastReceiver:
+    """One weight group at a time, for the one process this server is (rank 1 of 2)."""
+
     def __init__(self, service: Any) -> None:
         self.service = service
         self.group: Any = None
@@ -41,6 +43,10 @@ class BroadcastReceiver:
             specs = [TensorSpec.model_validate(t) for t in req.tensors]
         except (ValidationError, orjson.JSONDecodeError) as exc:
             return _error(APIError(400, f"invalid request: {exc}"))
+        if req.world_size != 2 or req.rank != 1:
+            return _error(
+                APIError(400, "this server is one inference rank: use world_size 2, rank 1")
+            )
         if self.busy.locked() or (self.specs and not self.joined.is_set()):
             return _error(APIError(409, "a weight update or group setup is in progress"))
         self.close()  # a new trainer (say, a restarted one) replaces the previous group
