@@ -811,7 +811,8 @@ def test_fsdp2_checkpoint_resume_reproduces_the_run_and_reshards(tmp_path):
 
 @pytest.mark.slow
 def test_vf_rl_under_torchrun_with_two_training_processes(policy_dir, tmp_path):
-    """vf-rl with FSDP2 over two ranks: trains, checkpoints (sharded), and resumes."""
+    """vf-rl with FSDP2 over two ranks: trains, checkpoints (sharded), and resumes, the resumed
+    part shipping weights over a gloo group (gathered from the shards on every update)."""
     import json
     import shutil
     import subprocess
@@ -842,7 +843,7 @@ def test_vf_rl_under_torchrun_with_two_training_processes(policy_dir, tmp_path):
         "__0_0.distcp",
         "__1_0.distcp",
     ]
-    result = vf_rl("--steps", "3", "--resume")
+    result = vf_rl("--steps", "3", "--resume", "--inference.weight_transport", "gloo")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "resuming from" in result.stdout
     steps = [
