@@ -307,6 +307,21 @@ def policy_dir(tmp_path_factory):
     return make_tiny_policy(tmp_path_factory.mktemp("policy"))
 
 
+def letter_orchestrator(server, cls, **overrides):
+    """The letter task's orchestrator against ``server``: one recipe for every loop test, so the
+    library loop and a hand-written one see the same rollouts."""
+    from verifiers.clients import OpenAICompatibleClient
+    from verifiers.rl.toy import letter_env
+
+    settings = dict(examples_per_step=4, rollouts_per_example=4, max_tokens=6, seed=3)
+    return cls(
+        letter_env(),
+        OpenAICompatibleClient(server.base_url),
+        "policy",
+        **{**settings, **overrides},
+    )
+
+
 def run_loop(
     policy_dir,
     tmp,
@@ -325,10 +340,8 @@ def run_loop(
 ):
     from transformers import AutoModelForCausalLM
 
-    from verifiers.clients import OpenAICompatibleClient
     from verifiers.rl.loop import LoopSettings, train
     from verifiers.rl.orchestrator import Orchestrator
-    from verifiers.rl.toy import letter_env
     from verifiers.rl.trainer import Trainer, TrainerSettings
     from verifiers.rl.transport import BroadcastTransport, FilesystemTransport
     from verifiers.serve.process import start_server
@@ -356,18 +369,12 @@ def run_loop(
         if start_from is not None:
             start = trainer.load_checkpoint(start_from)["step"]
             weights.push(trainer)
-        cls = orchestrator_cls or Orchestrator
-        orchestrator = cls(
-            letter_env(),
-            OpenAICompatibleClient(server.base_url),
-            "policy",
-            examples_per_step=4,
-            rollouts_per_example=4,
-            max_tokens=6,
+        orchestrator = letter_orchestrator(
+            server,
+            orchestrator_cls or Orchestrator,
             max_concurrent=concurrent,
-            seed=3,
             temperature=temperature,
-            health=lambda: None if server.process.poll() is None else "inference server died",
+            health=alive,
         )
         orchestrator.trainer = trainer  # for tests that watch the trainer from the orchestrator
         history = train(
@@ -410,9 +417,7 @@ def test_level_zero_matches_a_synchronous_loop_bit_for_bit(policy_dir, tmp_path)
 
     from transformers import AutoModelForCausalLM
 
-    from verifiers.clients import OpenAICompatibleClient
     from verifiers.rl.orchestrator import Orchestrator
-    from verifiers.rl.toy import letter_env
     from verifiers.rl.trainer import Trainer, TrainerSettings
     from verifiers.rl.transport import FilesystemTransport
     from verifiers.serve.process import start_server
@@ -427,16 +432,7 @@ def test_level_zero_matches_a_synchronous_loop_bit_for_bit(policy_dir, tmp_path)
         trainer = Trainer(
             AutoModelForCausalLM.from_pretrained(policy_dir), TrainerSettings(lr=5e-3)
         )
-        orchestrator = Orchestrator(
-            letter_env(),
-            OpenAICompatibleClient(server.base_url),
-            "policy",
-            examples_per_step=4,
-            rollouts_per_example=4,
-            max_tokens=6,
-            max_concurrent=1,
-            seed=3,
-        )
+        orchestrator = letter_orchestrator(server, Orchestrator, max_concurrent=1)
         weights = FilesystemTransport(server.base_url, tmp_path / "w")
         for step_index in range(3):  # the plainest loop there is
             batch = asyncio.run(orchestrator.generate(step_index))
