@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import statistics
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,8 +92,6 @@ class Orchestrator:
         return await self._watched(self._evaluate(rows, rollouts_per_example, temperature, seed))
 
     async def _evaluate(self, rows, rollouts_per_example, temperature, seed) -> dict[str, float]:
-        import time
-
         start = time.perf_counter()
         sampling = {
             "max_tokens": self.sampling_args["max_tokens"],
@@ -129,8 +128,6 @@ class Orchestrator:
         return await work
 
     async def _generate(self, step: int) -> Batch:
-        import time
-
         start = time.perf_counter()
         at_start = self.served_version
         rows = self.examples_for(step)

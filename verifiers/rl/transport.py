@@ -1,6 +1,6 @@
 """Weight transports: how a new policy gets from the trainer into the inference server.
 
-Both speak to the server's HTTP API (vf-serve, or vLLM behind ``verifiers.rl.vllm_server``):
+Both speak to the server's HTTP API (vf-serve, or vLLM with ``verifiers.rl.vllm_routes``):
 
 - ``FilesystemTransport``: safetensors written atomically to a directory, then
   ``POST /v1/weights/load``. Works everywhere, including a trainer and server on one GPU.
@@ -41,17 +41,22 @@ class _ServerLink:
         if problem:
             raise InferenceServerError(problem)
 
-    def post(self, path: str, body: dict[str, Any], timeout: float, ok: int = 200) -> dict:
+    def post(self, path: str, body: dict[str, Any] | None, timeout: float, ok: int = 200) -> dict:
+        """POST (GET without a body); a dead server or an unexpected status is an
+        InferenceServerError that says which."""
         try:
-            resp = httpx.post(f"{self.url}{path}", json=body, timeout=timeout)
+            if body is None:
+                resp = httpx.get(f"{self.url}{path}", timeout=timeout)
+            else:
+                resp = httpx.post(f"{self.url}{path}", json=body, timeout=timeout)
         except httpx.HTTPError as exc:
             self.check()
             raise InferenceServerError(
-                f"the inference server did not take the new weights: {exc}"
+                f"the inference server did not take the request to {path}: {exc}"
             ) from exc
         if resp.status_code != ok:
             raise InferenceServerError(
-                f"the inference server refused the new weights: {resp.text[:500]}"
+                f"the inference server refused {path} ({resp.status_code}): {resp.text[:500]}"
             )
         return resp.json()
 
@@ -160,17 +165,7 @@ class BroadcastTransport(_ServerLink):
 
     def _inference_ranks(self) -> int:
         """vf-serve is one process; vLLM has one worker per GPU, each joins the group."""
-        try:
-            resp = httpx.get(f"{self.url}/weights", timeout=30)
-        except httpx.HTTPError as exc:
-            self.check()
-            raise InferenceServerError(f"the inference server did not answer: {exc}") from exc
-        if resp.status_code != 200:
-            raise InferenceServerError(
-                f"the inference server has no weight-update API (GET /v1/weights: "
-                f"{resp.status_code}); use vf-serve or vLLM through verifiers.rl.inference"
-            )
-        return int(resp.json().get("inference_ranks", 1))
+        return int(self.post("/weights", None, timeout=30).get("inference_ranks", 1))
 
     def close(self) -> None:
         if self.group is not None:

@@ -48,6 +48,11 @@ class ModelService:
         self.created = int(time.time())
         self.receiver = BroadcastReceiver(self)  # weights over a process group, from a trainer
 
+    def advance(self, version: int | None, path: str) -> None:
+        """New weights are in: the trainer's version for them, or one more than before."""
+        self.policy_version = version if version is not None else self.policy_version + 1
+        self.weights_path = path
+
     # --- prompts -------------------------------------------------------------------------------
     def check_model(self, model: str) -> None:
         if model not in self.names and model.lower() not in self.names:
@@ -383,10 +388,7 @@ def build_app(service: ModelService) -> Starlette:
         except APIError as exc:
             return _error(exc)
         await asyncio.to_thread(service.engine.swap_weights, state)
-        service.policy_version = (
-            req.policy_version if req.policy_version is not None else service.policy_version + 1
-        )
-        service.weights_path = req.path
+        service.advance(req.policy_version, req.path)
         return _json({"policy_version": service.policy_version, "path": req.path})
 
     return Starlette(

@@ -109,12 +109,8 @@ class BroadcastReceiver:
                     APIError(500, f"receiving weights failed: {exc}", kind="server_error")
                 )
             await asyncio.to_thread(self.service.engine.swap_weights, state)
-        service = self.service
-        service.policy_version = (
-            req.policy_version if req.policy_version is not None else service.policy_version + 1
-        )
-        service.weights_path = "broadcast"
-        return _json({"policy_version": service.policy_version, "tensors": len(state)})
+        self.service.advance(req.policy_version, "broadcast")
+        return _json({"policy_version": self.service.policy_version, "tensors": len(state)})
 
     def close(self) -> None:
         if self.group is not None:
