@@ -20,6 +20,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from hub_client.client import HubAPIError, HubClient
 from hub_client.wire import VersionInfo
+from verifiers.sdk_guard import (
+    installed_sdk_requirement,
+    keep_sdk_args,
+    kept_sdk_line,
+    sdk_requirement,
+    sdk_version,
+)
 
 LOCK_VERSION = 1
 _SPEC = re.compile(
@@ -59,6 +66,9 @@ class LockEntry:
     distribution: str
     filename: str
     sha256: str
+    # the environment's own ``verifiers`` requirement, satisfied by this SDK (never installed)
+    verifiers_requirement: str | None = None
+    sdk_version: str | None = None
 
 
 def read_lock(path: Path) -> list[LockEntry]:
@@ -120,6 +130,7 @@ def pip_install(
             python,
             "--reinstall-package",
             *[d for d, *_ in wheel_pins],
+            *keep_sdk_args(tmp),
             *indexes,
             "-r",
             str(requirements),
@@ -127,6 +138,35 @@ def pip_install(
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0:
             raise InstallError(f"uv pip install failed:\n{result.stderr.strip()[-2000:]}")
+
+
+def sdk_requirement_of(python: str, distribution: str) -> str | None:
+    """The installed environment's own ``verifiers`` requirement, read in its Python."""
+    if python == sys.executable:
+        return installed_sdk_requirement(distribution)
+    script = (
+        "import json, sys; from importlib import metadata; "
+        "print(json.dumps(metadata.requires(sys.argv[1]) or []))"
+    )
+    result = subprocess.run(
+        [python, "-c", script, distribution], capture_output=True, text=True, check=False
+    )
+    try:
+        return sdk_requirement(json.loads(result.stdout))
+    except json.JSONDecodeError:
+        return None
+
+
+def note_sdk_requirements(entries: list[LockEntry], python: str) -> list[str]:
+    """Fill each entry's ``verifiers`` requirement; the one-line notes to print."""
+    lines = []
+    for entry in entries:
+        entry.verifiers_requirement = sdk_requirement_of(python, entry.distribution)
+        entry.sdk_version = sdk_version() if entry.verifiers_requirement else None
+        line = kept_sdk_line(f"{entry.owner}/{entry.name}", entry.verifiers_requirement)
+        if line:
+            lines.append(line)
+    return lines
 
 
 def choose_wheel(info: VersionInfo) -> tuple[str, str]:
@@ -166,6 +206,8 @@ def install(
         pins.append((dist, info, sha, filename))
         new_entries.append(LockEntry(spec.owner, spec.name, info.version, dist, filename, sha))
     pip_install(hub, pins, python)
+    for line in note_sdk_requirements(new_entries, python):
+        print(line, file=sys.stderr)
     keep = [e for e in entries if (e.owner, e.name) not in {(n.owner, n.name) for n in new_entries}]
     write_lock(lock_path, keep + new_entries)
     return new_entries
@@ -186,6 +228,9 @@ def install_locked(hub: HubClient, lock_path: Path, python: str | None = None) -
             )
         pins.append((entry.distribution, info, entry.sha256, entry.filename))
     pip_install(hub, pins, python or sys.executable)
+    for line in note_sdk_requirements(entries, python or sys.executable):
+        print(line, file=sys.stderr)
+    write_lock(lock_path, entries)
     return entries
 
 

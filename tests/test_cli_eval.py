@@ -67,7 +67,7 @@ def test_eval_against_an_endpoint_saves_results_and_prints_a_summary(server, tmp
     }
     assert meta["sampling_args"]["max_tokens"] == 50 and meta["sampling_args"]["temperature"] == 0.5
     request = server.requests[-1]
-    assert request["top_p"] == 0.9 and request["max_tokens"] == 50
+    assert request["top_p"] == 0.9 and request["max_completion_tokens"] == 50  # the classic rename
     assert (
         "reward (mean ± std)" in out.out and "BadRequestError: 1" in out.out and str(run) in out.out
     )

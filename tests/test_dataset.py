@@ -37,13 +37,15 @@ def test_existing_prompt_and_ids_are_kept():
     assert env.dataset[0]["info"] == {"a": 1}
 
 
-def test_completion_mode_builds_string_prompts():
+def test_completion_mode_uses_the_question_as_the_prompt_and_refuses_a_system_prompt():
     env = vf.SingleTurnEnv(
-        dataset=[{"question": "Say hi", "answer": "hi"}],
-        message_type="completion",
-        system_prompt="SYS",
+        dataset=[{"question": "Say hi", "answer": "hi"}], message_type="completion"
     )
-    assert env.dataset[0]["prompt"] == "SYS\n\nSay hi"
+    assert env.dataset[0]["prompt"] == "Say hi"
+    with pytest.raises(ValueError, match="not supported for completion tasks"):
+        vf.SingleTurnEnv(
+            dataset=[{"question": "q"}], message_type="completion", system_prompt="SYS"
+        )
 
 
 @pytest.mark.parametrize(
@@ -56,7 +58,6 @@ def test_completion_mode_builds_string_prompts():
         ([{"prompt": [{"content": "no role"}]}], "message 0: expected a dict with a 'role'"),
         ([{"prompt": [{"role": "wizard", "content": "x"}]}], "unknown role 'wizard'"),
         ([{"question": "a", "info": "{not json"}], "'info' is a string that is not JSON"),
-        ([{"question": "a", "example_id": "x"}], "example_id must be an integer"),
         (
             [{"question": "a", "example_id": 1}, {"question": "b", "example_id": 1}],
             "example_id 1 appears more than once",
@@ -71,8 +72,13 @@ def test_malformed_rows_fail_with_row_and_reason(rows, message):
 
 
 def test_environment_needs_some_dataset():
-    with pytest.raises(ValueError, match="needs a dataset or an eval_dataset"):
+    with pytest.raises(ValueError, match="Either dataset or eval_dataset must be provided"):
         vf.SingleTurnEnv()
+
+
+def test_non_integer_example_ids_are_kept_as_src_id():
+    env = env_for([{"question": "a", "example_id": "x"}, {"question": "b", "example_id": "y"}])
+    assert env.dataset["example_id"] == [0, 1] and env.dataset["src_id"] == ["x", "y"]
 
 
 def test_get_dataset_never_shuffles_in_place():
@@ -88,5 +94,5 @@ def test_eval_dataset_preferred_for_evaluation():
     env = vf.SingleTurnEnv(dataset=[{"question": "train"}], eval_dataset=[{"question": "eval"}])
     assert env.get_eval_dataset()[0]["prompt"][-1]["content"] == "eval"
     only_eval = vf.SingleTurnEnv(eval_dataset=[{"question": "e"}])
-    with pytest.raises(ValueError, match="no training dataset"):
+    with pytest.raises(ValueError, match="dataset is not set"):
         only_eval.get_dataset()

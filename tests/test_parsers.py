@@ -26,16 +26,16 @@ def test_xml_parser_format_round_trips_and_rejects_unknown_fields():
     parser = vf.XMLParser(["think", ("answer", "final")])
     text = parser.format(think="a", final="b")
     assert parser.parse(text).think == "a" and parser.parse(text).answer == "b"
-    with pytest.raises(ValueError, match="unknown XMLParser fields"):
-        parser.format(other="x")
+    with pytest.raises(ValueError, match="Missing value for field 'think'"):
+        parser.format(final="x")
     assert "<think>" in parser.get_format_str()
 
 
 def test_xml_parser_rejects_bad_field_specs():
     with pytest.raises(TypeError):
         vf.XMLParser([1])
-    with pytest.raises(ValueError, match="twice"):
-        vf.XMLParser(["a", ("b", "a")])
+    with pytest.raises(ValueError, match="Duplicate field name"):
+        vf.XMLParser(["a", ("a", "b")])
 
 
 def test_xml_format_reward_scores_structure():
@@ -44,17 +44,19 @@ def test_xml_format_reward_scores_structure():
     half = [{"role": "assistant", "content": "<answer>y</answer>"}]
     disordered = [{"role": "assistant", "content": "<answer>y</answer><think>x</think>"}]
     chatter = [{"role": "assistant", "content": "sure! <think>x</think><answer>y</answer>"}]
-    assert reward(completion=full) == 1.0
-    assert reward(completion=half) == 0.5
-    assert reward(completion=disordered) == 0.0
-    assert reward(completion=chatter) == 0.5
+    # classic score: 0.4 x field share + 0.2 spacing + 0.2 starts with the first field's tag
+    # + 0.2 ends with the last field's closing tag
+    assert reward(completion=full) == pytest.approx(1.0)
+    assert reward(completion=half) == pytest.approx(0.2 + 0.2 + 0.2)
+    assert reward(completion=disordered) == pytest.approx(0.4 + 0.2)
+    assert reward(completion=chatter) == pytest.approx(0.4 + 0.2 + 0.2)
     assert reward(completion=[]) == 0.0
 
 
 def test_think_parser_requires_think_block():
     parser = vf.ThinkParser(extract_fn=str.upper)
     assert parser.parse("<think>hmm</think> answer") == "ANSWER"
-    assert parser.parse("no thinking") is None
+    assert parser.parse("no thinking") == ""  # classic: nothing is parsed without </think>
     fmt = parser.get_format_reward_func()
     assert fmt(completion=[{"role": "assistant", "content": "<think>a</think>b"}]) == 1.0
     assert fmt(completion=[{"role": "assistant", "content": "b"}]) == 0.0

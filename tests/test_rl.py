@@ -155,7 +155,7 @@ def test_an_empty_reply_is_an_error_on_the_rollout_and_still_a_training_sample()
     """The policy chose to say nothing (one end-of-sequence token): the rollout carries the
     error, and the trainer still learns from those tokens with the rollout's reward."""
     import verifiers as vf
-    from verifiers.errors import EmptyModelResponseError
+    from verifiers.errors import EmptyModelResponseError, ModelConnectionError
     from verifiers.rl.orchestrator import _trainable_error
 
     env = vf.SingleTurnEnv(dataset=[{"question": "q", "answer": "a"}], rubric=vf.Rubric())
@@ -177,12 +177,12 @@ def test_an_empty_reply_is_an_error_on_the_rollout_and_still_a_training_sample()
     }
     with pytest.raises(EmptyModelResponseError):
         env.record_model_response(state, [{"role": "user", "content": "q"}], reply)
-    state.update(reward=0.0, error={"type": "EmptyModelResponseError", "message": "empty"})
+    state.update(reward=0.0, error=EmptyModelResponseError("empty"))
     assert _trainable_error(state)
     (sample,) = samples_from_state(state, advantage=-0.5, policy_version=0)
     assert sample.input_ids == [1, 2, 3, 0] and sample.loss_mask == [0, 0, 0, 1]
     assert sample.old_logprobs == [0, 0, 0, -0.25] and sample.advantage == -0.5
-    assert not _trainable_error({**state, "error": {"type": "ModelConnectionError"}})
+    assert not _trainable_error({**state, "error": ModelConnectionError("down")})
 
 
 def test_re_rendered_history_starts_a_new_sample():

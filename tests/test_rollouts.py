@@ -35,8 +35,9 @@ async def test_sampling_args_reach_the_server(server, client):
     env = vf.SingleTurnEnv(dataset=qa_rows(1), sampling_args={"temperature": 0.3})
     await env.evaluate(client, "m", sampling_args={"max_tokens": 7, "extra_body": {"top_k": 5}})
     request = server.requests[0]
-    assert request["temperature"] == 0.3 and request["max_tokens"] == 7 and request["top_k"] == 5
-    assert "n" not in request and "extra_body" not in request
+    # as the classic SDK sends them: max_tokens renamed for chat, n=1, extra_body merged
+    assert request["temperature"] == 0.3 and request["max_completion_tokens"] == 7
+    assert request["top_k"] == 5 and request["n"] == 1 and "extra_body" not in request
 
 
 async def test_openai_sdk_client_is_accepted(server):
@@ -70,12 +71,14 @@ async def test_multi_turn_rollout_runs_until_stop_condition(server, client):
     env = Countdown(dataset=[{"question": "n0"}], max_turns=10)
     out = await env.evaluate(client, "m")
     state = out.state[0]
+    # classic order: stop conditions are checked before each turn's env_response, so the
+    # fourth reply (to counter 3) is the last one
     assert state["stop_condition"] == "reached_three"
-    assert state["turn"] == 3 and len(state["trajectory"]) == 3
-    assert [m["content"] for m in state["completion"]] == ["n0", "n1", "n1", "n2", "n2", "n3"]
-    assert state["cleaned"] is True
+    assert state["turn"] == 4 and len(state["trajectory"]) == 4
+    assert [m["content"] for m in state["completion"]] == ["n0", "n1", "n1", "n2", "n2", "n3", "n3"]
+    assert state["cleaned"] is True and state["metrics"]["num_turns"] == 4
     # each trajectory step saw exactly the conversation so far
-    assert [len(step["prompt"]) for step in state["trajectory"]] == [1, 3, 5]
+    assert [len(step["prompt"]) for step in state["trajectory"]] == [1, 3, 5, 7]
 
 
 async def test_max_turns_stops_and_is_recorded(server, client):
@@ -204,7 +207,7 @@ async def test_tool_calls_and_tool_call_ids_survive_lossless(server, client, tmp
     env = ToolEcho(dataset=[{"question": "weather?"}], max_turns=2)
     out = await env.evaluate(client, "m", results_path=str(tmp_path / "run"))
     completion = out.state[0]["completion"]
-    assert completion[0] == {"role": "assistant", "content": None, "tool_calls": [call]}
+    assert completion[0] == {"role": "assistant", "content": "", "tool_calls": [call]}
     assert completion[1] == {"role": "tool", "tool_call_id": "call_42", "content": "sunny"}
     # the second request carried the tool call and its result back to the server unchanged
     assert server.requests[1]["messages"][1:] == completion[:2]
@@ -282,5 +285,5 @@ async def test_env_group_routes_by_task_with_unique_ids(server, client, n):
         t: [r for r, tt in zip(out.reward, out.task, strict=True) if tt == t] for t in ("a", "b")
     }
     assert by_task == {"a": [1.0] * n, "b": [0.5] * n}
-    assert set(out.metrics) == {"exact", "<lambda>"}
+    assert set(out.metrics) == {"exact", "<lambda>", "num_turns"}  # + the automatic turn count
     assert all("counter" in s for s in out.state if s["task"] == "b")

@@ -122,7 +122,9 @@ async def test_errored_rollouts_score_zero_without_calling_functions():
 
 
 def test_weights_must_match_functions():
-    with pytest.raises(ValueError, match="2 reward functions but 1 weights"):
+    with pytest.raises(
+        ValueError, match=r"Number of weights \(1\) must match number of functions \(2\)"
+    ):
         vf.Rubric(funcs=[lambda: 1, lambda: 2], weights=[1.0])
 
 

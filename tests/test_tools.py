@@ -144,7 +144,7 @@ async def test_tool_results_and_every_malformed_call_come_back_as_tool_messages(
     assert "invalid arguments for weather: days" in replies["c5"]
     assert "city: Field required" in replies["c6"]
     assert "bogus: Extra inputs are not permitted" in replies["c7"]
-    assert replies["c8"] == "Error: explode raised RuntimeError: kaboom"
+    assert replies["c8"] == "kaboom"  # the classic error_formatter: str(exception)
     assert replies["c9"] == "5.0"
     assert "[output truncated: " in replies["c10"] and len(replies["c10"]) < 120
     assert state["error"] is None and state["stop_condition"] == "no_tools_called"

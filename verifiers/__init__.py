@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "MathRubric": "verifiers.rubrics.math_rubric",
     "ToolRubric": "verifiers.rubrics.tool_rubric",
     "group_reward_func": "verifiers.rubrics.rubric",
+    "EnvGroupRubric": "verifiers.envs.env_group",
     # parsers
     "Parser": "verifiers.parsers.parser",
     "XMLParser": "verifiers.parsers.xml_parser",
@@ -45,6 +46,10 @@ _EXPORTS: dict[str, str] = {
     "extract_boxed_answer": "verifiers.utils.data_utils",
     "extract_hash_answer": "verifiers.utils.data_utils",
     "load_example_dataset": "verifiers.utils.data_utils",
+    "BOXED_SYSTEM_PROMPT": "verifiers.utils.data_utils",
+    "THINK_BOXED_SYSTEM_PROMPT": "verifiers.utils.data_utils",
+    "setup_logging": "verifiers.logging_setup",
+    "print_prompt_completions_sample": "verifiers.logging_setup",
     # types
     "State": "verifiers.types",
     "Messages": "verifiers.types",
@@ -58,12 +63,29 @@ _EXPORTS: dict[str, str] = {
     "GenerateOutputs": "verifiers.types",
     "TrajectoryStep": "verifiers.types",
     "ModelResponse": "verifiers.types",
+    "Message": "verifiers.types",
+    "ChatMessages": "verifiers.types",
+    "MessageType": "verifiers.types",
+    "RolloutTiming": "verifiers.types",
+    "GenerateMetadata": "verifiers.types",
+    "ProcessedOutputs": "verifiers.types",
+    "TrajectoryStepTokens": "verifiers.types",
+    "GroupRewardFunc": "verifiers.types",
     # errors
     "VFError": "verifiers.errors",
     "DatasetError": "verifiers.errors",
     "EnvironmentNotFoundError": "verifiers.errors",
     "ModelError": "verifiers.errors",
     "RolloutError": "verifiers.errors",
+    "Error": "verifiers.errors",
+    "InvalidModelResponseError": "verifiers.errors",
+    "EmptyModelResponseError": "verifiers.errors",
+    "OverlongPromptError": "verifiers.errors",
+    "ToolError": "verifiers.errors",
+    "ToolParseError": "verifiers.errors",
+    "ToolCallError": "verifiers.errors",
+    "InfraError": "verifiers.errors",
+    "SandboxError": "verifiers.errors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,7 +1,20 @@
 """One exception hierarchy for the SDK.
 
-Errors that happen inside a rollout never escape the run: they are converted with ``to_record`` and
-stored on the rollout (``state["error"]``), so a results file says what failed, where and how often.
+    Error (= VFError)
+    ├── DatasetError, EnvironmentNotFoundError, ResumeError      (raised to the caller)
+    └── RolloutError                                            (recorded on a rollout)
+        ├── ModelError
+        │   ├── ModelTimeoutError, ModelConnectionError, RateLimitError, ServerError
+        │   ├── BadRequestError ── AuthenticationError, PromptTooLongError (= OverlongPromptError)
+        │   └── InvalidModelResponseError ── MalformedResponseError, EmptyModelResponseError
+        ├── ToolError ── ToolParseError, ToolCallError
+        ├── InfraError ── SandboxError
+        ├── EnvironmentResponseError
+        └── RewardFunctionError
+
+Errors that happen inside a rollout never escape the run: ``record_error`` stores the exception on
+the rollout (``state["error"]``, the classic place) and ``to_record`` turns it into the JSON of the
+results file, so a run says what failed, where and how often.
 """
 
 from __future__ import annotations
@@ -11,6 +24,9 @@ from typing import Any
 
 class VFError(Exception):
     """Base class of every error the SDK raises on purpose."""
+
+
+Error = VFError  # the classic name: ``except vf.Error``
 
 
 class DatasetError(VFError, ValueError):
@@ -29,9 +45,19 @@ class ResumeError(VFError):
 
 
 class RolloutError(VFError):
-    """Something went wrong inside one rollout. Recorded on the rollout, never fatal to the run."""
+    """Something went wrong inside one rollout. Recorded on the rollout, never fatal to the run.
+
+    ``state["error"]`` holds the exception; it also reads like its results record
+    (``state["error"]["type"]``, ``["message"]``, ``["phase"]``), as it did in verifiers 0.2.0.
+    """
 
     retryable = False
+
+    def __getitem__(self, key: str) -> Any:
+        return to_record(self)[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return to_record(self).get(key, default)
 
 
 class ModelError(RolloutError):
@@ -79,14 +105,41 @@ class PromptTooLongError(BadRequestError):
     """The conversation no longer fits the model's context; the rollout ends, not an error."""
 
 
-class MalformedResponseError(ModelError):
+OverlongPromptError = PromptTooLongError  # the classic name
+
+
+class InvalidModelResponseError(ModelError):
+    """The endpoint's reply cannot be used as a completion."""
+
+
+class MalformedResponseError(InvalidModelResponseError):
     """The endpoint answered 200 with a body that is not a valid completion."""
 
     retryable = True
 
 
-class EmptyModelResponseError(ModelError):
+class EmptyModelResponseError(InvalidModelResponseError):
     """The model returned neither content nor tool calls."""
+
+
+class ToolError(RolloutError):
+    """A tool call failed in a way the environment chose to end the rollout for."""
+
+
+class ToolParseError(ToolError):
+    """The model's tool call could not be parsed (bad JSON, not an object)."""
+
+
+class ToolCallError(ToolError):
+    """A tool raised, or was called with arguments it rejects."""
+
+
+class InfraError(RolloutError):
+    """Infrastructure the rollout depends on failed (not the model, not the environment's logic)."""
+
+
+class SandboxError(InfraError):
+    """A sandbox could not be created, crashed, or did not answer."""
 
 
 class EnvironmentResponseError(RolloutError):
@@ -97,12 +150,30 @@ class RewardFunctionError(RolloutError):
     """A reward function raised; the function scores 0 and the error is recorded."""
 
 
-def to_record(exc: BaseException, *, phase: str) -> dict[str, Any]:
-    """A JSON-ready description of an error, stored on the rollout and in results."""
+def record_error(state: Any, exc: BaseException, *, phase: str) -> None:
+    """Store ``exc`` as the rollout's error (``state["error"]``); the rollout then stops.
+
+    Exceptions that are not part of the hierarchy (environment code that raised) are wrapped in
+    ``EnvironmentResponseError`` with the original as ``__cause__``, so ``state["error"]`` is
+    always a ``vf.Error``.
+    """
+    if not isinstance(exc, VFError):
+        wrapped = EnvironmentResponseError(f"{phase} raised {type(exc).__name__}: {exc}")
+        wrapped.__cause__ = exc
+        exc = wrapped
+    if getattr(exc, "phase", None) is None:
+        exc.phase = phase  # type: ignore[attr-defined]
+    state["error"] = exc
+
+
+def to_record(exc: BaseException | dict[str, Any], *, phase: str | None = None) -> dict[str, Any]:
+    """A JSON-ready description of an error, as saved in results (a dict passes through)."""
+    if isinstance(exc, dict):
+        return exc
     record: dict[str, Any] = {
         "type": type(exc).__name__,
         "message": str(exc) or repr(exc),
-        "phase": phase,
+        "phase": phase or getattr(exc, "phase", None) or "rollout",
     }
     if isinstance(exc, ModelError):
         record["status_code"] = exc.status_code

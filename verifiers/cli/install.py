@@ -6,7 +6,10 @@ import argparse
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+from verifiers.sdk_guard import installed_sdk_requirement, keep_sdk_args, kept_sdk_line
 
 
 def find_package(name: str, path: str) -> Path:
@@ -32,12 +35,22 @@ def uv_binary() -> str | None:
         return shutil.which("uv")
 
 
-def install_command(directory: Path, editable: bool = True) -> list[str]:
+def install_command(directory: Path, workdir: Path, editable: bool = True) -> list[str]:
+    """The uv (or pip) command; uv leaves the installed SDK out of the resolution."""
     target = ["-e", str(directory)] if editable else [str(directory)]
     uv = uv_binary()
     if uv:
-        return [uv, "pip", "install", "--python", sys.executable, *target]
+        return [uv, "pip", "install", "--python", sys.executable, *keep_sdk_args(workdir), *target]
     return [sys.executable, "-m", "pip", "install", *target]
+
+
+def distribution_name(directory: Path) -> str | None:
+    import tomllib
+
+    try:
+        return tomllib.loads((directory / "pyproject.toml").read_text())["project"]["name"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,19 +71,25 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"vf-install: {exc}", file=sys.stderr)
         return 2
-    command = install_command(directory, editable=not args.no_editable)
-    if not command[0].endswith("uv"):
-        print(
-            "vf-install: uv not found, installing with pip (slower); `pip install uv` to speed this up",
-            file=sys.stderr,
-        )
-    print("$ " + " ".join(command), file=sys.stderr)
-    result = subprocess.run(command)
+    with tempfile.TemporaryDirectory() as workdir:
+        command = install_command(directory, Path(workdir), editable=not args.no_editable)
+        if not command[0].endswith("uv"):
+            print(
+                "vf-install: uv not found, installing with pip, which cannot keep this SDK if the "
+                "environment pins another verifiers; `pip install uv` first",
+                file=sys.stderr,
+            )
+        print("$ " + " ".join(command), file=sys.stderr)
+        result = subprocess.run(command)
     if result.returncode != 0:
         print(
             f"vf-install: installing {directory} failed (exit {result.returncode})", file=sys.stderr
         )
         return result.returncode
+    name = distribution_name(directory)
+    line = kept_sdk_line(name, installed_sdk_requirement(name)) if name else None
+    if line:
+        print(line)
     print(f"installed {directory}; evaluate with: vf-eval {args.name}")
     return 0
 

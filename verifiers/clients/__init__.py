@@ -1,8 +1,10 @@
 """The one layer through which rollouts talk to a model.
 
-``ModelClient`` is the interface; ``OpenAICompatibleClient`` speaks the OpenAI HTTP API. An
-``openai.AsyncOpenAI`` (or ``OpenAI``) passed by a user is read for its URL, key and headers and
-served by the lean client, so environments written against the openai SDK run unchanged.
+``ModelClient`` is the interface; ``OpenAICompatibleClient`` speaks the OpenAI HTTP API. A plain
+``openai.AsyncOpenAI``/``OpenAI`` (exactly that class, its own HTTP client, no default query) is
+provably equivalent to the lean client with the same URL, key, headers, timeout and retries, so it
+takes that fast lane; any other client object (a subclass, Azure, a custom ``http_client``, a
+test double) is called through its own ``chat.completions.create`` (``SDKClient``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from verifiers.clients.http_client import OpenAICompatibleClient
 from verifiers.clients.retry import NO_RETRY, RetryPolicy
+from verifiers.clients.sdk_client import SDKClient
 from verifiers.types import ModelResponse
 
 
@@ -31,7 +34,7 @@ class ModelClient(Protocol):
     ) -> ModelResponse: ...
 
 
-_from_openai: weakref.WeakKeyDictionary[Any, OpenAICompatibleClient] = weakref.WeakKeyDictionary()
+_from_openai: weakref.WeakKeyDictionary[Any, ModelClient] = weakref.WeakKeyDictionary()
 
 
 def resolve_client(client: Any, retry: RetryPolicy | None = None) -> ModelClient:
@@ -40,14 +43,42 @@ def resolve_client(client: Any, retry: RetryPolicy | None = None) -> ModelClient
         return client
     if isinstance(client, str):
         return OpenAICompatibleClient(client, retry=retry)
-    if hasattr(client, "base_url") and hasattr(client, "api_key"):
-        cached = _from_openai.get(client)
+    chat = getattr(getattr(client, "chat", None), "completions", None)
+    if _is_plain_openai(client) or hasattr(chat, "create"):
+        try:
+            cached = _from_openai.get(client)
+        except TypeError:  # not weak-referenceable
+            cached = None
         if cached is None:
-            cached = _from_openai_sdk(client, retry)
-            _from_openai[client] = cached
+            cached = (
+                _from_openai_sdk(client, retry) if _is_plain_openai(client) else SDKClient(client)
+            )
+            try:
+                _from_openai[client] = cached
+            except TypeError:
+                pass
         return cached
     raise TypeError(
-        f"expected an openai.AsyncOpenAI, a verifiers ModelClient or a base URL, got {type(client).__name__}"
+        f"expected an openai.AsyncOpenAI (or any object with chat.completions.create), a verifiers "
+        f"ModelClient or a base URL, got {type(client).__name__}"
+    )
+
+
+def _is_plain_openai(client: Any) -> bool:
+    """True for an unmodified ``openai.AsyncOpenAI``/``OpenAI``: the lean client is equivalent."""
+    try:
+        import openai
+        from openai._base_client import AsyncHttpxClientWrapper, SyncHttpxClientWrapper
+    except ImportError:  # pragma: no cover
+        return False
+    if type(client) is openai.AsyncOpenAI:
+        wrapper: type = AsyncHttpxClientWrapper
+    elif type(client) is openai.OpenAI:
+        wrapper = SyncHttpxClientWrapper
+    else:
+        return False
+    return type(getattr(client, "_client", None)) is wrapper and not getattr(
+        client, "_custom_query", None
     )
 
 
@@ -68,4 +99,11 @@ def _from_openai_sdk(client: Any, retry: RetryPolicy | None) -> OpenAICompatible
     )
 
 
-__all__ = ["NO_RETRY", "ModelClient", "OpenAICompatibleClient", "RetryPolicy", "resolve_client"]
+__all__ = [
+    "NO_RETRY",
+    "ModelClient",
+    "OpenAICompatibleClient",
+    "RetryPolicy",
+    "SDKClient",
+    "resolve_client",
+]

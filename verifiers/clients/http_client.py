@@ -15,11 +15,14 @@ from verifiers import errors
 from verifiers.clients.retry import RetryPolicy, call_with_retries, parse_retry_after
 from verifiers.types import ModelResponse
 
-_CONTEXT_LENGTH_MARKERS = (
+CONTEXT_LENGTH_MARKERS = (
     "maximum context length",
     "context length",
     "prompt is too long",
     "too many tokens",
+    "exceed the configured limit",
+    "exceeds the configured limit",
+    "exceeded model",
 )
 
 
@@ -221,6 +224,6 @@ def http_error(
         return errors.ServerError(message, status_code=status, retry_after=retry_after)
     if status in (401, 403):
         return errors.AuthenticationError(message + " (check the API key)", status_code=status)
-    if any(marker in str(detail).lower() for marker in _CONTEXT_LENGTH_MARKERS):
+    if any(marker in str(detail).lower() for marker in CONTEXT_LENGTH_MARKERS):
         return errors.PromptTooLongError(message, status_code=status)
     return errors.BadRequestError(message, status_code=status)

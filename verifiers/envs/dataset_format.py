@@ -48,6 +48,7 @@ def format_rows(
     few_shot: list[dict[str, Any]] | None,
     question_key: str = "question",
     answer_key: str = "answer",
+    default_task: str = "default",
 ) -> list[dict[str, Any]]:
     if not rows:
         raise DatasetError("the dataset is empty")
@@ -64,15 +65,31 @@ def format_rows(
         answer = out.get("answer")
         out["answer"] = "" if answer is None else answer
         out["info"] = _info(row.get("info"), i)
-        out["task"] = row.get("task") or "default"
-        out["example_id"] = _example_id(row.get("example_id"), i)
+        out["task"] = row.get("task") or default_task
         formatted.append(out)
+    _assign_example_ids(formatted)
+    return formatted
+
+
+def _assign_example_ids(formatted: list[dict[str, Any]]) -> None:
+    """Integer ``example_id``s: kept when the column holds integers, else numbered from 0 (a
+    non-integer id column is kept as ``src_id``, as the classic SDK does)."""
+    values = [r.get("example_id") for r in formatted]
+    if all(v is None for v in values):
+        for i, row in enumerate(formatted):
+            row["example_id"] = i
+        return
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        for i, row in enumerate(formatted):
+            if "example_id" in row and row["example_id"] is not None:
+                row["src_id"] = row["example_id"]
+            row["example_id"] = i
+        return
     ids = [r["example_id"] for r in formatted]
     if len(set(ids)) != len(ids):
         seen: set[int] = set()
         dup = next(x for x in ids if x in seen or seen.add(x))  # type: ignore[func-returns-value]
         raise DatasetError(f"example_id {dup} appears more than once; example ids must be unique")
-    return formatted
 
 
 def _prompt(row, i, message_type, system_prompt, few_shot, question_key):
@@ -134,14 +151,3 @@ def _info(info: Any, i: int) -> dict[str, Any]:
     if not isinstance(info, dict):
         raise DatasetError(f"dataset row {i}: 'info' must be a dict, got {type(info).__name__}")
     return info
-
-
-def _example_id(value: Any, i: int) -> int:
-    if value is None:
-        return i
-    try:
-        return int(value)
-    except (TypeError, ValueError) as exc:
-        raise DatasetError(
-            f"dataset row {i}: example_id must be an integer, got {value!r}"
-        ) from exc

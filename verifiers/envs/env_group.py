@@ -2,53 +2,57 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from verifiers.envs.environment import Environment
 from verifiers.rubrics.rubric import Rubric
 from verifiers.types import RolloutInput, SamplingArgs, State
 
-if TYPE_CHECKING:
-    pass
-
 
 class EnvGroupRubric(Rubric):
-    """Scores each group with the rubric of the environment its task belongs to.
-
-    Metrics are the union over environments; a metric another environment defines reads 0.
-    """
+    """Scores each rollout with the rubric of the environment its task belongs to (through that
+    rubric's own ``score_group``). Every state gets every environment's metric names; a metric
+    another environment defines reads 0."""
 
     def __init__(self, env_map: dict[str, Environment]) -> None:
         super().__init__()
         self.env_map = env_map
-        self.metric_names: list[str] = []
+        names: set[str] = set()
         for env in env_map.values():
-            for name in env.rubric.get_reward_func_names():
-                if name not in self.metric_names:
-                    self.metric_names.append(name)
+            names.update(env.rubric._get_reward_func_names())
+        self.all_reward_names = sorted(names)
 
     def get_reward_func_names(self) -> list[str]:
-        return list(self.metric_names)
+        return list(self.all_reward_names)
+
+    async def score_group(self, states: list[State], score_sem: Any = None) -> None:
+        by_task: dict[str, list[State]] = {}
+        for state in states:
+            by_task.setdefault(state.get("task", "default"), []).append(state)
+        for task, members in by_task.items():
+            env = self.env_map.get(task)
+            if env is None:
+                self.logger.warning("No environment found for task %r", task)
+                for state in members:
+                    state["reward"], state["metrics"] = 0.0, {}
+            else:
+                await env.rubric.score_group(members, score_sem=score_sem)
+            for state in members:
+                own = state.get("metrics") or {}
+                state["metrics"] = {
+                    **{name: 0.0 for name in self.all_reward_names},
+                    **{k: v for k, v in own.items()},
+                }
 
     async def compute_scores(
         self, states: list[State]
     ) -> tuple[list[float], dict[str, list[float]]]:
-        n = len(states)
-        rewards = [0.0] * n
-        metrics = {name: [0.0] * n for name in self.metric_names}
-        by_task: dict[str, list[int]] = {}
-        for i, state in enumerate(states):
-            by_task.setdefault(state.get("task", "default"), []).append(i)
-        for task, indices in by_task.items():
-            env = self.env_map.get(task)
-            if env is None:
-                continue
-            sub_rewards, sub_metrics = await env.rubric.compute_scores([states[i] for i in indices])
-            for j, i in enumerate(indices):
-                rewards[i] = sub_rewards[j]
-                for name, values in sub_metrics.items():
-                    metrics.setdefault(name, [0.0] * n)[i] = values[j]
-        return rewards, metrics
+        await self.score_group(states)
+        names = list(dict.fromkeys(k for s in states for k in (s.get("metrics") or {})))
+        return (
+            [float(s.get("reward") or 0.0) for s in states],
+            {k: [(s.get("metrics") or {}).get(k, 0.0) for s in states] for k in names},
+        )
 
 
 class EnvGroup(Environment):
@@ -58,10 +62,10 @@ class EnvGroup(Environment):
         self, envs: list[Environment], env_names: list[str] | None = None, **kwargs: Any
     ) -> None:
         if not envs:
-            raise ValueError("EnvGroup needs at least one environment")
-        names = env_names or [env.env_id or f"env_{i}" for i, env in enumerate(envs)]
+            raise ValueError("EnvGroup requires at least one environment")
+        names = list(env_names or [f"env_{i}" for i in range(len(envs))])
         if len(names) != len(envs):
-            raise ValueError(f"EnvGroup got {len(envs)} environments but {len(names)} names")
+            raise ValueError("Number of env_names must match number of envs")
         if len(set(names)) != len(names):
             raise ValueError(f"EnvGroup environment names must be unique, got {names}")
         kinds = {env.message_type for env in envs}
@@ -77,22 +81,30 @@ class EnvGroup(Environment):
         eval_parts = (
             [(n, e.dataset_rows("eval")) for n, e in self.env_map.items()] if has_eval else []
         )
-        eval_dataset = _concatenate(eval_parts) if has_eval else None
+        kwargs.pop("oai_tools", None)  # tools are per environment, set on each rollout
         super().__init__(
             dataset=dataset,
-            eval_dataset=eval_dataset,
+            eval_dataset=_concatenate(eval_parts) if has_eval else None,
             rubric=EnvGroupRubric(self.env_map),
             message_type=envs[0].message_type,
             **kwargs,
         )
 
     def get_env_for_task(self, task: str) -> Environment:
-        try:
-            return self.env_map[task]
-        except KeyError:
-            raise KeyError(
-                f"no environment for task {task!r}; tasks are {self.env_names}"
-            ) from None
+        return self.env_map.get(task, self.envs[0])
+
+    async def init_state(
+        self,
+        input: RolloutInput,
+        client: Any,
+        model: str,
+        sampling_args: SamplingArgs | None = None,
+    ) -> State:
+        env = self.get_env_for_task(input.get("task", "default"))
+        return await env.init_state(input, client, model, sampling_args)
+
+    async def setup_state(self, state: State, **kwargs: Any) -> State:
+        return await self.get_env_for_task(state["task"]).setup_state(state)
 
     async def rollout(
         self,
@@ -101,14 +113,21 @@ class EnvGroup(Environment):
         model: str,
         sampling_args: SamplingArgs | None = None,
     ) -> State:
-        return await self.get_env_for_task(input.get("task", "default")).rollout(
-            input, client, model, sampling_args
-        )
+        env = self.get_env_for_task(input.get("task", "default"))
+        return await env.rollout(input, client, model, sampling_args)
 
-    async def teardown(self) -> None:
+    def monitor_metrics(self, state: State) -> dict[str, float]:
+        return self.get_env_for_task(state.get("task", "default")).monitor_metrics(state)
+
+    def set_max_seq_len(self, max_seq_len: int | None) -> None:
+        self.max_seq_len = max_seq_len
         for env in self.envs:
-            await env.teardown()
-        await super().teardown()
+            env.set_max_seq_len(max_seq_len)
+
+    async def _teardown(self) -> None:
+        for env in self.envs:
+            await env._teardown()
+        await super()._teardown()
 
 
 def _concatenate(

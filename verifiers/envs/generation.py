@@ -13,15 +13,17 @@ import statistics
 import time
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verifiers.clients import resolve_client
+from verifiers.clients import SDKClient, resolve_client
+from verifiers.concurrency import NullAsyncContext, semaphore
 from verifiers.envs.dataset_format import format_rows, to_rows
 from verifiers.errors import to_record
-from verifiers.results.records import rollout_record
+from verifiers.results.records import SummaryAccumulator, rollout_record
 from verifiers.results.schema import RunMetadata
 from verifiers.results.writer import RunWriter, now_iso
-from verifiers.types import GenerateOutputs, State
+from verifiers.types import GenerateMetadata, GenerateOutputs, State
 
 if TYPE_CHECKING:
     from verifiers.envs.environment import Environment
@@ -37,12 +39,43 @@ def sdk_version() -> str:
 
 
 def group_advantages(rewards: list[float]) -> list[float]:
-    """Reward minus the group mean: the baseline every GRPO-style estimator starts from."""
+    """Reward minus the group mean: the baseline every GRPO-style estimator starts from.
+
+    The one place advantages of a generate run are computed, always from the final summed reward.
+    """
     mean = statistics.fmean(rewards) if rewards else 0.0
     return [r - mean for r in rewards]
 
 
-def _input_rows(env: Environment, inputs: Any) -> list[dict[str, Any]]:
+async def score_states(env: Environment, states: list[State], score_sem: Any = None) -> None:
+    """Score one group with the environment's rubric, then add advantages and monitor metrics.
+
+    A rubric that raises (a broken subclass) leaves the rollouts with reward 0 and the error.
+    """
+    try:
+        await env.rubric.score_group(states, score_sem=score_sem or NullAsyncContext())
+    except Exception as exc:
+        for state in states:
+            state["reward"], state["metrics"] = 0.0, {}
+            state.setdefault("reward_errors", []).append(to_record(exc, phase="scoring"))
+    rewards = [float(s.get("reward") or 0.0) for s in states]
+    for state, advantage in zip(states, group_advantages(rewards), strict=True):
+        state["reward"] = float(state.get("reward") or 0.0)
+        state["advantage"] = advantage
+        metrics = state.get("metrics")
+        if metrics is None:
+            metrics = state["metrics"] = {}
+        for name, value in env.monitor_metrics(state).items():
+            metrics.setdefault(name, value)
+        for step in state.get("trajectory") or []:
+            if step.get("reward") is None:
+                step["reward"] = state["reward"]
+            if step.get("advantage") is None:
+                step["advantage"] = advantage
+
+
+def _input_groups(env: Environment, inputs: Any) -> list[list[dict[str, Any]]]:
+    """Rows grouped by ``example_id`` in first-seen order (classic inputs repeat a row per rollout)."""
     rows = to_rows(inputs)
     if rows and "prompt" not in rows[0]:
         rows = format_rows(
@@ -50,10 +83,16 @@ def _input_rows(env: Environment, inputs: Any) -> list[dict[str, Any]]:
             message_type=env.message_type,
             system_prompt=env.system_prompt,
             few_shot=env.few_shot,
+            default_task=env.env_id or "default",
         )
-    elif rows and "example_id" not in rows[0]:
-        rows = [dict(r, example_id=i) for i, r in enumerate(rows)]
-    return rows
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for i, row in enumerate(rows):
+        example_id = row.get("example_id")
+        if example_id is None:
+            row = dict(row, example_id=i)
+            example_id = i
+        groups.setdefault(int(example_id), []).append(row)
+    return list(groups.values())
 
 
 def _json_safe(args: dict[str, Any]) -> dict[str, Any]:
@@ -72,102 +111,91 @@ async def run_generation(
     *,
     sampling_args: dict[str, Any] | None = None,
     rollouts_per_example: int = 1,
-    max_concurrent: int = -1,
-    max_concurrent_scoring: int = -1,
+    max_concurrent: int | None = -1,
+    max_concurrent_scoring: int | None = -1,
     score_rollouts: bool = True,
     results_path: str | None = None,
     state_columns: list[str] | None = None,
     on_progress: ProgressCallback | None = None,
     metadata: dict[str, Any] | None = None,
+    use_tqdm: bool = False,
 ) -> GenerateOutputs:
     if rollouts_per_example < 1:
         raise ValueError(f"rollouts_per_example must be at least 1, got {rollouts_per_example}")
-    rows = _input_rows(env, inputs)
+    groups = _input_groups(env, inputs)
+    group_size = max((len(g) for g in groups), default=1) * rollouts_per_example
     model_client = resolve_client(client)
-    owns_client = model_client is not client  # built here from a URL or an openai client
+    owns_client = model_client is not client and not isinstance(model_client, SDKClient)
     if isinstance(client, str):
         client = model_client
+    meta = RunMetadata(
+        env_id=env.env_id or type(env).__name__,
+        env_args=env.env_args,
+        env_version=getattr(env, "env_version", None),
+        env_content_hash=getattr(env, "env_content_hash", None),
+        verifiers_version=sdk_version(),
+        model=model,
+        base_url=str(getattr(model_client, "base_url", "") or "") or None,
+        sampling_args=_json_safe(env.merge_sampling_args(sampling_args)),
+        num_examples=len(groups),
+        rollouts_per_example=group_size,
+        max_concurrent=max_concurrent if max_concurrent is not None else -1,
+        started_at=now_iso(),
+        **{
+            k: v
+            for k, v in {**env.run_metadata(), **(metadata or {})}.items()
+            if k not in RunMetadata.model_fields
+        },
+    )
     writer: RunWriter | None = None
+    summary = SummaryAccumulator()
     if results_path is not None:
-        meta = RunMetadata(
-            env_id=env.env_id or type(env).__name__,
-            env_args=env.env_args,
-            env_version=getattr(env, "env_version", None),
-            env_content_hash=getattr(env, "env_content_hash", None),
-            verifiers_version=sdk_version(),
-            model=model,
-            base_url=str(getattr(model_client, "base_url", "") or "") or None,
-            sampling_args=_json_safe(env.merge_sampling_args(sampling_args)),
-            num_examples=len(rows),
-            rollouts_per_example=rollouts_per_example,
-            max_concurrent=max_concurrent,
-            started_at=now_iso(),
-            **{
-                k: v
-                for k, v in {**env.run_metadata(), **(metadata or {})}.items()
-                if k not in RunMetadata.model_fields
-            },
-        )
-        writer = RunWriter(results_path, meta).open(rollouts_per_example)
+        writer = RunWriter(results_path, meta).open(group_size)
+        summary = writer.summary
 
     done_states: dict[int, list[State]] = {}
     if writer is not None:
         for row in writer.previous_rows:
             done_states.setdefault(int(row["example_id"]), []).append(_state_from_row(row))
     pending = [
-        r for r in rows if writer is None or int(r["example_id"]) not in writer.completed_ids
+        g for g in groups if writer is None or int(g[0]["example_id"]) not in writer.completed_ids
     ]
-    total = len(rows) * rollouts_per_example
-    progress = {"done": total - len(pending) * rollouts_per_example}
-    gen_sem = asyncio.Semaphore(max_concurrent if max_concurrent > 0 else 1 << 30)
-    score_sem = asyncio.Semaphore(max_concurrent_scoring if max_concurrent_scoring > 0 else 1 << 30)
+    total = len(groups) * group_size
+    progress = {"done": total - len(pending) * group_size}
+    gen_sem = semaphore(max_concurrent)
+    score_sem = semaphore(max_concurrent_scoring)
 
-    async def run_one(row: dict[str, Any], index: int) -> State:
-        args = sampling_args
+    def rollout_args(row: dict[str, Any], index: int) -> dict[str, Any] | None:
         if sampling_args and sampling_args.get("seed") is not None:
             # a fixed seed makes runs reproducible, not a group's rollouts identical
-            args = {
-                **sampling_args,
-                "seed": int(sampling_args["seed"]) + 7919 * int(row["example_id"]) + 104729 * index,
-            }
-        async with gen_sem:
-            try:
-                state = await env.rollout(dict(row), client, model, args)
-            except Exception as exc:  # a rollout override that raised instead of recording
-                state = env.init_state(dict(row), client, model, args)
-                state["error"] = to_record(exc, phase="rollout")
-                state["stop_condition"] = "has_error"
+            seed = int(sampling_args["seed"]) + 7919 * int(row["example_id"]) + 104729 * index
+            return {**sampling_args, "seed": seed}
+        return sampling_args
+
+    async def run_one(row: dict[str, Any], index: int) -> State:
+        state = await env.run_rollout(gen_sem, row, client, model, rollout_args(row, index))
         state["rollout_index"] = index
         return state
 
-    async def run_group(row: dict[str, Any]) -> None:
-        states = list(await asyncio.gather(*(run_one(row, i) for i in range(rollouts_per_example))))
+    async def run_group(group: list[dict[str, Any]]) -> None:
+        members = [row for row in group for _ in range(rollouts_per_example)]
+        states = list(await asyncio.gather(*(run_one(r, i) for i, r in enumerate(members))))
         if score_rollouts:
             async with score_sem:
-                try:
-                    await env.rubric.score_group(states)
-                except Exception as exc:  # a broken rubric subclass: keep the rollouts, reward 0
-                    for state in states:
-                        state["reward"], state["metrics"] = 0.0, {}
-                        state.setdefault("reward_errors", []).append(
-                            to_record(exc, phase="scoring")
-                        )
-            for state, advantage in zip(
-                states, group_advantages([s["reward"] or 0.0 for s in states]), strict=True
-            ):
-                state["advantage"] = advantage
-                for step in state.get("trajectory") or []:
-                    step["reward"], step["advantage"] = state["reward"], advantage
+                await score_states(env, states, NullAsyncContext())
         records = [rollout_record(s, state_columns) for s in states]
         if writer is not None:
             writer.write_group(records)
-        done_states[int(row["example_id"])] = states
+        else:
+            for record in records:
+                summary.add(record)
+        done_states[int(group[0]["example_id"])] = states
         progress["done"] += len(states)
         if on_progress is not None:
             on_progress(progress["done"], total, records)
 
     start = time.perf_counter()
-    tasks = [asyncio.ensure_future(run_group(row)) for row in pending]
+    tasks = [asyncio.ensure_future(run_group(group)) for group in pending]
     status = "failed"
     try:
         await asyncio.gather(*tasks)
@@ -179,12 +207,18 @@ async def run_generation(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        elapsed = time.perf_counter() - start
         if writer is not None:
-            writer.close(status, time.perf_counter() - start)
+            writer.close(status, elapsed)
+        else:
+            meta.status = status  # type: ignore[assignment]
+            meta.finished_at = now_iso()
+            meta.duration_s = elapsed
+            meta.summary = summary.summary()
         if owns_client:
             await model_client.aclose()
         await env.end_run()
-    return _outputs(rows, done_states, writer)
+    return _outputs(groups, done_states, meta, writer, state_columns)
 
 
 def _state_from_row(row: dict[str, Any]) -> State:
@@ -200,30 +234,53 @@ def _state_from_row(row: dict[str, Any]) -> State:
     return state
 
 
+def classic_metadata(
+    meta: RunMetadata, run_dir: str | None, state_columns: list[str] | None
+) -> GenerateMetadata:
+    """The run's metadata under both the classic keys and ``RunMetadata``'s own fields."""
+    out = GenerateMetadata(meta.model_dump())
+    out.update(
+        date=meta.started_at,
+        time_ms=meta.duration_s * 1000.0,
+        avg_reward=meta.summary.avg_reward if meta.summary.avg_reward is not None else 0.0,
+        avg_metrics=dict(meta.summary.avg_metrics),
+        state_columns=list(state_columns or []),
+        path_to_save=Path(run_dir) if run_dir else None,
+        base_url=meta.base_url or "",
+    )
+    return out
+
+
 def _outputs(
-    rows: list[dict[str, Any]], done: dict[int, list[State]], writer: RunWriter | None
+    groups: list[list[dict[str, Any]]],
+    done: dict[int, list[State]],
+    meta: RunMetadata,
+    writer: RunWriter | None,
+    state_columns: list[str] | None,
 ) -> GenerateOutputs:
     out = GenerateOutputs()
     metric_names: list[str] = []
-    for row in rows:
+    for group in groups:
         for state in sorted(
-            done.get(int(row["example_id"]), []), key=lambda s: s.get("rollout_index", 0)
+            done.get(int(group[0]["example_id"]), []), key=lambda s: s.get("rollout_index", 0)
         ):
-            out.prompt.append(state["prompt"])
-            out.completion.append(state.get("completion"))
-            out.answer.append(state.get("answer", ""))
-            out.state.append(state)
-            out.task.append(state.get("task", "default"))
-            out.info.append(state.get("info") or {})
-            out.example_id.append(state["example_id"])
-            out.reward.append(state.get("reward") or 0.0)
+            out["prompt"].append(state["prompt"])
+            out["completion"].append(state.get("completion"))
+            out["answer"].append(state.get("answer", ""))
+            out["state"].append(state)
+            out["task"].append(state.get("task", "default"))
+            out["info"].append(state.get("info") or {})
+            out["example_id"].append(state["example_id"])
+            out["reward"].append(state.get("reward") or 0.0)
             for name in state.get("metrics") or {}:
                 if name not in metric_names:
                     metric_names.append(name)
-    out.metrics = {
-        name: [(s.get("metrics") or {}).get(name, 0.0) for s in out.state] for name in metric_names
+    out["metrics"] = {
+        name: [(s.get("metrics") or {}).get(name, 0.0) for s in out["state"]]
+        for name in metric_names
     }
-    if writer is not None:
-        out.metadata = writer.metadata
-        out.path = str(writer.run_dir)
+    run_dir = str(writer.run_dir) if writer is not None else None
+    out["metadata"] = classic_metadata(meta, run_dir, state_columns)
+    out["run_metadata"] = meta
+    out["path"] = run_dir
     return out

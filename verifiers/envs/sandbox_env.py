@@ -36,7 +36,9 @@ class SandboxEnv(StatefulToolEnv):
         max_turns: int = 10,
         **kwargs: Any,
     ) -> None:
+        kwargs.setdefault("error_formatter", lambda e: f"{type(e).__name__}: {e}")
         super().__init__(max_turns=max_turns, **kwargs)
+        self._sandbox_errors: dict[str, list[str]] = {}
         self.sandbox_limits = sandbox_limits or SandboxLimits()
         self._provider = sandbox_provider
         self._owns_provider = sandbox_provider is None
@@ -100,20 +102,25 @@ class SandboxEnv(StatefulToolEnv):
         Args:
             command: The shell command to run, e.g. "ls -la" or "python3 script.py".
         """
-        result = await (await self.sandbox(sandbox_id)).run_shell(command)
+        result = await self.in_sandbox(sandbox_id, lambda box: box.run_shell(command))
         return result.output + (
             "" if result.exit_code == 0 or result.timed_out else f"\n[exit code {result.exit_code}]"
         )
 
-    async def env_response(self, messages: Messages, state: State, **kwargs: Any) -> Messages:
-        replies = await super().env_response(messages, state, **kwargs)
-        crashed = [r["content"] for r in replies if "SandboxError" in r["content"]]
-        if crashed:
-            state.setdefault("sandbox_errors", []).extend(crashed)
-        return replies
+    async def in_sandbox(self, sandbox_id: str, action: Any) -> Any:
+        """Run ``action(sandbox)``; a SandboxError is noted for the rollout, then re-raised (the
+        model sees it as the tool's error and the rollout goes on)."""
+        try:
+            return await action(await self.sandbox(sandbox_id))
+        except SandboxError as exc:
+            self._sandbox_errors.setdefault(sandbox_id, []).append(f"SandboxError: {exc}")
+            raise
 
     @cleanup
     async def destroy_sandbox(self, state: State) -> None:
+        crashed = self._sandbox_errors.pop(state.get("sandbox_id") or "", None)
+        if crashed:
+            state.setdefault("sandbox_errors", []).extend(crashed)
         task = self._sandboxes.pop(state.get("sandbox_id") or "", None)
         if task is None:
             return

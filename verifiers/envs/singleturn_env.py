@@ -14,5 +14,4 @@ class SingleTurnEnv(MultiTurnEnv):
         super().__init__(max_turns=1, **kwargs)
 
     async def env_response(self, messages: Messages, state: State, **kwargs: Any) -> Messages:
-        # Never reached: the rollout stops after the first reply.
-        return [] if self.message_type == "chat" else ""
+        raise NotImplementedError("env_response is not implemented for SingleTurnEnv")

@@ -1,7 +1,8 @@
-"""The base parser: how an environment reads the model's text."""
+"""The base parser: how an environment reads the model's text (classic semantics)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -9,9 +10,11 @@ from verifiers.types import Messages
 
 
 class Parser:
-    """Extracts an answer from model output with ``extract_fn`` (identity by default)."""
+    """``parse`` applies ``extract_fn`` (identity by default); ``parse_answer`` parses the last
+    assistant message (or the text itself for completion-style rollouts)."""
 
     def __init__(self, extract_fn: Callable[[str], Any] = lambda x: x, **kwargs: Any) -> None:
+        self.logger = logging.getLogger(f"verifiers.parsers.{type(self).__name__}")
         self.extract_fn = extract_fn
         for key, value in kwargs.items():
             setattr(self, key, value)
@@ -19,36 +22,38 @@ class Parser:
     def parse(self, text: str) -> Any:
         return self.extract_fn(text)
 
-    def get_assistant_messages(self, completion: Messages) -> list[dict[str, Any]]:
+    @staticmethod
+    def _by_role(completion: Messages, role: str) -> list[dict[str, Any]]:
         if isinstance(completion, str):
-            return [{"role": "assistant", "content": completion}]
-        return [m for m in completion if m.get("role") == "assistant"]
+            return [{"role": "assistant", "content": completion}] if role == "assistant" else []
+        return [m for m in completion if m.get("role") == role]
+
+    def get_assistant_messages(self, completion: Messages) -> list[dict[str, Any]]:
+        return self._by_role(completion, "assistant")
+
+    def get_system_messages(self, completion: Messages) -> list[dict[str, Any]]:
+        return self._by_role(completion, "system")
 
     def get_user_messages(self, completion: Messages) -> list[dict[str, Any]]:
-        if isinstance(completion, str):
-            return []
-        return [m for m in completion if m.get("role") == "user"]
+        return self._by_role(completion, "user")
 
     def get_tool_messages(self, completion: Messages) -> list[dict[str, Any]]:
-        if isinstance(completion, str):
-            return []
-        return [m for m in completion if m.get("role") == "tool"]
+        return self._by_role(completion, "tool")
 
-    def parse_answer(self, completion: Messages) -> str | None:
-        """The answer in the last assistant message (or the whole text for completion-style)."""
+    def parse_answer(self, completion: Messages) -> Any:
+        """The parsed last assistant message (None when there is none)."""
         if isinstance(completion, str):
             return self.parse(completion)
-        for message in reversed(self.get_assistant_messages(completion)):
-            text = message_text(message)
-            if text:
-                return self.parse(text)
-        return None
+        messages = self.get_assistant_messages(completion)
+        if not messages:
+            return None
+        return self.parse(message_text(messages[-1]))
 
     def get_format_reward_func(self) -> Callable[..., float]:
-        """Reward 1.0 when the output parses at all; subclasses check their own format."""
+        """The base parser has no format to check: always 1.0 (subclasses check theirs)."""
 
         def format_reward_func(completion: Messages, **kwargs: Any) -> float:
-            return 1.0 if self.parse_answer(completion) is not None else 0.0
+            return 1.0
 
         return format_reward_func
 

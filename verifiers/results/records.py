@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from verifiers.errors import to_record
 from verifiers.results.schema import RunSummary, Usage
 from verifiers.types import State
 
@@ -48,10 +49,10 @@ def rollout_record(state: State, state_columns: list[str] | None = None) -> dict
         "reward": state.get("reward") or 0.0,
         "advantage": state.get("advantage"),
         "metrics": state.get("metrics") or {},
-        "error": state.get("error"),
+        "error": to_record(state["error"]) if state.get("error") is not None else None,
         "reward_errors": state.get("reward_errors") or [],
         "stop_condition": state.get("stop_condition"),
-        "turns": state.get("turn", 0),
+        "turns": len(state.get("trajectory") or []) or state.get("turn", 0),
         "is_truncated": bool(state.get("is_truncated")),
         "timing": state.get("timing") or {},
         "usage": state.get("usage") or {},
@@ -136,3 +137,47 @@ def pass_at_k(example_ids: list[int], rewards: list[float]) -> dict[str, float]:
         result[str(k)] = statistics.fmean(estimates)
         k *= 2
     return result
+
+
+def make_dataset(
+    results: Any,
+    state_columns: list[str] | None = None,
+    push_to_hub: bool = False,
+    hub_name: str | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A ``datasets.Dataset`` with one row per rollout of ``results`` (a ``GenerateOutputs``).
+
+    Columns: prompt, completion, answer, task, info, example_id, reward, each metric, and the
+    state columns named in ``state_columns`` (default: the metadata's ``state_columns``).
+    """
+    from datasets import Dataset
+
+    if push_to_hub or hub_name:
+        raise ValueError(
+            "make_dataset does not upload to the Hugging Face Hub (no network at runtime); "
+            "save the dataset with dataset.save_to_disk(...) or attach it to the hub's version"
+        )
+    metadata = results.get("metadata") or {}
+    columns = list(state_columns or metadata.get("state_columns") or [])
+    n = len(results["reward"])
+    rows = []
+    for i in range(n):
+        state = results["state"][i] if i < len(results.get("state") or []) else {}
+        row: dict[str, Any] = {
+            "example_id": results["example_id"][i],
+            "prompt": results["prompt"][i],
+            "completion": results["completion"][i],
+            "answer": results["answer"][i],
+            "task": results["task"][i],
+            "info": results["info"][i],
+            "reward": results["reward"][i],
+        }
+        for name, values in (results.get("metrics") or {}).items():
+            row[name] = values[i]
+        for column in columns:
+            if column in _DEFAULT_EXCLUDED or column in row:
+                continue
+            row[column] = state.get(column) if hasattr(state, "get") else None
+        rows.append(row)
+    return Dataset.from_list(rows)

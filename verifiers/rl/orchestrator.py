@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from verifiers.errors import EmptyModelResponseError, ModelConnectionError, ModelTimeoutError
 from verifiers.rl.advantages import ESTIMATORS
 from verifiers.rl.batching import Sample, samples_from_state
 
@@ -142,11 +143,11 @@ class Orchestrator:
         )
         errors = [s for s in out.state if s.get("error")]
         connection = [
-            e for e in errors if e["error"]["type"] in ("ModelConnectionError", "ModelTimeoutError")
+            s for s in errors if isinstance(s["error"], ModelConnectionError | ModelTimeoutError)
         ]
         if out.state and len(connection) == len(out.state):
             raise InferenceServerError(
-                f"the inference server stopped answering: {connection[0]['error']['message']}"
+                f"the inference server stopped answering: {connection[0]['error']}"
             )
         groups: dict[int, list[Any]] = {}
         for state in out.state:
@@ -173,4 +174,4 @@ def _trainable_error(state: dict[str, Any]) -> bool:
     """An empty reply is the policy's own doing: its tokens (an end-of-sequence) are trained on
     with the rollout's reward, so a policy cannot drift into saying nothing unpenalized. Errors
     of the server, the environment or the tools are not the policy's and are dropped."""
-    return state["error"].get("type") == "EmptyModelResponseError" and bool(state.get("trajectory"))
+    return isinstance(state["error"], EmptyModelResponseError) and bool(state.get("trajectory"))

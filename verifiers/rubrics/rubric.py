@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from verifiers.concurrency import NullAsyncContext, maybe_await
 from verifiers.errors import RewardFunctionError, to_record
 from verifiers.parsers.parser import Parser
 from verifiers.types import Messages, RolloutScore, RolloutScores, State
@@ -49,7 +51,11 @@ class _Signature:
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         )
         self.accepts_all = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-        self.is_group = bool(self.params & GROUP_PARAMS) or getattr(func, "_vf_group", False)
+        self.is_group = (
+            bool(self.params & GROUP_PARAMS)
+            or getattr(func, "_vf_group", False)
+            or sig.return_annotation in (list, "list")
+        )
         self.is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
             type(func).__call__
         )
@@ -68,26 +74,28 @@ def group_reward_func(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class Rubric:
+    """Weighted reward functions. Override ``score_group`` (or ``score_rollout``) for custom
+    scoring; ``RubricGroup`` and the rollout engine call those, never the internals."""
+
     def __init__(
         self,
         funcs: Sequence[Callable[..., Any]] | None = None,
         weights: Sequence[float] | None = None,
         parser: Parser | None = None,
         parallelize_scoring: bool = True,
-        **kwargs: Any,
     ) -> None:
+        self.logger = logging.getLogger(f"verifiers.rubrics.{type(self).__name__}")
         self.funcs: list[Callable[..., Any]] = []
         self.weights: list[float] = []
         self._signatures: list[_Signature] = []
         self.parser = parser or Parser()
         self.parallelize_scoring = parallelize_scoring
         self.class_objects: dict[str, Any] = {"parser": self.parser}
-        for key, value in kwargs.items():
-            setattr(self, key, value)
-            self.class_objects[key] = value
         funcs = list(funcs or [])
-        if weights is not None and len(weights) != len(funcs):
-            raise ValueError(f"Rubric got {len(funcs)} reward functions but {len(weights)} weights")
+        if weights and len(weights) != len(funcs):
+            raise ValueError(
+                f"Number of weights ({len(weights)}) must match number of functions ({len(funcs)})"
+            )
         for func, weight in zip(funcs, weights or [1.0] * len(funcs), strict=True):
             self.add_reward_func(func, weight)
 
@@ -109,6 +117,19 @@ class Rubric:
     def get_reward_func_names(self) -> list[str]:
         return [s.name for s in self._signatures]
 
+    # the classic private spellings, read by subclasses and tests
+    def _get_reward_funcs(self) -> list[Callable[..., Any]]:
+        return self.get_reward_funcs()
+
+    def _get_reward_weights(self) -> list[float]:
+        return self.get_reward_weights()
+
+    def _get_reward_func_names(self) -> list[str]:
+        return self.get_reward_func_names()
+
+    def _is_group_func(self, func: Callable[..., Any]) -> bool:
+        return _Signature(func).is_group
+
     def add_reward_func(self, func: Callable[..., Any], weight: float = 1.0) -> None:
         if not callable(func):
             raise TypeError(f"reward function must be callable, got {type(func).__name__}")
@@ -116,25 +137,22 @@ class Rubric:
         self.weights.append(float(weight))
         self._signatures.append(_Signature(func))
 
-    def add_metric(self, func: Callable[..., Any]) -> None:
-        self.add_reward_func(func, weight=0.0)
+    def add_metric(self, func: Callable[..., Any], weight: float = 0.0) -> None:
+        self.add_reward_func(func, weight=weight)
 
     def add_class_object(self, name: str, obj: Any) -> None:
         self.class_objects[name] = obj
 
     # --- scoring ---------------------------------------------------------------------------------
-    async def score_group(self, states: list[State]) -> None:
-        """Score all rollouts of one example; writes ``reward``, ``metrics`` and timing into each state."""
+    async def score_group(self, states: list[State], score_sem: Any = None) -> None:
+        """Score all rollouts of one example; writes ``reward``, ``metrics`` and timing into each
+        state. Advantages are the engine's job (from the final summed reward), not the rubric's."""
+        if not states:
+            return
         start = time.perf_counter()
-        rewards, metrics = await self.compute_scores(states)
-        elapsed_ms = (time.perf_counter() - start) * 1000
-        for i, state in enumerate(states):
-            state["reward"] = rewards[i]
-            state["metrics"] = {name: values[i] for name, values in metrics.items()}
-            timing = state.get("timing")
-            if isinstance(timing, dict):
-                timing["scoring_ms"] = elapsed_ms
-                timing["total_ms"] = timing.get("generation_ms", 0.0) + elapsed_ms
+        async with score_sem if score_sem is not None else NullAsyncContext():
+            rewards, metrics = await self.compute_scores(states)
+        _write_scores(states, rewards, metrics, (time.perf_counter() - start) * 1000)
 
     async def compute_scores(
         self, states: list[State]
@@ -194,9 +212,7 @@ class Rubric:
         self, func: Callable[..., Any], sig: _Signature, state: State, args: dict[str, Any]
     ) -> float:
         try:
-            result = func(**sig.select(args))
-            if inspect.isawaitable(result):
-                result = await result
+            result = await maybe_await(func, **sig.select(args))
             return _as_reward(result, sig.name)
         except Exception as exc:  # a broken reward function must not kill the run
             _record_reward_error(state, sig.name, exc)
@@ -213,9 +229,7 @@ class Rubric:
         for plural, singular in _PLURAL.items():
             args[plural] = [a[singular] for a in per_state]
         try:
-            result = func(**sig.select(args))
-            if inspect.isawaitable(result):
-                result = await result
+            result = await maybe_await(func, **sig.select(args))
             values = list(result)
             if len(values) != len(states):
                 raise RewardFunctionError(
@@ -230,18 +244,30 @@ class Rubric:
     # --- classic entry points --------------------------------------------------------------------
     async def score_rollout(
         self,
-        prompt: Messages,
-        completion: Messages,
-        answer: Any = "",
         state: State | None = None,
+        score_sem: Any = None,
+        *,
+        prompt: Messages | None = None,
+        completion: Messages | None = None,
+        answer: Any = "",
         task: str = "default",
         info: dict[str, Any] | None = None,
-        example_id: int | None = None,
         **kwargs: Any,
-    ) -> RolloutScore:
-        state = _standalone_state(prompt, completion, answer, state, task, info, example_id)
-        rewards, metrics = await self.compute_scores([state])
-        return RolloutScore(reward=rewards[0], metrics={k: v[0] for k, v in metrics.items()})
+    ) -> RolloutScore | None:
+        """Score one rollout in place (``state["reward"]``, ``state["metrics"]``, timing);
+        group-level functions see a group of one.
+
+        The pre-0.1.8 keyword form (``prompt=, completion=, answer=, ...``) scores those fields
+        and returns a ``RolloutScore`` instead.
+        """
+        if prompt is not None or completion is not None:
+            full = _standalone_state(prompt, completion, answer, state, task, info)
+            rewards, metrics = await self.compute_scores([full])
+            return RolloutScore(reward=rewards[0], metrics={k: v[0] for k, v in metrics.items()})
+        if state is None:
+            raise TypeError("score_rollout needs a state (or prompt= and completion=)")
+        await self.score_group([state], score_sem=score_sem)
+        return None
 
     async def score_rollouts(
         self,
@@ -253,14 +279,27 @@ class Rubric:
         infos: list[dict[str, Any]],
         **kwargs: Any,
     ) -> RolloutScores:
+        """Scores for parallel lists of rollout fields (the pre-0.1.8 entry point)."""
         full = [
-            _standalone_state(p, c, a, s, t, i, None)
+            _standalone_state(p, c, a, s, t, i)
             for p, c, a, s, t, i in zip(
                 prompts, completions, answers, states, tasks, infos, strict=True
             )
         ]
         rewards, metrics = await self.compute_scores(full)
         return RolloutScores(reward=rewards, metrics=metrics)
+
+
+def _write_scores(
+    states: list[State], rewards: list[float], metrics: dict[str, list[float]], elapsed_ms: float
+) -> None:
+    for i, state in enumerate(states):
+        state["reward"] = rewards[i]
+        state["metrics"] = {name: values[i] for name, values in metrics.items()}
+        timing = state.get("timing")
+        if isinstance(timing, dict):
+            timing["scoring_ms"] = elapsed_ms
+            timing["total_ms"] = timing.get("generation_ms", 0.0) + elapsed_ms
 
 
 def _as_reward(value: Any, name: str) -> float:
@@ -289,14 +328,14 @@ def _record_reward_error(state: State, name: str, exc: Exception) -> None:
     errors.append(record)
 
 
-def _standalone_state(prompt, completion, answer, state, task, info, example_id) -> State:
-    full = State(state or {})
+def _standalone_state(prompt, completion, answer, state, task, info) -> State:
+    full = state if isinstance(state, State) else State(state or {})
     full["input"] = {
         "prompt": prompt,
         "answer": answer,
         "task": task,
         "info": info or {},
-        "example_id": example_id if example_id is not None else full.get("example_id", 0),
+        "example_id": full.get("example_id", 0),
     }
     dict.__setitem__(full, "completion", completion)
     return full

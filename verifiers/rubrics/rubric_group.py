@@ -1,7 +1,8 @@
-"""RubricGroup: several rubrics scored together, rewards summed."""
+"""RubricGroup: several rubrics scored together, rewards and same-named metrics summed."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from verifiers.rubrics.rubric import Rubric
@@ -9,7 +10,8 @@ from verifiers.types import State
 
 
 class RubricGroup(Rubric):
-    """Sums the rubrics' rewards; metrics keep each function's value (same names add up).
+    """Scores each rubric through its own ``score_group`` (so subclasses that override it count)
+    and sums the rewards; metrics keep each function's value (same names add up).
 
     Advantages are never computed here: the engine derives them from the final summed reward of
     the whole group, so a rubric cannot normalize against a partial score.
@@ -17,13 +19,18 @@ class RubricGroup(Rubric):
 
     def __init__(self, rubrics: list[Rubric], **kwargs: Any) -> None:
         if not rubrics:
-            raise ValueError("RubricGroup needs at least one rubric")
-        super().__init__(parser=kwargs.pop("parser", rubrics[0].parser), **kwargs)
+            raise ValueError("RubricGroup must have at least one rubric")
+        kwargs.setdefault("parser", rubrics[0].parser)
+        super().__init__(**kwargs)
         self.rubrics = list(rubrics)
 
     def add_reward_func(self, func, weight: float = 1.0) -> None:
         if not hasattr(self, "rubrics"):
             return super().add_reward_func(func, weight)
+        assert self.rubrics, "RubricGroup must have at least one rubric"
+        logging.getLogger("verifiers.rubrics.RubricGroup").warning(
+            "Adding reward function to the first rubric in the group."
+        )
         self.rubrics[0].add_reward_func(func, weight)
 
     def add_class_object(self, name: str, obj: Any) -> None:
@@ -31,25 +38,44 @@ class RubricGroup(Rubric):
             rubric.add_class_object(name, obj)
 
     def get_reward_funcs(self):
-        return [f for r in self.rubrics for f in r.get_reward_funcs()]
+        return [f for r in self.rubrics for f in r._get_reward_funcs()]
 
     def get_reward_weights(self):
-        return [w for r in self.rubrics for w in r.get_reward_weights()]
+        return [w for r in self.rubrics for w in r._get_reward_weights()]
 
     def get_reward_func_names(self):
-        return [n for r in self.rubrics for n in r.get_reward_func_names()]
+        return [n for r in self.rubrics for n in r._get_reward_func_names()]
+
+    async def score_group(self, states: list[State], score_sem: Any = None) -> None:
+        n = len(states)
+        total = [0.0] * n
+        metrics: dict[str, list[float]] = {}
+        scoring_ms = 0.0
+        for rubric in self.rubrics:
+            for state in states:
+                state["reward"], state["metrics"] = None, None
+            await rubric.score_group(states, score_sem=score_sem)
+            for i, state in enumerate(states):
+                total[i] += float(state.get("reward") or 0.0)
+                for name, value in (state.get("metrics") or {}).items():
+                    metrics.setdefault(name, [0.0] * n)[i] += float(value)
+            timing = states[0].get("timing") if states else None
+            if isinstance(timing, dict):
+                scoring_ms += float(timing.get("scoring_ms") or 0.0)
+        for i, state in enumerate(states):
+            state["reward"] = total[i]
+            state["metrics"] = {name: values[i] for name, values in metrics.items()}
+            timing = state.get("timing")
+            if isinstance(timing, dict):
+                timing["scoring_ms"] = scoring_ms
+                timing["total_ms"] = timing.get("generation_ms", 0.0) + scoring_ms
 
     async def compute_scores(
         self, states: list[State]
     ) -> tuple[list[float], dict[str, list[float]]]:
-        total = [0.0] * len(states)
-        metrics: dict[str, list[float]] = {}
-        for rubric in self.rubrics:
-            rewards, rubric_metrics = await rubric.compute_scores(states)
-            total = [a + b for a, b in zip(total, rewards, strict=True)]
-            for name, values in rubric_metrics.items():
-                if name in metrics:
-                    metrics[name] = [a + b for a, b in zip(metrics[name], values, strict=True)]
-                else:
-                    metrics[name] = values
-        return total, metrics
+        await self.score_group(states)
+        names = list(dict.fromkeys(k for s in states for k in (s.get("metrics") or {})))
+        return (
+            [float(s.get("reward") or 0.0) for s in states],
+            {k: [(s.get("metrics") or {}).get(k, 0.0) for s in states] for k in names},
+        )

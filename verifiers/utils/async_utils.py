@@ -1,13 +1,5 @@
-"""``maybe_await``: call a function that may be sync or async (classic module path)."""
+"""Classic module path ``verifiers.utils.async_utils``."""
 
-from __future__ import annotations
+from verifiers.concurrency import NullAsyncContext, maybe_await, maybe_semaphore
 
-import inspect
-from typing import Any
-
-
-async def maybe_await(func: Any, *args: Any, **kwargs: Any) -> Any:
-    result = func(*args, **kwargs)
-    if inspect.isawaitable(result):
-        return await result
-    return result
+__all__ = ["NullAsyncContext", "maybe_await", "maybe_semaphore"]

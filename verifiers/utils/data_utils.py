@@ -6,6 +6,13 @@ from typing import Any
 
 BOXED_COMMANDS = ("\\boxed", "\\fbox")
 
+# The classic prompts, character for character (environments' requests must not change).
+THINK_BOXED_SYSTEM_PROMPT = (
+    "Think step-by-step inside <think>...</think> tags.     "
+    "Then, give your final answer inside \\boxed{}."
+)
+BOXED_SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
+
 
 def extract_boxed_answer(text: str) -> str:
     """The content of the last ``\\boxed{...}`` (nested braces respected); the text itself if none."""

@@ -35,6 +35,27 @@ def feedback(guess: str, secret: str) -> str:
     return "".join(marks)
 
 
+def replay(
+    parser: vf.XMLParser, completion: vf.Messages, secret: str
+) -> tuple[list[str], list[str]]:
+    """Every valid guess in the completion and its marks, up to and including a solve.
+
+    Rewards come from this replay, not from what ``env_response`` saw, so the model's last reply
+    (at ``max_turns`` the environment never answers it) counts like every other.
+    """
+    guesses, marks = [], []
+    for message in parser.get_assistant_messages(completion):
+        guess = getattr(parser.parse(str(message.get("content") or "")), "guess", None) or ""
+        guess = guess.strip().lower()
+        if len(guess) != 5 or not guess.isalpha():
+            continue
+        guesses.append(guess)
+        marks.append(feedback(guess, secret))
+        if marks[-1] == "GGGGG":
+            break
+    return guesses, marks
+
+
 class WordleEnv(vf.MultiTurnEnv):
     def __init__(self, parser: vf.XMLParser, **kwargs):
         super().__init__(parser=parser, **kwargs)
@@ -43,13 +64,19 @@ class WordleEnv(vf.MultiTurnEnv):
         state["guesses"], state["marks"], state["solved"] = [], [], False
         return state
 
-    @vf.stop
+    @vf.stop(priority=10)
     async def solved(self, state: vf.State) -> bool:
         return state["solved"]
 
+    @vf.cleanup
+    async def record_game(self, state: vf.State) -> None:
+        """The game as the completion shows it, including a final reply nobody answered."""
+        state["guesses"], state["marks"] = replay(self.parser, state["completion"], state["answer"])
+        state["solved"] = bool(state["marks"]) and state["marks"][-1] == "GGGGG"
+
     async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs) -> vf.Messages:
         guess = (self.parser.parse_answer(messages) or "").strip().lower()
-        left = self.max_turns - state["turn"]
+        left = self.max_turns - len(state["trajectory"])
         if len(guess) != 5 or not guess.isalpha():
             return [
                 {
@@ -62,7 +89,9 @@ class WordleEnv(vf.MultiTurnEnv):
         state["marks"].append(marks)
         if marks == "GGGGG":
             state["solved"] = True
-            return [{"role": "user", "content": f"{guess.upper()} -> {marks}. Solved!"}]
+            reply = [{"role": "user", "content": f"{guess.upper()} -> {marks}. Solved!"}]
+            state["final_env_response"] = reply  # the game is over: no further model call
+            return reply
         return [
             {"role": "user", "content": f"{guess.upper()} -> {' '.join(marks)}. {left} tries left."}
         ]
@@ -80,19 +109,20 @@ def load_environment(
             for _ in range(n)
         ]
 
-    def correct_answer(state, **kwargs) -> float:
-        return 1.0 if state.get("solved") else 0.0
+    def correct_answer(completion, answer, **kwargs) -> float:
+        _, marks = replay(parser, completion, answer)
+        return 1.0 if marks and marks[-1] == "GGGGG" else 0.0
 
-    def partial_credit(state, **kwargs) -> float:
+    def partial_credit(completion, answer, **kwargs) -> float:
         """Best guess: 0.2 per green, 0.1 per yellow."""
-        return max(
-            (0.2 * m.count("G") + 0.1 * m.count("Y") for m in state.get("marks") or []), default=0.0
-        )
+        _, marks = replay(parser, completion, answer)
+        return max((0.2 * m.count("G") + 0.1 * m.count("Y") for m in marks), default=0.0)
 
-    def efficiency(state, **kwargs) -> float:
-        if not state.get("solved"):
+    def efficiency(completion, answer, **kwargs) -> float:
+        guesses, marks = replay(parser, completion, answer)
+        if not marks or marks[-1] != "GGGGG":
             return 0.0
-        return (max_turns - len(state["guesses"]) + 1) / max_turns
+        return (max_turns - len(guesses) + 1) / max_turns
 
     format_reward = parser.get_format_reward_func()
     format_reward.__name__ = "format_reward"

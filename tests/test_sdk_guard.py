@@ -1,0 +1,117 @@
+"""Installing an environment that pins another ``verifiers`` keeps this SDK (fresh virtualenv).
+
+Each case builds a real environment package whose dependency would replace this SDK (PyPI's
+``verifiers`` is a different project) and installs it with ``vf-install`` into a fresh virtualenv
+that has this SDK installed; afterwards ``verifiers`` must still be this checkout.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+PINS = {
+    "exact-old-pin": ('dependencies = ["verifiers==0.1.5"]', ""),
+    "pypi-v1-range": ('dependencies = ["verifiers>=0.3.0"]', ""),
+    "git-source": (
+        'dependencies = ["verifiers"]',
+        '[tool.uv.sources]\nverifiers = { git = "https://github.com/PrimeIntellect-ai/verifiers" }\n',
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    """A fresh virtualenv with this SDK installed (editable, as setup does); its dependencies
+    are the test environment's own, so nothing is downloaded."""
+    root = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(site) / "outer_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    from verifiers.cli.install import uv_binary
+
+    subprocess.run(
+        [
+            uv_binary(),
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(python),
+            "--no-deps",
+            "-e",
+            str(REPO),
+        ],
+        check=True,
+    )
+    return python
+
+
+def environment_package(tmp_path: Path, case: str) -> Path:
+    dependencies, sources = PINS[case]
+    name = f"pinned-{case}"
+    module = name.replace("-", "_")
+    directory = tmp_path / module
+    (directory / module).mkdir(parents=True)
+    (directory / "pyproject.toml").write_text(
+        textwrap.dedent(f"""\
+        [build-system]
+        requires = ["hatchling"]
+        build-backend = "hatchling.build"
+
+        [project]
+        name = "{name}"
+        version = "0.1.0"
+        {dependencies}
+
+        [tool.hatch.build.targets.wheel]
+        packages = ["{module}"]
+        """)
+        + sources
+    )
+    (directory / module / "__init__.py").write_text(
+        "def load_environment(**kw):\n    return None\n"
+    )
+    return directory
+
+
+@pytest.mark.parametrize("case", sorted(PINS))
+def test_vf_install_keeps_this_sdk_whatever_the_environment_pins(venv, tmp_path, case):
+    package = environment_package(tmp_path, case)
+    result = subprocess.run(
+        [str(venv), "-m", "verifiers.cli.install", str(package)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "is satisfied by this SDK" in result.stdout
+    probe = subprocess.run(
+        [
+            str(venv),
+            "-c",
+            "import verifiers, importlib.metadata as m; print(verifiers.__file__); "
+            "print(m.version('verifiers')); import verifiers.sdk_guard",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    location, version = probe.stdout.split()
+    assert Path(location).resolve().is_relative_to(REPO)
+    import verifiers
+
+    assert version == verifiers.__version__
