@@ -10,7 +10,6 @@ hash differs.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from hub_client.client import HubAPIError, HubClient
 from hub_client.wire import VersionInfo
+from verifiers.env_id import EnvId, EnvIdError
 from verifiers.sdk_guard import (
     installed_sdk_requirement,
     keep_sdk_args,
@@ -29,33 +29,22 @@ from verifiers.sdk_guard import (
 )
 
 LOCK_VERSION = 1
-_SPEC = re.compile(
-    r"^(?P<owner>[a-z0-9][a-z0-9._-]*)/(?P<name>[a-z0-9][a-z0-9._-]*)(?:@(?P<version>[\w.+!-]+))?$"
-)
 
 
 class InstallError(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class EnvSpec:
-    owner: str
-    name: str
-    version: str | None  # None = latest
+class EnvSpec(EnvId):
+    """An ``owner/name[@version]`` to install (the grammar of ``verifiers.env_id``)."""
 
     @classmethod
-    def parse(cls, text: str) -> EnvSpec:
-        match = _SPEC.match(text.strip())
-        if not match:
-            raise InstallError(
-                f"{text!r} is not an environment spec; use owner/name, owner/name@1.2.3 or owner/name@latest"
-            )
-        version = match["version"]
-        return cls(match["owner"], match["name"], None if version in (None, "latest") else version)
-
-    def __str__(self) -> str:
-        return f"{self.owner}/{self.name}" + (f"@{self.version}" if self.version else "")
+    def parse(cls, text: str, *, require_owner: bool = True) -> EnvSpec:
+        try:
+            parsed = EnvId.parse(text, require_owner=require_owner)
+        except EnvIdError as exc:
+            raise InstallError(str(exc)) from None
+        return cls(parsed.owner, parsed.name, parsed.version)
 
 
 @dataclass

@@ -44,7 +44,7 @@ from hub_client.wire import (
 )
 from hub_server.storage import LocalBlobStore, SQLiteStore
 
-NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # verifiers.env_id's grammar, stored lowercase
 MAX_UPLOAD = 50 * 1024 * 1024
 
 

@@ -68,26 +68,57 @@ def test_maybe_think_parser_accepts_both():
     assert parser.parse(" 5 ") == "5"
 
 
-def test_extract_boxed_answer_handles_nesting_and_absence():
+def test_extract_boxed_answer_matches_the_classic_function():
     assert extract_boxed_answer(r"so \boxed{\frac{1}{2}} done") == r"\frac{1}{2}"
     assert extract_boxed_answer(r"\boxed{1} then \boxed{2}") == "2"
+    assert extract_boxed_answer(r"\boxed{ 7 }") == " 7 "  # not stripped
+    assert extract_boxed_answer(r"\boxed{unclosed") == r"\boxed{unclosed"
     assert extract_boxed_answer("plain") == "plain"
 
 
-def test_extract_hash_answer():
-    assert extract_hash_answer("work\n#### 1,234") == "1234"
-    assert extract_hash_answer("no marker") is None
+def test_extract_hash_answer_matches_the_classic_function():
+    assert extract_hash_answer("work\n#### 1,234") == "1,234"
+    assert extract_hash_answer("a #### 1 #### 2") == "1"
+    assert extract_hash_answer("no marker") == "no marker"
 
 
-def test_load_example_dataset_offline_says_what_to_do():
+def test_load_example_dataset_offline_names_the_dataset_and_how_to_supply_it():
     import os
     import subprocess
     import sys
 
     code = "import verifiers as vf; vf.load_example_dataset('gsm8k', split='train')"
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    env.pop("VF_EXAMPLE_DATA", None)
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
     )
     assert result.returncode != 0
-    assert "needs the Hugging Face Hub" in result.stderr and "Dataset.from_list" in result.stderr
+    assert "openai/gsm8k" in result.stderr and "path=" in result.stderr
+    assert "VF_EXAMPLE_DATA" in result.stderr
+
+
+def test_load_example_dataset_from_local_files_shuffles_with_seed_then_maps(tmp_path, monkeypatch):
+    import json
+
+    source = tmp_path / "gsm8k"
+    source.mkdir()
+    rows = [{"question": f"q{i}", "answer": f"steps\n#### {i}"} for i in range(20)]
+    (source / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setenv("VF_EXAMPLE_DATA", str(tmp_path))
+    full = vf.load_example_dataset("gsm8k")  # classic default split for gsm8k: test
+    assert full.column_names == ["question", "answer"] and full[3] == {
+        "question": "q3",
+        "answer": "3",
+    }
+    from datasets import Dataset
+
+    expected = Dataset.from_list(rows).shuffle(seed=0).select(range(5))
+    sub = vf.load_example_dataset("gsm8k", n=5)
+    assert sub["question"] == expected["question"]
+    assert (
+        vf.load_example_dataset("gsm8k", path=source / "test.jsonl", n=5)["question"]
+        == expected["question"]
+    )
+    with pytest.raises(ValueError, match="not a known example dataset"):
+        vf.load_example_dataset("nope")

@@ -52,14 +52,16 @@ def test_schema_from_hints_and_google_docstring():
     fn = tool_spec(weather).schema["function"]
     assert fn["name"] == "weather" and fn["description"] == "Get the forecast for a city."
     props = fn["parameters"]["properties"]
-    assert props["city"] == {"type": "string", "description": "The city name."}
+    # the classic (OpenAI strict) schema: pydantic titles kept, every parameter listed as required
+    assert props["city"] == {"type": "string", "description": "The city name.", "title": "City"}
     assert props["units"]["enum"] == ["c", "f"] and props["units"]["default"] == "c"
     assert props["days"]["description"] == "How many days to forecast."
     assert {"type": "integer"} in props["days"]["anyOf"] and {"type": "null"} in props["days"][
         "anyOf"
     ]
     assert props["tags"]["anyOf"][0] == {"type": "array", "items": {"type": "string"}}
-    assert fn["parameters"]["required"] == ["city"]
+    assert fn["parameters"]["required"] == list(props) and fn["parameters"]["title"] == "weather_args"
+    assert "default" not in props["days"]  # a None default is dropped, as strict mode does
 
 
 def test_schema_from_numpy_docstring_and_pydantic_models():

@@ -21,6 +21,9 @@ _EXPORTS: dict[str, str] = {
     "StatefulToolEnv": "verifiers.envs.stateful_tool_env",
     "SandboxEnv": "verifiers.envs.sandbox_env",
     "PythonEnv": "verifiers.envs.python_env",
+    "ReasoningGymEnv": "verifiers.envs.integrations.reasoning_gym_env",
+    "TextArenaEnv": "verifiers.envs.integrations.textarena_env",
+    "GymEnv": "verifiers.envs.integrations.gym_env",
     # rubrics
     "Rubric": "verifiers.rubrics.rubric",
     "RubricGroup": "verifiers.rubrics.rubric_group",
@@ -43,11 +46,11 @@ _EXPORTS: dict[str, str] = {
     "ModelClient": "verifiers.clients",
     "OpenAICompatibleClient": "verifiers.clients",
     "RetryPolicy": "verifiers.clients",
-    "extract_boxed_answer": "verifiers.utils.data_utils",
-    "extract_hash_answer": "verifiers.utils.data_utils",
-    "load_example_dataset": "verifiers.utils.data_utils",
-    "BOXED_SYSTEM_PROMPT": "verifiers.utils.data_utils",
-    "THINK_BOXED_SYSTEM_PROMPT": "verifiers.utils.data_utils",
+    "extract_boxed_answer": "verifiers.data",
+    "extract_hash_answer": "verifiers.data",
+    "load_example_dataset": "verifiers.data",
+    "BOXED_SYSTEM_PROMPT": "verifiers.data",
+    "THINK_BOXED_SYSTEM_PROMPT": "verifiers.data",
     "setup_logging": "verifiers.logging_setup",
     "print_prompt_completions_sample": "verifiers.logging_setup",
     # types
@@ -106,6 +109,11 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from verifiers.clients import ModelClient, OpenAICompatibleClient, RetryPolicy
+    from verifiers.data import (
+        extract_boxed_answer,
+        extract_hash_answer,
+        load_example_dataset,
+    )
     from verifiers.decorators import cleanup, stop, teardown
     from verifiers.envs.env_group import EnvGroup
     from verifiers.envs.environment import Environment
@@ -144,9 +152,4 @@ if TYPE_CHECKING:
         SamplingArgs,
         State,
         TrajectoryStep,
-    )
-    from verifiers.utils.data_utils import (
-        extract_boxed_answer,
-        extract_hash_answer,
-        load_example_dataset,
     )

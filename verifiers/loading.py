@@ -11,45 +11,22 @@ import hashlib
 import importlib
 import inspect
 import re
-from dataclasses import dataclass
 from importlib.metadata import entry_points, packages_distributions, version
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from verifiers.env_id import EnvId, EnvIdError
 from verifiers.errors import EnvironmentNotFoundError
 
 ENTRY_POINT_GROUP = "verifiers.environments"
-_ID = re.compile(
-    r"^(?:(?P<owner>[A-Za-z0-9][\w.-]*)/)?(?P<name>[A-Za-z0-9][\w.-]*)(?:@(?P<version>[\w.+!-]+))?$"
-)
-
-
-@dataclass(frozen=True)
-class EnvId:
-    owner: str | None
-    name: str
-    version: str | None
-
-    @property
-    def module_name(self) -> str:
-        return self.name.replace("-", "_").replace(".", "_")
-
-    def __str__(self) -> str:
-        base = f"{self.owner}/{self.name}" if self.owner else self.name
-        return f"{base}@{self.version}" if self.version else base
 
 
 def parse_env_id(env_id: str) -> EnvId:
-    match = _ID.match(env_id.strip())
-    if not match:
-        raise EnvironmentNotFoundError(
-            f"{env_id!r} is not an environment id; use 'name', 'owner/name' or 'owner/name@1.2.3'"
-        )
-    version_ = match["version"]
-    if version_ == "latest":
-        version_ = None
-    return EnvId(match["owner"], match["name"], version_)
+    try:
+        return EnvId.parse(env_id)
+    except EnvIdError as exc:
+        raise EnvironmentNotFoundError(str(exc)) from None
 
 
 def normalize(name: str) -> str:

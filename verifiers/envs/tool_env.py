@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from verifiers.concurrency import maybe_await
 from verifiers.decorators import stop
 from verifiers.envs.multiturn_env import MultiTurnEnv
 from verifiers.tools.calls import (
@@ -125,13 +126,14 @@ class ToolEnv(MultiTurnEnv):
                 available = ", ".join(sorted(self.tool_map)) or "none"
                 raise ToolCallError(f"unknown tool {tool_name!r}; available tools: {available}")
             spec = self.tool_specs.get(tool_name)
-            if spec is None or spec.func is not func:  # assigned by a subclass: build it now
-                spec = self.tool_specs[tool_name] = tool_spec(func)
-            kwargs_ = spec.validate(tool_args)
-            if spec.is_async:
-                result = await func(**kwargs_)
-            else:
-                result = await asyncio.to_thread(func, **kwargs_)
+            if spec is not None and spec.func is func:  # registered here: validate, then run
+                kwargs_ = spec.validate(tool_args)
+                if spec.is_async:
+                    result = await func(**kwargs_)
+                else:
+                    result = await asyncio.to_thread(func, **kwargs_)
+            else:  # a tool a subclass put in tool_map itself (MCP wrappers...): called as is
+                result = await maybe_await(func, **tool_args)
             content = format_output(result, self.max_output_chars)
         except Exception as exc:  # the model sees what went wrong and can correct itself
             content = self.error_formatter(exc)

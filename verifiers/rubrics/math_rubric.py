@@ -7,10 +7,10 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from verifiers.data import extract_boxed_answer
 from verifiers.parsers.parser import Parser
 from verifiers.rubrics.rubric import Rubric
 from verifiers.types import Messages
-from verifiers.utils.data_utils import extract_boxed_answer
 
 _executor: ThreadPoolExecutor | None = None
 

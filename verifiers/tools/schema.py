@@ -97,14 +97,18 @@ class ToolSpec:
         return {name: getattr(model, name) for name in type(model).model_fields}
 
 
-def _strip_titles(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        return {
-            k: _strip_titles(v) for k, v in schema.items() if k != "title" or not isinstance(v, str)
-        }
+def strict_schema(schema: Any) -> Any:
+    """OpenAI's strict function-schema form, as the classic SDK sends it: every object lists all
+    its properties as required and forbids others, and ``"default": null`` is dropped."""
     if isinstance(schema, list):
-        return [_strip_titles(v) for v in schema]
-    return schema
+        return [strict_schema(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strict_schema(v) for k, v in schema.items() if not (k == "default" and v is None)}
+    if out.get("type") == "object" and isinstance(out.get("properties"), dict):
+        out.setdefault("additionalProperties", False)
+        out["required"] = list(out["properties"])
+    return out
 
 
 def tool_spec(func: Callable[..., Any], args_to_skip: list[str] | tuple[str, ...] = ()) -> ToolSpec:
@@ -132,9 +136,9 @@ def tool_spec(func: Callable[..., Any], args_to_skip: list[str] | tuple[str, ...
         if param.name not in args_to_skip:
             visible[param.name] = field
     config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
-    shown = create_model(f"{name}_arguments", __config__=config, **visible)
+    shown = create_model(f"{name}_args", __config__=config, **visible)
     validator = create_model(f"{name}_all_arguments", __config__=config, **full)
-    parameters = _strip_titles(shown.model_json_schema())
+    parameters = strict_schema(shown.model_json_schema())
     parameters.setdefault("properties", {})
     parameters.setdefault("required", [])
     schema = {

@@ -1,0 +1,55 @@
+"""Run one upstream example environment and print its results as JSON (any verifiers SDK).
+
+Invoked by ``compare.py`` once under this SDK and once under the classic one; it uses only the
+classic public API, so the same file runs in both. ``datasets.load_dataset`` is replaced by small
+stand-in datasets (offline), and the global random state is seeded, so both runs see equal rows.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sys
+
+from stand_in_data import install_stand_in_datasets
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    install_stand_in_datasets()
+    random.seed(0)
+    module_spec = importlib.util.spec_from_file_location(spec["module"], spec["path"])
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[spec["module"]] = module
+    module_spec.loader.exec_module(module)
+    env = module.load_environment(**spec.get("args", {}))
+
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=spec["url"], api_key="compare")
+    random.seed(1)
+    results = env.evaluate_sync(
+        client,
+        "compare-model",
+        num_examples=spec.get("n", 3),
+        rollouts_per_example=spec.get("r", 2),
+        max_concurrent=1,
+        sampling_args={"temperature": 0.0, "max_tokens": 64},
+    )
+    rows = []
+    for i, state in enumerate(results["state"]):
+        rows.append(
+            {
+                "example_id": results["example_id"][i],
+                "reward": results["reward"][i],
+                "metrics": {k: v[i] for k, v in results["metrics"].items()},
+                "turns": len(state.get("trajectory") or []),
+                "completion": results["completion"][i],
+            }
+        )
+    print("RESULT " + json.dumps(rows, default=str))
+
+
+if __name__ == "__main__":
+    main()

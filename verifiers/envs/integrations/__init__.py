@@ -1,0 +1,1 @@
+"""Environments built on other projects' task libraries; each needs its optional extra."""
