@@ -712,3 +712,45 @@ def test_killing_the_server_mid_upload_leaves_no_partial_version(tmp_path):
             publish_raw({"url": again.url}, token, "sam", "half-env", (name, wheel)).status_code
             == 201
         )
+
+
+@pytest.mark.slow
+def test_hub_install_and_locked_replay_keep_this_sdk_when_the_environment_pins_verifiers(
+    hub, tmp_path
+):
+    token = new_user(hub, "pinner")
+    subprocess.run(
+        [sys.executable, "-m", "verifiers.cli.init", "old-pin", "-p", str(tmp_path / "envs")],
+        check=True,
+    )
+    root = tmp_path / "envs" / "old_pin"
+    pyproject = root / "pyproject.toml"
+    text = pyproject.read_text()
+    start = text.index("dependencies = [")
+    end = text.index("]", start) + 1
+    pyproject.write_text(text[:start] + 'dependencies = ["verifiers==0.1.5"]' + text[end:])
+    prime(hub, token, "env", "push", "--path", str(root), cwd=tmp_path)
+    python = fresh_venv(tmp_path / "venv")
+    for args in (["pinner/old-pin@0.1.0"], ["--locked"]):
+        result = prime(
+            hub,
+            token,
+            "env",
+            "install",
+            *args,
+            "--python",
+            str(python),
+            "--lock-file",
+            "e.lock",
+            cwd=tmp_path,
+        )
+        assert "'verifiers==0.1.5' is satisfied by this SDK" in result.stderr
+        where = subprocess.run(
+            [str(python), "-c", "import verifiers; print(verifiers.__file__)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert Path(where).resolve().is_relative_to(REPO)
+    (entry,) = json.loads((tmp_path / "e.lock").read_text())["environments"]
+    assert entry["verifiers_requirement"] == "verifiers==0.1.5" and entry["sdk_version"]

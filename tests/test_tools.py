@@ -60,7 +60,9 @@ def test_schema_from_hints_and_google_docstring():
         "anyOf"
     ]
     assert props["tags"]["anyOf"][0] == {"type": "array", "items": {"type": "string"}}
-    assert fn["parameters"]["required"] == list(props) and fn["parameters"]["title"] == "weather_args"
+    assert (
+        fn["parameters"]["required"] == list(props) and fn["parameters"]["title"] == "weather_args"
+    )
     assert "default" not in props["days"]  # a None default is dropped, as strict mode does
 
 

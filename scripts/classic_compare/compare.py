@@ -33,18 +33,36 @@ ENVIRONMENTS: dict[str, dict] = {
     "reverse_text": {},
     "sentence_repeater": {},
     "tool_test": {"args": {"num_train_examples": 4, "num_eval_examples": 4}},
-    "gsm8k": {},
+    "gsm8k": {
+        "known": "v0.1.9 renamed MathRubric's metric correct_answer_reward_func -> correct_answer; "
+        "this SDK keeps v0.1.8's name (rewards equal)"
+    },
     "math_group": {},
     "gpqa": {
         "known": "the classic SDK shuffles gpqa's answer letters in worker processes: its own "
         "requests differ from run to run (ours are reproducible with a seed)"
     },
-    "doublecheck": {"args": {"num_train_examples": 4}},
+    "doublecheck": {
+        "args": {"num_train_examples": 4},
+        "known": "as gsm8k (MathRubric's metric name)",
+    },
     "alphabet_sort": {},
+    "reasoning_gym_env": {"args": {"num_train_examples": 4, "num_eval_examples": 4}},
+    "mcp_env": {
+        "args": {
+            "mcp_servers": [
+                {
+                    "name": "calc",
+                    "command": sys.executable,
+                    "args": [str(HERE / "mcp_calc_server.py")],
+                }
+            ]
+        },
+    },
     "continuation_quality": {
         "judge": True,
-        "known": "the classic SDK fails on it (KeyError 'example_id': completion-mode datasets "
-        "are never formatted)",
+        "known": "v0.1.8 fails on it (KeyError 'example_id': completion-mode datasets are never "
+        "formatted); v0.1.9 runs it but, as simpleqa, never reaches its judge",
     },
     "simpleqa": {
         "judge": True,
@@ -90,14 +108,24 @@ def find_module(anchor: Path, name: str) -> Path | None:
 
 
 def run(python: str, spec: dict) -> list[dict] | str:
-    env = dict(os.environ, PYTHONPATH=str(HERE), OPENAI_API_KEY="compare", JUDGE_API_KEY="compare")
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(HERE),
+        OPENAI_API_KEY="compare",
+        JUDGE_API_KEY="compare",
+        OPENAI_BASE_URL=spec["url"],  # judges built without a client find the scripted server
+    )
     result = subprocess.run(
         [python, str(HERE / "worker.py"), json.dumps(spec)],
         capture_output=True,
         text=True,
         timeout=600,
         env=env,
+        cwd=HERE,
     )
+    sdk = next((line[4:] for line in result.stdout.splitlines() if line.startswith("SDK ")), "")
+    if python != sys.executable and Path(sdk).resolve().is_relative_to(HERE.parents[1]):
+        return f"{python} imported this SDK ({sdk}), not the classic one"
     for line in result.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT ") :])

@@ -45,6 +45,13 @@ def rows_for(path: str, name: str | None) -> list[dict[str, Any]]:
             }
             for i in range(n)
         ]
+    if path == "kalomaze/alphabetic-arxiv-authors-it1":
+        first = ["Ada", "Bo", "Cy", "Di", "Ed", "Flo", "Gus", "Hal", "Ivy", "Jo"]
+        last = ["Zane", "Young", "Xu", "White", "Vance", "Ueda", "Tate", "Snow", "Reed", "Quinn"]
+        return [
+            {"names": [first[(i + k) % 10] + last[(i * 3 + k) % 10] for k in range(12)]}
+            for i in range(n)
+        ]
     if path == "basicv8vc/SimpleQA":
         return [
             {"problem": f"What is the code word {i}?", "answer": WORDS[i], "metadata": "{}"}

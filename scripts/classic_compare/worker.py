@@ -19,6 +19,7 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     install_stand_in_datasets()
     random.seed(0)
+    sys.path.insert(0, str(__import__("pathlib").Path(spec["path"]).parent))  # its own helpers
     module_spec = importlib.util.spec_from_file_location(spec["module"], spec["path"])
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[spec["module"]] = module
@@ -48,6 +49,9 @@ def main() -> None:
                 "completion": results["completion"][i],
             }
         )
+    import verifiers
+
+    print("SDK " + verifiers.__file__)
     print("RESULT " + json.dumps(rows, default=str))
 
 

@@ -104,6 +104,10 @@ class Environment(ABC):
         self.map_kwargs = dict(map_kwargs or {})
         self.max_seq_len = max_seq_len
         self.rollouts_per_example: int | None = None
+        # Where the code came from: set by load_environment, recorded in results metadata.
+        self.env_version: str | None = None
+        self.env_distribution: str | None = None
+        self.env_content_hash: str | None = None
         for key, value in kwargs.items():
             setattr(self, key, value)
         if dataset is None and eval_dataset is None:

@@ -131,8 +131,8 @@ async def run_generation(
     meta = RunMetadata(
         env_id=env.env_id or type(env).__name__,
         env_args=env.env_args,
-        env_version=getattr(env, "env_version", None),
-        env_content_hash=getattr(env, "env_content_hash", None),
+        env_version=env.env_version,
+        env_content_hash=env.env_content_hash,
         verifiers_version=sdk_version(),
         model=model,
         base_url=str(getattr(model_client, "base_url", "") or "") or None,
