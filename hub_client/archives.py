@@ -7,11 +7,12 @@ and absurd compression ratios (zip bombs), before anything touches the disk.
 
 from __future__ import annotations
 
+import configparser
 import hashlib
 import io
 import tarfile
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
@@ -34,10 +35,15 @@ class PackageMetadata:
     requires_python: str | None
     requires_dist: list[str]
     raw: bytes  # the METADATA / PKG-INFO file as uploaded (served for PEP 658)
+    # what a wheel installs at the top of site-packages, and the entry points it declares
+    top_level: list[str] = field(default_factory=list)
+    entry_points: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def safe_member_name(name: str) -> str:
     path = PurePosixPath(name.replace("\\", "/"))
+    if not path.parts or path.parts == (".",):
+        raise UnsafeArchiveError("unsafe_path", f"archive member {name!r} names the archive root")
     if (
         not name
         or path.is_absolute()
@@ -89,10 +95,26 @@ def inspect_wheel(data: bytes) -> tuple[PackageMetadata, str]:
     except zipfile.BadZipFile as exc:
         raise UnsafeArchiveError("invalid_archive", f"not a valid wheel (zip): {exc}") from exc
     _check_totals(len(infos), sum(i.file_size for i in infos), len(data))
+    names = [safe_member_name(i.filename) for i in infos]
+    if len(set(names)) != len(names):
+        duplicate = next(n for n in names if names.count(n) > 1)
+        raise UnsafeArchiveError(
+            "duplicate_member", f"wheel has {duplicate!r} more than once (which one installs?)"
+        )
     metadata_raw = None
+    entry_points_raw = b""
+    top_level: set[str] = set()
     digest = hashlib.sha256()
     for info in sorted(infos, key=lambda i: i.filename):
         name = safe_member_name(info.filename)
+        installed = _installed_path(name)
+        if installed is not None:
+            if installed.endswith(".pth") and "/" not in installed:
+                raise UnsafeArchiveError(
+                    "pth_file",
+                    f"wheel installs {installed!r}: .pth files run code at every interpreter start",
+                )
+            top_level.add(installed.split("/")[0].removesuffix(".py"))
         mode = info.external_attr >> 16
         if mode and (mode & 0o170000) not in (0o100000, 0o040000, 0):
             raise UnsafeArchiveError(
@@ -103,11 +125,42 @@ def inspect_wheel(data: bytes) -> tuple[PackageMetadata, str]:
         content = archive.read(info)
         if name.count("/") == 1 and name.endswith(".dist-info/METADATA"):
             metadata_raw = content
+        if name.count("/") == 1 and name.endswith(".dist-info/entry_points.txt"):
+            entry_points_raw = content
         if not name.endswith(".dist-info/RECORD"):
             digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
     if metadata_raw is None:
         raise UnsafeArchiveError("invalid_metadata", "wheel has no *.dist-info/METADATA")
-    return parse_metadata(metadata_raw), "sha256:" + digest.hexdigest()
+    meta = parse_metadata(metadata_raw)
+    meta.top_level = sorted(top_level)
+    meta.entry_points = parse_entry_points(entry_points_raw)
+    return meta, "sha256:" + digest.hexdigest()
+
+
+def _installed_path(member: str) -> str | None:
+    """Where a wheel member lands relative to site-packages (None: metadata, scripts, headers)."""
+    first, _, rest = member.partition("/")
+    if first.endswith(".dist-info"):
+        return None
+    if first.endswith(".data"):
+        kind, _, path = rest.partition("/")
+        return path if kind in ("purelib", "platlib") and path else None
+    return member
+
+
+def parse_entry_points(raw: bytes) -> dict[str, dict[str, str]]:
+    """``entry_points.txt`` as {group: {name: value}}; an unparsable file is an error."""
+    if not raw.strip():
+        return {}
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        parser.read_string(raw.decode("utf-8"))
+    except (configparser.Error, UnicodeDecodeError) as exc:
+        raise UnsafeArchiveError(
+            "invalid_metadata", f"entry_points.txt does not parse: {exc}"
+        ) from exc
+    return {group: dict(parser[group]) for group in parser.sections()}
 
 
 def inspect_sdist(data: bytes) -> PackageMetadata:
@@ -133,13 +186,39 @@ def inspect_sdist(data: bytes) -> PackageMetadata:
     return parse_metadata(pkg_info)
 
 
-def extract_sdist(data: bytes, target: Path) -> Path:
-    """Extract a checked sdist under ``target`` (nothing can land outside it); returns its root."""
+def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
+    """Extract a checked sdist into a fresh ``target/<root>``; returns (root, skipped dotfiles).
+
+    Everything lands in the sdist's single root directory, which must not exist yet; members with
+    a dot-named component (``.bashrc``, ``.ssh/...``, ``.git/...``) are never written.
+    """
     inspect_sdist(data)
     target = target.resolve()
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        for member in archive.getmembers():
-            dest = (target / safe_member_name(member.name)).resolve()
+        members = archive.getmembers()
+        roots = {PurePosixPath(safe_member_name(m.name)).parts[0] for m in members}
+        if len(roots) != 1:
+            raise UnsafeArchiveError(
+                "unsafe_path", f"an sdist has one root directory; this one has {sorted(roots)}"
+            )
+        (root_name,) = roots
+        if root_name.startswith("."):
+            raise UnsafeArchiveError(
+                "unsafe_path", f"the sdist's root {root_name!r} is a dot-directory"
+            )
+        root = target / root_name
+        if root.exists():
+            raise UnsafeArchiveError(
+                "target_exists", f"{root} already exists; pull into a fresh directory"
+            )
+        skipped: list[str] = []
+        for member in members:
+            relative = PurePosixPath(safe_member_name(member.name))
+            if any(part.startswith(".") for part in relative.parts):
+                if not member.isdir():
+                    skipped.append(str(relative))
+                continue
+            dest = (target / relative).resolve()
             if target not in dest.parents and dest != target:
                 raise UnsafeArchiveError(
                     "unsafe_path", f"{member.name!r} would land outside {target}"
@@ -148,9 +227,6 @@ def extract_sdist(data: bytes, target: Path) -> Path:
                 dest.mkdir(parents=True, exist_ok=True)
             else:
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(archive.extractfile(member).read())
-    roots = {
-        PurePosixPath(m).parts[0]
-        for m in tarfile.open(fileobj=io.BytesIO(data), mode="r:gz").getnames()
-    }
-    return target / sorted(roots)[0]
+                with open(dest, "xb") as out:  # never replaces a file (or follows a planted link)
+                    out.write(archive.extractfile(member).read())
+    return root, skipped

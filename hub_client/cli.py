@@ -13,6 +13,7 @@ Exit codes: 0 ok, 1 the hub or the installer refused (the message says why), 2 b
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import subprocess
 import sys
@@ -20,12 +21,12 @@ import tempfile
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from hub_client.client import HubAPIError, HubClient
 from hub_client.config import load_config, save_config
 from hub_client.install import EnvSpec, InstallError, install, install_locked, pull, uninstall
+from hub_client.terminal import safe
 from hub_client.versions import BUMPS, bump, read_project, set_version
 
 console = Console()
@@ -69,14 +70,54 @@ def cmd_hub_create_user(args: argparse.Namespace) -> int:
 def cmd_login(args: argparse.Namespace) -> int:
     config = load_config()
     url = args.url or config.url
+    if args.token:
+        err.print(
+            "[yellow]warning:[/yellow] --token puts the token on the command line, where every "
+            "local user can read it (ps); pipe it in or type it at the prompt instead"
+        )
     token = args.token or (
-        sys.stdin.readline().strip() if not sys.stdin.isatty() else input("API token: ").strip()
+        sys.stdin.readline().strip()
+        if not sys.stdin.isatty()
+        else getpass.getpass("API token: ").strip()
     )
     me = HubClient(url, token).me()
     path = save_config(url, token)
     console.print(
         f"logged in to {url} as [bold]{me.user}[/bold] (scopes: {', '.join(me.scopes)}); saved to {path}"
     )
+    return 0
+
+
+def cmd_token_create(args: argparse.Namespace) -> int:
+    created = client().create_token(args.name, args.scope or ["read"], args.expires_in_days)
+    err.print(
+        f"token {created.id} ({', '.join(created.scopes)}; expires {created.expires_at or 'never'}); "
+        "it is shown once:"
+    )
+    print(created.token)
+    return 0
+
+
+def cmd_token_list(_: argparse.Namespace) -> int:
+    table = Table(title="tokens")
+    for col in ("id", "name", "scopes", "created", "expires", "revoked"):
+        table.add_column(col)
+    for t in client().list_tokens():
+        table.add_row(
+            str(t.id),
+            safe(t.name),
+            ", ".join(t.scopes),
+            safe(t.created_at),
+            safe(t.expires_at or "never"),
+            "yes" if t.revoked else "",
+        )
+    console.print(table)
+    return 0
+
+
+def cmd_token_revoke(args: argparse.Namespace) -> int:
+    client().revoke_token(args.id)
+    console.print(f"revoked token {args.id}")
     return 0
 
 
@@ -191,8 +232,10 @@ def cmd_env_uninstall(args: argparse.Namespace) -> int:
 
 
 def cmd_env_pull(args: argparse.Namespace) -> int:
-    root = pull(client(), EnvSpec.parse(args.spec), Path(args.dir))
-    console.print(f"extracted to {root}")
+    root, skipped = pull(client(), EnvSpec.parse(args.spec), Path(args.dir))
+    if skipped:
+        err.print(f"not extracted (dotfiles are never written): {safe(', '.join(skipped))}")
+    console.print(f"extracted to {safe(root)}")
     return 0
 
 
@@ -202,11 +245,11 @@ def _table(items, title: str) -> Table:
         table.add_column(col)
     for e in items:
         table.add_row(
-            f"{e.owner}/{e.name}",
-            e.latest_version or "-",
+            safe(f"{e.owner}/{e.name}"),
+            safe(e.latest_version or "-"),
             e.visibility,
-            ", ".join(e.tags),
-            (e.description or "")[:60],
+            safe(", ".join(e.tags)),
+            safe((e.description or "")[:60]),
         )
     return table
 
@@ -227,13 +270,15 @@ def cmd_env_info(args: argparse.Namespace) -> int:
     spec = EnvSpec.parse(args.spec)
     info = client().environment(spec.owner, spec.name)
     console.print(
-        f"[bold]{info.owner}/{info.name}[/bold] ({info.visibility}) — {info.description or ''}"
+        f"[bold]{safe(info.owner)}/{safe(info.name)}[/bold] ({info.visibility}) — {safe(info.description or '')}"
     )
     console.print(
-        f"versions: {', '.join(info.versions) or '-'}; latest: {info.latest_version or '-'}; index: {info.index_url}"
+        safe(
+            f"versions: {', '.join(info.versions) or '-'}; latest: {info.latest_version or '-'}; index: {info.index_url}"
+        )
     )
     if info.readme:
-        console.print(info.readme)
+        console.print(safe(info.readme))
     return 0
 
 
@@ -244,11 +289,11 @@ def cmd_env_versions(args: argparse.Namespace) -> int:
         table.add_column(col)
     for v in client().versions(spec.owner, spec.name):
         table.add_row(
-            v.version,
-            v.created_at,
-            (v.yanked_reason or "yes") if v.yanked else "",
-            ", ".join(f.filename for f in v.files),
-            v.content_hash[:19],
+            safe(v.version),
+            safe(v.created_at),
+            safe((v.yanked_reason or "yes") if v.yanked else ""),
+            safe(", ".join(f.filename for f in v.files)),
+            safe(v.content_hash[:19]),
         )
     console.print(table)
     return 0
@@ -326,6 +371,20 @@ def build_parser() -> argparse.ArgumentParser:
     login.add_argument("--token", help="the API token (read from stdin when omitted)")
     login.set_defaults(func=cmd_login)
     top.add_parser("whoami", help="show the current user").set_defaults(func=cmd_whoami)
+    tokens = top.add_parser("token", help="API tokens").add_subparsers(
+        dest="command", required=True
+    )
+    tc = tokens.add_parser("create", help="create a token (printed once)")
+    tc.add_argument("name")
+    tc.add_argument("--scope", action="append", choices=["read", "publish", "admin"])
+    tc.add_argument("--expires-in-days", type=int, default=None)
+    tc.set_defaults(func=cmd_token_create)
+    tokens.add_parser("list", help="your tokens (never their secrets)").set_defaults(
+        func=cmd_token_list
+    )
+    tr = tokens.add_parser("revoke", help="revoke a token by id")
+    tr.add_argument("id", type=int)
+    tr.set_defaults(func=cmd_token_revoke)
 
     env = top.add_parser("env", help="environments").add_subparsers(dest="command", required=True)
     init = env.add_parser("init", help="scaffold an environment (same as vf-init)")
@@ -336,7 +395,12 @@ def build_parser() -> argparse.ArgumentParser:
     push = env.add_parser("push", help="build with uv and publish a version")
     push.add_argument("--path", default=".")
     push.add_argument("--owner", help="namespace (default: you; a team you belong to)")
-    push.add_argument("--visibility", choices=["public", "private"], default="public")
+    push.add_argument(
+        "--visibility",
+        choices=["public", "private"],
+        default=None,
+        help="a new environment is public unless given; an existing one keeps its visibility",
+    )
     push.add_argument("--bump", choices=BUMPS, help="raise [project].version first")
     push.add_argument("--tag", action="append", default=[])
     push.set_defaults(func=cmd_env_push)
@@ -396,10 +460,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except UsageError as exc:
-        err.print(f"[red]prime:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        err.print(f"[red]prime:[/red] {safe(exc)}", soft_wrap=True, highlight=False)
         return 2
     except (HubAPIError, InstallError) as exc:
-        err.print(f"[red]prime:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        err.print(f"[red]prime:[/red] {safe(exc)}", soft_wrap=True, highlight=False)
         return 1
 
 

@@ -14,6 +14,7 @@ from hub_client.wire import (
     EvalInfo,
     Me,
     TokenCreated,
+    TokenInfo,
     VersionInfo,
 )
 
@@ -60,10 +61,17 @@ class HubClient:
     def me(self) -> Me:
         return Me.model_validate(self._call("GET", "/api/v1/me"))
 
-    def create_token(self, name: str, scopes: list[str]) -> TokenCreated:
-        return TokenCreated.model_validate(
-            self._call("POST", "/api/v1/tokens", json={"name": name, "scopes": scopes})
-        )
+    def create_token(
+        self, name: str, scopes: list[str], expires_in_days: int | None = None
+    ) -> TokenCreated:
+        body = {"name": name, "scopes": scopes, "expires_in_days": expires_in_days}
+        return TokenCreated.model_validate(self._call("POST", "/api/v1/tokens", json=body))
+
+    def list_tokens(self) -> list[TokenInfo]:
+        return [TokenInfo.model_validate(t) for t in self._call("GET", "/api/v1/tokens")]
+
+    def revoke_token(self, token_id: int) -> None:
+        self._call("DELETE", f"/api/v1/tokens/{token_id}")
 
     def create_user(self, name: str, is_admin: bool = False) -> TokenCreated:
         return TokenCreated.model_validate(
@@ -119,7 +127,7 @@ class HubClient:
         wheel: Path,
         sdist: Path | None,
         *,
-        visibility: str = "public",
+        visibility: str | None = None,
         readme: str | None = None,
         description: str | None = None,
         tags: list[str] | None = None,
@@ -127,7 +135,9 @@ class HubClient:
         files = {"wheel": (wheel.name, wheel.read_bytes(), "application/octet-stream")}
         if sdist is not None:
             files["sdist"] = (sdist.name, sdist.read_bytes(), "application/octet-stream")
-        data = {"visibility": visibility, "tags": json.dumps(tags or [])}
+        data = {"tags": json.dumps(tags or [])}
+        if visibility is not None:  # absent: the hub keeps the environment's visibility
+            data["visibility"] = visibility
         if readme is not None:
             data["readme"] = readme
         if description is not None:

@@ -10,6 +10,7 @@ hash differs.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -88,6 +89,10 @@ def index_url(hub_url: str, owner: str, name: str, token: str | None) -> str:
     return urlunsplit(parts)
 
 
+def redact(text: str, token: str | None) -> str:
+    return text.replace(token, "****") if token else text
+
+
 def uv_binary() -> str:
     from verifiers.cli.install import uv_binary as find
 
@@ -108,9 +113,11 @@ def pip_install(
                 f"{dist}=={info.version} --hash=sha256:{sha}\n" for dist, info, sha, _ in wheel_pins
             )
         )
-        indexes = []
-        for _, info, _, _ in wheel_pins:
-            indexes += ["--extra-index-url", index_url(hub.url, info.owner, info.name, hub.token)]
+        # The indexes carry the token, so they go in the environment (readable only by this
+        # user), never on the command line (readable by every local user through ps).
+        indexes = " ".join(
+            index_url(hub.url, info.owner, info.name, hub.token) for _, info, _, _ in wheel_pins
+        )
         cmd = [
             uv_binary(),
             "pip",
@@ -120,13 +127,14 @@ def pip_install(
             "--reinstall-package",
             *[d for d, *_ in wheel_pins],
             *keep_sdk_args(tmp),
-            *indexes,
             "-r",
             str(requirements),
         ]
-        result = subprocess.run(cmd, capture_output=True, text=True)
+        env = {**os.environ, "UV_EXTRA_INDEX_URL": indexes}
+        result = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if result.returncode != 0:
-            raise InstallError(f"uv pip install failed:\n{result.stderr.strip()[-2000:]}")
+            detail = redact(result.stderr.strip()[-2000:], hub.token)
+            raise InstallError(f"uv pip install failed:\n{detail}")
 
 
 def sdk_requirement_of(python: str, distribution: str) -> str | None:
@@ -245,11 +253,11 @@ def uninstall(spec: EnvSpec, lock_path: Path, python: str | None = None) -> None
     write_lock(lock_path, [e for e in entries if e not in match])
 
 
-def pull(hub: HubClient, spec: EnvSpec, target: Path) -> Path:
+def pull(hub: HubClient, spec: EnvSpec, target: Path) -> tuple[Path, list[str]]:
     """Download the sdist, verify its sha256, extract it safely under ``target``."""
     import hashlib
 
-    from hub_client.archives import extract_sdist
+    from hub_client.archives import UnsafeArchiveError, extract_sdist
 
     info = hub.version(spec.owner, spec.name, spec.version or "latest")
     sdists = [f for f in info.files if f.kind == "sdist"]
@@ -261,7 +269,10 @@ def pull(hub: HubClient, spec: EnvSpec, target: Path) -> Path:
             f"{sdists[0].filename}: downloaded bytes do not match the published sha256"
         )
     target.mkdir(parents=True, exist_ok=True)
-    return extract_sdist(data, target)
+    try:
+        return extract_sdist(data, target)
+    except UnsafeArchiveError as exc:
+        raise InstallError(f"refusing to extract {sdists[0].filename}: {exc}") from None
 
 
 __all__ = [

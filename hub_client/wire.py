@@ -69,14 +69,28 @@ class EnvironmentPage(BaseModel):
 
 
 class TokenCreate(BaseModel):
-    name: str = "token"
+    name: str = Field(default="token", max_length=64)
     scopes: list[Scope] = Field(default_factory=lambda: ["read", "publish"])
+    expires_in_days: int | None = Field(default=None, ge=1, le=3650)
 
 
 class TokenCreated(BaseModel):
     token: str
     name: str
     scopes: list[Scope]
+    id: int | None = None
+    expires_at: str | None = None
+
+
+class TokenInfo(BaseModel):
+    """A token as listed: never its secret."""
+
+    id: int
+    name: str
+    scopes: list[Scope]
+    created_at: str
+    expires_at: str | None = None
+    revoked: bool = False
 
 
 class Me(BaseModel):

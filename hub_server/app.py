@@ -13,17 +13,27 @@ import base64
 import hashlib
 import html
 import json
+import os
 import re
 import secrets
+import threading
+import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, File, Form, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from packaging.utils import canonicalize_name
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
 
 from hub_client.archives import UnsafeArchiveError, inspect_sdist, inspect_wheel
@@ -38,14 +48,21 @@ from hub_client.wire import (
     TeamMember,
     TokenCreate,
     TokenCreated,
+    TokenInfo,
     UserCreate,
     VersionInfo,
     YankRequest,
 )
+from hub_server.guard import RequestGuard
+from hub_server.package_rules import entry_point_problem, top_level_problem
 from hub_server.storage import LocalBlobStore, SQLiteStore
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # verifiers.env_id's grammar, stored lowercase
 MAX_UPLOAD = 50 * 1024 * 1024
+MAX_EVALS_PER_VERSION = 200
+SAFE_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.(?:whl|tar\.gz)$")
+INDEX_CACHE_SIZE = 1024
+DOWNLOAD_FLUSH_S = 10.0
 
 
 class HubError(Exception):
@@ -64,10 +81,14 @@ def hash_token(token: str) -> str:
 
 @dataclass
 class Principal:
+    """Who a request acts as, and what its token allows (a token's scopes bound the user's rights:
+    an admin's read-only token reads, nothing more)."""
+
     user_id: int
     name: str
-    is_admin: bool
+    is_admin: bool  # the user is an admin AND this token has the admin scope
     scopes: set[str]
+    token_id: int = 0
 
     def require(self, scope: str) -> None:
         if scope not in self.scopes and "admin" not in self.scopes:
@@ -86,8 +107,30 @@ class Hub:
         self.store = SQLiteStore(data_dir / "hub.sqlite3")
         self.blobs = LocalBlobStore(data_dir / "files")
         # Rendered simple-index pages; they change only when a version is published, yanked or
-        # deleted, which clears this. Access checks still run on every request.
+        # deleted, which clears this. Access checks still run on every request. Bounded.
         self.index_cache: dict[tuple, bytes] = {}
+        # Downloads are counted in memory and written in batches, not one write per GET.
+        self._downloads: dict[int, int] = {}
+        self._downloads_flushed = time.monotonic()
+        self._downloads_lock = threading.Lock()
+
+    def count_download(self, env_id: int) -> None:
+        with self._downloads_lock:
+            self._downloads[env_id] = self._downloads.get(env_id, 0) + 1
+            due = time.monotonic() - self._downloads_flushed > DOWNLOAD_FLUSH_S
+        if due:
+            self.flush_downloads()
+
+    def flush_downloads(self) -> None:
+        with self._downloads_lock:
+            pending, self._downloads = self._downloads, {}
+            self._downloads_flushed = time.monotonic()
+        if pending:
+            with self.store.transaction() as db:
+                for env_id, count in pending.items():
+                    db.execute(
+                        "UPDATE environments SET downloads=downloads+? WHERE id=?", (count, env_id)
+                    )
 
     # --- accounts ------------------------------------------------------------------------------
     def create_user(self, name: str, is_admin: bool = False) -> str:
@@ -105,11 +148,18 @@ class Hub:
             scopes = ["read", "publish", "admin"] if is_admin else ["read", "publish"]
             return self._new_token(db, cur.lastrowid, "initial", scopes)
 
-    def _new_token(self, db: Any, user_id: int, name: str, scopes: list[str]) -> str:
+    def _new_token(
+        self,
+        db: Any,
+        user_id: int,
+        name: str,
+        scopes: list[str],
+        expires_at: str | None = None,
+    ) -> str:
         token = "vfh_" + secrets.token_urlsafe(32)
         db.execute(
-            "INSERT INTO tokens (user_id, name, token_hash, scopes, created_at) VALUES (?,?,?,?,?)",
-            (user_id, name, hash_token(token), ",".join(sorted(set(scopes))), now()),
+            "INSERT INTO tokens (user_id, name, token_hash, scopes, created_at, expires_at) VALUES (?,?,?,?,?,?)",
+            (user_id, name, hash_token(token), ",".join(sorted(set(scopes))), now(), expires_at),
         )
         return token
 
@@ -119,20 +169,49 @@ class Hub:
         row = (
             self.store.read()
             .execute(
-                "SELECT u.id, u.name, u.is_admin, t.scopes FROM tokens t JOIN users u ON u.id=t.user_id WHERE t.token_hash=?",
+                "SELECT u.id, u.name, u.is_admin, t.id AS token_id, t.scopes, t.expires_at, t.revoked_at "
+                "FROM tokens t JOIN users u ON u.id=t.user_id WHERE t.token_hash=?",
                 (hash_token(token),),
             )
             .fetchone()
         )
-        if row is None:
+        if row is None or row["revoked_at"] is not None:
             raise HubError(
                 401,
                 "invalid_token",
                 "the API token is not valid; run `prime login` with a current token",
             )
+        if row["expires_at"] is not None and row["expires_at"] <= now():
+            raise HubError(
+                401, "token_expired", "the API token has expired; create a new one (prime login)"
+            )
+        scopes = set(row["scopes"].split(","))
         return Principal(
-            row["id"], row["name"], bool(row["is_admin"]), set(row["scopes"].split(","))
+            row["id"],
+            row["name"],
+            bool(row["is_admin"]) and "admin" in scopes,
+            scopes,
+            row["token_id"],
         )
+
+    def role_in(self, user: Principal, owner: str) -> str | None:
+        """``"self"`` for one's own namespace, the team role (``owner``/``member``), or None."""
+        if owner == user.name:
+            return "self"
+        row = (
+            self.store.read()
+            .execute(
+                "SELECT m.role FROM teams t JOIN team_members m ON m.team_id=t.id "
+                "WHERE t.name=? AND m.user_id=?",
+                (owner, user.user_id),
+            )
+            .fetchone()
+        )
+        return row["role"] if row else None
+
+    def can_administer(self, user: Principal, owner: str) -> bool:
+        """Destructive rights over a namespace: its user, a team owner, or an admin."""
+        return user.is_admin or self.role_in(user, owner) in ("self", "owner")
 
     def owners_of(self, user: Principal) -> list[str]:
         teams = (
@@ -173,11 +252,10 @@ class Hub:
         return sorted(rows, key=lambda r: Version(r["version"]))
 
     def version_row(self, env: Any, version: str) -> Any:
-        normalized = normalize_version(version)
-        row = (
-            self.store.read()
-            .execute("SELECT * FROM versions WHERE env_id=? AND version=?", (env["id"], normalized))
-            .fetchone()
+        """The version equal to ``version`` under PEP 440 (``1.0`` is ``1.0.0``)."""
+        wanted = Version(normalize_version(version))
+        row = next(
+            (r for r in self.version_rows(env["id"]) if Version(r["version"]) == wanted), None
         )
         if row is None:
             raise HubError(
@@ -216,8 +294,9 @@ def _latest(versions: list[Any]) -> str | None:
     return pick[-1]["version"] if pick else None
 
 
-def token_of(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
+def token_of(request: Request | dict[str, str]) -> str | None:
+    headers = request if isinstance(request, dict) else request.headers
+    auth = headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
         return auth[7:].strip()
     if auth.lower().startswith("basic "):  # package installers send the token as a password
@@ -320,19 +399,63 @@ def create_app(data_dir: str | Path) -> FastAPI:
     @app.post("/api/v1/users", response_model=TokenCreated, status_code=201)
     def create_user(body: UserCreate, user: User) -> TokenCreated:
         if not user.is_admin:
-            raise HubError(403, "admin_required", "only an admin can create users")
+            raise HubError(
+                403,
+                "admin_required",
+                "only an admin, with a token that has the admin scope, can create users",
+            )
         token = hub.create_user(body.name, body.is_admin)
         return TokenCreated(token=token, name="initial", scopes=["read", "publish"])
 
     @app.post("/api/v1/tokens", response_model=TokenCreated, status_code=201)
     def create_token(body: TokenCreate, user: User) -> TokenCreated:
-        if not set(body.scopes) <= user.scopes and "admin" not in user.scopes:
+        if not set(body.scopes) <= user.scopes:
             raise HubError(
                 403, "insufficient_scope", "a token cannot grant scopes its creator's token lacks"
             )
+        expires_at = None
+        if body.expires_in_days is not None:
+            expires_at = (
+                (datetime.now(UTC) + timedelta(days=body.expires_in_days))
+                .isoformat(timespec="seconds")
+                .replace("+00:00", "Z")
+            )
         with hub.store.transaction() as db:
-            token = hub._new_token(db, user.user_id, body.name, list(body.scopes))
-        return TokenCreated(token=token, name=body.name, scopes=body.scopes)
+            token = hub._new_token(db, user.user_id, body.name, list(body.scopes), expires_at)
+            token_id = db.execute(
+                "SELECT id FROM tokens WHERE token_hash=?", (hash_token(token),)
+            ).fetchone()["id"]
+        return TokenCreated(
+            token=token, name=body.name, scopes=body.scopes, id=token_id, expires_at=expires_at
+        )
+
+    @app.get("/api/v1/tokens", response_model=list[TokenInfo])
+    def list_tokens(user: User) -> list[TokenInfo]:
+        rows = (
+            hub.store.read()
+            .execute("SELECT * FROM tokens WHERE user_id=? ORDER BY id", (user.user_id,))
+            .fetchall()
+        )
+        return [
+            TokenInfo(
+                id=r["id"],
+                name=r["name"],
+                scopes=sorted(r["scopes"].split(",")),
+                created_at=r["created_at"],
+                expires_at=r["expires_at"],
+                revoked=r["revoked_at"] is not None,
+            )
+            for r in rows
+        ]
+
+    @app.delete("/api/v1/tokens/{token_id}", status_code=204)
+    def revoke_token(token_id: int, user: User) -> Response:
+        with hub.store.transaction() as db:
+            row = db.execute("SELECT user_id FROM tokens WHERE id=?", (token_id,)).fetchone()
+            if row is None or (row["user_id"] != user.user_id and not user.is_admin):
+                raise HubError(404, "token_not_found", f"you have no token {token_id}")
+            db.execute("UPDATE tokens SET revoked_at=? WHERE id=?", (now(), token_id))
+        return Response(status_code=204)
 
     @app.post("/api/v1/teams", status_code=201)
     def create_team(body: TeamCreate, user: User) -> dict[str, str]:
@@ -354,6 +477,7 @@ def create_app(data_dir: str | Path) -> FastAPI:
 
     @app.post("/api/v1/teams/{team}/members", status_code=201)
     def add_member(team: str, body: TeamMember, user: User) -> dict[str, str]:
+        user.require("publish")
         with hub.store.transaction() as db:
             row = db.execute(
                 "SELECT t.id FROM teams t JOIN team_members m ON m.team_id=t.id WHERE t.name=? AND m.user_id=? AND m.role='owner'",
@@ -387,6 +511,7 @@ def create_app(data_dir: str | Path) -> FastAPI:
         if sort not in ("updated", "name", "created", "downloads"):
             raise HubError(400, "invalid_sort", "sort must be updated, name, created or downloads")
         per_page = max(1, min(per_page, 100))
+        hub.flush_downloads()
         rows = hub.store.read().execute("SELECT * FROM environments").fetchall()
         visible = [r for r in rows if hub.can_read(user, r)]
         if owner:
@@ -460,7 +585,7 @@ def create_app(data_dir: str | Path) -> FastAPI:
         user: User,
         wheel: Annotated[UploadFile, File()],
         sdist: Annotated[UploadFile | None, File()] = None,
-        visibility: Annotated[str, Form()] = "public",
+        visibility: Annotated[str | None, Form()] = None,
         readme: Annotated[str | None, Form()] = None,
         description: Annotated[str | None, Form()] = None,
         tags: Annotated[str, Form()] = "[]",
@@ -470,7 +595,7 @@ def create_app(data_dir: str | Path) -> FastAPI:
         check_name(name, "environment")
         if not hub.can_publish(user, owner):
             raise HubError(403, "not_owner", f"you cannot publish to the {owner!r} namespace")
-        if visibility not in ("public", "private"):
+        if visibility not in (None, "public", "private"):
             raise HubError(400, "invalid_visibility", "visibility must be public or private")
         uploads = [("wheel", wheel)] + ([("sdist", sdist)] if sdist is not None else [])
         contents = {}
@@ -514,8 +639,12 @@ def create_app(data_dir: str | Path) -> FastAPI:
     def delete_environment(owner: str, name: str, user: User) -> Response:
         user.require("publish")
         env = hub.env_row(owner, name, user)
-        if not hub.can_publish(user, owner):
-            raise HubError(403, "not_owner", f"only {owner}'s members can delete {owner}/{name}")
+        if not hub.can_administer(user, owner):
+            raise HubError(
+                403,
+                "not_owner",
+                f"only {owner} (or an owner of team {owner}) can delete {owner}/{name}",
+            )
         with hub.store.transaction() as db:
             db.execute("DELETE FROM environments WHERE id=?", (env["id"],))
         hub.index_cache.clear()
@@ -537,7 +666,22 @@ def create_app(data_dir: str | Path) -> FastAPI:
     ) -> EvalInfo:
         user.require("publish")
         env = hub.env_row(owner, name, user)
+        if not hub.can_publish(user, owner):
+            raise HubError(
+                403, "not_owner", f"only {owner} and its members can attach evals to {owner}/{name}"
+            )
         v = hub.version_row(env, version)
+        count = (
+            hub.store.read()
+            .execute("SELECT COUNT(*) FROM evals WHERE version_id=?", (v["id"],))
+            .fetchone()[0]
+        )
+        if count >= MAX_EVALS_PER_VERSION:
+            raise HubError(
+                403,
+                "eval_quota",
+                f"{owner}/{name} {v['version']} already has {count} evals (limit {MAX_EVALS_PER_VERSION})",
+            )
         meta_bytes = await metadata.read(MAX_UPLOAD + 1)
         results_bytes = await results.read(MAX_UPLOAD + 1)
         if len(meta_bytes) > MAX_UPLOAD or len(results_bytes) > MAX_UPLOAD:
@@ -630,7 +774,8 @@ def create_app(data_dir: str | Path) -> FastAPI:
                 media_type="application/vnd.pypi.simple.v1+json",
             )
         return HTMLResponse(
-            f'<!DOCTYPE html><html><body><a href="{project}/">{html.escape(env["distribution"])}</a></body></html>'
+            f'<!DOCTYPE html><html><body><a href="{html.escape(quote(project), quote=True)}/">'
+            f"{html.escape(env['distribution'])}</a></body></html>"
         )
 
     @app.get("/simple/{owner}/{name}/{project}/")
@@ -639,9 +784,11 @@ def create_app(data_dir: str | Path) -> FastAPI:
     ) -> Response:
         env = hub.env_row(owner, name, user)
         as_json = wants_json(request)
-        key = (env["id"], project, as_json, base_url(request))
+        key = (env["id"], canonicalize_name(project), as_json)
         if (body := hub.index_cache.get(key)) is None:
             body = render_project(owner, name, project, request, user, as_json)
+            if len(hub.index_cache) >= INDEX_CACHE_SIZE:  # bounded: drop the oldest entry
+                hub.index_cache.pop(next(iter(hub.index_cache)))
             hub.index_cache[key] = body
         return Response(
             body, media_type="application/vnd.pypi.simple.v1+json" if as_json else "text/html"
@@ -651,13 +798,14 @@ def create_app(data_dir: str | Path) -> FastAPI:
         owner: str, name: str, project: str, request: Request, user: Principal | None, as_json: bool
     ) -> bytes:
         env, files = project_files(owner, name, project, user)
-        prefix = f"{base_url(request)}/files/{owner}/{name}/"
+        # path-absolute URLs: the page never depends on the request's Host header
+        prefix = f"/files/{quote(owner)}/{quote(name)}/"
         if as_json:
             entries = []
             for v, f in files:
                 entry: dict[str, Any] = {
                     "filename": f["filename"],
-                    "url": prefix + f["filename"],
+                    "url": prefix + quote(f["filename"]),
                     "hashes": {"sha256": f["sha256"]},
                     "upload-time": f["upload_time"],
                     "size": f["size"],
@@ -678,13 +826,17 @@ def create_app(data_dir: str | Path) -> FastAPI:
             return json.dumps(body).encode()
         links = []
         for v, f in files:
-            attrs = f'href="{prefix}{f["filename"]}#sha256={f["sha256"]}"'
+            href = html.escape(f"{prefix}{quote(f['filename'])}#sha256={f['sha256']}", quote=True)
+            attrs = f'href="{href}"'
             if v["requires_python"]:
-                attrs += f' data-requires-python="{html.escape(v["requires_python"])}"'
+                attrs += f' data-requires-python="{html.escape(v["requires_python"], quote=True)}"'
             if f["metadata_sha256"]:
-                attrs += f' data-core-metadata="sha256={f["metadata_sha256"]}" data-dist-info-metadata="sha256={f["metadata_sha256"]}"'
+                sha = html.escape(f["metadata_sha256"], quote=True)
+                attrs += (
+                    f' data-core-metadata="sha256={sha}" data-dist-info-metadata="sha256={sha}"'
+                )
             if v["yanked"]:
-                attrs += f' data-yanked="{html.escape(v["yanked_reason"] or "")}"'
+                attrs += f' data-yanked="{html.escape(v["yanked_reason"] or "", quote=True)}"'
             links.append(f"<a {attrs}>{html.escape(f['filename'])}</a><br/>")
         return ("<!DOCTYPE html><html><body>" + "".join(links) + "</body></html>").encode()
 
@@ -704,8 +856,7 @@ def create_app(data_dir: str | Path) -> FastAPI:
         if row is None or (metadata and not row["metadata_blob"]):
             raise HubError(404, "file_not_found", f"no file {filename}")
         if not metadata:
-            with hub.store.transaction() as db:
-                db.execute("UPDATE environments SET downloads=downloads+1 WHERE id=?", (env["id"],))
+            hub.count_download(env["id"])
         data = hub.blobs.get(row["metadata_blob"] if metadata else row["blob"])
         return Response(
             data, media_type="application/octet-stream" if not metadata else "text/plain"
@@ -715,6 +866,14 @@ def create_app(data_dir: str | Path) -> FastAPI:
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    app.router.on_shutdown.append(hub.flush_downloads)
+    app.add_middleware(
+        RequestGuard,
+        authenticate=hub.principal,
+        token_of=token_of,
+        upload_limit=2 * MAX_UPLOAD + 1024 * 1024,
+        read_timeout=float(os.environ.get("PRIME_HUB_READ_TIMEOUT", "30")),
+    )
     return app
 
 
@@ -724,21 +883,38 @@ def _publish(
     owner: str,
     name: str,
     contents: dict[str, tuple[str, bytes]],
-    visibility: str,
+    visibility: str | None,
     readme: str | None,
     description: str | None,
     tags: list[str],
 ) -> tuple[Any, Any]:
     """Validate the archives, store the blobs, then make the version visible in one transaction."""
     wheel_name, wheel_data = contents["wheel"]
-    if not wheel_name.endswith(".whl"):
-        raise HubError(400, "invalid_filename", f"{wheel_name!r} is not a wheel filename")
+    for filename, _ in contents.values():
+        if not SAFE_FILENAME.match(filename):
+            raise HubError(
+                400,
+                "invalid_filename",
+                f"{filename!r}: package filenames are letters, digits, '.', '_', '-', '+'",
+            )
+    try:
+        parse_wheel_filename(wheel_name)
+        if "sdist" in contents:
+            parse_sdist_filename(contents["sdist"][0])
+    except (InvalidWheelFilename, InvalidSdistFilename) as exc:
+        raise HubError(400, "invalid_filename", f"not a valid package filename: {exc}") from None
     try:
         meta, content_hash = inspect_wheel(wheel_data)
         sdist_meta = inspect_sdist(contents["sdist"][1]) if "sdist" in contents else None
     except UnsafeArchiveError as exc:
         raise HubError(400, exc.code, str(exc)) from exc
     version = normalize_version(meta.version)
+    if Version(version).local is not None:
+        raise HubError(
+            400,
+            "local_version",
+            f"{meta.version!r} is a local version (+...): local versions cannot be published",
+        )
     parts = wheel_name[:-4].split("-")
     if (
         len(parts) < 5
@@ -776,6 +952,19 @@ def _publish(
     for filename, _ in contents.values():
         if "/" in filename or "\\" in filename or filename.startswith("."):
             raise HubError(400, "invalid_filename", f"bad filename {filename!r}")
+    problem = entry_point_problem(meta.entry_points, owner, name, meta.top_level)
+    if problem is not None:
+        raise HubError(400, "foreign_entry_point", problem)
+    claimed: dict[str, str] = {}
+    for row in hub.store.read().execute(
+        "SELECT e.owner, e.name, e.distribution, v.top_level FROM versions v JOIN environments e ON e.id=v.env_id"
+    ):
+        if canonicalize_name(row["distribution"]) != canonicalize_name(meta.name):
+            for module in json.loads(row["top_level"]):
+                claimed[module] = f"{row['owner']}/{row['name']}"
+    problem = top_level_problem(meta.top_level, claimed)
+    if problem is not None:
+        raise HubError(400, "foreign_module", problem)
     stored = []
     for kind, (filename, data) in contents.items():
         metadata_raw = meta.raw if kind == "wheel" else None
@@ -796,13 +985,21 @@ def _publish(
             "SELECT * FROM environments WHERE owner=? AND name=?", (owner, name)
         ).fetchone()
         if env is None:
+            for other in db.execute("SELECT owner, name FROM environments WHERE owner=?", (owner,)):
+                if canonicalize_name(other["name"]) == canonicalize_name(name):
+                    raise HubError(
+                        409,
+                        "name_clash",
+                        f"{owner}/{other['name']} exists and is the same name after normalization; "
+                        f"publish to {owner}/{other['name']}",
+                    )
             env_id = db.execute(
                 "INSERT INTO environments (owner, name, distribution, visibility, description, tags, readme, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)",
                 (
                     owner,
                     name,
                     meta.name,
-                    visibility,
+                    visibility or "public",
                     description or meta.summary,
                     json.dumps(tags),
                     readme,
@@ -813,7 +1010,8 @@ def _publish(
         else:
             env_id = env["id"]
             db.execute(
-                "UPDATE environments SET updated_at=?, readme=COALESCE(?, readme), description=COALESCE(?, description), visibility=?, tags=? WHERE id=?",
+                # visibility changes only when asked: a push never makes a private environment public
+                "UPDATE environments SET updated_at=?, readme=COALESCE(?, readme), description=COALESCE(?, description), visibility=COALESCE(?, visibility), tags=? WHERE id=?",
                 (
                     stamp,
                     readme,
@@ -823,16 +1021,15 @@ def _publish(
                     env_id,
                 ),
             )
-        if db.execute(
-            "SELECT 1 FROM versions WHERE env_id=? AND version=?", (env_id, version)
-        ).fetchone():
+        existing = db.execute("SELECT version FROM versions WHERE env_id=?", (env_id,)).fetchall()
+        if any(Version(r["version"]) == Version(version) for r in existing):
             raise HubError(
                 409,
                 "version_exists",
                 f"{owner}/{name} {version} is already published and versions are immutable; bump the version (prime env push --bump patch)",
             )
         version_id = db.execute(
-            "INSERT INTO versions (env_id, version, created_at, content_hash, requires_python, dependencies, summary) VALUES (?,?,?,?,?,?,?)",
+            "INSERT INTO versions (env_id, version, created_at, content_hash, requires_python, dependencies, summary, top_level) VALUES (?,?,?,?,?,?,?,?)",
             (
                 env_id,
                 version,
@@ -841,6 +1038,7 @@ def _publish(
                 meta.requires_python,
                 json.dumps(meta.requires_dist),
                 meta.summary,
+                json.dumps(meta.top_level),
             ),
         ).lastrowid
         for kind, filename, sha, size, blob, metadata_blob, metadata_sha in stored:

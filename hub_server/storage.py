@@ -44,6 +44,10 @@ MIGRATIONS = [
     """,
     # v2: downloads are counted for sorting
     "ALTER TABLE environments ADD COLUMN downloads INTEGER NOT NULL DEFAULT 0;",
+    # v3: tokens expire and can be revoked
+    "ALTER TABLE tokens ADD COLUMN expires_at TEXT; ALTER TABLE tokens ADD COLUMN revoked_at TEXT;",
+    # v4: the top-level modules each version installs (no two environments may share one)
+    "ALTER TABLE versions ADD COLUMN top_level TEXT NOT NULL DEFAULT '[]';",
 ]
 
 

@@ -491,7 +491,8 @@ def test_simple_index_standards_and_yanking(hub):
     )
     first = by_version["1.0.0"]
     assert first["upload-time"].endswith("Z") and len(first["hashes"]["sha256"]) == 64
-    metadata = httpx.get(first["url"] + ".metadata").content
+    assert first["url"].startswith("/files/")  # path-absolute: pages never embed the Host header
+    metadata = httpx.get(hub["url"] + first["url"] + ".metadata").content
     assert hashlib.sha256(metadata).hexdigest() == first["core-metadata"]["sha256"]
     assert b"Name: idx-env" in metadata
     html = httpx.get(f"{hub['url']}/simple/lee/idx-env/idx-env/").text

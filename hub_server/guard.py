@@ -1,0 +1,103 @@
+"""ASGI guard in front of the hub: authenticate before reading, cap bodies, cut off stalled clients.
+
+Every request that changes state needs a valid token; the guard checks it from the headers before
+a byte of the body is read, so an anonymous 300 MiB upload is refused at once instead of being
+spooled first. Bodies are capped by route (uploads are large, JSON is small), whether or not the
+client sends a Content-Length, and a client that stops sending mid-body is dropped after
+``read_timeout`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+UPLOAD_SUFFIXES = ("/versions", "/evals")
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+
+class BodyRefused(Exception):
+    """Raised into the app when a body is too large or stalls; the guard sends the answer."""
+
+
+class RequestGuard:
+    def __init__(
+        self,
+        app: Any,
+        authenticate: Callable[[str | None], Any],
+        token_of: Callable[[dict[str, str]], str | None],
+        upload_limit: int,
+        json_limit: int = 1024 * 1024,
+        read_timeout: float = 30.0,
+    ) -> None:
+        self.app = app
+        self.authenticate = authenticate
+        self.token_of = token_of
+        self.upload_limit = upload_limit
+        self.json_limit = json_limit
+        self.read_timeout = read_timeout
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in SAFE_METHODS:
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            user = self.authenticate(self.token_of(headers))
+        except Exception as exc:  # HubError: invalid or expired token
+            status, code = getattr(exc, "status", 401), getattr(exc, "code", "invalid_token")
+            return await _error(send, status, code, getattr(exc, "message", str(exc)))
+        if user is None:
+            return await _error(
+                send, 401, "auth_required", "this needs an API token: run `prime login`"
+            )
+        uploads = scope["path"].rstrip("/").endswith(UPLOAD_SUFFIXES)
+        limit = self.upload_limit if uploads else self.json_limit
+        too_large = (413, "body_too_large", f"request bodies here are limited to {limit} bytes")
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            return await _error(send, *too_large)
+
+        received = 0
+        refusal: tuple[int, str, str] | None = None
+        answered = False
+
+        async def guarded_receive() -> dict[str, Any]:
+            nonlocal received, refusal
+            try:
+                message = await asyncio.wait_for(receive(), timeout=self.read_timeout)
+            except TimeoutError:
+                refusal = (408, "request_timeout", f"no data for {self.read_timeout:g} s")
+                raise BodyRefused from None
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    refusal = too_large
+                    raise BodyRefused
+            return message
+
+        async def guarded_send(message: dict[str, Any]) -> None:
+            # the framework answers a failed body read with its own 400: say what really happened
+            nonlocal answered
+            if refusal is not None:
+                if not answered:
+                    answered = True
+                    await _error(send, *refusal)
+                return
+            await send(message)
+
+        try:
+            await self.app(scope, guarded_receive, guarded_send)
+        except BodyRefused:
+            if not answered:
+                await _error(send, *(refusal or too_large))
+
+
+async def _error(send: Any, status: int, code: str, message: str) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Basic realm="hub"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

