@@ -34,12 +34,15 @@ def run(
     from verifiers.rl.trainer import Trainer, TrainerSettings
     from verifiers.rl.transport import FilesystemTransport
     from verifiers.serve.process import start_server
+    from verifiers.serve.weight_access import new_secret
 
     server = start_server(
         str(policy),
         log_path=work / f"serve-{lag}.log",
         extra_args=["--dtype", "float32", "--served-model-name", "policy"],
         env_overrides={"OMP_WAIT_POLICY": "PASSIVE"},
+        weights_secret=(secret := new_secret()),
+        trusted_weights_dirs=[work],
     )
     try:
         trainer = Trainer(AutoModelForCausalLM.from_pretrained(policy), TrainerSettings(lr=1e-3))
@@ -55,7 +58,7 @@ def run(
         return train(
             orchestrator,
             trainer,
-            FilesystemTransport(server.base_url, work / f"weights-{lag}"),
+            FilesystemTransport(server.base_url, work / f"weights-{lag}", secret=secret),
             LoopSettings(steps, lag, 0, work / f"run-{lag}"),
         )
     finally:

@@ -35,6 +35,7 @@ def main() -> None:
     from verifiers.rl.transport import BroadcastTransport, FilesystemTransport
     from verifiers.serve.models import resolve_model_dir
     from verifiers.serve.process import start_server
+    from verifiers.serve.weight_access import new_secret
 
     model_dir, _ = resolve_model_dir(args.model)
     work = Path(tempfile.mkdtemp(prefix="vf-bench-weights-"))
@@ -43,6 +44,8 @@ def main() -> None:
         log_path=work / "serve.log",
         extra_args=["--dtype", "float32"],
         env_overrides={"OMP_WAIT_POLICY": "PASSIVE"},
+        weights_secret=(secret := new_secret()),
+        trusted_weights_dirs=[work],
     )
     try:
         trainer = Trainer(
@@ -52,8 +55,10 @@ def main() -> None:
         results: dict[str, list[float]] = {}
         setup = 0.0
         transports = {
-            "filesystem (safetensors + load)": FilesystemTransport(server.base_url, work / "w"),
-            "gloo broadcast": BroadcastTransport(server.base_url),
+            "filesystem (safetensors + load)": FilesystemTransport(
+                server.base_url, work / "w", secret=secret
+            ),
+            "gloo broadcast": BroadcastTransport(server.base_url, secret=secret),
         }
         for name, transport in transports.items():
             times = []

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+SECRET = "test-weights-secret"  # what the trainer would make at launch (weight_access)
 torch = pytest.importorskip("torch")
 
 from verifiers.rl.advantages import ESTIMATORS, group_mean, leave_one_out  # noqa: E402
@@ -351,6 +352,8 @@ def run_loop(
         log_path=tmp / "serve.log",
         extra_args=["--dtype", "float32", "--served-model-name", "policy"],
         env_overrides={"OMP_WAIT_POLICY": "PASSIVE"},
+        weights_secret=SECRET,
+        trusted_weights_dirs=[tmp],
     )
     if on_server is not None:
         on_server(server)
@@ -362,9 +365,9 @@ def run_loop(
         start = 0
         alive = lambda: None if server.process.poll() is None else "inference server died"  # noqa: E731
         weights = (
-            FilesystemTransport(server.base_url, tmp / "weights", alive)
+            FilesystemTransport(server.base_url, tmp / "weights", alive, secret=SECRET)
             if transport == "filesystem"
-            else BroadcastTransport(server.base_url, alive, backend=transport)
+            else BroadcastTransport(server.base_url, alive, backend=transport, secret=SECRET)
         )
         if start_from is not None:
             start = trainer.load_checkpoint(start_from)["step"]
@@ -427,13 +430,15 @@ def test_level_zero_matches_a_synchronous_loop_bit_for_bit(policy_dir, tmp_path)
         str(policy_dir),
         log_path=tmp_path / "s.log",
         extra_args=["--dtype", "float32", "--served-model-name", "policy"],
+        weights_secret=SECRET,
+        trusted_weights_dirs=[tmp_path],
     )
     try:
         trainer = Trainer(
             AutoModelForCausalLM.from_pretrained(policy_dir), TrainerSettings(lr=5e-3)
         )
         orchestrator = letter_orchestrator(server, Orchestrator, max_concurrent=1)
-        weights = FilesystemTransport(server.base_url, tmp_path / "w")
+        weights = FilesystemTransport(server.base_url, tmp_path / "w", secret=SECRET)
         for step_index in range(3):  # the plainest loop there is
             batch = asyncio.run(orchestrator.generate(step_index))
             trainer.train_step(batch.samples)
@@ -544,16 +549,20 @@ def test_broadcast_refuses_weights_that_do_not_fit_the_served_model(policy_dir, 
     from verifiers.rl.transport import BroadcastTransport
     from verifiers.serve.process import start_server
 
-    server = start_server(str(policy_dir), log_path=tmp_path / "s.log")
+    server = start_server(str(policy_dir), log_path=tmp_path / "s.log", weights_secret=SECRET)
     try:
         wrong = Trainer(tiny_llama(vocab_size=64), TrainerSettings())  # not the served model
-        transport = BroadcastTransport(server.base_url, timeout_s=30)
+        transport = BroadcastTransport(server.base_url, timeout_s=30, secret=SECRET)
         with pytest.raises(InferenceServerError, match=r"do not fit the served model.*shape"):
             transport.push(wrong)
         assert transport.group is None
         spec = {"name": "x", "dtype": "float32", "shape": [1]}
         too_many = {"host": "127.0.0.1", "port": 1, "world_size": 3, "tensors": [spec]}
-        reply = httpx.post(f"{server.base_url}/weights/broadcast/init", json=too_many)
+        reply = httpx.post(
+            f"{server.base_url}/weights/broadcast/init",
+            json=too_many,
+            headers={"X-VF-Weights-Secret": SECRET},
+        )
         # refused, rather than joining a group whose third rank never comes
         assert reply.status_code == 400 and "world_size 2" in reply.json()["error"]["message"]
         # the refusals left the server usable: the right weights still go through
@@ -563,7 +572,7 @@ def test_broadcast_refuses_weights_that_do_not_fit_the_served_model(policy_dir, 
         transport.close()
         # a restarted trainer sets up a new group; the server drops the old one for it
         right.version = 8
-        restarted = BroadcastTransport(server.base_url, timeout_s=30)
+        restarted = BroadcastTransport(server.base_url, timeout_s=30, secret=SECRET)
         assert restarted.push(right) == 8
         restarted.close()
     finally:
@@ -582,10 +591,10 @@ def test_a_server_killed_between_broadcasts_is_reported_not_waited_for(policy_di
     from verifiers.rl.transport import BroadcastTransport
     from verifiers.serve.process import start_server
 
-    server = start_server(str(policy_dir), log_path=tmp_path / "s.log")
+    server = start_server(str(policy_dir), log_path=tmp_path / "s.log", weights_secret=SECRET)
     try:
         trainer = Trainer(AutoModelForCausalLM.from_pretrained(policy_dir), TrainerSettings())
-        transport = BroadcastTransport(server.base_url, timeout_s=60)
+        transport = BroadcastTransport(server.base_url, timeout_s=60, secret=SECRET)
         assert transport.push(trainer) == 0
         server.process.kill()
         server.process.wait()

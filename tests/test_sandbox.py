@@ -127,6 +127,78 @@ async def test_tcp_to_a_host_server_fails(sandbox):
     await still_works(sandbox)
 
 
+async def test_host_unix_sockets_are_unreachable(sandbox):
+    """tmux, docker, dbus, ssh-agent: a unix socket of the host, abstract or on a path the sandbox
+    can see, never answers; asyncio (socketpair) still works inside."""
+    import uuid
+
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind(f"\0vf-ipc-{uuid.uuid4().hex}")
+    abstract.listen(1)
+    on_disk = socket.socket(socket.AF_UNIX)
+    path = sandbox.workdir_host / "host.sock"
+    on_disk.bind(str(path))
+    on_disk.listen(1)
+    os.chmod(path, 0o777)
+    inside = "/workspace/host.sock" if sandbox.mode == "bwrap" else str(path)
+    for address in (abstract.getsockname(), inside):
+        code = textwrap.dedent(f"""
+            import socket
+            s = socket.socket(socket.AF_UNIX)
+            s.connect({address!r})
+            print("connected")
+        """)
+        result = await sandbox.run_python(code)
+        assert "connected" not in result.stdout and "PermissionError" in result.stderr, address
+    result = await sandbox.run_python("import asyncio; asyncio.run(asyncio.sleep(0)); print('ok')")
+    assert result.stdout == "ok\n"
+    abstract.close()
+    on_disk.close()
+    await still_works(sandbox)
+
+
+async def test_network_true_means_network_not_host_ipc():
+    provider = LocalSandboxProvider(pool_size=0, limits=SandboxLimits(network=True, wall_time_s=5))
+    box = await provider.create()
+    try:
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        threading.Thread(target=listener.accept, daemon=True).start()
+        tcp = await box.run_python(
+            f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('tcp')"
+        )
+        assert tcp.stdout == "tcp\n", tcp.stderr
+        unix = await box.run_python("import socket; socket.socket(socket.AF_UNIX)")
+        assert "PermissionError" in unix.stderr
+        listener.close()
+    finally:
+        await provider.close()
+
+
+def test_sandbox_uids_never_collide_across_processes(tmp_path):
+    """Two processes claiming sandbox uids at once get different ones (and a dead holder's uid
+    is free again)."""
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        os.environ["VF_SANDBOX_UID_DIR"] = {str(tmp_path)!r}
+        from verifiers.sandbox.local import UidClaim
+        claims = [UidClaim() for _ in range(20)]
+        print(" ".join(str(c.uid) for c in claims), flush=True)
+        time.sleep(2)
+    """)
+    env = {**os.environ, "VF_SANDBOX_UID_DIR": str(tmp_path)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
+    seen = [set(p.stdout.readline().split()) for p in procs]
+    for p in procs:
+        p.wait()
+    assert len(seen[0]) == len(seen[1]) == 20 and not seen[0] & seen[1]
+
+
 async def test_host_processes_are_invisible_and_unsignalable(sandbox):
     host_pid = os.getpid()
     result = await sandbox.run_python(

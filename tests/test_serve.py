@@ -22,6 +22,9 @@ from verifiers.serve.engine import Engine, SamplingParams, Sequence  # noqa: E40
 from verifiers.serve.models import DEFAULT_MODEL, EMBEDDED, convert_embedded  # noqa: E402
 from verifiers.serve.process import start_server  # noqa: E402
 
+SECRET = "serve-test-secret"
+AUTH = {"X-VF-Weights-Secret": SECRET}
+
 
 @pytest.fixture(scope="session")
 def embedded_dir() -> Path:
@@ -65,6 +68,8 @@ def served(tiny_dir: Path, tmp_path_factory):
         str(tiny_dir),
         log_path=log,
         extra_args=["--dtype", "float32", "--served-model-name", "tiny"],
+        weights_secret=SECRET,
+        trusted_weights_dirs=[tmp_path_factory.getbasetemp()],
     ) as server:
         yield server
 
@@ -287,7 +292,9 @@ def test_weights_reload_bumps_policy_version_and_changes_outputs(served, tiny_di
         for k, v in weights.items()
     }
     save_file(perturbed, str(tmp_path / "model.safetensors"))
-    resp = httpx.post(f"{served.base_url}/weights/load", json={"path": str(tmp_path)}, timeout=60)
+    resp = httpx.post(
+        f"{served.base_url}/weights/load", json={"path": str(tmp_path)}, timeout=60, headers=AUTH
+    )
     assert resp.status_code == 200 and resp.json()["policy_version"] == 1
     after = chat(served, ignore_eos=True).json()
     assert after["policy_version"] == 1 and after["choices"][0]["message"]["content"] != before
@@ -297,7 +304,10 @@ def test_weights_reload_bumps_policy_version_and_changes_outputs(served, tiny_di
         "inference_ranks": 1,
     }
     bad = httpx.post(
-        f"{served.base_url}/weights/load", json={"path": str(tmp_path / "missing")}, timeout=30
+        f"{served.base_url}/weights/load",
+        json={"path": str(tmp_path / "missing")},
+        timeout=30,
+        headers=AUTH,
     )
     assert bad.status_code == 400 and "no safetensors" in bad.json()["error"]["message"]
     # restore for the other tests in this module
@@ -305,6 +315,7 @@ def test_weights_reload_bumps_policy_version_and_changes_outputs(served, tiny_di
         f"{served.base_url}/weights/load",
         json={"path": str(tiny_dir), "policy_version": 0},
         timeout=60,
+        headers=AUTH,
     )
 
 
@@ -367,3 +378,87 @@ def test_a_server_does_not_outlive_a_parent_killed_with_sigkill(tiny_dir, tmp_pa
         raise AssertionError("the server outlived its parent")
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{base_url}/models", timeout=2)
+
+
+# --- attacks from a local process: vf-serve trusts no one ------------------------------------------
+
+
+def test_weight_routes_need_the_trainers_secret(served, tiny_dir):
+    body = {"path": str(tiny_dir)}
+    for headers in ({}, {"X-VF-Weights-Secret": "guess"}):
+        for path, payload in (
+            ("/weights/load", body),
+            ("/weights/broadcast/init", {"host": "127.0.0.1", "port": 1, "tensors": [{}]}),
+            ("/weights/broadcast/update", {}),
+        ):
+            resp = httpx.post(f"{served.base_url}{path}", json=payload, headers=headers, timeout=30)
+            assert resp.status_code == 401, (path, resp.text)
+    assert httpx.get(f"{served.base_url}/weights").json()["policy_version"] == 0  # untouched
+    assert chat(served).status_code == 200  # and serving goes on
+
+
+def test_weights_load_only_from_trusted_directories(served, tmp_path):
+    outside = Path("/etc")
+    link = tmp_path / "sneaky"
+    link.symlink_to(outside)
+    for path in (outside, link, tmp_path / ".." / ".." / ".." / "etc"):
+        resp = httpx.post(
+            f"{served.base_url}/weights/load", json={"path": str(path)}, headers=AUTH, timeout=30
+        )
+        assert resp.status_code == 403 and "trusted" in resp.json()["error"]["message"], path
+
+
+def test_a_server_without_a_secret_refuses_every_weight_change(tiny_dir, tmp_path):
+    with start_server(
+        str(tiny_dir), log_path=tmp_path / "s.log", extra_args=["--dtype", "float32"]
+    ) as server:
+        resp = httpx.post(
+            f"{server.base_url}/weights/load", json={"path": str(tiny_dir)}, headers=AUTH
+        )
+        assert (
+            resp.status_code == 403 and "weight updates are off" in resp.json()["error"]["message"]
+        )
+
+
+def test_bad_token_ids_fail_alone(served):
+    async def run() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=served.base_url, timeout=60) as client:
+            bad = [
+                client.post("/completions", json={"model": "tiny", "prompt": ids, "max_tokens": 4})
+                for ids in ([10**9], [-1], [])
+            ]
+            good = client.post(
+                "/chat/completions",
+                json={
+                    "model": "tiny",
+                    "messages": [{"role": "user", "content": "hi"}],
+                    "max_tokens": 4,
+                },
+            )
+            return await asyncio.gather(*bad, good)
+
+    *bad, good = asyncio.run(run())
+    assert [r.status_code for r in bad] == [400, 400, 400], [r.text for r in bad]
+    assert good.status_code == 200 and good.json()["choices"][0]["message"]["content"] is not None
+
+
+def test_request_bodies_are_capped(served):
+    huge = {"model": "tiny", "messages": [{"role": "user", "content": "x" * (33 * 1024 * 1024)}]}
+    resp = httpx.post(f"{served.base_url}/chat/completions", json=huge, timeout=60)
+    assert resp.status_code == 413
+    assert chat(served).status_code == 200
+
+
+def test_api_key_protects_every_route_but_health(tiny_dir, tmp_path):
+    with start_server(
+        str(tiny_dir),
+        log_path=tmp_path / "s.log",
+        extra_args=["--dtype", "float32", "--served-model-name", "tiny", "--api-key", "k3y"],
+        weights_secret=SECRET,
+    ) as server:
+        assert httpx.get(f"{server.base_url.removesuffix('/v1')}/health").status_code == 200
+        assert httpx.get(f"{server.base_url}/models").status_code == 401
+        weights = httpx.post(f"{server.base_url}/weights/load", json={"path": "x"}, headers=AUTH)
+        assert weights.status_code == 401
+        ok = httpx.get(f"{server.base_url}/models", headers={"Authorization": "Bearer k3y"})
+        assert ok.status_code == 200

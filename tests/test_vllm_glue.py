@@ -32,6 +32,7 @@ from verifiers.rl.toy import tiny_llama
 from verifiers.rl.trainer import Trainer, TrainerSettings
 from verifiers.rl.transport import BroadcastTransport, FilesystemTransport
 from verifiers.rl.vllm_worker import WeightUpdateExtension
+from verifiers.serve.weight_access import WeightAccess
 
 
 class LoadableModel:
@@ -76,10 +77,16 @@ class EngineClient:
         return True
 
 
+SECRET = "vllm-test-secret"
+AUTH = {"X-VF-Weights-Secret": SECRET}
+
+
 @pytest.fixture
-def served():
+def served(tmp_path_factory):
     """A live HTTP server: a completions route and vLLM's middleware hook with our routes."""
     vllm_routes.STATE = vllm_routes._WeightState()
+    # what vf-rl puts in vLLM's environment: the secret and the trainer's weights dir
+    vllm_routes.ACCESS = WeightAccess(SECRET, [tmp_path_factory.getbasetemp()])
     worker = Worker(tiny_llama(seed=1))
     engine = EngineClient(worker)
 
@@ -117,7 +124,7 @@ def assert_same_weights(trainer: Trainer, worker: Worker) -> None:
 
 def test_broadcast_updates_reach_the_worker_and_every_reply_says_which_version(served):
     trainer = Trainer(tiny_llama(seed=0), TrainerSettings(lr=1e-2))
-    transport = BroadcastTransport(served.url, timeout_s=30)
+    transport = BroadcastTransport(served.url, timeout_s=30, secret=SECRET)
     assert served_version(served.url) == 0
     for version in (1, 2):
         trainer.version = version
@@ -131,7 +138,7 @@ def test_broadcast_updates_reach_the_worker_and_every_reply_says_which_version(s
     assert info == {"policy_version": 2, "path": "broadcast", "inference_ranks": 1}
     assert served.engine.prefix_cache_resets == 2  # cached KV came from the old weights
     transport.close()
-    restarted = BroadcastTransport(served.url, timeout_s=30)  # a new trainer, a new group
+    restarted = BroadcastTransport(served.url, timeout_s=30, secret=SECRET)  # a new trainer
     trainer.version = 3
     assert restarted.push(trainer) == 3 and served_version(served.url) == 3
     restarted.close()
@@ -140,11 +147,11 @@ def test_broadcast_updates_reach_the_worker_and_every_reply_says_which_version(s
 def test_filesystem_updates_load_through_the_worker(served, tmp_path):
     trainer = Trainer(tiny_llama(seed=0), TrainerSettings())
     trainer.version = 5
-    assert FilesystemTransport(served.url, tmp_path / "w").push(trainer) == 5
+    assert FilesystemTransport(served.url, tmp_path / "w", secret=SECRET).push(trainer) == 5
     assert_same_weights(trainer, served.worker)
     assert served_version(served.url) == 5
     with pytest.raises(InferenceServerError, match="no safetensors weights"):
-        FilesystemTransport(served.url, tmp_path / "missing").push(
+        FilesystemTransport(served.url, tmp_path / "missing", secret=SECRET).push(
             SimpleNamespace(version=6, save_weights=lambda d: None)
         )
     assert served_version(served.url) == 5  # a failed load changes nothing
@@ -157,12 +164,22 @@ def test_a_group_of_the_wrong_size_is_refused_before_anyone_waits(served):
         "world_size": 3,
         "tensors": [{"name": "x", "dtype": "float32", "shape": [1]}],
     }
-    reply = httpx.post(f"{served.url}/weights/broadcast/init", json=body)
+    reply = httpx.post(f"{served.url}/weights/broadcast/init", json=body, headers=AUTH)
     assert reply.status_code == 400
     assert "world_size 2" in reply.json()["error"]["message"]
-    reply = httpx.post(f"{served.url}/weights/broadcast/update", json={})
+    reply = httpx.post(f"{served.url}/weights/broadcast/update", json={}, headers=AUTH)
     assert reply.status_code == 409 and "init first" in reply.json()["error"]["message"]
     assert httpx.get(f"{served.url}/weights/nope").status_code == 404
+
+
+def test_vllm_weight_routes_need_the_secret_and_a_trusted_path(served, tmp_path):
+    for path, body in (
+        ("/weights/load", {"path": str(tmp_path)}),
+        ("/weights/broadcast/update", {}),
+    ):
+        assert httpx.post(f"{served.url}{path}", json=body).status_code == 401
+    outside = httpx.post(f"{served.url}/weights/load", json={"path": "/etc"}, headers=AUTH)
+    assert outside.status_code == 403 and served_version(served.url) == 0
 
 
 # --- against real vLLM (a CUDA machine with vllm installed; scripts/gpu_check.sh runs these) ---
@@ -214,7 +231,9 @@ def test_vllm_serves_the_trainers_weights_after_each_transport(tmp_path):
         max_model_len=512,
         extra_args=["--enforce-eager"],
     )
-    server = start_inference(inference, policy, tmp_path / "vllm.log")
+    server = start_inference(
+        inference, policy, tmp_path / "vllm.log", weights_dir=tmp_path, weights_secret=SECRET
+    )
     try:
         trainer = Trainer(
             AutoModelForCausalLM.from_pretrained(policy).cuda(), TrainerSettings(lr=1e-2)
@@ -223,8 +242,10 @@ def test_vllm_serves_the_trainers_weights_after_each_transport(tmp_path):
         assert version == 0
         assert _trainer_logprobs(trainer.model, ids, len(served)) == pytest.approx(served, abs=2e-3)
         transports = {
-            "filesystem": FilesystemTransport(server.base_url, tmp_path / "weights"),
-            "gloo": BroadcastTransport(server.base_url, backend="gloo", device="cuda"),
+            "filesystem": FilesystemTransport(server.base_url, tmp_path / "weights", secret=SECRET),
+            "gloo": BroadcastTransport(
+                server.base_url, backend="gloo", device="cuda", secret=SECRET
+            ),
         }
         for step, transport in enumerate(transports.values(), start=1):
             with torch.no_grad():

@@ -24,6 +24,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-batch-size", type=int, default=32)
     parser.add_argument("--max-model-len", type=int, default=None)
     parser.add_argument("--served-model-name", default=None)
+    parser.add_argument(
+        "--api-key", default=None, help="require 'Authorization: Bearer KEY' on every /v1 route"
+    )
+    parser.add_argument(
+        "--weights-secret-file",
+        default=None,
+        help="a 0600 file holding the secret weight updates must carry (or $VF_WEIGHTS_SECRET); "
+        "without one, weight updates are off",
+    )
+    parser.add_argument(
+        "--trusted-weights-dir",
+        action="append",
+        default=[],
+        help="a directory /v1/weights/load may read (repeatable; also $VF_TRUSTED_WEIGHTS_DIRS)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
@@ -32,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         from verifiers.serve.app import ModelService, build_app
         from verifiers.serve.engine import Engine
         from verifiers.serve.models import ModelNotAvailableError, load_model
+        from verifiers.serve.weight_access import WeightAccess
     except ImportError as exc:
         print(
             f"vf-serve: {exc.name} is not installed; install the local extra: pip install 'verifiers[local]'",
@@ -49,7 +65,14 @@ def main(argv: list[str] | None = None) -> int:
         model, tokenizer, max_batch_size=args.max_batch_size, max_model_len=args.max_model_len
     )
     served = args.served_model_name or name
-    service = ModelService(engine, served, aliases=(name, str(directory), args.model))
+    try:
+        access = WeightAccess.configure(args.weights_secret_file, args.trusted_weights_dir)
+    except (OSError, ValueError) as exc:
+        print(f"vf-serve: --weights-secret-file: {exc}", file=sys.stderr)
+        return 2
+    service = ModelService(
+        engine, served, aliases=(name, str(directory), args.model), access=access
+    )
     logging.getLogger("verifiers.serve").info(
         "serving %s (%s, %s) on http://%s:%d/v1",
         served,
@@ -60,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         uvicorn.run(
-            build_app(service),
+            build_app(service, api_key=args.api_key),
             host=args.host,
             port=args.port,
             log_level="warning",

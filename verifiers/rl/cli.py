@@ -188,17 +188,19 @@ def make_transport(
     directory: Path,
     alive: Any,
     trainer_device: str = "cpu",
+    secret: str | None = None,
 ) -> Any:
     from verifiers.rl.transport import BroadcastTransport, FilesystemTransport
 
     if inference.weight_transport == "filesystem":
-        return FilesystemTransport(base_url, directory, alive)
+        return FilesystemTransport(base_url, directory, alive, secret=secret)
     return BroadcastTransport(
         base_url,
         alive,
         backend=inference.weight_transport,
         device=trainer_device,  # rank 0 sends from the trainer's device
         host=inference.weight_transport_host,
+        secret=secret,
     )
 
 
@@ -249,6 +251,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     from verifiers.rl.orchestrator import InferenceServerError, Orchestrator
     from verifiers.rl.trainer import Trainer, TrainerSettings
     from verifiers.serve.models import ModelNotAvailableError, resolve_model_dir
+    from verifiers.serve.weight_access import new_secret
 
     ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 also runs rollouts
     out = Path(config.output_dir)
@@ -292,7 +295,13 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     log = out / "logs" / "inference.log"
     try:
         with console.status(f"starting the inference server ({config.inference.backend})"):
-            server = start_inference(config.inference, model_dir, log)
+            server = start_inference(
+                config.inference,
+                model_dir,
+                log,
+                weights_dir=out / "weights",
+                weights_secret=new_secret(),  # only this trainer may change the served weights
+            )
     except RuntimeError as exc:
         console.print(f"vf-rl: the inference server did not start: {escape(str(exc))}")
         trainer.stop_followers()
@@ -309,7 +318,12 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
             )
 
         weights = make_transport(
-            config.inference, server.base_url, out / "weights", alive, trainer_device=device
+            config.inference,
+            server.base_url,
+            out / "weights",
+            alive,
+            trainer_device=device,
+            secret=server.weights_secret,
         )
         if checkpoint is not None:
             weights.push(trainer)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from verifiers.serve.process import ServerProcess, free_port, launch, start_server
+from verifiers.serve.weight_access import SECRET_ENV, TRUSTED_ENV
 
 VLLM_ROUTES = "verifiers.rl.vllm_routes.weight_routes"
 VLLM_WORKER_EXTENSION = "verifiers.rl.vllm_worker.WeightUpdateExtension"
@@ -55,7 +56,15 @@ def vllm_command(model: str, port: int, inference: Any) -> list[str]:
     return command + list(inference.extra_args)
 
 
-def start_inference(inference: Any, model_dir: Path, log_path: Path) -> ServerProcess:
+def start_inference(
+    inference: Any,
+    model_dir: Path,
+    log_path: Path,
+    weights_dir: Path | None = None,
+    weights_secret: str | None = None,
+) -> ServerProcess:
+    """Start the server; ``weights_secret`` (made by the trainer) and ``weights_dir`` (where the
+    trainer writes weights) reach it through its environment only."""
     if inference.backend == "vllm":
         try:
             import vllm  # noqa: F401
@@ -65,10 +74,15 @@ def start_inference(inference: Any, model_dir: Path, log_path: Path) -> ServerPr
                 "machine; use backend = 'vf-serve' elsewhere"
             ) from exc
         env = dict(os.environ)
+        env.pop(SECRET_ENV, None)
+        if weights_secret is not None:
+            env[SECRET_ENV] = weights_secret
+        if weights_dir is not None:
+            env[TRUSTED_ENV] = str(Path(weights_dir).resolve())
         if inference.device.startswith("cuda:"):  # vLLM on its own GPU(s)
             env["CUDA_VISIBLE_DEVICES"] = inference.device.split(":", 1)[1]
         port = free_port()
-        return launch(
+        server = launch(
             vllm_command(str(model_dir), port, inference),
             port=port,
             log_path=log_path,
@@ -76,11 +90,15 @@ def start_inference(inference: Any, model_dir: Path, log_path: Path) -> ServerPr
             timeout=inference.startup_timeout_s,
             model="policy",
         )
+        server.weights_secret = weights_secret
+        return server
     return start_server(
         str(model_dir),
         log_path=log_path,
         timeout=inference.startup_timeout_s,
         env_overrides={"OMP_WAIT_POLICY": "PASSIVE"},
+        weights_secret=weights_secret,
+        trusted_weights_dirs=[weights_dir] if weights_dir is not None else None,
         extra_args=[
             "--dtype",
             inference.dtype,

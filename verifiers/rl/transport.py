@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import httpx
 
 from verifiers.rl.orchestrator import InferenceServerError
+from verifiers.serve.weight_access import HEADER as WEIGHTS_HEADER
 
 
 class WeightTransport(Protocol):
@@ -32,9 +33,15 @@ class WeightTransport(Protocol):
 
 
 class _ServerLink:
-    def __init__(self, base_url: str, server_alive: Callable[[], str | None] | None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        server_alive: Callable[[], str | None] | None,
+        secret: str | None = None,
+    ) -> None:
         self.url = base_url.rstrip("/")
         self.server_alive = server_alive
+        self.headers = {WEIGHTS_HEADER: secret} if secret else {}
 
     def check(self) -> None:
         problem = self.server_alive() if self.server_alive else None
@@ -46,9 +53,11 @@ class _ServerLink:
         InferenceServerError that says which."""
         try:
             if body is None:
-                resp = httpx.get(f"{self.url}{path}", timeout=timeout)
+                resp = httpx.get(f"{self.url}{path}", timeout=timeout, headers=self.headers)
             else:
-                resp = httpx.post(f"{self.url}{path}", json=body, timeout=timeout)
+                resp = httpx.post(
+                    f"{self.url}{path}", json=body, timeout=timeout, headers=self.headers
+                )
         except httpx.HTTPError as exc:
             self.check()
             raise InferenceServerError(
@@ -66,9 +75,14 @@ class _ServerLink:
 
 class FilesystemTransport(_ServerLink):
     def __init__(
-        self, base_url: str, directory: Path, server_alive: Callable[[], str | None] | None = None
+        self,
+        base_url: str,
+        directory: Path,
+        server_alive: Callable[[], str | None] | None = None,
+        *,
+        secret: str | None = None,
     ) -> None:
-        super().__init__(base_url, server_alive)
+        super().__init__(base_url, server_alive, secret)
         self.directory = directory
 
     def push(self, trainer: Any) -> int:
@@ -90,8 +104,9 @@ class BroadcastTransport(_ServerLink):
         device: str = "cpu",
         host: str = "127.0.0.1",
         timeout_s: float = 300,
+        secret: str | None = None,
     ) -> None:
-        super().__init__(base_url, server_alive)
+        super().__init__(base_url, server_alive, secret)
         self.backend, self.device, self.host, self.timeout_s = backend, device, host, timeout_s
         self.group: Any = None
         self.specs: list[Any] = []

@@ -29,6 +29,7 @@ from verifiers.serve.protocol import (
     LoadWeightsRequest,
 )
 from verifiers.serve.responses import APIError, _error, _json
+from verifiers.serve.weight_access import WeightAccess
 
 _COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
 
@@ -42,6 +43,7 @@ class _WeightState:
 
 
 STATE = _WeightState()
+ACCESS = WeightAccess.configure()  # the secret and trusted dirs vf-rl put in vLLM's environment
 
 
 async def weight_routes(request: Request, call_next: Any) -> Response:
@@ -52,6 +54,8 @@ async def weight_routes(request: Request, call_next: Any) -> Response:
         if handler is None:
             return _error(APIError(404, f"no route {request.method} {path}"))
         try:
+            if request.method != "GET":  # changes to the weights need the trainer's secret
+                ACCESS.check(request.headers)
             return await handler(request, request.app.state.engine_client)
         except APIError as exc:
             return _error(exc)
@@ -100,9 +104,10 @@ async def _info(request: Request, engine: Any) -> Response:
 
 async def _load(request: Request, engine: Any) -> Response:
     req = await _body(request, LoadWeightsRequest)
+    directory = str(ACCESS.check_path(req.path))
     async with STATE.busy:
         try:
-            await engine.collective_rpc("verifiers_load_weights_from_path", args=(req.path,))
+            await engine.collective_rpc("verifiers_load_weights_from_path", args=(directory,))
         except Exception as exc:
             raise APIError(
                 400, f"loading weights from {req.path} failed: {exc}", param="path"
@@ -120,9 +125,11 @@ async def _init(request: Request, engine: Any) -> Response:
             400,
             f"this server has {expected - 1} inference ranks: use world_size {expected}, rank 1",
         )
-    if STATE.busy.locked() or (STATE.join is not None and not STATE.join.done()):
-        raise APIError(409, "a weight update or group setup is in progress")
-    if STATE.join is not None:  # a new trainer (say, a restarted one) replaces the previous group
+    if STATE.busy.locked():
+        raise APIError(409, "a weight update is in progress")
+    if STATE.join is not None:  # a newer init wins: a pending or previous group is dropped
+        if not STATE.join.done():
+            STATE.join.cancel()
         STATE.join = None
         await _close_group(engine)
     args = (req.host, req.port, 1, req.world_size, req.backend, req.timeout_s, req.tensors)

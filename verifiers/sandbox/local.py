@@ -10,8 +10,9 @@ Isolation, in layers:
   interpreter: when this one lives somewhere private (pyenv under /root), a system Python of the
   same version (or ``VF_SANDBOX_PYTHON``) runs the worker instead.
 - always: per-snippet rlimits (CPU, memory, processes, file size, open files), a seccomp filter
-  (no non-unix sockets, no ptrace/mount/unshare/bpf/...), a wall-clock kill, and a sweep of
-  leftover processes after each snippet.
+  (no ``socket(2)`` at all, so no network and no host IPC; ``network=True`` allows IPv4/IPv6 only;
+  no ptrace/mount/unshare/bpf/...), a wall-clock kill, and a sweep of leftover processes after
+  each snippet.
 - ``unsafe``: no isolation, for trusted code only; never chosen automatically.
 
 The mode is probed once per process (a few milliseconds) and logged; environments record it in
@@ -49,7 +50,37 @@ from verifiers.sandbox.base import (
 logger = logging.getLogger("verifiers.sandbox")
 
 WORKER = Path(__file__).with_name("worker.py")
-_uids = itertools.count(100_000 + (os.getpid() % 4000) * 200)
+UID_BASE, UID_COUNT = 100_000, 60_000
+UID_LOCK_DIR = Path(os.environ.get("VF_SANDBOX_UID_DIR", "/run/verifiers-sandbox-uids"))
+
+
+class UidClaim:
+    """A sandbox uid no other sandbox on this machine holds: an exclusive lock on a per-uid
+    file, kept while the sandbox lives and released by the kernel if the process dies, so two
+    processes (or a crashed one) can never hand out the same uid."""
+
+    def __init__(self) -> None:
+        import fcntl
+        import random
+
+        UID_LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        start = random.randrange(UID_COUNT)
+        for offset in range(UID_COUNT):
+            uid = UID_BASE + (start + offset) % UID_COUNT
+            fd = os.open(UID_LOCK_DIR / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.uid, self._fd = uid, fd
+            return
+        raise SandboxUnavailableError(f"all {UID_COUNT} sandbox uids are in use")
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 _live: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
 
 
@@ -239,9 +270,10 @@ class LocalSandbox(Sandbox):
     def __init__(self, mode: IsolationMode, limits: SandboxLimits) -> None:
         self.mode = mode
         self.limits = limits
-        self.uid = (
-            next(_uids) if os.getuid() == 0 and mode != "unsafe" and _uid_drop_possible(mode) else 0
+        self._uid_claim = (
+            UidClaim() if os.getuid() == 0 and mode != "unsafe" and _uid_drop_possible(mode) else None
         )
+        self.uid = self._uid_claim.uid if self._uid_claim is not None else 0
         if mode == "landlock" and os.getuid() == 0 and not self.uid:
             # uid 0 is exempt from RLIMIT_NPROC (a fork bomb would be unbounded) and owns host files:
             # without namespaces, the uid drop is not optional.
@@ -404,6 +436,8 @@ class LocalSandbox(Sandbox):
             await process.wait()
         _live.discard(self)
         await asyncio.to_thread(shutil.rmtree, self.host_dir, True)
+        if self._uid_claim is not None:  # only once nothing of the sandbox runs as that uid
+            self._uid_claim.release()
 
     def _kill(self) -> None:
         """Synchronous and idempotent: also what the exit hook calls."""

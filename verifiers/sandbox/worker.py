@@ -126,7 +126,10 @@ def _errno(n: int) -> int:
     return 0x00050000 | n
 
 
-def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
+AF_INET, AF_INET6 = 2, 10
+
+
+def seccomp_program(machine: str, network: bool = False) -> list[tuple[int, int, int, int]]:
     arch, sys_socket, sys_clone, sys_clone3 = _ARCH[machine]
     prog = [(_LD, 0, 0, 4), (_JEQ, 1, 0, arch), (_RET, 0, 0, _KILL), (_LD, 0, 0, 0)]
     if machine == "x86_64":
@@ -145,13 +148,20 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         (_RET, 0, 0, _errno(_EPERM)),
     ]
     prog += [(_LD, 0, 0, 0)]
-    # sockets: only AF_UNIX (no network, even where the network namespace is shared)
-    prog += [
-        (_JEQ, 0, 3, sys_socket),
-        (_LD, 0, 0, 16),
-        (_JEQ, 1, 0, 1),
-        (_RET, 0, 0, _errno(_EACCES)),
-    ]
+    # socket(2): no unix sockets ever (host IPC: tmux, docker, dbus, ssh-agent, pathname or
+    # abstract), no netlink or raw sockets; with network=True, TCP/UDP over IPv4/IPv6 only.
+    # socketpair(2) stays allowed (asyncio's self-pipe needs it; it reaches nothing outside).
+    if network:
+        prog += [
+            (_JEQ, 0, 5, sys_socket),
+            (_LD, 0, 0, 16),
+            (_JEQ, 2, 0, AF_INET),
+            (_JEQ, 1, 0, AF_INET6),
+            (_RET, 0, 0, _errno(_EACCES)),
+            (_RET, 0, 0, _ALLOW),
+        ]
+    else:
+        prog += [(_JEQ, 0, 1, sys_socket), (_RET, 0, 0, _errno(_EACCES))]
     prog += [(_RET, 0, 0, _ALLOW)]
     return prog
 
@@ -160,11 +170,11 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 
-def install_seccomp() -> bool:
+def install_seccomp(network: bool = False) -> bool:
     machine = os.uname().machine
     if machine not in _ARCH:
         return False
-    prog = seccomp_program(machine)
+    prog = seccomp_program(machine, network)
     buf = b"".join(struct.pack("HBBI", code, jt, jf, k) for code, jt, jf, k in prog)
     filters = ctypes.create_string_buffer(buf)
 
@@ -238,7 +248,7 @@ def confine() -> None:
     if CONFIG["mode"] == "landlock":
         install_landlock(CONFIG["read_paths"], CONFIG["write_paths"])
     if CONFIG["mode"] != "unsafe":
-        install_seccomp()
+        install_seccomp(bool(limits.get("network")))
 
 
 def run_python(code: str, namespace: dict) -> int:

@@ -12,6 +12,7 @@ Extensions vLLM also has: ``return_token_ids`` (completion and prompt token ids)
 from __future__ import annotations
 
 import asyncio
+import hmac
 import itertools
 import json
 import re
@@ -29,7 +30,8 @@ from starlette.routing import Route
 
 from verifiers.serve.engine import Engine, SamplingParams, Sequence
 from verifiers.serve.protocol import ChatCompletionRequest, CompletionRequest, LoadWeightsRequest
-from verifiers.serve.responses import APIError, _error, _json
+from verifiers.serve.responses import APIError, _error, _json, read_body
+from verifiers.serve.weight_access import WeightAccess
 from verifiers.serve.weight_updates import BroadcastReceiver
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
@@ -38,8 +40,15 @@ _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 class ModelService:
     """Prompt rendering, request fan-out (``n``), output assembly; one per served model."""
 
-    def __init__(self, engine: Engine, name: str, aliases: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        name: str,
+        aliases: tuple[str, ...] = (),
+        access: WeightAccess | None = None,
+    ) -> None:
         self.engine = engine
+        self.access = access or WeightAccess.configure()
         self.tokenizer = engine.tokenizer
         self.name = name
         self.names = {name, name.lower(), *aliases}
@@ -77,8 +86,17 @@ class ModelService:
 
     def text_prompt_ids(self, request: CompletionRequest) -> list[int]:
         if isinstance(request.prompt, list):
-            return list(request.prompt)
-        return self.tokenizer(request.prompt)["input_ids"]
+            ids = list(request.prompt)
+            vocab = self.engine.vocab_size
+            bad = next((t for t in ids if not 0 <= t < vocab), None)
+            if not ids or bad is not None:
+                problem = "is empty" if not ids else f"has token id {bad}, outside [0, {vocab})"
+                raise APIError(400, f"the prompt {problem}", param="prompt")
+            return ids
+        ids = self.tokenizer(request.prompt)["input_ids"]
+        if not ids:
+            raise APIError(400, "the prompt is empty", param="prompt")
+        return ids
 
     def params(self, request: Any, prompt_len: int, top_logprobs: int) -> SamplingParams:
         limit = self.engine.max_model_len
@@ -237,7 +255,7 @@ def parse_tool_calls(text: str) -> tuple[str | None, list[dict[str, Any]]]:
     return rest or None, calls
 
 
-def build_app(service: ModelService) -> Starlette:
+def build_app(service: ModelService, api_key: str | None = None) -> Starlette:
     ids = itertools.count(1)
 
     async def health(_: Request) -> Response:
@@ -264,7 +282,7 @@ def build_app(service: ModelService) -> Starlette:
 
     async def parse(request: Request, model: type) -> Any:
         try:
-            body = orjson.loads(await request.body())
+            body = orjson.loads(await read_body(request))
         except orjson.JSONDecodeError as exc:
             raise APIError(400, f"request body is not valid JSON: {exc}") from exc
         try:
@@ -379,19 +397,33 @@ def build_app(service: ModelService) -> Starlette:
 
     async def load_weights(request: Request) -> Response:
         try:
-            req = LoadWeightsRequest.model_validate(orjson.loads(await request.body()))
+            service.access.check(request.headers)
+            req = LoadWeightsRequest.model_validate(orjson.loads(await read_body(request)))
+            directory = service.access.check_path(req.path)
+        except APIError as exc:
+            return _error(exc)
         except (ValidationError, orjson.JSONDecodeError) as exc:
             return _error(APIError(400, f"invalid request: {exc}"))
         dtype = next(service.engine.model.parameters()).dtype
         try:
-            state = await asyncio.to_thread(_read_weights, Path(req.path), dtype)
+            state = await asyncio.to_thread(_read_weights, directory, dtype)
         except APIError as exc:
             return _error(exc)
         await asyncio.to_thread(service.engine.swap_weights, state)
         service.advance(req.policy_version, req.path)
         return _json({"policy_version": service.policy_version, "path": req.path})
 
-    return Starlette(
+    def guarded(route: Any) -> Any:  # weight changes need the trainer's secret
+        async def check_then(request: Request) -> Response:
+            try:
+                service.access.check(request.headers)
+            except APIError as exc:
+                return _error(exc)
+            return await route(request)
+
+        return check_then
+
+    app = Starlette(
         routes=[
             Route("/health", health),
             Route("/v1/models", models),
@@ -399,10 +431,15 @@ def build_app(service: ModelService) -> Starlette:
             Route("/v1/completions", completions, methods=["POST"]),
             Route("/v1/weights", weights),
             Route("/v1/weights/load", load_weights, methods=["POST"]),
-            Route("/v1/weights/broadcast/init", service.receiver.init, methods=["POST"]),
-            Route("/v1/weights/broadcast/update", service.receiver.update, methods=["POST"]),
+            Route("/v1/weights/broadcast/init", guarded(service.receiver.init), methods=["POST"]),
+            Route(
+                "/v1/weights/broadcast/update", guarded(service.receiver.update), methods=["POST"]
+            ),
         ]
     )
+    if api_key:
+        app.add_middleware(APIKeyCheck, api_key=api_key)
+    return app
 
 
 def _read_weights(path: Path, dtype: Any) -> dict[str, Any]:
@@ -537,3 +574,18 @@ async def _stream_text(service, req, rid, started):
                 {**base, "choices": [{"index": index, "text": piece, "finish_reason": reason}]}
             )
     yield b"data: [DONE]\n\n"
+
+
+class APIKeyCheck:
+    """``--api-key``: every route but ``/health`` needs ``Authorization: Bearer KEY``."""
+
+    def __init__(self, app: Any, api_key: str) -> None:
+        self.app, self.expected = app, f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] != "/health":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                response = _error(APIError(401, "invalid API key", kind="authentication_error"))
+                return await response(scope, receive, send)
+        await self.app(scope, receive, send)

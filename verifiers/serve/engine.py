@@ -68,6 +68,8 @@ class Engine:
         self.max_batch_size = max_batch_size
         config = model.config
         self.max_model_len = max_model_len or int(getattr(config, "max_position_embeddings", 2048))
+        # token ids a request may contain: rows of the input embedding
+        self.vocab_size = int(model.get_input_embeddings().weight.shape[0])
         eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         if tokenizer.eos_token_id is not None:

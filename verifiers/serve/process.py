@@ -14,6 +14,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifiers.serve.weight_access import SECRET_ENV, TRUSTED_ENV
+
 
 @dataclass
 class ServerProcess:
@@ -21,6 +23,7 @@ class ServerProcess:
     base_url: str
     model: str
     log_path: Path
+    weights_secret: str | None = None  # what weight-update requests must carry (see weight_access)
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.process.poll() is None:
@@ -51,13 +54,24 @@ def start_server(
     timeout: float = 300.0,
     extra_args: list[str] | None = None,
     env_overrides: dict[str, str] | None = None,
+    weights_secret: str | None = None,
+    trusted_weights_dirs: list[Path] | None = None,
 ) -> ServerProcess:
-    """Start ``vf-serve MODEL`` and wait until it answers ``/health`` (or fail with its log)."""
+    """Start ``vf-serve MODEL`` and wait until it answers ``/health`` (or fail with its log).
+
+    ``weights_secret`` turns the weight-update routes on (handed over in the child's environment,
+    never its argv); ``trusted_weights_dirs`` are where ``/v1/weights/load`` may read.
+    """
     port = free_port()
     # A trainer beside the server passes {"OMP_WAIT_POLICY": "PASSIVE"}: two processes with
     # spinning OpenMP threads slow each other down many times over. A light client (vf-eval)
     # does not, and spinning is ~25% faster for the server alone.
     env = {**os.environ, **(env_overrides or {})}
+    env.pop(SECRET_ENV, None)
+    if weights_secret is not None:
+        env[SECRET_ENV] = weights_secret
+    if trusted_weights_dirs:
+        env[TRUSTED_ENV] = os.pathsep.join(str(Path(d).resolve()) for d in trusted_weights_dirs)
     cmd = [
         sys.executable,
         "-m",
@@ -69,7 +83,9 @@ def start_server(
         str(port),
         *(extra_args or []),
     ]
-    return launch(cmd, port=port, log_path=log_path, env=env, timeout=timeout)
+    server = launch(cmd, port=port, log_path=log_path, env=env, timeout=timeout)
+    server.weights_secret = weights_secret
+    return server
 
 
 def launch(

@@ -75,7 +75,7 @@ class BroadcastInitRequest(BaseModel):
     rank: int = Field(default=1, ge=1)
     world_size: int = Field(default=2, ge=2)
     backend: Literal["gloo", "nccl"] = "gloo"
-    timeout_s: float = Field(default=300, gt=0)
+    timeout_s: float = Field(default=300, gt=0, le=900)  # a join never waits unbounded
     tensors: list[dict[str, Any]] = Field(min_length=1)
 
 

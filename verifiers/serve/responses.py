@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from starlette.requests import Request
 from starlette.responses import Response
 
 
@@ -36,3 +37,20 @@ def _error(exc: APIError) -> Response:
         },
         exc.status,
     )
+
+
+MAX_BODY = 32 * 1024 * 1024
+
+
+async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
+    """The request body, refused with a 413 past ``limit`` bytes (counted as it streams)."""
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise APIError(413, f"request bodies are limited to {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise APIError(413, f"request bodies are limited to {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from verifiers.serve.protocol import BroadcastInitRequest, BroadcastUpdateRequest
-from verifiers.serve.responses import APIError, _error, _json
+from verifiers.serve.responses import APIError, _error, _json, read_body
 
 log = logging.getLogger("verifiers.serve")
 
@@ -32,6 +32,7 @@ class BroadcastReceiver:
         self.group: Any = None
         self.specs: list[Any] = []
         self.joined = threading.Event()
+        self.generation = 0  # each init starts a new one; a stale join discards its group
         self.join_error: str | None = None
         self.busy = asyncio.Lock()
 
@@ -39,17 +40,21 @@ class BroadcastReceiver:
         from verifiers.rl.weight_group import TensorSpec, check_manifest
 
         try:
-            req = BroadcastInitRequest.model_validate(orjson.loads(await request.body()))
+            req = BroadcastInitRequest.model_validate(orjson.loads(await read_body(request)))
             specs = [TensorSpec.model_validate(t) for t in req.tensors]
         except (ValidationError, orjson.JSONDecodeError) as exc:
             return _error(APIError(400, f"invalid request: {exc}"))
+        except APIError as exc:
+            return _error(exc)
         if req.world_size != 2 or req.rank != 1:
             return _error(
                 APIError(400, "this server is one inference rank: use world_size 2, rank 1")
             )
-        if self.busy.locked() or (self.specs and not self.joined.is_set()):
-            return _error(APIError(409, "a weight update or group setup is in progress"))
-        self.close()  # a new trainer (say, a restarted one) replaces the previous group
+        if self.busy.locked():
+            return _error(APIError(409, "a weight update is in progress"))
+        # A newer init wins: a join still pending (a stuck or abandoned trainer) or a previous
+        # group (a restarted trainer) is dropped, so nothing can lock the trainer out.
+        self.close()
         problems = check_manifest(specs, self.service.engine.model.state_dict())
         if problems:
             shown = "; ".join(problems[:5]) + (
@@ -59,15 +64,18 @@ class BroadcastReceiver:
                 APIError(400, f"the weights do not fit the served model: {shown}", param="tensors")
             )
         self.specs, self.join_error = specs, None
+        self.generation += 1
         self.joined.clear()
-        threading.Thread(target=self._join, args=(req,), daemon=True, name="weight-group").start()
+        threading.Thread(
+            target=self._join, args=(req, self.generation), daemon=True, name="weight-group"
+        ).start()
         return _json({"status": "joining", "tensors": len(specs)}, 202)
 
-    def _join(self, req: BroadcastInitRequest) -> None:
+    def _join(self, req: BroadcastInitRequest, generation: int) -> None:
         from verifiers.rl.weight_group import WeightGroup
 
         try:
-            self.group = WeightGroup.join(
+            group = WeightGroup.join(
                 host=req.host,
                 port=req.port,
                 rank=req.rank,
@@ -76,21 +84,32 @@ class BroadcastReceiver:
                 device=next(self.service.engine.model.parameters()).device,
                 timeout_s=req.timeout_s,
             )
+            if generation != self.generation:  # a newer init replaced this one meanwhile
+                group.close()
+                return
+            self.group = group
             log.info(
                 "joined the trainer's weight group (%s, %d tensors)", req.backend, len(self.specs)
             )
         except Exception as exc:  # reported to the trainer by the next update call
+            if generation != self.generation:
+                return
             self.join_error = f"{type(exc).__name__}: {exc}"
             self.specs = []
             log.error("could not join the trainer's weight group: %s", self.join_error)
         finally:
-            self.joined.set()
+            if generation == self.generation:
+                self.joined.set()
 
     async def update(self, request: Request) -> Response:
         try:
-            req = BroadcastUpdateRequest.model_validate(orjson.loads(await request.body() or b"{}"))
+            req = BroadcastUpdateRequest.model_validate(
+                orjson.loads(await read_body(request) or b"{}")
+            )
         except (ValidationError, orjson.JSONDecodeError) as exc:
             return _error(APIError(400, f"invalid request: {exc}"))
+        except APIError as exc:
+            return _error(exc)
         if not self.specs and self.group is None:
             message = self.join_error or "no weight group: call /v1/weights/broadcast/init first"
             return _error(APIError(409, message))
