@@ -3,6 +3,7 @@ next snippet in the same sandbox still works; sandboxes never outlive their roll
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -125,6 +126,66 @@ async def test_tcp_to_a_host_server_fails(sandbox):
     assert accepted == []
     listener.close()
     await still_works(sandbox)
+
+
+async def test_the_sandbox_sees_the_interpreter_and_nothing_else_of_the_host(sandbox, tmp_path):
+    """Not the parent's cwd (the project, its .git), not $HOME, not host /tmp, not the virtualenv
+    or the packages installed in it (other environments' answers); only the standard library."""
+    import uuid
+
+    home_secret = Path.home() / f".vf-secret-{uuid.uuid4().hex}"
+    tmp_secret = Path("/tmp") / f"vf-secret-{uuid.uuid4().hex}"
+    for secret in (home_secret, tmp_secret):
+        secret.write_text("do not read")
+        secret.chmod(0o644)  # even world-readable files of the host stay out of reach
+    try:
+        probe = textwrap.dedent(f"""
+            import sys, os, json
+            found = {{}}
+            for path in {[str(home_secret), str(tmp_secret), str(Path.cwd() / "pyproject.toml"), str(Path.cwd() / ".git" / "HEAD"), sys.prefix + "/pyvenv.cfg"]!r}:
+                try:
+                    found[path] = open(path).read()[:10]
+                except OSError as exc:
+                    found[path] = None
+            modules = {{}}
+            for name in ("verifiers", "reverse_text", "pytest", "torch", "json"):
+                try:
+                    __import__(name)
+                    modules[name] = True
+                except ImportError:
+                    modules[name] = False
+            print(json.dumps({{"found": found, "modules": modules, "path": sys.path}}))
+        """)
+        result = await sandbox.run_python(probe)
+        seen = json.loads(result.stdout)
+        assert all(v is None for v in seen["found"].values()), seen["found"]
+        assert seen["modules"] == {
+            "verifiers": False,
+            "reverse_text": False,
+            "pytest": False,
+            "torch": False,
+            "json": True,
+        }
+        host_project = str(Path.cwd())
+        assert not any(p.startswith(host_project) or ".venv" in p for p in seen["path"]), seen[
+            "path"
+        ]
+    finally:
+        home_secret.unlink()
+        tmp_secret.unlink()
+    await still_works(sandbox)
+
+
+async def test_packages_allowed_for_the_sandbox_import_and_no_others():
+    provider = LocalSandboxProvider(pool_size=0, limits=SandboxLimits(packages=["mpmath"]))
+    box = await provider.create()
+    try:
+        ok = await box.run_python("import mpmath; print(mpmath.mpf(2) ** 2)")
+        assert ok.stdout.strip() == "4.0", ok.stderr
+        other = await box.run_python("import sympy")
+        assert other.exit_code != 0
+    finally:
+        await provider.close()
 
 
 async def test_host_unix_sockets_are_unreachable(sandbox):
@@ -377,10 +438,11 @@ def test_landlock_runs_an_interpreter_the_sandbox_uid_can_reach(monkeypatch):
         chosen = sandbox_python("landlock")
         if os.getuid() == 0:
             assert _reachable(chosen.paths), chosen.paths
-        assert sandbox_python("bwrap").executable == sys.executable  # namespaces reach anything
+        # the real interpreter, never a virtualenv's wrapper (the venv itself stays out of view)
+        assert sandbox_python("bwrap").executable == os.path.realpath(sys.executable)
         monkeypatch.setenv("VF_SANDBOX_PYTHON", sys.executable)
         sandbox_python.cache_clear()
-        assert sandbox_python("landlock").executable == sys.executable
+        assert sandbox_python("landlock").executable == os.path.realpath(sys.executable)
     finally:
         sandbox_python.cache_clear()
     worker = _public_worker()

@@ -26,6 +26,9 @@ class SandboxLimits(BaseModel):
     max_open_files: int = Field(default=256, ge=16)
     max_output_bytes: int = Field(default=1 << 20, ge=1024)
     network: bool = False
+    # Importable beyond the standard library (module names, e.g. ["numpy", "sympy"]); nothing
+    # else installed on the host is visible inside.
+    packages: list[str] = Field(default_factory=list)
 
 
 class ExecResult(BaseModel):

@@ -81,6 +81,8 @@ class UidClaim:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
 _live: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
 
 
@@ -124,10 +126,17 @@ def _uid_drop_possible(mode: str) -> bool:
 
 
 def _reachable(paths: list[str]) -> bool:
-    """Every directory on the way to each path is searchable by other users."""
+    """Other users can reach each path: every directory on the way is searchable, and the path
+    itself is readable (a file) or searchable (a directory)."""
     for path in paths:
         current = Path(path)
-        for part in [current, *current.parents]:
+        try:
+            mode = current.stat().st_mode
+        except OSError:
+            return False
+        if not mode & (0o001 if current.is_dir() else 0o004):
+            return False
+        for part in current.parents:
             try:
                 if not part.stat().st_mode & 0o001:
                     return False
@@ -137,25 +146,44 @@ def _reachable(paths: list[str]) -> bool:
 
 
 class SandboxPython:
-    """The interpreter the in-sandbox worker runs with, and the directories it reads."""
+    """The interpreter the in-sandbox worker runs with, and exactly what of it the sandbox sees:
+    the executable, its shared library, its standard library (without the site-packages inside
+    it), and the snippet's ``sys.path``. Nothing of a virtualenv, the project or ``$HOME``."""
 
-    def __init__(self, executable: str, paths: list[str], sys_path: list[str]) -> None:
-        self.executable, self.paths, self.sys_path = executable, paths, sys_path
+    def __init__(
+        self, executable: str, paths: list[str], hidden: list[str], sys_path: list[str]
+    ) -> None:
+        self.executable, self.paths, self.hidden, self.sys_path = (
+            executable,
+            paths,
+            hidden,
+            sys_path,
+        )
+
+
+_DESCRIBE = """
+import json, os, sys, sysconfig
+stdlib = sysconfig.get_paths()["stdlib"]
+libdir, shared = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("Py_ENABLE_SHARED")
+libs = []
+if shared and libdir and os.path.isdir(libdir):
+    libs = [os.path.join(libdir, f) for f in os.listdir(libdir) if f.startswith("libpython")]
+print(json.dumps([sys.version_info[:2], os.path.realpath(sys.executable), stdlib, sys.path, libs]))
+"""
 
 
 @cache
 def sandbox_python(mode: str) -> SandboxPython:
-    """This interpreter, except in landlock mode as root when it lives somewhere other users
-    cannot reach (e.g. pyenv under /root, 0700): then ``VF_SANDBOX_PYTHON`` or a system
-    ``python3`` of the same version that they can. Sandboxed code sees that interpreter's
-    standard library (the worker runs with -I -S either way)."""
-    current = SandboxPython(
-        sys.executable, _python_paths(), [p for p in sys.path if p and os.path.isdir(p)]
-    )
+    """This interpreter (its real binary, never a virtualenv's), except in landlock mode as root
+    when it lives somewhere other users cannot reach (e.g. pyenv under /root, 0700): then
+    ``VF_SANDBOX_PYTHON`` or a system ``python3`` of the same version that they can."""
     override = os.environ.get("VF_SANDBOX_PYTHON")
-    if override:
-        return _describe(override) or current
-    if mode != "landlock" or os.getuid() != 0 or _reachable(current.paths):
+    current = _describe(override or os.path.realpath(sys.executable))
+    if current is None:
+        raise SandboxUnavailableError(
+            f"the sandbox interpreter {override or sys.executable} did not start"
+        )
+    if override or mode != "landlock" or os.getuid() != 0 or _reachable(current.paths):
         return current
     for candidate in (
         f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}",
@@ -173,16 +201,13 @@ def sandbox_python(mode: str) -> SandboxPython:
 
 
 def _describe(executable: str) -> SandboxPython | None:
-    """Ask an interpreter where it lives; None unless it is this Python's major.minor version."""
-    script = (
-        "import json, sys; print(json.dumps([sys.version_info[:2], sys.prefix, sys.base_prefix,"
-        " sys.path]))"
-    )
+    """Ask an interpreter (isolated: -I -S) where its parts live; None unless it is this
+    Python's major.minor version."""
     try:
         out = subprocess.run(
-            [executable, "-I", "-S", "-c", script], capture_output=True, text=True, timeout=30
+            [executable, "-I", "-S", "-c", _DESCRIBE], capture_output=True, text=True, timeout=30
         )
-        version, prefix, base_prefix, path = json.loads(out.stdout)
+        version, real, stdlib, path, libs = json.loads(out.stdout)
     except (OSError, ValueError, subprocess.TimeoutExpired):
         logger.warning("sandbox interpreter %s did not start", executable)
         return None
@@ -194,16 +219,45 @@ def _describe(executable: str) -> SandboxPython | None:
             *sys.version_info[:2],
         )
         return None
-    sys_path = [p for p in path if p and os.path.isdir(p)]
-    return SandboxPython(executable, _outermost({prefix, base_prefix, *sys_path}), sys_path)
+    sys_path = [p for p in path if p and os.path.exists(p)]
+    hidden = [
+        os.path.join(stdlib, d)
+        for d in ("site-packages", "dist-packages")
+        if os.path.isdir(os.path.join(stdlib, d))
+    ]
+    paths = _outermost({real, *sys_path, *libs})
+    return SandboxPython(real, paths, hidden, sys_path)
 
 
-def _python_paths() -> list[str]:
-    paths = {sys.base_prefix, sys.prefix, str(Path(sys.executable).resolve().parent.parent)}
-    for entry in sys.path:
-        if entry and os.path.isdir(entry):
-            paths.add(os.path.abspath(entry))
-    return _outermost(paths)
+def _without(paths: list[str], hidden: list[str]) -> list[str]:
+    """``paths``, with each directory that holds a hidden one replaced by its other entries
+    (Landlock grants whole trees, so the hidden directory must not be under any grant)."""
+    out = []
+    for path in paths:
+        inside = [h for h in hidden if os.path.dirname(h) == path]
+        if not inside or not os.path.isdir(path):
+            out.append(path)
+            continue
+        out += [
+            os.path.join(path, e) for e in os.listdir(path) if os.path.join(path, e) not in inside
+        ]
+    return out
+
+
+def package_dirs(names: list[str]) -> list[str]:
+    """Host directories (or single-file modules) of the packages a sandbox may import."""
+    import importlib.util
+
+    found = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            raise SandboxUnavailableError(f"sandbox package {name!r} is not installed")
+        if spec.submodule_search_locations:
+            found.extend(str(Path(p).resolve()) for p in spec.submodule_search_locations)
+        elif spec.origin:
+            found.append(str(Path(spec.origin).resolve()))
+    return found
 
 
 def _outermost(paths: set[str]) -> list[str]:
@@ -271,7 +325,9 @@ class LocalSandbox(Sandbox):
         self.mode = mode
         self.limits = limits
         self._uid_claim = (
-            UidClaim() if os.getuid() == 0 and mode != "unsafe" and _uid_drop_possible(mode) else None
+            UidClaim()
+            if os.getuid() == 0 and mode != "unsafe" and _uid_drop_possible(mode)
+            else None
         )
         self.uid = self._uid_claim.uid if self._uid_claim is not None else 0
         if mode == "landlock" and os.getuid() == 0 and not self.uid:
@@ -302,6 +358,11 @@ class LocalSandbox(Sandbox):
         inside_workdir = "/workspace" if self.mode == "bwrap" else str(self.workdir_host)
         python = sandbox_python(self.mode)
         python_paths = python.paths
+        packages = package_dirs(self.limits.packages)
+        if self.mode == "bwrap":
+            snippet_path = python.sys_path + (["/opt/vf/site"] if packages else [])
+        else:
+            snippet_path = python.sys_path + sorted({os.path.dirname(p) for p in packages})
         worker_path = (
             "/opt/vf/worker.py"
             if self.mode == "bwrap"
@@ -313,7 +374,7 @@ class LocalSandbox(Sandbox):
             "workdir": inside_workdir,
             "limits": self.limits.model_dump(),
             "max_output_bytes": self.limits.max_output_bytes,
-            "sys_path": python.sys_path,
+            "sys_path": snippet_path,
             "read_paths": [
                 "/usr",
                 "/bin",
@@ -322,7 +383,8 @@ class LocalSandbox(Sandbox):
                 "/etc/ld.so.cache",
                 "/etc/localtime",
                 "/etc/alternatives",
-                *python_paths,
+                *_without(python_paths, python.hidden),
+                *packages,
                 str(Path(worker_path).parent),
             ],
             "write_paths": [
@@ -368,6 +430,11 @@ class LocalSandbox(Sandbox):
         # /tmp first: a project or venv living under /tmp (CI clones do) is bound on top of it.
         args += ["--bind", str(self.tmp_host), "/tmp", "--proc", "/proc", "--dev", "/dev"]
         args += _with_parents([(p, p) for p in python_paths], "--ro-bind")
+        for hidden in python.hidden:  # the host's installed packages stay out of view
+            args += ["--tmpfs", hidden]
+        args += _with_parents(
+            [(p, f"/opt/vf/site/{os.path.basename(p)}") for p in packages], "--ro-bind"
+        )
         args += _with_parents([(str(WORKER), "/opt/vf/worker.py")], "--ro-bind")
         args += [
             "--bind",
