@@ -188,6 +188,41 @@ async def test_packages_allowed_for_the_sandbox_import_and_no_others():
         await provider.close()
 
 
+@pytest.mark.skipif(
+    __import__("verifiers.sandbox.budget", fromlist=["x"]).available_kind() == "rlimits",
+    reason="no writable cgroup hierarchy here: budgets are per-process rlimits",
+)
+async def test_memory_is_budgeted_per_sandbox_not_per_process():
+    """Six children of 400 MiB each pass a 512 MiB per-process limit; the sandbox's cgroup
+    holds all of them to 512 MiB together."""
+    provider = LocalSandboxProvider(
+        pool_size=0, limits=SandboxLimits(memory_mb=512, wall_time_s=20, cpu_time_s=20)
+    )
+    box = await provider.create()
+    try:
+        code = textwrap.dedent("""
+            import os, time
+            pids = []
+            for _ in range(6):
+                pid = os.fork()
+                if pid == 0:
+                    block = bytearray(400 * 1024 * 1024)
+                    for i in range(0, len(block), 4096):
+                        block[i] = 1
+                    time.sleep(3)
+                    os._exit(0)
+                pids.append(pid)
+            alive = sum(os.waitpid(p, 0)[1] == 0 for p in pids)
+            print(alive)
+        """)
+        result = await box.run_python(code)
+        survivors = int(result.stdout.strip() or 0)
+        assert survivors <= 1, result
+    finally:
+        await provider.close()
+    assert wait_until_no_sandboxes() == []
+
+
 async def test_host_unix_sockets_are_unreachable(sandbox):
     """tmux, docker, dbus, ssh-agent: a unix socket of the host, abstract or on a path the sandbox
     can see, never answers; asyncio (socketpair) still works inside."""

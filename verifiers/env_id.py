@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from verifiers.errors import VFError
+
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 NAME = re.compile(rf"^{NAME_PATTERN}$")
 _ID = re.compile(
@@ -21,7 +23,7 @@ _ID = re.compile(
 )
 
 
-class EnvIdError(ValueError):
+class EnvIdError(VFError, ValueError):
     """Text that is not an environment id (the message shows the accepted forms)."""
 
 

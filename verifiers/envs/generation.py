@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from verifiers.clients import SDKClient, resolve_client
 from verifiers.concurrency import NullAsyncContext, semaphore
@@ -25,8 +25,28 @@ from verifiers.results.schema import RunMetadata
 from verifiers.results.writer import RunWriter, now_iso
 from verifiers.types import GenerateMetadata, GenerateOutputs, State
 
-if TYPE_CHECKING:
-    from verifiers.envs.environment import Environment
+
+class Environment(Protocol):
+    """What the rollout engine needs of an environment (``verifiers.Environment`` has it all);
+    declared here so the engine never imports the environment classes."""
+
+    env_id: str
+    env_args: dict[str, Any]
+    env_version: str | None
+    env_content_hash: str | None
+    rubric: Any
+    message_type: str
+    system_prompt: str | None
+    few_shot: list[dict[str, Any]] | None
+
+    def merge_sampling_args(self, sampling_args: dict[str, Any] | None) -> dict[str, Any]: ...
+    def run_metadata(self) -> dict[str, Any]: ...
+    def monitor_metrics(self, state: State) -> dict[str, float]: ...
+    async def run_rollout(
+        self, sem: Any, input: Any, client: Any, model: str, sampling_args: Any
+    ) -> State: ...
+    async def end_run(self) -> None: ...
+
 
 ProgressCallback = Callable[[int, int, list[dict[str, Any]]], Any]
 

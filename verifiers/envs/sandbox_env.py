@@ -67,7 +67,13 @@ class SandboxEnv(StatefulToolEnv):
         return self.provider.mode
 
     def run_metadata(self) -> dict[str, Any]:
-        return {**super().run_metadata(), "sandbox_mode": self.sandbox_mode}
+        from verifiers.sandbox.budget import available_kind
+
+        return {
+            **super().run_metadata(),
+            "sandbox_mode": self.sandbox_mode,
+            "sandbox_budget": available_kind(),  # cgroup2, cgroup1 or per-process rlimits only
+        }
 
     async def setup_state(self, state: State, **kwargs: Any) -> State:
         sandbox_id = uuid.uuid4().hex

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from verifiers import errors
+
 IsolationMode = Literal["bwrap", "landlock", "unsafe"]
 
 
@@ -50,8 +52,8 @@ class ExecResult(BaseModel):
         return "\n".join(p for p in parts if p).strip() or "(no output)"
 
 
-class SandboxError(RuntimeError):
-    """The sandbox itself failed (crashed, could not start); recorded on the rollout."""
+# The sandbox itself failed (crashed, could not start): the SDK's own error, recorded on the rollout.
+SandboxError = errors.SandboxError
 
 
 class Sandbox(ABC):

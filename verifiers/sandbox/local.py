@@ -46,6 +46,7 @@ from verifiers.sandbox.base import (
     SandboxLimits,
     SandboxProvider,
 )
+from verifiers.sandbox.budget import Budget
 
 logger = logging.getLogger("verifiers.sandbox")
 
@@ -469,6 +470,7 @@ class LocalSandbox(Sandbox):
             "TMPDIR": str(self.tmp_host),
             "PYTHONIOENCODING": "utf-8",
         }
+        self.budget = Budget.create(self.limits) if self.mode != "unsafe" else Budget("none", [])
         self.process = await asyncio.create_subprocess_exec(
             *self._command(),
             stdin=asyncio.subprocess.PIPE,
@@ -477,6 +479,8 @@ class LocalSandbox(Sandbox):
             start_new_session=True,
             env=env,
             limit=1 << 26,
+            # joins the budget between fork and exec: everything the sandbox starts is inside it
+            preexec_fn=self.budget.enter if self.budget.groups else None,
         )
         _live.add(self)
         line = await asyncio.wait_for(self.process.stdout.readline(), 30)
@@ -502,6 +506,9 @@ class LocalSandbox(Sandbox):
         if process is not None and process.returncode is None:
             await process.wait()
         _live.discard(self)
+        budget = getattr(self, "budget", None)
+        if budget is not None:  # the worker is reaped now: nothing holds its cgroups
+            await asyncio.to_thread(budget.close)
         await asyncio.to_thread(shutil.rmtree, self.host_dir, True)
         if self._uid_claim is not None:  # only once nothing of the sandbox runs as that uid
             self._uid_claim.release()
@@ -516,6 +523,9 @@ class LocalSandbox(Sandbox):
                 pass
         if self.mode == "landlock" and self.uid:
             _kill_uid(self.uid)
+        budget = getattr(self, "budget", None)
+        if budget is not None:
+            budget.close()
 
     # --- requests ------------------------------------------------------------------------------
     async def _request(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:

@@ -12,13 +12,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from verifiers.errors import ToolCallError  # a call that cannot run; its message goes to the model
 from verifiers.tools.schema import ToolSpec
 
 DEFAULT_MAX_OUTPUT_CHARS = 8192
-
-
-class ToolCallError(Exception):
-    """A tool call that cannot run; the message goes back to the model."""
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:

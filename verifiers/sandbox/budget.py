@@ -1,0 +1,161 @@
+"""Per-sandbox budgets: memory, processes and CPU for the sandbox as a whole, not per process.
+
+rlimits bound each process (six children of 400 MiB each pass a 512 MiB RLIMIT_AS); a cgroup bounds
+everything the sandbox starts together. cgroup v2 is used where its memory and pids controllers
+are delegated, else the v1 hierarchies; without either (not root, no cgroup filesystem) the
+sandbox keeps the per-process rlimits only, and ``kind`` says which one holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+from verifiers.sandbox.base import SandboxLimits
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CPU_PERIOD_US = 100_000
+
+
+def _write(path: Path, value: str) -> None:
+    path.write_text(value)
+
+
+def _v2_root() -> Path | None:
+    for root in (CGROUP_ROOT, CGROUP_ROOT / "unified"):
+        controllers = root / "cgroup.controllers"
+        try:
+            available = set(controllers.read_text().split())
+        except OSError:
+            continue
+        if {"memory", "pids"} <= available and os.access(root, os.W_OK):
+            return root
+    return None
+
+
+class Budget:
+    """One sandbox's cgroup(s). ``add(pid)`` right after the worker starts; ``close()`` kills
+    whatever is left in them and removes them."""
+
+    def __init__(self, kind: str, groups: list[Path]) -> None:
+        self.kind, self.groups = kind, groups
+
+    @classmethod
+    def create(cls, limits: SandboxLimits) -> Budget:
+        _remove_stale()
+        name = f"vf-sandbox-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        memory = limits.memory_mb * 1024 * 1024
+        try:
+            root = _v2_root()
+            if root is not None:
+                with contextlib.suppress(OSError):  # enable the controllers for children
+                    _write(root / "cgroup.subtree_control", "+memory +pids +cpu")
+                group = root / name
+                group.mkdir()
+                _write(group / "memory.max", str(memory))
+                with contextlib.suppress(OSError):
+                    _write(group / "memory.swap.max", "0")
+                _write(group / "pids.max", str(limits.max_processes))
+                with contextlib.suppress(OSError):
+                    _write(group / "cpu.max", f"{CPU_PERIOD_US} {CPU_PERIOD_US}")
+                return cls("cgroup2", [group])
+            return cls._v1(name, limits, memory)
+        except OSError:
+            return cls("rlimits", [])
+
+    @classmethod
+    def _v1(cls, name: str, limits: SandboxLimits, memory: int) -> Budget:
+        memory_root, pids_root = CGROUP_ROOT / "memory", CGROUP_ROOT / "pids"
+        if not (os.access(memory_root, os.W_OK) and os.access(pids_root, os.W_OK)):
+            return cls("rlimits", [])
+        groups = []
+        try:
+            group = memory_root / name
+            group.mkdir()
+            groups.append(group)
+            _write(group / "memory.limit_in_bytes", str(memory))
+            with contextlib.suppress(OSError):  # swap counts too where the kernel accounts it
+                _write(group / "memory.memsw.limit_in_bytes", str(memory))
+            group = pids_root / name
+            group.mkdir()
+            groups.append(group)
+            _write(group / "pids.max", str(limits.max_processes))
+            cpu_root = CGROUP_ROOT / "cpu"
+            if os.access(cpu_root, os.W_OK):
+                group = cpu_root / name
+                group.mkdir()
+                groups.append(group)
+                _write(group / "cpu.cfs_period_us", str(CPU_PERIOD_US))
+                _write(group / "cpu.cfs_quota_us", str(CPU_PERIOD_US))  # one core at most
+        except OSError:
+            cls("cgroup1", groups).close()
+            return cls("rlimits", [])
+        return cls("cgroup1", groups)
+
+    def add(self, pid: int) -> None:
+        for group in self.groups:
+            _write(group / "cgroup.procs", str(pid))
+
+    def enter(self) -> None:
+        """Move the calling process in (a ``preexec_fn``: the sandbox joins before it runs)."""
+        self.add(os.getpid())
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for group in self.groups:
+            with contextlib.suppress(OSError):
+                found |= {int(p) for p in (group / "cgroup.procs").read_text().split()}
+        return found
+
+    def close(self) -> None:
+        """Kill every process still in the budget (fork-hoppers included), then remove it
+        (a group is kept, and retried by the next ``close``, while a process is still dying)."""
+        for _ in range(100):
+            pids = self.pids()
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.01)
+        left = []
+        for group in self.groups:
+            try:
+                group.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(group)
+        self.groups = left
+
+
+def available_kind() -> str:
+    """Which budget a new sandbox on this machine gets: cgroup2, cgroup1 or rlimits."""
+    if _v2_root() is not None:
+        return "cgroup2"
+    if os.access(CGROUP_ROOT / "memory", os.W_OK) and os.access(CGROUP_ROOT / "pids", os.W_OK):
+        return "cgroup1"
+    return "rlimits"
+
+
+def _remove_stale() -> None:
+    """Empty budgets left by processes that died without closing them."""
+    for hierarchy in ("", "unified", "memory", "pids", "cpu"):
+        root = CGROUP_ROOT / hierarchy
+        try:
+            entries = [e for e in root.iterdir() if e.name.startswith("vf-sandbox-")]
+        except OSError:
+            continue
+        for entry in entries:
+            owner = entry.name.split("-")[2]
+            if (
+                owner.isdigit()
+                and int(owner) != os.getpid()
+                and not Path(f"/proc/{owner}").exists()
+            ):
+                with contextlib.suppress(OSError):
+                    entry.rmdir()
