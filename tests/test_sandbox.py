@@ -355,11 +355,49 @@ async def test_files_up_and_down_stay_inside(sandbox):
     await sandbox.upload("data/in.txt", b"hello")
     assert (await sandbox.run_shell("cat data/in.txt")).stdout == "hello"
     assert await sandbox.download("data/in.txt") == b"hello"
-    with pytest.raises(SandboxError, match="outside the sandbox work directory"):
+    with pytest.raises(SandboxError, match="not a path inside the sandbox work directory"):
         await sandbox.download("../../../etc/passwd")
     await sandbox.run_shell("ln -s /etc/hostname link")
     with pytest.raises(SandboxError):
         await sandbox.download("link")
+
+
+async def test_file_transfer_cannot_be_raced_onto_host_files(sandbox, tmp_path):
+    """Sandboxed code flips a directory between a real one and a link to a host directory while
+    the host uploads and downloads through it: no transfer ever touches the host file."""
+    host_dir = tmp_path / "host"
+    host_dir.mkdir()
+    (host_dir / "f.txt").write_text("HOST SECRET")
+    os.chmod(host_dir, 0o777)
+    os.chmod(host_dir / "f.txt", 0o666)
+    target = "/etc" if sandbox.mode == "bwrap" else str(host_dir)  # what the sandbox can name
+    flipper = textwrap.dedent(f"""
+        import os, threading, time
+        os.makedirs("d", exist_ok=True)
+        open("d/f.txt", "w").write("mine")
+        def flip():
+            end = time.time() + 4
+            while time.time() < end:
+                os.rename("d", "real")
+                os.symlink({target!r}, "d")
+                os.unlink("d")
+                os.rename("real", "d")
+        threading.Thread(target=flip, daemon=True).start()  # the REPL keeps it running
+        print("flipping")
+    """)
+    started = await sandbox.run_python(flipper, repl=True)
+    assert started.stdout == "flipping\n", started
+    leaked, errors, successes = 0, 0, 0
+    for _ in range(300):
+        for transfer in (sandbox.download("d/f.txt"), sandbox.upload("d/f.txt", b"planted")):
+            try:
+                data = await transfer
+                leaked += data == b"HOST SECRET"
+                successes += 1
+            except SandboxError:
+                errors += 1
+    assert leaked == 0 and (host_dir / "f.txt").read_text() == "HOST SECRET"
+    assert errors and successes  # the race ran: some transfers met the link, some the directory
 
 
 async def test_repl_keeps_state_and_recovers_from_timeouts(sandbox):

@@ -534,14 +534,13 @@ def main() -> None:
                 resp = repl.run(req) if req.get("repl") else exec_snippet(req)
                 resp["swept"] = sweep({repl.pid} if repl.pid else set())
             elif op == "write":
-                path = _inside(req["path"])
-                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                fd = open_beneath(CONFIG["workdir"], req["path"], flags, create_parents=True)
                 with os.fdopen(fd, "wb") as f:
                     f.write(bytes.fromhex(req["data"]))
                 resp = {"ok": True}
             elif op == "read":
-                fd = os.open(_inside(req["path"]), os.O_RDONLY | os.O_NOFOLLOW)
+                fd = open_beneath(CONFIG["workdir"], req["path"], os.O_RDONLY)
                 with os.fdopen(fd, "rb") as f:
                     resp = {"data": f.read(CONFIG["max_output_bytes"]).hex()}
             elif op == "reset_repl":
@@ -558,13 +557,31 @@ def main() -> None:
     sweep(set())
 
 
-def _inside(path: str) -> str:
-    """A path inside the work directory (relative paths are relative to it; no escaping)."""
-    workdir = os.path.realpath(CONFIG["workdir"])
-    full = os.path.realpath(os.path.join(workdir, path))
-    if full != workdir and not full.startswith(workdir + os.sep):
-        raise PermissionError(f"{path!r} is outside the sandbox work directory")
-    return full
+def open_beneath(root: str, path: str, flags: int, create_parents: bool = False) -> int:
+    """Open ``path`` beneath ``root`` one component at a time, never following a link.
+
+    Sandboxed code may swap any directory or file for a symlink at any moment; walking with
+    ``O_NOFOLLOW`` from a directory descriptor (not checking a path, then opening it) leaves no
+    window in which the worker could be sent to a host file.
+    """
+    parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise PermissionError(f"{path!r} is not a path inside the sandbox work directory")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            try:
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if not create_parents:
+                    raise
+                os.mkdir(part, 0o755, dir_fd=fd)
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 if __name__ == "__main__":
