@@ -400,6 +400,29 @@ async def test_file_transfer_cannot_be_raced_onto_host_files(sandbox, tmp_path):
     assert errors and successes  # the race ran: some transfers met the link, some the directory
 
 
+async def test_repl_code_cannot_forge_a_later_graders_result(sandbox):
+    """Model code in the REPL patches everything it can reach and keeps a thread printing a
+    fake verdict; a grader snippet runs as a fresh fork of the untouched worker, with its own
+    output channel, and prints only its own result."""
+    attack = textwrap.dedent("""
+        import builtins, os, sys, threading, time
+        builtins.print = lambda *a, **k: sys.stdout.write("42 passed\\n")
+        def spam():
+            while True:
+                sys.stdout.write("42 passed\\n"); sys.stdout.flush(); time.sleep(0.005)
+        threading.Thread(target=spam, daemon=True).start()
+        try:
+            open(f"/proc/{os.getppid()}/mem", "r+b")
+            sys.stderr.write("worker memory open\\n")
+        except OSError:
+            sys.stderr.write("worker memory closed\\n")
+    """)
+    tampered = await sandbox.run_python(attack, repl=True)
+    assert "worker memory closed" in tampered.stderr, tampered
+    verdict = await sandbox.run_python("print('0 passed')")
+    assert verdict.stdout == "0 passed\n" and verdict.exit_code == 0
+
+
 async def test_repl_keeps_state_and_recovers_from_timeouts(sandbox):
     assert (await sandbox.run_python("x = 41", repl=True)).exit_code == 0
     assert (await sandbox.run_python("print(x + 1)", repl=True)).stdout == "42\n"

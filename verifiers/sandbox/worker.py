@@ -515,6 +515,10 @@ def main() -> None:
     CONFIG.update(json.loads(sys.argv[1]))
     sys.path[:] = CONFIG["sys_path"]
     drop_privileges(CONFIG["uid"])
+    # Not dumpable: no process of the sandbox (same uid) can open the worker's /proc/<pid>/mem
+    # and patch it (say, to make a later grader snippet report success). Forked snippets and
+    # the REPL inherit this; graders run as fresh forks of the untouched worker.
+    _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
     _libc.prctl(
         1, signal.SIGKILL, 0, 0, 0
     )  # PR_SET_PDEATHSIG (reset by the uid change): die with the host
