@@ -362,6 +362,35 @@ async def test_files_up_and_down_stay_inside(sandbox):
         await sandbox.download("link")
 
 
+async def test_world_writable_host_files_cannot_be_truncated_or_written(sandbox):
+    import shutil
+    import uuid
+
+    directory = Path("/tmp") / f"vf-trunc-{uuid.uuid4().hex}"
+    directory.mkdir()
+    victim = directory / "shared.log"
+    victim.write_text("precious")
+    os.chmod(directory, 0o777)
+    os.chmod(victim, 0o666)
+    try:
+        code = textwrap.dedent(f"""
+            import os
+            for attempt in (lambda: os.truncate({str(victim)!r}, 0),
+                            lambda: open({str(victim)!r}, "a").write("x")):
+                try:
+                    attempt()
+                    print("changed")
+                except OSError:
+                    print("refused")
+        """)
+        result = await sandbox.run_python(code)
+        assert result.stdout == "refused\nrefused\n", result
+        assert victim.read_text() == "precious"
+    finally:
+        shutil.rmtree(directory)
+    await still_works(sandbox)
+
+
 async def test_file_transfer_cannot_be_raced_onto_host_files(sandbox, tmp_path):
     """Sandboxed code flips a directory between a real one and a link to a host directory while
     the host uploads and downloads through it: no transfer ever touches the host file."""

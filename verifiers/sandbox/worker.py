@@ -195,27 +195,42 @@ _LL_READ = 1 | 4 | 8  # execute, read file, read dir
 _LL_ALL = (1 << 13) - 1  # every filesystem right of ABI 1
 
 
+def _ll_fs_rights(abi: int) -> int:
+    """Every filesystem right this kernel's Landlock handles: ABI 2 adds REFER (linking or
+    renaming across directories), ABI 3 TRUNCATE, ABI 5 IOCTL_DEV. Handled rights are denied
+    outside the granted paths."""
+    rights = _LL_ALL
+    if abi >= 2:
+        rights |= 1 << 13
+    if abi >= 3:
+        rights |= 1 << 14
+    if abi >= 5:
+        rights |= 1 << 15
+    return rights
+
+
 def install_landlock(read_paths: list[str], write_paths: list[str]) -> None:
     """Filesystem rules; where the kernel allows, also no TCP and no signals beyond the sandbox."""
     abi = max(int(_libc.syscall(444, None, 0, 1)), 0)
     if (
         abi >= 6
     ):  # + handled_access_net (bind/connect TCP) + scoped (abstract unix sockets, signals)
-        attr = struct.pack("QQQ", _LL_ALL, 1 | 2, 1 | 2)
+        attr = struct.pack("QQQ", _ll_fs_rights(abi), 1 | 2, 1 | 2)
     elif abi >= 4:
-        attr = struct.pack("QQ", _LL_ALL, 1 | 2)
+        attr = struct.pack("QQ", _ll_fs_rights(abi), 1 | 2)
     else:
-        attr = struct.pack("Q", _LL_ALL)
+        attr = struct.pack("Q", _ll_fs_rights(abi))
     ruleset = _libc.syscall(444, attr, len(attr), 0)  # landlock_create_ruleset
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
-    for paths, rights in ((read_paths, _LL_READ), (write_paths, _LL_ALL)):
+    for paths, rights in ((read_paths, _LL_READ), (write_paths, _ll_fs_rights(abi))):
         for path in paths:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
                 continue
-            rule = struct.pack("=Qi", rights if os.path.isdir(path) else rights & (1 | 2 | 4), fd)
+            file_rights = 1 | 2 | 4 | (1 << 14) | (1 << 15)  # execute, write, read, truncate, ioctl
+            rule = struct.pack("=Qi", rights if os.path.isdir(path) else rights & file_rights, fd)
             _libc.syscall(445, ruleset, 1, rule, 0)  # landlock_add_rule(LANDLOCK_RULE_PATH_BENEATH)
             os.close(fd)
     if (
