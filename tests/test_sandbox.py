@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -221,6 +223,46 @@ async def test_memory_is_budgeted_per_sandbox_not_per_process():
     finally:
         await provider.close()
     assert wait_until_no_sandboxes() == []
+
+
+async def test_disk_is_budgeted_per_sandbox(sandbox):
+    """300 MiB, or 30,000 files, never reach the host disk: the sandbox's work dir and /tmp are
+    its own small filesystems (as root; elsewhere only the per-file limit holds)."""
+    if sandbox.disk != "tmpfs":
+        pytest.skip("not root: no tmpfs can be mounted; the per-file size limit holds")
+    before = shutil.disk_usage("/").used
+    code = textwrap.dedent("""
+        import os
+        written = 0
+        try:
+            for i in range(10):
+                with open(f"big{i}.bin", "wb") as f:
+                    f.write(b"x" * (30 * 1024 * 1024))
+                written += 30
+        except OSError as exc:
+            print("stopped at", written, type(exc).__name__)
+        made = 0
+        try:
+            for i in range(30000):
+                open(f"/tmp/f{i}", "w").close()
+                made += 1
+        except OSError:
+            pass
+        print("files", made)
+    """)
+    limited = SandboxLimits(
+        disk_mb=64, max_files=1000, wall_time_s=20, cpu_time_s=20, memory_mb=512
+    )
+    provider = LocalSandboxProvider(mode=sandbox.mode, pool_size=0, limits=limited)
+    box = await provider.create()
+    try:
+        result = await box.run_python(code)
+        assert "stopped at" in result.stdout and int(result.stdout.split()[2]) <= 64, result
+        assert int(result.stdout.split("files")[1]) < 1000
+        assert shutil.disk_usage("/").used - before < 32 * 1024 * 1024
+    finally:
+        await provider.close()
+    await still_works(sandbox)
 
 
 async def test_host_unix_sockets_are_unreachable(sandbox):
@@ -548,6 +590,14 @@ def test_no_sandbox_survives_ctrl_c_or_parent_death(server, sig):
     os.kill(proc.pid, sig)
     proc.wait(timeout=30)
     assert wait_until_no_sandboxes(timeout=10) == []
+    # what a killed process could not clean (its dirs and disks) goes with the next sandbox
+    from verifiers.sandbox.local import _remove_stale_dirs
+
+    _remove_stale_dirs()
+    leftovers = list(Path(tempfile.gettempdir()).glob(f"vf-sandbox-{proc.pid}-*"))
+    assert leftovers == [] and not any(
+        f"vf-sandbox-{proc.pid}-" in m for m in Path("/proc/mounts").read_text().splitlines()
+    )
 
 
 def test_landlock_runs_an_interpreter_the_sandbox_uid_can_reach(monkeypatch):

@@ -28,6 +28,10 @@ class SandboxLimits(BaseModel):
     max_open_files: int = Field(default=256, ge=16)
     max_output_bytes: int = Field(default=1 << 20, ge=1024)
     network: bool = False
+    # Disk for the sandbox's work dir and /tmp together... each a size- and inode-limited tmpfs
+    # where one can be mounted (as root); elsewhere only max_file_size_mb holds.
+    disk_mb: int = Field(default=256, ge=1)
+    max_files: int = Field(default=10_000, ge=16)
     # Importable beyond the standard library (module names, e.g. ["numpy", "sympy"]); nothing
     # else installed on the host is visible inside.
     packages: list[str] = Field(default_factory=list)

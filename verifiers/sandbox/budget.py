@@ -134,12 +134,15 @@ class Budget:
 
 
 def available_kind() -> str:
-    """Which budget a new sandbox on this machine gets: cgroup2, cgroup1 or rlimits."""
+    """Which budget a new sandbox on this machine gets: cgroup2, cgroup1 or rlimits for memory,
+    processes and CPU, plus "+tmpfs" where its disk is a size-limited tmpfs (as root)."""
     if _v2_root() is not None:
-        return "cgroup2"
-    if os.access(CGROUP_ROOT / "memory", os.W_OK) and os.access(CGROUP_ROOT / "pids", os.W_OK):
-        return "cgroup1"
-    return "rlimits"
+        kind = "cgroup2"
+    elif os.access(CGROUP_ROOT / "memory", os.W_OK) and os.access(CGROUP_ROOT / "pids", os.W_OK):
+        kind = "cgroup1"
+    else:
+        kind = "rlimits"
+    return kind + ("+tmpfs" if os.getuid() == 0 else "")
 
 
 def _remove_stale() -> None:
@@ -159,3 +162,32 @@ def _remove_stale() -> None:
             ):
                 with contextlib.suppress(OSError):
                     entry.rmdir()
+
+
+_libc = None
+
+
+def _mount_libc():
+    global _libc
+    if _libc is None:
+        import ctypes
+
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def mount_disk(path: Path, size_mb: int, max_files: int, uid: int) -> bool:
+    """Mount a tmpfs of ``size_mb`` MiB and ``max_files`` inodes on ``path`` (root only).
+
+    The sandbox's writes then fill its own small filesystem, never the host disk; False when
+    this process cannot mount (the per-file rlimit is all that holds then)."""
+    if os.getuid() != 0:
+        return False
+    libc = _mount_libc()
+    options = f"size={size_mb}m,nr_inodes={max_files},mode=0755,uid={uid},gid={uid}".encode()
+    flags = 0x2 | 0x4  # MS_NOSUID | MS_NODEV (exec stays: snippets may run their own scripts)
+    return libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", flags, options) == 0
+
+
+def unmount_disk(path: Path) -> None:
+    _mount_libc().umount2(str(path).encode(), 2)  # MNT_DETACH

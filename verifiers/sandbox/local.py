@@ -46,7 +46,7 @@ from verifiers.sandbox.base import (
     SandboxLimits,
     SandboxProvider,
 )
-from verifiers.sandbox.budget import Budget
+from verifiers.sandbox.budget import Budget, mount_disk, unmount_disk
 
 logger = logging.getLogger("verifiers.sandbox")
 
@@ -340,11 +340,13 @@ class LocalSandbox(Sandbox):
                 "the same version is; install bubblewrap, or set VF_SANDBOX_PYTHON to a "
                 "world-readable Python of this version (e.g. under /usr or /opt)"
             )
-        self.host_dir = Path(tempfile.mkdtemp(prefix="vf-sandbox-"))
+        _remove_stale_dirs()
+        self.host_dir = Path(tempfile.mkdtemp(prefix=f"vf-sandbox-{os.getpid()}-"))
         self.workdir_host = self.host_dir / "work"
         self.tmp_host = self.host_dir / "tmp"
         self.workdir_host.mkdir()
         self.tmp_host.mkdir()
+        self.disk = "rlimits"  # becomes "tmpfs" when start() can mount the sandbox's own disk
         if self.uid:
             for path in (self.workdir_host, self.tmp_host):
                 os.chown(path, self.uid, self.uid)
@@ -471,6 +473,11 @@ class LocalSandbox(Sandbox):
             "PYTHONIOENCODING": "utf-8",
         }
         self.budget = Budget.create(self.limits) if self.mode != "unsafe" else Budget("none", [])
+        if self.mode != "unsafe" and all(
+            mount_disk(d, self.limits.disk_mb, self.limits.max_files, self.uid)
+            for d in (self.workdir_host, self.tmp_host)
+        ):
+            self.disk = "tmpfs"
         self.process = await asyncio.create_subprocess_exec(
             *self._command(),
             stdin=asyncio.subprocess.PIPE,
@@ -495,6 +502,17 @@ class LocalSandbox(Sandbox):
         if self.destroyed:
             return
         self.destroyed = True
+        try:
+            await self._stop_processes()
+        finally:  # the sandbox's disk and files go whatever happened above
+            if self.disk == "tmpfs":
+                for directory in (self.workdir_host, self.tmp_host):
+                    unmount_disk(directory)
+            await asyncio.to_thread(shutil.rmtree, self.host_dir, True)
+            if self._uid_claim is not None:  # only once nothing of the sandbox runs as that uid
+                self._uid_claim.release()
+
+    async def _stop_processes(self) -> None:
         process = self.process
         if process is not None and process.returncode is None:
             try:
@@ -509,9 +527,6 @@ class LocalSandbox(Sandbox):
         budget = getattr(self, "budget", None)
         if budget is not None:  # the worker is reaped now: nothing holds its cgroups
             await asyncio.to_thread(budget.close)
-        await asyncio.to_thread(shutil.rmtree, self.host_dir, True)
-        if self._uid_claim is not None:  # only once nothing of the sandbox runs as that uid
-            self._uid_claim.release()
 
     def _kill(self) -> None:
         """Synchronous and idempotent: also what the exit hook calls."""
@@ -590,10 +605,25 @@ def _kill_uid(uid: int) -> None:
                 pass
 
 
+def _remove_stale_dirs() -> None:
+    """Directories (and disks) of sandboxes whose process died without cleaning up (SIGKILL)."""
+    for entry in Path(tempfile.gettempdir()).glob("vf-sandbox-*-*"):
+        owner = entry.name.split("-")[2]
+        if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
+            continue
+        for directory in (entry / "work", entry / "tmp"):
+            if os.path.ismount(directory):
+                unmount_disk(directory)
+        shutil.rmtree(entry, ignore_errors=True)
+
+
 @atexit.register
 def _kill_all_sandboxes() -> None:
     for sandbox in list(_live):
         sandbox._kill()
+        if sandbox.disk == "tmpfs":
+            for directory in (sandbox.workdir_host, sandbox.tmp_host):
+                unmount_disk(directory)
         shutil.rmtree(sandbox.host_dir, ignore_errors=True)
 
 
