@@ -494,6 +494,39 @@ async def test_repl_code_cannot_forge_a_later_graders_result(sandbox):
     assert verdict.stdout == "0 passed\n" and verdict.exit_code == 0
 
 
+async def test_fork_hoppers_are_gone_before_the_next_snippet(sandbox):
+    """A background process that keeps forking and letting its parent exit (so it is never the
+    same pid twice) survives no sweep: six tries, none leaves a process behind."""
+    hopper = textwrap.dedent("""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            while True:
+                if os.fork():
+                    os._exit(0)
+                time.sleep(0.0005)
+        print("started")
+    """)
+    if not sandbox.uid:
+        pytest.skip("needs the sandbox's own uid to count its processes from the host")
+
+    def running() -> int:  # host view: processes of the sandbox's uid
+        total = 0
+        for entry in os.listdir("/proc"):
+            try:
+                total += entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == sandbox.uid
+            except OSError:
+                pass
+        return total
+
+    baseline = running()  # the worker (and bwrap's init)
+    for _ in range(6):
+        started = await sandbox.run_python(hopper)
+        assert started.stdout == "started\n"
+        assert running() <= baseline, f"{running() - baseline} process(es) survived the sweep"
+    await still_works(sandbox)
+
+
 async def test_repl_keeps_state_and_recovers_from_timeouts(sandbox):
     assert (await sandbox.run_python("x = 41", repl=True)).exit_code == 0
     assert (await sandbox.run_python("print(x + 1)", repl=True)).stdout == "42\n"

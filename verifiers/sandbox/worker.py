@@ -8,6 +8,7 @@ between snippets for PythonEnv. After every snippet, leftover processes of the s
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import io
 import json
@@ -494,28 +495,46 @@ def descendants(root: int) -> list[int]:
 
 
 def sweep(keep: set[int]) -> int:
-    """Kill the worker's leftover descendants (background processes of finished snippets)."""
+    """Kill the worker's leftover descendants (background processes of finished snippets).
+
+    Each round first stops everything it finds, again and again until no new process appears
+    (a stopped process cannot fork, so a fork-hopper that keeps re-parenting itself is caught),
+    then kills the lot and reaps it; rounds repeat until nothing is left.
+    """
     spared = {pid for pid in keep if pid}  # the REPL itself lives on; its children do not
-    killed = 0
-    for pid in descendants(os.getpid()):
-        if pid in spared:
-            continue
-        try:
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 1.0
-    while time.monotonic() < deadline:  # reap them: orphans are reparented to this subreaper
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
+    killed: set[int] = set()
+    deadline = time.monotonic() + 2.0
+
+    def strays() -> list[int]:
+        return [p for p in descendants(os.getpid()) if p not in spared]
+
+    while time.monotonic() < deadline:
+        if not strays():
             break
-        if pid == 0:
-            if not [p for p in descendants(os.getpid()) if p not in spared]:
+        stopped: set[int] = set()
+        for _ in range(50):
+            new = [p for p in strays() if p not in stopped]
+            if not new:
                 break
-            time.sleep(0.001)
-    return killed
+            for pid in new:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+                stopped.add(pid)
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        reap_until = time.monotonic() + 0.2
+        while time.monotonic() < reap_until:  # orphans are reparented to this subreaper
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                if not strays():
+                    break
+                time.sleep(0.001)
+    return len(killed)
 
 
 def drop_privileges(uid: int) -> None:
