@@ -656,3 +656,97 @@ def test_landlock_runs_an_interpreter_the_sandbox_uid_can_reach(monkeypatch):
     worker = _public_worker()
     assert stat.S_IMODE(worker.stat().st_mode) == 0o644
     assert _reachable([str(worker.parent)])
+
+
+NON_ROOT_PROBE = textwrap.dedent("""
+    import asyncio, json, os, sys
+    from verifiers.sandbox import LocalSandboxProvider, SandboxLimits
+    from verifiers.sandbox.local import SandboxUnavailableError
+
+    home = sys.argv[2]  # runuser resets HOME; the test hands the user's home over
+    secret = os.path.join(home, "id_ed25519")
+    with open(secret, "w") as f:
+        f.write("PRIVATE KEY")
+    os.chmod(secret, 0o600)
+
+    async def main():
+        try:
+            provider = LocalSandboxProvider(mode=sys.argv[1], pool_size=0, limits=SandboxLimits())
+            box = await provider.create()
+        except SandboxUnavailableError as exc:
+            return {"refused": str(exc)}
+        try:
+            probe = (
+                "import os, json\\n"
+                "out = {'uid': os.getuid()}\\n"
+                f"for path in ({secret!r}, {home!r}):\\n"
+                "    try:\\n"
+                "        out[path] = open(path).read() if os.path.isfile(path) else os.listdir(path)\\n"
+                "    except OSError as exc:\\n"
+                "        out[path] = type(exc).__name__\\n"
+                "print(json.dumps(out))\\n"
+            )
+            result = await box.run_python(probe)
+            return {"mode": box.mode, "inside": json.loads(result.stdout), "stderr": result.stderr}
+        finally:
+            await provider.close()
+
+    print("RESULT " + json.dumps(asyncio.run(main())))
+""")
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="creates a home for an unprivileged user; needs root")
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+def test_a_non_root_user_is_confined_too(mode):
+    """Run by an unprivileged user (nobody), the sandbox still confines: their 0600 key and
+    their home are out of reach, or the sandbox refuses to start; never runs unconfined."""
+    import pwd
+    import sysconfig
+
+    system_python = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
+    if not os.path.exists(system_python):
+        pytest.skip(f"no {system_python} for the unprivileged user to run")
+    nobody = pwd.getpwnam("nobody")
+    base = Path(tempfile.mkdtemp(prefix="vf-nonroot-"))  # pytest's own tmp is root-only
+    request_cleanup = base
+    os.chmod(base, 0o755)
+    home = base / "home"
+    home.mkdir()
+    os.chown(home, nobody.pw_uid, nobody.pw_gid)
+    repo = Path(__file__).resolve().parents[1]
+    env = {
+        "HOME": str(home),
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": os.pathsep.join([str(repo), sysconfig.get_paths()["purelib"]]),
+    }
+    result = subprocess.run(
+        [
+            shutil.which("runuser") or "/usr/sbin/runuser",
+            "-u",
+            "nobody",
+            "--",
+            system_python,
+            "-c",
+            NON_ROOT_PROBE,
+            mode,
+            str(home),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    shutil.rmtree(request_cleanup, ignore_errors=True)
+    line = next((x for x in result.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line, result.stderr[-2000:]
+    outcome = json.loads(line[len("RESULT ") :])
+    if "refused" in outcome:  # no confinement possible for this user here: refusing is right
+        assert "isolation" in outcome["refused"] or "landlock" in outcome["refused"].lower()
+        return
+    inside = outcome["inside"]
+    key, listing = str(home / "id_ed25519"), str(home)
+    assert inside[key] != "PRIVATE KEY" and inside[listing] in (
+        "PermissionError",
+        "FileNotFoundError",
+    ), inside
+    assert outcome["mode"] == mode
