@@ -265,6 +265,36 @@ async def test_disk_is_budgeted_per_sandbox(sandbox):
     await still_works(sandbox)
 
 
+async def test_kernel_escape_hatches_are_closed(sandbox):
+    """ptrace, mount, unshare, new namespaces through clone, bpf: refused by name (and x32-ABI
+    syscalls, a classic way around a filter, kill the snippet)."""
+    import ctypes.util
+
+    if os.uname().machine != "x86_64":
+        pytest.skip("syscall numbers below are x86_64's")
+
+    if ctypes.util.find_library("seccomp"):
+        assert sandbox.seccomp == "libseccomp"  # the maintained library builds the filter
+    code = textwrap.dedent("""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        def errno_of(result):
+            return 0 if result == 0 else ctypes.get_errno()
+        print(errno_of(libc.ptrace(0, 0, 0, 0)))              # PTRACE_TRACEME
+        print(errno_of(libc.unshare(0x10000000)))             # CLONE_NEWUSER
+        print(errno_of(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)))
+        print(errno_of(libc.syscall(321, 0, 0, 0)))           # bpf (x86_64)
+        print(errno_of(libc.syscall(56, 0x20000000 | 17, 0, 0, 0, 0)))  # clone(CLONE_NEWPID)
+    """)
+    result = await sandbox.run_python(code)
+    assert [int(x) for x in result.stdout.split()] == [1, 1, 1, 1, 1], result
+    x32 = await sandbox.run_python(
+        "import ctypes; print(ctypes.CDLL(None).syscall(0x40000000 + 39))"  # x32 getpid
+    )
+    assert x32.stdout == "" and x32.exit_code != 0
+    await still_works(sandbox)
+
+
 async def test_host_unix_sockets_are_unreachable(sandbox):
     """tmux, docker, dbus, ssh-agent: a unix socket of the host, abstract or on a path the sandbox
     can see, never answers; asyncio (socketpair) still works inside."""

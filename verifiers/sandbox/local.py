@@ -491,7 +491,9 @@ class LocalSandbox(Sandbox):
         )
         _live.add(self)
         line = await asyncio.wait_for(self.process.stdout.readline(), 30)
-        if not line or not json.loads(line).get("ready"):
+        ready = json.loads(line) if line else {}
+        self.seccomp = ready.get("seccomp")
+        if not ready.get("ready"):
             await self.destroy()
             raise SandboxError(
                 f"the sandbox worker did not start (mode {self.mode}, exit {self.process.returncode})"

@@ -171,8 +171,99 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 
+# --- the same filter through libseccomp (preferred: rules by syscall name, the library's BPF) ---
+
+CLONE_NAMESPACE_FLAGS = (  # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
+    0x00020000,
+    0x02000000,
+    0x04000000,
+    0x08000000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+)
+_SCMP_ACT_ALLOW = 0x7FFF0000
+_CMP_LT, _CMP_EQ, _CMP_GT, _CMP_MASKED_EQ = 2, 4, 6, 7
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
+
+
+def _load_libseccomp() -> ctypes.CDLL | None:
+    try:
+        lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+    except OSError:
+        return None
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_ArgCmp),
+    ]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+_libseccomp = _load_libseccomp()  # loaded once, before any fork: every snippet inherits it
+
+
+def install_libseccomp(network: bool) -> bool:
+    """The sandbox filter as libseccomp rules, by syscall name; False when the library is absent."""
+    lib = _libseccomp
+    if lib is None:
+        return False
+    ctx = lib.seccomp_init(_SCMP_ACT_ALLOW)
+    if not ctx:
+        return False
+
+    def rule(action: int, name: str, *cmps: tuple[int, int, int, int]) -> None:
+        nr = lib.seccomp_syscall_resolve_name(name.encode())
+        if nr < 0:
+            return  # not a syscall of this architecture
+        array = (_ArgCmp * max(len(cmps), 1))(*[_ArgCmp(*c) for c in cmps])
+        if lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), array) != 0:
+            raise OSError(ctypes.get_errno(), f"seccomp rule for {name} failed")
+
+    try:
+        for name in sorted({n for table in _DENY.values() for n in table}):
+            rule(_errno(_EPERM), name)
+        # clone3 hides its flags behind a pointer: ENOSYS makes libc fall back to clone
+        rule(_errno(_ENOSYS), "clone3")
+        for flag in CLONE_NAMESPACE_FLAGS:
+            rule(_errno(_EPERM), "clone", (0, _CMP_MASKED_EQ, flag, flag))
+        if network:  # TCP/UDP over IPv4/IPv6 only
+            rule(_errno(_EACCES), "socket", (0, _CMP_LT, AF_INET, 0))
+            rule(_errno(_EACCES), "socket", (0, _CMP_GT, AF_INET6, 0))
+            for domain in range(AF_INET + 1, AF_INET6):
+                rule(_errno(_EACCES), "socket", (0, _CMP_EQ, domain, 0))
+        else:
+            rule(_errno(_EACCES), "socket")
+        if lib.seccomp_load(ctx) != 0:
+            raise OSError(ctypes.get_errno(), "seccomp_load failed")
+    finally:
+        lib.seccomp_release(ctx)
+    return True
+
+
+def seccomp_backend() -> str:
+    return "libseccomp" if _libseccomp is not None else "bpf"
+
+
 def install_seccomp(network: bool = False) -> bool:
-    machine = os.uname().machine
+    if install_libseccomp(network):
+        return True
+    machine = os.uname().machine  # no libseccomp: the hand-built program below, same rules
     if machine not in _ARCH:
         return False
     prog = seccomp_program(machine, network)
@@ -562,7 +653,7 @@ def main() -> None:
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 1)
     repl = Repl()
-    channel.write(b'{"ready": true}\n')
+    channel.write(json.dumps({"ready": True, "seccomp": seccomp_backend()}).encode() + b"\n")
     channel.flush()
     for line in sys.stdin.buffer:
         req = json.loads(line)
