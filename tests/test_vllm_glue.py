@@ -106,7 +106,7 @@ def served(tmp_path_factory):
     deadline = time.monotonic() + 10
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.02)
-    yield SimpleNamespace(url=f"http://127.0.0.1:{port}/v1", worker=worker, engine=engine)
+    yield SimpleNamespace(url=f"http://127.0.0.1:{port}/v1", worker=worker, engine=engine, app=app)
     server.should_exit = True
     thread.join(10)
 
@@ -170,6 +170,18 @@ def test_a_group_of_the_wrong_size_is_refused_before_anyone_waits(served):
     reply = httpx.post(f"{served.url}/weights/broadcast/update", json={}, headers=AUTH)
     assert reply.status_code == 409 and "init first" in reply.json()["error"]["message"]
     assert httpx.get(f"{served.url}/weights/nope").status_code == 404
+
+
+def test_vllm_api_key_protects_the_weight_routes_too(served):
+    from types import SimpleNamespace as NS
+
+    served.app.state.args = NS(api_key="k3y")
+    try:
+        assert httpx.get(f"{served.url}/weights").status_code == 401
+        ok = httpx.get(f"{served.url}/weights", headers={"Authorization": "Bearer k3y"})
+        assert ok.status_code == 200
+    finally:
+        served.app.state.args = None
 
 
 def test_vllm_weight_routes_need_the_secret_and_a_trusted_path(served, tmp_path):

@@ -16,6 +16,8 @@ One API-server process (vLLM's default) keeps the version; ``--api-server-count`
 from __future__ import annotations
 
 import asyncio
+import hmac
+import os
 from typing import Any
 
 import orjson
@@ -54,6 +56,7 @@ async def weight_routes(request: Request, call_next: Any) -> Response:
         if handler is None:
             return _error(APIError(404, f"no route {request.method} {path}"))
         try:
+            _check_api_key(request)  # vLLM's --api-key covers these routes as well
             if request.method != "GET":  # changes to the weights need the trainer's secret
                 ACCESS.check(request.headers)
             return await handler(request, request.app.state.engine_client)
@@ -66,6 +69,19 @@ async def weight_routes(request: Request, call_next: Any) -> Response:
     ):
         return await _with_version(response, version)
     return response
+
+
+def _check_api_key(request: Request) -> None:
+    """vLLM's ``--api-key`` (or ``VLLM_API_KEY``), enforced here too: this middleware answers the
+    weight routes itself, possibly before vLLM's own authentication runs."""
+    args = getattr(request.app.state, "args", None)
+    keys = [k for k in (getattr(args, "api_key", None), os.environ.get("VLLM_API_KEY")) if k]
+    keys = [k for key in keys for k in ([key] if isinstance(key, str) else list(key))]
+    if not keys:
+        return
+    given = request.headers.get("authorization", "")
+    if not any(hmac.compare_digest(given.encode(), f"Bearer {k}".encode()) for k in keys):
+        raise APIError(401, "invalid API key", kind="authentication_error")
 
 
 async def _with_version(response: Any, version: int) -> Response:
