@@ -905,3 +905,35 @@ def test_engine_generates_on_gpu(policy_dir):
     assert done.wait(60)
     engine.shutdown()
     assert len(seq.out_ids) == 8
+
+
+def test_a_stuck_broadcast_init_cannot_lock_the_trainer_out(policy_dir, tmp_path):
+    """An init whose trainer never joins (a dead or hostile one) is replaced by the next init."""
+    import httpx
+    from transformers import AutoModelForCausalLM
+
+    from verifiers.rl.trainer import Trainer, TrainerSettings
+    from verifiers.rl.transport import BroadcastTransport
+    from verifiers.serve.process import free_port, start_server
+
+    server = start_server(str(policy_dir), log_path=tmp_path / "s.log", weights_secret=SECRET)
+    try:
+        trainer = Trainer(AutoModelForCausalLM.from_pretrained(policy_dir), TrainerSettings())
+        specs = [
+            {"name": n, "dtype": "float32", "shape": list(p.shape)}
+            for n, p in trainer.model.state_dict().items()
+        ]
+        stuck = {"host": "127.0.0.1", "port": free_port(), "timeout_s": 600, "tensors": specs}
+        reply = httpx.post(
+            f"{server.base_url}/weights/broadcast/init",
+            json=stuck,
+            headers={"X-VF-Weights-Secret": SECRET},
+            timeout=30,
+        )
+        assert reply.status_code == 202  # joining a group nobody else will join
+        trainer.version = 3
+        transport = BroadcastTransport(server.base_url, timeout_s=60, secret=SECRET)
+        assert transport.push(trainer) == 3  # the newer init won
+        transport.close()
+    finally:
+        server.stop()

@@ -178,6 +178,33 @@ async def test_the_sandbox_sees_the_interpreter_and_nothing_else_of_the_host(san
     await still_works(sandbox)
 
 
+async def test_host_paths_do_not_leak_through_proc(sandbox):
+    """Not through any process's argv, the environment or the mount table: neither the project
+    (the parent's cwd) nor the sandbox's host directory appears."""
+    code = textwrap.dedent("""
+        import os
+        seen = []
+        for name in ["self/mountinfo", "self/environ"] + [
+            f"{p}/cmdline" for p in os.listdir("/proc") if p.isdigit()
+        ]:
+            try:
+                seen.append(open("/proc/" + name, "rb").read().decode("utf-8", "replace"))
+            except OSError:
+                pass
+        print(len(seen))
+        print("\\n".join(seen))
+    """)
+    result = await sandbox.run_python(code)
+    if sandbox.mode == "landlock":  # /proc is not granted at all in landlock mode
+        assert "PermissionError" in result.stderr, result
+        return
+    text = result.stdout
+    assert int(text.splitlines()[0]) >= 3
+    for secret in (str(Path.cwd()), str(sandbox.host_dir)):
+        assert secret not in text, secret
+    await still_works(sandbox)
+
+
 async def test_packages_allowed_for_the_sandbox_import_and_no_others():
     provider = LocalSandboxProvider(pool_size=0, limits=SandboxLimits(packages=["mpmath"]))
     box = await provider.create()

@@ -366,11 +366,9 @@ class LocalSandbox(Sandbox):
             snippet_path = python.sys_path + (["/opt/vf/site"] if packages else [])
         else:
             snippet_path = python.sys_path + sorted({os.path.dirname(p) for p in packages})
-        worker_path = (
-            "/opt/vf/worker.py"
-            if self.mode == "bwrap"
-            else str(_public_worker() if self.uid else WORKER)
-        )
+        # In bwrap mode the worker's code is its argv (nothing of the host path leaks through a
+        # bind mount); its configuration, with host paths, arrives on stdin, never in argv.
+        worker_path = str(_public_worker() if self.uid else WORKER)
         config = {
             "uid": self.uid,
             "mode": self.mode,
@@ -388,7 +386,7 @@ class LocalSandbox(Sandbox):
                 "/etc/alternatives",
                 *_without(python_paths, python.hidden),
                 *packages,
-                str(Path(worker_path).parent),
+                *([str(Path(worker_path).parent)] if self.mode != "bwrap" else []),
             ],
             "write_paths": [
                 str(self.workdir_host),
@@ -398,15 +396,11 @@ class LocalSandbox(Sandbox):
                 "/dev/urandom",
             ],
         }
-        worker = [
-            python.executable,
-            "-I",
-            "-S",
-            worker_path,
-            json.dumps(config),
-        ]
+        self._config = json.dumps(config)
         if self.mode != "bwrap":
-            return worker
+            return [python.executable, "-I", "-S", worker_path]
+        worker = [python.executable, "-I", "-S", "-c", WORKER.read_text()]
+        self._worker = worker
         args = [
             shutil.which("bwrap") or "bwrap",
             "--unshare-pid",
@@ -438,7 +432,6 @@ class LocalSandbox(Sandbox):
         args += _with_parents(
             [(p, f"/opt/vf/site/{os.path.basename(p)}") for p in packages], "--ro-bind"
         )
-        args += _with_parents([(str(WORKER), "/opt/vf/worker.py")], "--ro-bind")
         args += [
             "--bind",
             str(self.workdir_host),
@@ -478,18 +471,34 @@ class LocalSandbox(Sandbox):
             for d in (self.workdir_host, self.tmp_host)
         ):
             self.disk = "tmpfs"
-        self.process = await asyncio.create_subprocess_exec(
-            *self._command(),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-            env=env,
-            limit=1 << 26,
-            # joins the budget between fork and exec: everything the sandbox starts is inside it
-            preexec_fn=self.budget.enter if self.budget.groups else None,
-        )
+        command, pass_fds = self._command(), ()
+        if self.mode == "bwrap":
+            # bwrap is pid 1 inside: its argv (host paths of the binds) must not be readable
+            # there, so its arguments come through a pipe (--args FD)
+            options, worker = command[1 : -len(self._worker)], self._worker
+            read_end, write_end = os.pipe()
+            os.write(write_end, b"".join(a.encode() + b"\0" for a in options))
+            os.close(write_end)
+            command, pass_fds = [command[0], "--args", str(read_end), *worker], (read_end,)
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+                limit=1 << 26,
+                pass_fds=pass_fds,
+                # joins the budget between fork and exec: everything the sandbox starts is in it
+                preexec_fn=self.budget.enter if self.budget.groups else None,
+            )
+        finally:
+            for fd in pass_fds:
+                os.close(fd)
         _live.add(self)
+        self.process.stdin.write(self._config.encode() + b"\n")
+        await self.process.stdin.drain()
         line = await asyncio.wait_for(self.process.stdout.readline(), 30)
         ready = json.loads(line) if line else {}
         self.seccomp = ready.get("seccomp")

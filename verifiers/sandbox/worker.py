@@ -513,9 +513,14 @@ class Repl:
             sys.stdout, sys.stderr = out, err
             exit_code = run_python(code, namespace)
             sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+            cap = CONFIG["max_output_bytes"]  # the reply to the worker is bounded too
             writer.write(
                 json.dumps(
-                    {"stdout": out.getvalue(), "stderr": err.getvalue(), "exit_code": exit_code}
+                    {
+                        "stdout": out.getvalue()[:cap],
+                        "stderr": err.getvalue()[:cap],
+                        "exit_code": exit_code,
+                    }
                 ).encode()
                 + b"\n"
             )
@@ -528,7 +533,12 @@ class Repl:
             self.start()
         os.write(self.req_w, json.dumps({"code": req["code"]}).encode() + b"\n")
         ready, _, _ = select.select([self.resp_r], [], [], req["timeout"])
-        line = self.reader.readline() if ready else b""
+        # bounded: a reply larger than two capped outputs (JSON-escaped) is not read whole
+        limit = 12 * CONFIG["max_output_bytes"] + 4096
+        line = self.reader.readline(limit) if ready else b""
+        if line and not line.endswith(b"\n"):
+            self.stop()  # oversized reply: drop this REPL rather than buffer it
+            line = b""
         if not line:
             timed_out = not ready
             self.stop()
@@ -637,7 +647,7 @@ def drop_privileges(uid: int) -> None:
 
 
 def main() -> None:
-    CONFIG.update(json.loads(sys.argv[1]))
+    CONFIG.update(json.loads(sys.stdin.buffer.readline()))  # never argv: it holds host paths
     sys.path[:] = CONFIG["sys_path"]
     drop_privileges(CONFIG["uid"])
     # Not dumpable: no process of the sandbox (same uid) can open the worker's /proc/<pid>/mem
