@@ -30,7 +30,7 @@ def hub(tmp_path_factory):
     os.environ["PRIME_HUB_READ_TIMEOUT"] = "2"
     try:
         with start_hub(data) as server:
-            yield {"url": server.url, "admin": admin}
+            yield {"url": server.url, "admin": admin, "data": data}
     finally:
         os.environ.pop("PRIME_HUB_READ_TIMEOUT", None)
 
@@ -142,6 +142,20 @@ def test_plain_team_members_cannot_delete_or_add_members(hub):
         ).status_code
         == 204
     )
+
+
+def test_an_expired_token_is_refused(hub):
+    import sqlite3
+
+    _, token = user(hub)
+    client = HubClient(hub["url"], token)
+    short = client.create_token("short", ["read"], expires_in_days=1)
+    assert HubClient(hub["url"], short.token).me()
+    with sqlite3.connect(hub["data"] / "hub.sqlite3") as db:  # a day passes
+        db.execute("UPDATE tokens SET expires_at='2000-01-01T00:00:00Z' WHERE id=?", (short.id,))
+    with pytest.raises(HubAPIError) as expired:
+        HubClient(hub["url"], short.token).me()
+    assert expired.value.code == "token_expired" and client.me()
 
 
 def test_tokens_are_listed_without_secrets_revoked_and_expire(hub):
