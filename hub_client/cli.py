@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -182,6 +183,13 @@ def cmd_env_push(args: argparse.Namespace) -> int:
         if exc.code not in ("environment_not_found", "version_not_found"):
             raise
     readme = (path / "README.md").read_text() if (path / "README.md").exists() else None
+    from verifiers.scaffold import TEMPLATE_PLACEHOLDER
+
+    if readme and TEMPLATE_PLACEHOLDER in readme:
+        err.print(
+            "[yellow]warning:[/yellow] README.md is still the vf-init template; the hub shows it "
+            "as the environment's page: describe the task, its data and its rubric"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         wheel, sdist = build(path, Path(tmp))
         info = hub.publish(
@@ -254,6 +262,17 @@ def _table(items, title: str) -> Table:
     return table
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def emit_json(model: Any) -> int:
+    """``--output json``: the wire models, as the API returns them."""
+    data = [m.model_dump() for m in model] if isinstance(model, list) else model.model_dump()
+    print(json.dumps(data, indent=2))
+    return 0
+
+
 def cmd_env_list(args: argparse.Namespace) -> int:
     page = client().list_environments(
         q=getattr(args, "query", None),
@@ -262,13 +281,30 @@ def cmd_env_list(args: argparse.Namespace) -> int:
         sort=args.sort,
         page=args.page,
     )
-    console.print(_table(page.items, f"{page.total} environments (page {page.page})"))
+    if args.output == "json":
+        return emit_json(page)
+    console.print(_table(page.items, f"{plural(page.total, 'environment')} (page {page.page})"))
     return 0
 
 
 def cmd_env_info(args: argparse.Namespace) -> int:
     spec = EnvSpec.parse(args.spec)
-    info = client().environment(spec.owner, spec.name)
+    hub = client()
+    if spec.version:  # a version was named: show that version
+        version = hub.version(spec.owner, spec.name, spec.version)
+        if args.output == "json":
+            return emit_json(version)
+        console.print(f"[bold]{safe(spec.owner)}/{safe(spec.name)} {safe(version.version)}[/bold]")
+        console.print(safe(f"uploaded {version.created_at}; content hash {version.content_hash}"))
+        if version.yanked:
+            console.print(safe(f"yanked: {version.yanked_reason or 'no reason given'}"))
+        for f in version.files:
+            console.print(safe(f"  {f.filename}  sha256 {f.sha256}  ({f.size} bytes)"))
+        console.print(f"install with: prime env install {safe(spec)}")
+        return 0
+    info = hub.environment(spec.owner, spec.name)
+    if args.output == "json":
+        return emit_json(info)
     console.print(
         f"[bold]{safe(info.owner)}/{safe(info.name)}[/bold] ({info.visibility}) — {safe(info.description or '')}"
     )
@@ -287,13 +323,16 @@ def cmd_env_versions(args: argparse.Namespace) -> int:
     table = Table(title=f"{spec.owner}/{spec.name}")
     for col in ("version", "uploaded", "yanked", "files", "content hash"):
         table.add_column(col)
-    for v in client().versions(spec.owner, spec.name):
+    versions = client().versions(spec.owner, spec.name)
+    if args.output == "json":
+        return emit_json(versions)
+    for v in versions:
         table.add_row(
             safe(v.version),
             safe(v.created_at),
             safe((v.yanked_reason or "yes") if v.yanked else ""),
             safe(", ".join(f.filename for f in v.files)),
-            safe(v.content_hash[:19]),
+            safe(v.content_hash),  # whole: the table wraps to the terminal instead
         )
     console.print(table)
     return 0
@@ -303,8 +342,8 @@ def cmd_env_yank(args: argparse.Namespace) -> int:
     spec = EnvSpec.parse(args.spec)
     if not spec.version:
         raise UsageError("name the version to yank: prime env yank owner/name@1.2.3")
-    client().yank(spec.owner, spec.name, spec.version, args.reason)
-    console.print(f"yanked {spec}")
+    client().yank(spec.owner, spec.name, spec.version, args.reason, undo=args.undo)
+    console.print(f"{'un-yanked' if args.undo else 'yanked'} {spec}")
     return 0
 
 
@@ -433,14 +472,19 @@ def build_parser() -> argparse.ArgumentParser:
             "--sort", default="updated", choices=["updated", "created", "name", "downloads"]
         )
         sub.add_argument("--page", type=int, default=1)
+        sub.add_argument("--output", choices=["table", "json"], default="table")
         sub.set_defaults(func=cmd_env_list)
     for command, func in (("info", cmd_env_info), ("versions", cmd_env_versions)):
         sub = env.add_parser(command)
         sub.add_argument("spec")
+        sub.add_argument("--output", choices=["table", "json"], default="table")
         sub.set_defaults(func=func)
     yank = env.add_parser("yank", help="mark a version as yanked (PEP 592)")
     yank.add_argument("spec", metavar="owner/name@version")
     yank.add_argument("--reason")
+    yank.add_argument(
+        "--undo", action="store_true", help="un-yank: make the version installable again"
+    )
     yank.set_defaults(func=cmd_env_yank)
     delete = env.add_parser("delete", help="delete an environment and all its versions")
     delete.add_argument("spec")

@@ -148,12 +148,14 @@ class HubClient:
             )
         )
 
-    def yank(self, owner: str, name: str, version: str, reason: str | None = None) -> VersionInfo:
+    def yank(
+        self, owner: str, name: str, version: str, reason: str | None = None, undo: bool = False
+    ) -> VersionInfo:
         return VersionInfo.model_validate(
             self._call(
                 "POST",
                 f"/api/v1/environments/{owner}/{name}/versions/{version}/yank",
-                json={"reason": reason},
+                json={"reason": reason, "undo": undo},
             )
         )
 

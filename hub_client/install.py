@@ -72,9 +72,11 @@ def read_lock(path: Path) -> list[LockEntry]:
     return [LockEntry(**entry) for entry in data["environments"]]
 
 
-def write_lock(path: Path, entries: list[LockEntry]) -> None:
+def write_lock(path: Path, entries: list[LockEntry], hub_url: str | None = None) -> None:
+    previous = json.loads(path.read_text()).get("hub") if path.exists() else None
     body = {
         "lock_version": LOCK_VERSION,
+        "hub": hub_url or previous,  # which hub the pins came from
         "environments": [asdict(e) for e in sorted(entries, key=lambda e: (e.owner, e.name))],
     }
     path.write_text(json.dumps(body, indent=2) + "\n")
@@ -187,6 +189,12 @@ def install(
         info = hub.version(spec.owner, spec.name, spec.version or "latest")
         if info.yanked and spec.version is None:
             raise InstallError(f"the latest version of {spec} is yanked")
+        if info.yanked:  # an exact pin still installs (PEP 592), but not silently
+            print(
+                f"warning: {spec} is yanked ({info.yanked_reason or 'no reason given'}); "
+                "installing it because it was pinned exactly",
+                file=sys.stderr,
+            )
         filename, sha = choose_wheel(info)
         dist = distribution_of(filename)
         clash = [
@@ -206,7 +214,7 @@ def install(
     for line in note_sdk_requirements(new_entries, python):
         print(line, file=sys.stderr)
     keep = [e for e in entries if (e.owner, e.name) not in {(n.owner, n.name) for n in new_entries}]
-    write_lock(lock_path, keep + new_entries)
+    write_lock(lock_path, keep + new_entries, hub.url)
     return new_entries
 
 
@@ -227,7 +235,7 @@ def install_locked(hub: HubClient, lock_path: Path, python: str | None = None) -
     pip_install(hub, pins, python or sys.executable)
     for line in note_sdk_requirements(entries, python or sys.executable):
         print(line, file=sys.stderr)
-    write_lock(lock_path, entries)
+    write_lock(lock_path, entries, hub.url)
     return entries
 
 

@@ -115,6 +115,7 @@ class TeamMember(BaseModel):
 
 class YankRequest(BaseModel):
     reason: str | None = None
+    undo: bool = False  # un-yank
 
 
 class EvalInfo(BaseModel):

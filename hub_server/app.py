@@ -629,9 +629,15 @@ def create_app(data_dir: str | Path) -> FastAPI:
             raise HubError(403, "not_owner", f"only {owner}'s members can yank")
         v = hub.version_row(env, version)
         with hub.store.transaction() as db:
-            db.execute(
-                "UPDATE versions SET yanked=1, yanked_reason=? WHERE id=?", (body.reason, v["id"])
-            )
+            if body.undo:  # PEP 592 yanking is reversible: the files were never removed
+                db.execute(
+                    "UPDATE versions SET yanked=0, yanked_reason=NULL WHERE id=?", (v["id"],)
+                )
+            else:
+                db.execute(
+                    "UPDATE versions SET yanked=1, yanked_reason=? WHERE id=?",
+                    (body.reason, v["id"]),
+                )
         hub.index_cache.clear()
         return version_info(request, env, hub.version_row(env, version))
 

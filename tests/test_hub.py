@@ -124,7 +124,8 @@ def test_push_install_eval_upgrade_and_locked_replay(hub, server, tmp_path):
         check=True,
     )
     root = tmp_path / "envs" / "hub_adder"
-    prime(hub, token, "env", "push", "--path", str(root), "--tag", "math", cwd=tmp_path)
+    pushed = prime(hub, token, "env", "push", "--path", str(root), "--tag", "math", cwd=tmp_path)
+    assert "README.md is still the vf-init template" in pushed.stderr
     python = fresh_venv(tmp_path / "venv-a")
     prime(
         hub,

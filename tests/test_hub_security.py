@@ -424,3 +424,66 @@ def test_the_install_token_never_reaches_a_command_line(hub, tmp_path, monkeypat
         str(venv / "bin" / "python"),
     )
     assert token not in " ".join(seen["argv"]) and token in seen["env"]["UV_EXTRA_INDEX_URL"]
+
+
+def test_prime_listing_info_versions_yank_and_lock_as_a_user_types_them(hub, tmp_path):
+    name, token = user(hub)
+    for version in ("1.0.0", "1.1.0"):
+        assert publish(hub, token, name, "cli-env", wheel("cli-env", version)).status_code == 201
+    listed = prime(hub, token, "env", "list", "--owner", name, cwd=tmp_path)
+    assert listed.returncode == 0 and "1 environment " in listed.stdout  # not "1 environments"
+    as_json = json.loads(
+        prime(hub, token, "env", "list", "--owner", name, "--output", "json", cwd=tmp_path).stdout
+    )
+    assert as_json["total"] == 1 and as_json["items"][0]["name"] == "cli-env"
+    info = prime(hub, token, "env", "info", f"{name}/cli-env@1.0.0", cwd=tmp_path)
+    assert info.returncode == 0 and "cli-env 1.0.0" in info.stdout and "1.1.0" not in info.stdout
+    versions = json.loads(
+        prime(
+            hub, token, "env", "versions", f"{name}/cli-env", "--output", "json", cwd=tmp_path
+        ).stdout
+    )
+    assert [v["version"] for v in versions] == ["1.0.0", "1.1.0"]
+    assert all(
+        v["content_hash"].startswith("sha256:") and len(v["content_hash"]) == 71 for v in versions
+    )
+    assert (
+        prime(
+            hub, token, "env", "yank", f"{name}/cli-env@1.0.0", "--reason", "broken", cwd=tmp_path
+        ).returncode
+        == 0
+    )
+    assert HubClient(hub["url"], token).version(name, "cli-env", "1.0.0").yanked
+    assert (
+        prime(hub, token, "env", "yank", f"{name}/cli-env@1.0.0", "--undo", cwd=tmp_path).returncode
+        == 0
+    )
+    assert not HubClient(hub["url"], token).version(name, "cli-env", "1.0.0").yanked
+
+
+def test_installing_a_yanked_pin_warns_and_the_lock_names_its_hub(hub, tmp_path):
+    import hub_client.install as install_module
+
+    name, token = user(hub)
+    assert publish(hub, token, name, "old-env", wheel("old-env")).status_code == 201
+    HubClient(hub["url"], token).yank(name, "old-env", "1.0.0", "superseded")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys; from hub_client.client import HubClient; from hub_client.install import EnvSpec, install; "
+                f"install(HubClient({hub['url']!r}, {token!r}), [EnvSpec.parse('{name}/old-env@1.0.0')], "
+                f"__import__('pathlib').Path({str(tmp_path / 'e.lock')!r}), {str(venv / 'bin' / 'python')!r})"
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "is yanked (superseded)" in result.stderr
+    assert json.loads((tmp_path / "e.lock").read_text())["hub"] == hub["url"]
+    del install_module

@@ -72,6 +72,7 @@ rollouts_per_example = 3
 max_tokens = 256
 """
 
+TEMPLATE_PLACEHOLDER = "What this environment teaches or measures, in one paragraph."
 README = """# {env_id}
 
 ## Overview
