@@ -139,6 +139,25 @@ def pip_install(
             raise InstallError(f"uv pip install failed:\n{detail}")
 
 
+def prefix_of(python: str) -> str:
+    if python == sys.executable:
+        return sys.prefix
+    out = subprocess.run(
+        [python, "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True
+    )
+    return out.stdout.strip() or sys.prefix
+
+
+def record_provenance(entries: list[LockEntry], python: str, hub_url: str) -> None:
+    """Remember which owner each installed distribution came from (``verifiers.provenance``)."""
+    from verifiers.provenance import write_record
+
+    prefix = prefix_of(python)
+    for e in entries:
+        record = {"owner": e.owner, "name": e.name, "version": e.version, "hub": hub_url}
+        write_record(e.distribution, record, prefix)
+
+
 def sdk_requirement_of(python: str, distribution: str) -> str | None:
     """The installed environment's own ``verifiers`` requirement, read in its Python."""
     if python == sys.executable:
@@ -211,6 +230,7 @@ def install(
         pins.append((dist, info, sha, filename))
         new_entries.append(LockEntry(spec.owner, spec.name, info.version, dist, filename, sha))
     pip_install(hub, pins, python)
+    record_provenance(new_entries, python, hub.url)
     for line in note_sdk_requirements(new_entries, python):
         print(line, file=sys.stderr)
     keep = [e for e in entries if (e.owner, e.name) not in {(n.owner, n.name) for n in new_entries}]
@@ -233,6 +253,7 @@ def install_locked(hub: HubClient, lock_path: Path, python: str | None = None) -
             )
         pins.append((entry.distribution, info, entry.sha256, entry.filename))
     pip_install(hub, pins, python or sys.executable)
+    record_provenance(entries, python or sys.executable, hub.url)
     for line in note_sdk_requirements(entries, python or sys.executable):
         print(line, file=sys.stderr)
     write_lock(lock_path, entries, hub.url)
@@ -258,6 +279,9 @@ def uninstall(spec: EnvSpec, lock_path: Path, python: str | None = None) -> None
     )
     if result.returncode != 0:
         raise InstallError(f"uv pip uninstall failed: {result.stderr.strip()[-500:]}")
+    from verifiers.provenance import write_record
+
+    write_record(match[0].distribution, None, prefix_of(python or sys.executable))
     write_lock(lock_path, [e for e in entries if e not in match])
 
 

@@ -127,3 +127,62 @@ def test_import_is_light():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == "[]"
+
+
+def test_an_editable_install_reports_the_version_its_code_has(tmp_path):
+    """After `prime env push --bump patch` the pyproject says 0.1.1 before any reinstall; the
+    version an evaluation records is that one, not the stale installed metadata."""
+    import shutil
+    import subprocess
+    import sys
+
+    from verifiers.loading import editable_source
+
+    source = editable_source("reverse-text")
+    assert source is not None and (source / "pyproject.toml").exists()
+    copy = tmp_path / "pyproject.toml"
+    shutil.copy(source / "pyproject.toml", copy)
+    try:
+        text = (source / "pyproject.toml").read_text()
+        installed = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import importlib.metadata as m; print(m.version('reverse-text'))",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        bumped = text.replace(f'version = "{installed}"', 'version = "9.9.9"', 1)
+        assert bumped != text
+        (source / "pyproject.toml").write_text(bumped)
+        env = vf.load_environment("reverse-text")
+        assert env.env_version == "9.9.9"
+    finally:
+        shutil.copy(copy, source / "pyproject.toml")
+
+
+def test_owner_name_loads_that_owners_package_or_says_whose_is_installed(tmp_path, monkeypatch):
+    """`vf-eval bob/x` must not run alice's x: the owner is checked against what `prime env
+    install` recorded; a local install answers to its bare name only."""
+    import sys
+
+    from verifiers.provenance import write_record
+
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))  # records of a throwaway prefix
+    with pytest.raises(
+        EnvironmentNotFoundError, match=r"not from a hub owner.*load it as 'reverse-text'"
+    ):
+        vf.load_environment("alice/reverse-text")
+    write_record(
+        "reverse-text",
+        {"owner": "alice", "name": "reverse-text", "version": "0.1.0"},
+        str(tmp_path),
+    )
+    assert vf.load_environment("alice/reverse-text").env_id == "alice/reverse-text"
+    with pytest.raises(
+        EnvironmentNotFoundError, match="installed here is alice/reverse-text, not bob/reverse-text"
+    ):
+        vf.load_environment("bob/reverse-text")
+    assert vf.load_environment("reverse-text")  # the bare name still loads whatever is installed

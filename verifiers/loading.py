@@ -37,7 +37,7 @@ def load_environment(env_id: str, **env_args: Any):
     """Build the environment ``env_id`` with ``env_args`` passed to its ``load_environment``."""
     parsed = parse_env_id(env_id)
     tried: list[str] = []
-    factory, dist_name, module = _from_entry_points(parsed, tried)
+    factory, dist_name, module, owner_qualified = _from_entry_points(parsed, tried)
     if factory is None:
         factory, dist_name, module = _from_module(parsed, tried)
     if factory is None:
@@ -45,6 +45,8 @@ def load_environment(env_id: str, **env_args: Any):
             f"no environment {str(parsed)!r} is installed (tried {'; '.join(tried)}). "
             f"Install it with `vf-install {parsed.name}` (local) or `prime env install {parsed.owner or 'OWNER'}/{parsed.name}` (hub)."
         )
+    if parsed.owner and not owner_qualified:
+        _check_owner(parsed, dist_name)
     installed = _dist_version(dist_name)
     if parsed.version and installed and installed != parsed.version:
         raise EnvironmentNotFoundError(
@@ -67,6 +69,26 @@ def load_environment(env_id: str, **env_args: Any):
     return env
 
 
+def _check_owner(parsed: EnvId, dist_name: str | None) -> None:
+    """``owner/name`` loads that owner's package or fails, naming the owner that is installed."""
+    from verifiers.provenance import installed_owner
+
+    owner = installed_owner(dist_name) if dist_name else None
+    if owner == parsed.owner:
+        return
+    if owner is None:
+        raise EnvironmentNotFoundError(
+            f"{parsed.name} is installed here, but not from a hub owner (a local install such as "
+            f"vf-install): load it as '{parsed.name}', or install {parsed.owner}'s with "
+            f"`prime env install {parsed.owner}/{parsed.name}`"
+        )
+    raise EnvironmentNotFoundError(
+        f"the {parsed.name} installed here is {owner}/{parsed.name}, not {parsed.owner}/{parsed.name}; "
+        f"load '{owner}/{parsed.name}', or replace it: prime env uninstall {owner}/{parsed.name} && "
+        f"prime env install {parsed.owner}/{parsed.name}"
+    )
+
+
 def _from_entry_points(parsed: EnvId, tried: list[str]):
     wanted = [normalize(parsed.name)]
     if parsed.owner:
@@ -84,8 +106,9 @@ def _from_entry_points(parsed: EnvId, tried: list[str]):
                 else getattr(target, "load_environment", None)
             )
             dist = ep.dist.name if ep.dist is not None else None
-            return factory, dist, module
-    return None, None, None
+            # an owner-qualified entry point names its owner (the hub refuses foreign ones)
+            return factory, dist, module, bool(parsed.owner) and key == wanted[0]
+    return None, None, None, False
 
 
 def _from_module(parsed: EnvId, tried: list[str]):
@@ -110,12 +133,41 @@ def _from_module(parsed: EnvId, tried: list[str]):
 
 
 def _dist_version(dist_name: str | None) -> str | None:
+    """The version the code has: for an editable install, its pyproject's (a `--bump` shows at
+    once, without reinstalling); otherwise the installed metadata's."""
     if not dist_name:
         return None
     try:
-        return version(dist_name)
+        installed = version(dist_name)
     except Exception:
         return None
+    source = editable_source(dist_name)
+    if source is not None:
+        try:
+            import tomllib
+
+            project = tomllib.loads((source / "pyproject.toml").read_text()).get("project", {})
+            return str(project.get("version") or installed)
+        except (OSError, ValueError):
+            return installed
+    return installed
+
+
+def editable_source(dist_name: str) -> Path | None:
+    """The project directory of an editable install (PEP 610 direct_url.json), else None."""
+    import json
+    from importlib.metadata import distribution
+    from urllib.parse import unquote, urlparse
+
+    try:
+        raw = distribution(dist_name).read_text("direct_url.json")
+        info = json.loads(raw) if raw else {}
+    except Exception:
+        return None
+    if not (info.get("dir_info") or {}).get("editable"):
+        return None
+    url = urlparse(info.get("url", ""))
+    return Path(unquote(url.path)) if url.scheme == "file" else None
 
 
 def content_hash(module: ModuleType) -> str | None:
