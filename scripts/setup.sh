@@ -3,8 +3,26 @@
 # model server with the embedded SmolLM2-135M-Instruct, and the example environments.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=$(command -v python || command -v python3)
+
+# Everything goes into ./.venv (made here when missing): distribution Pythons refuse pip
+# installs into themselves (PEP 668), and one place makes the README's commands exact.
+if [ ! -x .venv/bin/python ]; then
+  BASE=$(command -v python3 || command -v python)
+  if ! "$BASE" -m venv .venv 2> /dev/null; then
+    rm -rf .venv
+    if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+      apt-get update -qq && apt-get install -y -qq python3-venv > /dev/null
+      "$BASE" -m venv .venv
+    else
+      echo "setup: '$BASE -m venv' failed; install your distribution's venv package (Debian/Ubuntu: sudo apt-get install python3-venv) and run this again" >&2
+      exit 1
+    fi
+  fi
+  echo "setup: made .venv with $("$BASE" --version 2>&1)"
+fi
+PY=.venv/bin/python
 pip() { "$PY" -m pip "$@"; }
+pip install -q --upgrade pip
 
 # Sandboxes (SandboxEnv, PythonEnv) isolate code with bubblewrap's namespaces.
 if ! command -v bwrap > /dev/null; then
@@ -23,4 +41,4 @@ pip install -q -e ".[dev]"
 for env in environments/*/; do
   "$PY" -m verifiers.cli.install "$env" > /dev/null
 done
-echo "setup done: try 'vf-eval reverse-text'"
+echo "setup done: try '.venv/bin/vf-eval reverse-text' (or 'source .venv/bin/activate' first)"
