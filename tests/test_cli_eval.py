@@ -316,3 +316,33 @@ def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig):
     assert len(keys) == len(set(keys)) == 60
     meta = json.loads((run / "metadata.json").read_text())
     assert meta["status"] == "completed" and meta["resumed"] == 1 and meta["num_examples"] == 30
+
+
+def test_resume_refuses_a_mismatch_before_doing_anything(server, tmp_path, capsys):
+    server.set_handler(reverse_policy)
+    assert (
+        main(
+            [
+                "reverse-text",
+                "-b",
+                server.base_url,
+                "-m",
+                "m",
+                "-n",
+                "1",
+                "-r",
+                "1",
+                "--output-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    run = only_run_dir(tmp_path)
+    requests = len(server.requests)
+    assert main(["gsm8k-mini", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert "is a run of reverse-text, not gsm8k-mini" in err and "rejected arguments" not in err
+    assert main(["reverse-text", "--resume", str(run), "-r", "3"]) == 2
+    assert "rollouts_per_example=1, not 3" in capsys.readouterr().err.replace("\n", " ")
+    assert len(server.requests) == requests  # nothing was started or sent

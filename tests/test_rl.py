@@ -962,3 +962,18 @@ def test_vf_rl_config_mistakes_are_one_line_and_exit_2(tmp_path, argv, message):
     )
     assert result.returncode == 2 and message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_only_the_newest_checkpoints_are_kept(tmp_path):
+    from verifiers.rl.loop import latest_checkpoint, prune_checkpoints
+
+    for step in (1, 2, 3, 4):
+        (tmp_path / "checkpoints" / f"step_{step:06d}").mkdir(parents=True)
+    removed = prune_checkpoints(tmp_path / "checkpoints", keep=2)
+    assert [p.name for p in removed] == ["step_000001", "step_000002"]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
+        "step_000003",
+        "step_000004",
+    ]
+    assert latest_checkpoint(tmp_path).name == "step_000004"
+    assert prune_checkpoints(tmp_path / "checkpoints", keep=0) == []  # 0 keeps every one

@@ -193,6 +193,32 @@ def check_reachable(endpoint: Endpoint, headers: dict[str, str], key_var: str) -
         )
 
 
+def check_resume_matches(args: argparse.Namespace, previous: dict[str, Any]) -> None:
+    """A resumed run keeps its environment, model and rollouts per example: say which differs."""
+    from verifiers.env_id import EnvId, EnvIdError
+
+    try:
+        wanted = EnvId.parse(args.env)
+        given = f"{wanted.owner}/{wanted.name}" if wanted.owner else wanted.name
+    except EnvIdError:
+        given = args.env
+    run_env = str(previous.get("env_id", ""))
+    if run_env and given.lower() != run_env.lower():
+        raise CLIError(
+            f"--resume {args.resume} is a run of {run_env}, not {args.env}; "
+            f"continue it with: vf-eval {run_env} --resume {args.resume}"
+        )
+    for flag, value, key in (
+        ("-m/--model", args.model, "model"),
+        ("-r/--rollouts-per-example", args.rollouts_per_example, "rollouts_per_example"),
+    ):
+        if value is not None and key in previous and str(value) != str(previous[key]):
+            raise CLIError(
+                f"--resume {args.resume} was run with {key}={previous[key]!r}, not {value!r}; "
+                f"drop {flag} to continue it, or start a new run"
+            )
+
+
 def resume_settings(run_dir: Path) -> dict[str, Any]:
     meta_path = run_dir / "metadata.json"
     if not meta_path.exists():
@@ -242,6 +268,7 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
     previous: dict[str, Any] = {}
     if args.resume:
         previous = resume_settings(Path(args.resume))
+        check_resume_matches(args, previous)  # before loading anything or starting a server
         env_args = env_args or previous.get("env_args", {})
         sampling = sampling or previous.get("sampling_args", {})
     if args.max_tokens is not None:

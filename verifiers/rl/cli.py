@@ -93,6 +93,9 @@ class RLConfig(_Strict):
     steps: int = Field(default=10, ge=1)
     max_off_policy_steps: int = Field(default=1, ge=0)
     checkpoint_every: int = 0
+    keep_checkpoints: int = Field(
+        default=2, ge=0
+    )  # newest N kept in output_dir/checkpoints; 0 = all
     seed: int = 0
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
@@ -302,6 +305,11 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
         console.print("no checkpoint to resume from; starting at step 0")
     if checkpoint is not None:
         console.print(f"resuming from {checkpoint} (step {start_step})")
+    if config.checkpoint_every:
+        kept = f"the newest {config.keep_checkpoints}" if config.keep_checkpoints else "all"
+        console.print(
+            f"checkpoints every {config.checkpoint_every} steps in {out / 'checkpoints'} ({kept} kept)"
+        )
     # The weights dir is a complete model directory (vf-eval -m / vf-serve can load it).
     (out / "weights").mkdir(parents=True, exist_ok=True)
     for item in model_dir.iterdir():
@@ -397,6 +405,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
                     config.checkpoint_every,
                     out,
                     eval_settings(config, env),
+                    keep_checkpoints=config.keep_checkpoints,
                 ),
                 start_step=start_step,
                 on_step=on_step,

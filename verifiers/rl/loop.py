@@ -41,6 +41,7 @@ class LoopSettings:
     checkpoint_every: int = 0
     output_dir: Path = Path("outputs/rl/run")
     eval: EvalSettings = field(default_factory=EvalSettings)
+    keep_checkpoints: int = 2  # the newest N stay on disk (0: all); each is GBs for a 135M model
 
 
 def train(
@@ -142,6 +143,7 @@ async def _train(
                     step + 1,
                     {"reward": batch.mean_reward},
                 )
+                prune_checkpoints(settings.output_dir / "checkpoints", settings.keep_checkpoints)
         if evaluating is not None:
             await evaluating
             evaluating = None
@@ -160,6 +162,17 @@ async def _train(
 def latest_checkpoint(output_dir: Path) -> Path | None:
     checkpoints = sorted((output_dir / "checkpoints").glob("step_*"))
     return checkpoints[-1] if checkpoints else None
+
+
+def prune_checkpoints(directory: Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` checkpoints (``keep`` 0 keeps every one)."""
+    import shutil
+
+    checkpoints = sorted(directory.glob("step_*"))
+    removed = checkpoints[:-keep] if keep > 0 else []
+    for old in removed:
+        shutil.rmtree(old, ignore_errors=True)
+    return removed
 
 
 def plot(output_dir: Path) -> Path | None:
