@@ -19,6 +19,11 @@ def reverse_policy(request):
     return f"<answer>{last_user_text(request).split(': ', 1)[1][::-1]}</answer>"
 
 
+def reverse_text_argv(base_url: str, output: Path, *flags: str) -> list[str]:
+    """vf-eval's argv for reverse-text against ``base_url``, saving under ``output``."""
+    return ["reverse-text", "-b", base_url, *flags, "--output-dir", str(output)]
+
+
 def only_run_dir(output: Path) -> Path:
     runs = list((output / "evals").glob("*/*"))
     assert len(runs) == 1, runs
@@ -75,7 +80,7 @@ def test_eval_against_an_endpoint_saves_results_and_prints_a_summary(server, tmp
 
 def test_package_eval_defaults_come_from_wheel_metadata(server, tmp_path):
     server.set_handler(reverse_policy)
-    assert main(["reverse-text", "-b", server.base_url, "--output-dir", str(tmp_path)]) == 0
+    assert main(reverse_text_argv(server.base_url, tmp_path)) == 0
     meta = json.loads((only_run_dir(tmp_path) / "metadata.json").read_text())
     # reverse-text's pyproject: [tool.verifiers.eval] num_examples = 5, rollouts_per_example = 3, max_tokens = 128
     assert (
@@ -159,47 +164,15 @@ def test_a_url_without_v1_gets_the_hint(server, tmp_path, capsys):
 
 def test_a_run_where_every_rollout_failed_exits_1_and_says_why(server, tmp_path, capsys):
     server.set_handler(lambda request: Reply(status=404, error="model 'nope' does not exist"))
-    code = main(
-        [
-            "reverse-text",
-            "-b",
-            server.base_url,
-            "-m",
-            "nope",
-            "-n",
-            "2",
-            "-r",
-            "1",
-            "--output-dir",
-            str(tmp_path),
-        ]
-    )
+    code = main(reverse_text_argv(server.base_url, tmp_path, "-m", "nope", "-n", "2", "-r", "1"))
     err = capsys.readouterr().err.replace("\n", " ")
     assert code == 1 and "every rollout failed (2)" in err and "does not exist" in err
 
 
 def test_metadata_records_the_seed_and_the_temperature_used(server, tmp_path):
     server.set_handler(reverse_policy)
-    assert (
-        main(
-            [
-                "reverse-text",
-                "-b",
-                server.base_url,
-                "-m",
-                "m",
-                "-n",
-                "2",
-                "-r",
-                "1",
-                "--seed",
-                "7",
-                "--output-dir",
-                str(tmp_path),
-            ]
-        )
-        == 0
-    )
+    flags = ("-m", "m", "-n", "2", "-r", "1", "--seed", "7")
+    assert main(reverse_text_argv(server.base_url, tmp_path, *flags)) == 0
     meta = json.loads((only_run_dir(tmp_path) / "metadata.json").read_text())
     assert meta["seed"] == 7 and meta["sampling_args"]["temperature"] == 1.0
     assert server.requests[-1]["temperature"] == 1.0
@@ -239,20 +212,7 @@ def test_rejected_api_key_exits_2(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setenv("VF_WRONG_KEY", "wrong")
     with ModelServer(api_key="right") as s:
-        assert (
-            main(
-                [
-                    "reverse-text",
-                    "-b",
-                    s.base_url,
-                    "-k",
-                    "VF_WRONG_KEY",
-                    "--output-dir",
-                    str(tmp_path),
-                ]
-            )
-            == 2
-        )
+        assert main(reverse_text_argv(s.base_url, tmp_path, "-k", "VF_WRONG_KEY")) == 2
     assert "rejected the API key (HTTP 401); set $VF_WRONG_KEY" in capsys.readouterr().err
 
 
@@ -320,24 +280,8 @@ def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig):
 
 def test_resume_refuses_a_mismatch_before_doing_anything(server, tmp_path, capsys):
     server.set_handler(reverse_policy)
-    assert (
-        main(
-            [
-                "reverse-text",
-                "-b",
-                server.base_url,
-                "-m",
-                "m",
-                "-n",
-                "1",
-                "-r",
-                "1",
-                "--output-dir",
-                str(tmp_path),
-            ]
-        )
-        == 0
-    )
+    flags = ("-m", "m", "-n", "1", "-r", "1")
+    assert main(reverse_text_argv(server.base_url, tmp_path, *flags)) == 0
     run = only_run_dir(tmp_path)
     requests = len(server.requests)
     assert main(["gsm8k-mini", "--resume", str(run)]) == 2

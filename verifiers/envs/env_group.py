@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from verifiers.envs.environment import Environment
-from verifiers.rubrics.rubric import Rubric
+from verifiers.rubrics.rubric import Rubric, scores_from_states
 from verifiers.types import RolloutInput, SamplingArgs, State
 
 
@@ -48,11 +48,7 @@ class EnvGroupRubric(Rubric):
         self, states: list[State]
     ) -> tuple[list[float], dict[str, list[float]]]:
         await self.score_group(states)
-        names = list(dict.fromkeys(k for s in states for k in (s.get("metrics") or {})))
-        return (
-            [float(s.get("reward") or 0.0) for s in states],
-            {k: [(s.get("metrics") or {}).get(k, 0.0) for s in states] for k in names},
-        )
+        return scores_from_states(states)
 
 
 class EnvGroup(Environment):

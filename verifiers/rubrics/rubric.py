@@ -152,7 +152,7 @@ class Rubric:
         start = time.perf_counter()
         async with score_sem if score_sem is not None else NullAsyncContext():
             rewards, metrics = await self.compute_scores(states)
-        _write_scores(states, rewards, metrics, (time.perf_counter() - start) * 1000)
+        write_scores(states, rewards, metrics, (time.perf_counter() - start) * 1000)
 
     async def compute_scores(
         self, states: list[State]
@@ -290,7 +290,16 @@ class Rubric:
         return RolloutScores(reward=rewards, metrics=metrics)
 
 
-def _write_scores(
+def scores_from_states(states: list[State]) -> tuple[list[float], dict[str, list[float]]]:
+    """Read back the rewards and metrics ``score_group`` wrote, for rubrics that score in place."""
+    names = list(dict.fromkeys(k for s in states for k in (s.get("metrics") or {})))
+    return (
+        [float(s.get("reward") or 0.0) for s in states],
+        {k: [(s.get("metrics") or {}).get(k, 0.0) for s in states] for k in names},
+    )
+
+
+def write_scores(
     states: list[State], rewards: list[float], metrics: dict[str, list[float]], elapsed_ms: float
 ) -> None:
     for i, state in enumerate(states):

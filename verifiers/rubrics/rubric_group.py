@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from verifiers.rubrics.rubric import Rubric
+from verifiers.rubrics.rubric import Rubric, scores_from_states, write_scores
 from verifiers.types import State
 
 
@@ -62,20 +62,10 @@ class RubricGroup(Rubric):
             timing = states[0].get("timing") if states else None
             if isinstance(timing, dict):
                 scoring_ms += float(timing.get("scoring_ms") or 0.0)
-        for i, state in enumerate(states):
-            state["reward"] = total[i]
-            state["metrics"] = {name: values[i] for name, values in metrics.items()}
-            timing = state.get("timing")
-            if isinstance(timing, dict):
-                timing["scoring_ms"] = scoring_ms
-                timing["total_ms"] = timing.get("generation_ms", 0.0) + scoring_ms
+        write_scores(states, total, metrics, scoring_ms)
 
     async def compute_scores(
         self, states: list[State]
     ) -> tuple[list[float], dict[str, list[float]]]:
         await self.score_group(states)
-        names = list(dict.fromkeys(k for s in states for k in (s.get("metrics") or {})))
-        return (
-            [float(s.get("reward") or 0.0) for s in states],
-            {k: [(s.get("metrics") or {}).get(k, 0.0) for s in states] for k in names},
-        )
+        return scores_from_states(states)
