@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import textwrap
 import threading
@@ -752,13 +753,46 @@ NON_ROOT_PROBE = textwrap.dedent("""
 """)
 
 
+def _readable_copy_of_the_sandbox(lib: Path) -> Path:
+    """Copy verifiers and what ``verifiers.sandbox`` imports into ``lib``: a checkout or a venv
+    under a 0700 directory (``mktemp -d``) is out of the unprivileged user's reach."""
+    listing = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, verifiers.sandbox.local\n"
+            "for m in list(sys.modules.values()):\n"
+            "    f = getattr(m, '__file__', None)\n"
+            "    if f and '.' not in m.__name__: print(m.__name__, f)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    ).stdout
+    stdlib = [Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "platstdlib")]
+    lib.mkdir()
+    for line in listing.splitlines():
+        name, file = line.split(" ", 1)
+        path = Path(file).resolve()
+        installed = {"site-packages", "dist-packages"} & set(path.parts)
+        if not installed and any(path.is_relative_to(root) for root in stdlib):
+            continue  # the system Python has its own standard library
+        if path.name.startswith("__init__."):
+            shutil.copytree(path.parent, lib / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(path, lib / path.name)
+    for entry in [lib, *lib.rglob("*")]:
+        os.chmod(entry, 0o755 if entry.is_dir() else 0o644)
+    return lib
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="creates a home for an unprivileged user; needs root")
 @pytest.mark.parametrize("mode", ["bwrap", "landlock"])
 def test_a_non_root_user_is_confined_too(mode):
     """Run by an unprivileged user (nobody), the sandbox still confines: their 0600 key and
     their home are out of reach, or the sandbox refuses to start; never runs unconfined."""
     import pwd
-    import sysconfig
 
     system_python = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
     if not os.path.exists(system_python):
@@ -770,11 +804,10 @@ def test_a_non_root_user_is_confined_too(mode):
     home = base / "home"
     home.mkdir()
     os.chown(home, nobody.pw_uid, nobody.pw_gid)
-    repo = Path(__file__).resolve().parents[1]
     env = {
         "HOME": str(home),
         "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": os.pathsep.join([str(repo), sysconfig.get_paths()["purelib"]]),
+        "PYTHONPATH": str(_readable_copy_of_the_sandbox(base / "lib")),
     }
     result = subprocess.run(
         [
