@@ -21,7 +21,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from verifiers.serve.process import start_server
+from verifiers.server_process import start_server
 
 PROMPTS = [
     f"Write a long story about a {x}."

@@ -28,13 +28,14 @@ def run(
     from transformers import AutoModelForCausalLM
 
     from verifiers.clients import OpenAICompatibleClient
+    from verifiers.rl.config import TrainerConfig
     from verifiers.rl.loop import LoopSettings, train
     from verifiers.rl.orchestrator import Orchestrator
     from verifiers.rl.toy import letter_env
-    from verifiers.rl.trainer import Trainer, TrainerSettings
-    from verifiers.rl.transport import FilesystemTransport
-    from verifiers.serve.process import start_server
-    from verifiers.serve.weight_access import new_secret
+    from verifiers.rl.trainer import Trainer
+    from verifiers.server_process import start_server
+    from verifiers.weights.access import new_secret
+    from verifiers.weights.transport import FilesystemTransport
 
     server = start_server(
         str(policy),
@@ -45,7 +46,7 @@ def run(
         trusted_weights_dirs=[work],
     )
     try:
-        trainer = Trainer(AutoModelForCausalLM.from_pretrained(policy), TrainerSettings(lr=1e-3))
+        trainer = Trainer(AutoModelForCausalLM.from_pretrained(policy), TrainerConfig(lr=1e-3))
         orchestrator = Orchestrator(
             letter_env(),
             OpenAICompatibleClient(server.base_url),

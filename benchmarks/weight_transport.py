@@ -31,11 +31,12 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM
 
-    from verifiers.rl.trainer import Trainer, TrainerSettings
-    from verifiers.rl.transport import BroadcastTransport, FilesystemTransport
-    from verifiers.serve.models import resolve_model_dir
-    from verifiers.serve.process import start_server
-    from verifiers.serve.weight_access import new_secret
+    from verifiers.local_models import resolve_model_dir
+    from verifiers.rl.config import TrainerConfig
+    from verifiers.rl.trainer import Trainer
+    from verifiers.server_process import start_server
+    from verifiers.weights.access import new_secret
+    from verifiers.weights.transport import BroadcastTransport, FilesystemTransport
 
     model_dir, _ = resolve_model_dir(args.model)
     work = Path(tempfile.mkdtemp(prefix="vf-bench-weights-"))
@@ -49,7 +50,7 @@ def main() -> None:
     )
     try:
         trainer = Trainer(
-            AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32"), TrainerSettings()
+            AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32"), TrainerConfig()
         )
         size_mb = sum(t.numel() * t.element_size() for t in trainer.export_state().values()) / 2**20
         results: dict[str, list[float]] = {}

@@ -40,7 +40,7 @@ class HubProcess:
 
 
 def start_hub(data_dir: Path, port: int | None = None, timeout: float = 30.0) -> HubProcess:
-    from verifiers.serve.process import free_port
+    from verifiers.server_process import free_port
 
     port = port or free_port()
     cmd = [

@@ -5,9 +5,10 @@ final weights. Both runs must end with the same weights, on any number of ranks.
 import sys
 from pathlib import Path
 
+from verifiers.rl.config import TrainerConfig
 from verifiers.rl.distributed import init_from_env, shutdown
 from verifiers.rl.toy import random_samples, tiny_llama
-from verifiers.rl.trainer import Trainer, TrainerSettings
+from verifiers.rl.trainer import Trainer
 
 STEPS = 4
 
@@ -15,10 +16,8 @@ STEPS = 4
 def main() -> None:
     mode, checkpoint, export = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     ctx = init_from_env()
-    settings = TrainerSettings(
-        lr=1e-2, warmup_steps=1, schedule="cosine", total_steps=STEPS, packing=False
-    )
-    trainer = Trainer(tiny_llama(), settings, dist=ctx)
+    settings = TrainerConfig(lr=1e-2, warmup_steps=1, schedule="cosine", packing=False)
+    trainer = Trainer(tiny_llama(), settings, total_steps=STEPS, dist=ctx)
     start = trainer.load_checkpoint(checkpoint)["step"] if mode == "resume" else 0
     if ctx is not None and not ctx.is_main:
         trainer.follow()

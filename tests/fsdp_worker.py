@@ -5,24 +5,24 @@ gradient checkpointing on the sharded side."""
 import copy
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from verifiers.rl.config import TrainerConfig
 from verifiers.rl.distributed import init_from_env, shutdown
 from verifiers.rl.toy import random_samples, tiny_llama  # odd count: ranks get uneven shards
-from verifiers.rl.trainer import Trainer, TrainerSettings
+from verifiers.rl.trainer import Trainer
 
 
 def main() -> None:
     ctx = init_from_env()
     base = tiny_llama()
     reference = copy.deepcopy(base)
-    settings = TrainerSettings(lr=1e-2, packing=False, micro_batch_size=1, max_grad_norm=1e9)
+    settings = TrainerConfig(lr=1e-2, packing=False, micro_batch_size=1, max_grad_norm=1e9)
     # the sharded side also recomputes activations (gradient checkpointing under FSDP2): the
     # result must still be the single process's
-    sharded = Trainer(base, replace(settings, gradient_checkpointing=True), dist=ctx)
+    sharded = Trainer(base, settings.model_copy(update={"gradient_checkpointing": True}), dist=ctx)
     if not ctx.is_main:
         sharded.follow()
         shutdown(exit_code=0)

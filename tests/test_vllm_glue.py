@@ -1,5 +1,5 @@
-"""The glue that gives vLLM the trainer's weight-update API (verifiers.rl.vllm_routes and
-verifiers.rl.vllm_worker).
+"""The glue that gives vLLM the trainer's weight-update API (verifiers.weights.vllm_routes and
+verifiers.weights.vllm_worker).
 
 vLLM needs CUDA and cannot be installed on the CPU machines CI runs on, so these tests run the
 glue itself for real — the middleware inside a live HTTP server, the worker extension's methods,
@@ -26,13 +26,14 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from verifiers.rl import vllm_routes
-from verifiers.rl.orchestrator import InferenceServerError
+from verifiers.rl.config import TrainerConfig
 from verifiers.rl.toy import tiny_llama
-from verifiers.rl.trainer import Trainer, TrainerSettings
-from verifiers.rl.transport import BroadcastTransport, FilesystemTransport
-from verifiers.rl.vllm_worker import WeightUpdateExtension
-from verifiers.serve.weight_access import WeightAccess
+from verifiers.rl.trainer import Trainer
+from verifiers.weights import vllm_routes
+from verifiers.weights.access import WeightAccess
+from verifiers.weights.errors import InferenceServerError
+from verifiers.weights.transport import BroadcastTransport, FilesystemTransport
+from verifiers.weights.vllm_worker import WeightUpdateExtension
 
 
 class LoadableModel:
@@ -123,7 +124,7 @@ def assert_same_weights(trainer: Trainer, worker: Worker) -> None:
 
 
 def test_broadcast_updates_reach_the_worker_and_every_reply_says_which_version(served):
-    trainer = Trainer(tiny_llama(seed=0), TrainerSettings(lr=1e-2))
+    trainer = Trainer(tiny_llama(seed=0), TrainerConfig(lr=1e-2))
     transport = BroadcastTransport(served.url, timeout_s=30, secret=SECRET)
     assert served_version(served.url) == 0
     for version in (1, 2):
@@ -145,7 +146,7 @@ def test_broadcast_updates_reach_the_worker_and_every_reply_says_which_version(s
 
 
 def test_filesystem_updates_load_through_the_worker(served, tmp_path):
-    trainer = Trainer(tiny_llama(seed=0), TrainerSettings())
+    trainer = Trainer(tiny_llama(seed=0), TrainerConfig())
     trainer.version = 5
     assert FilesystemTransport(served.url, tmp_path / "w", secret=SECRET).push(trainer) == 5
     assert_same_weights(trainer, served.worker)
@@ -248,7 +249,7 @@ def test_vllm_serves_the_trainers_weights_after_each_transport(tmp_path):
     )
     try:
         trainer = Trainer(
-            AutoModelForCausalLM.from_pretrained(policy).cuda(), TrainerSettings(lr=1e-2)
+            AutoModelForCausalLM.from_pretrained(policy).cuda(), TrainerConfig(lr=1e-2)
         )
         ids, served, version = _greedy_probe(server.base_url)
         assert version == 0

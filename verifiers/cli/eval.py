@@ -399,7 +399,7 @@ def _pick(explicit: Any, resumed: Any, default: Any) -> Any:
 def _start_embedded(
     endpoint: Endpoint, console: Console, args: argparse.Namespace, servers: list[Any]
 ) -> Endpoint:
-    from verifiers.serve.process import start_server
+    from verifiers.server_process import start_server
 
     try:
         import torch  # noqa: F401

@@ -44,10 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvicorn
 
+        from verifiers.local_models import ModelNotAvailableError, load_model
         from verifiers.serve.app import ModelService, build_app
         from verifiers.serve.engine import Engine
-        from verifiers.serve.models import ModelNotAvailableError, load_model
-        from verifiers.serve.weight_access import WeightAccess
+        from verifiers.weights.access import WeightAccess
     except ImportError as exc:
         print(
             f"vf-serve: {exc.name} is not installed; install the local extra: pip install 'verifiers[local]'",

@@ -1,4 +1,8 @@
-"""Advantage estimators over a group (all rollouts of one prompt), from final summed rewards."""
+"""Advantage estimators over a group (the rollouts of one prompt), from final rewards.
+
+The orchestrator passes only the rollouts that belong in the baseline: a rollout that failed for
+reasons not the policy's (server, environment, tool errors) is left out, not counted as reward 0.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +11,21 @@ from collections.abc import Callable
 
 AdvantageFn = Callable[[list[float]], list[float]]
 
+STD_EPSILON = 1e-4
+"""Added to the group's std before dividing (as TRL): a group with nearly equal rewards gets
+large but finite advantages; an exactly uniform group gets 0."""
 
-def group_mean(rewards: list[float], scale: bool = False, eps: float = 1e-6) -> list[float]:
-    """r - mean(group); with ``scale``, divided by the group's std (GRPO's original form)."""
+
+def group_mean(rewards: list[float], scale: bool = False, eps: float = STD_EPSILON) -> list[float]:
+    """r - mean(group); with ``scale``, divided by the group's sample std (n - 1) plus ``eps``,
+    GRPO's form (DeepSeekMath §4.1.2; TRL's ``rewards.std()``)."""
     if not rewards:
         return []
     mean = statistics.fmean(rewards)
     centered = [r - mean for r in rewards]
     if not scale:
         return centered
-    std = statistics.pstdev(rewards)
+    std = statistics.stdev(rewards) if len(rewards) > 1 else 0.0
     return [c / (std + eps) for c in centered]
 
 

@@ -83,23 +83,38 @@ def samples_from_state(
 @dataclass
 class MicroBatch:
     input_ids: torch.Tensor  # [B, L]
-    position_ids: torch.Tensor  # [B, L]
-    attention_mask: (
-        torch.Tensor
-    )  # [B, L] (padding) or [B, 1, L, L] bool (packed, block-diagonal causal)
+    position_ids: torch.Tensor  # [B, L]: restart at 0 for each sequence of a packed row
+    attention_mask: torch.Tensor | None  # [B, L] padding mask; None for a packed row
     loss_mask: torch.Tensor  # [B, L] float
     old_logprobs: torch.Tensor  # [B, L]
     advantages: torch.Tensor  # [B, L] (per token: packed rows mix samples)
-    segment_ids: torch.Tensor  # [B, L] sample index within the row (GSPO's sequence ratio)
+    segment_ids: torch.Tensor  # [B, L] sample index within the row
+    sequence_lengths: torch.Tensor  # [B, L] loss tokens of each token's sample
 
     def to(self, device: torch.device) -> MicroBatch:
         return MicroBatch(
-            **{name: getattr(self, name).to(device) for name in self.__dataclass_fields__}
+            **{
+                name: None if getattr(self, name) is None else getattr(self, name).to(device)
+                for name in self.__dataclass_fields__
+            }
         )
+
+    @property
+    def packed(self) -> bool:
+        return self.attention_mask is None
 
     @property
     def num_loss_tokens(self) -> int:
         return int(self.loss_mask.sum().item())
+
+    @property
+    def num_sequences(self) -> int:
+        """Samples with loss tokens in this micro-batch."""
+        count = 0
+        for row in range(self.loss_mask.shape[0]):
+            segments = self.segment_ids[row][self.loss_mask[row] > 0]
+            count += int(torch.unique(segments).numel())
+        return count
 
 
 def padded(samples: list[Sample], micro_batch_size: int, pad_id: int = 0) -> list[MicroBatch]:
@@ -118,6 +133,7 @@ def padded(samples: list[Sample], micro_batch_size: int, pad_id: int = 0) -> lis
                 ("old_logprobs", torch.float32),
                 ("advantages", torch.float32),
                 ("segment_ids", torch.long),
+                ("sequence_lengths", torch.float32),
             )
         }
         batch["input_ids"].fill_(pad_id)
@@ -129,13 +145,15 @@ def padded(samples: list[Sample], micro_batch_size: int, pad_id: int = 0) -> lis
             batch["loss_mask"][i, :n] = torch.tensor(s.loss_mask, dtype=torch.float32)
             batch["old_logprobs"][i, :n] = torch.tensor(s.old_logprobs, dtype=torch.float32)
             batch["advantages"][i, :n] = s.advantage
+            batch["sequence_lengths"][i, :n] = float(sum(s.loss_mask))
         out.append(MicroBatch(**batch))
     return out
 
 
 def packed(samples: list[Sample], max_tokens: int, pad_id: int = 0) -> list[MicroBatch]:
     """Samples concatenated into rows of at most ``max_tokens`` (first fit, in order), one row per
-    micro-batch, with a block-diagonal causal mask so samples never attend to each other.
+    micro-batch. Position ids restart at each sample; :func:`model_inputs` turns them into the
+    attention that keeps samples apart for the model's attention implementation.
 
     A sample longer than ``max_tokens`` gets a row of its own (and a warning) rather than
     failing the step: one long rollout must not end a training run."""
@@ -157,7 +175,7 @@ def packed(samples: list[Sample], max_tokens: int, pad_id: int = 0) -> list[Micr
             rows.append([sample])
     out = []
     for row in rows:
-        ids, pos, loss, old, adv, seg = [], [], [], [], [], []
+        ids, pos, loss, old, adv, seg, lengths = [], [], [], [], [], [], []
         for index, s in enumerate(row):
             ids += s.input_ids
             pos += list(range(len(s)))
@@ -165,37 +183,97 @@ def packed(samples: list[Sample], max_tokens: int, pad_id: int = 0) -> list[Micr
             old += s.old_logprobs
             adv += [s.advantage] * len(s)
             seg += [index] * len(s)
-        segments = torch.tensor(seg)
-        n = len(ids)
-        block = (segments[:, None] == segments[None, :]) & torch.tril(
-            torch.ones(n, n, dtype=torch.bool)
-        )
+            lengths += [float(sum(s.loss_mask))] * len(s)
         out.append(
             MicroBatch(
                 input_ids=torch.tensor([ids]),
                 position_ids=torch.tensor([pos]),
-                attention_mask=block[None, None],
+                attention_mask=None,
                 loss_mask=torch.tensor([loss], dtype=torch.float32),
                 old_logprobs=torch.tensor([old], dtype=torch.float32),
                 advantages=torch.tensor([adv], dtype=torch.float32),
-                segment_ids=segments[None],
+                segment_ids=torch.tensor([seg]),
+                sequence_lengths=torch.tensor([lengths], dtype=torch.float32),
             )
         )
     return out
 
 
-def token_logprobs(model: Any, batch: MicroBatch, temperature: float = 1.0) -> torch.Tensor:
-    """log π(token_t | tokens_<t) at every position (0 at the first), shape [B, L].
+VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3")
+"""Implementations that read sequence boundaries from position ids (varlen kernels)."""
+MASKED_ATTENTION = ("sdpa", "eager")
+"""Implementations that take a 4-D additive mask (eager ignores a boolean one)."""
+
+
+class PackingError(ValueError):
+    """The model's attention cannot keep packed samples apart; training on it would be wrong."""
+
+
+def attention_implementation(model: Any) -> str:
+    config = getattr(model, "config", None)
+    return str(getattr(config, "_attn_implementation", None) or "eager")
+
+
+def check_packable(model: Any) -> None:
+    implementation = attention_implementation(model)
+    if implementation not in VARLEN_ATTENTION + MASKED_ATTENTION:
+        supported = ", ".join(VARLEN_ATTENTION + MASKED_ATTENTION)
+        raise PackingError(
+            f"packing needs attention that keeps samples apart ({supported}); the model uses "
+            f"{implementation!r}: set trainer.packing = false"
+        )
+
+
+def model_inputs(model: Any, batch: MicroBatch, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The forward arguments for ``batch``: a padding mask, or for a packed row either position
+    ids alone (varlen attention) or a block-diagonal causal additive mask."""
+    inputs = {"input_ids": batch.input_ids, "position_ids": batch.position_ids}
+    if not batch.packed:
+        inputs["attention_mask"] = batch.attention_mask
+        return inputs
+    implementation = attention_implementation(model)
+    if implementation in VARLEN_ATTENTION:
+        return inputs
+    check_packable(model)
+    segments = batch.segment_ids[0]
+    n = segments.shape[0]
+    causal = torch.ones(n, n, dtype=torch.bool, device=segments.device).tril()
+    allowed = (segments[:, None] == segments[None, :]) & causal
+    additive = torch.zeros(n, n, dtype=dtype, device=segments.device)
+    additive.masked_fill_(~allowed, torch.finfo(dtype).min)
+    inputs["attention_mask"] = additive[None, None]
+    return inputs
+
+
+def token_logprobs(
+    model: Any, batch: MicroBatch, temperature: float = 1.0, chunk: int = 1024
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """log π(token_t | tokens_<t) and the policy's entropy at each position that predicts a loss
+    token (0 elsewhere), both ``[B, L]``; the entropy has no gradient.
 
     π is the distribution tokens were sampled from, softmax(logits / temperature): the one whose
     logprobs the inference server reports (vf-serve; vLLM with processed_logprobs), so the
-    importance ratio is 1 when the weights are the same.
+    importance ratio is 1 when the weights are the same. Only positions that predict a loss token
+    are projected onto the vocabulary (``logits_to_keep``), in chunks of ``chunk`` positions, as
+    logit - logsumexp: no fp32 [L, V] tensor over prompt tokens is ever built.
     """
-    logits = model(
-        input_ids=batch.input_ids,
-        position_ids=batch.position_ids,
-        attention_mask=batch.attention_mask,
-    ).logits
-    logprobs = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
-    picked = logprobs.gather(-1, batch.input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    return torch.nn.functional.pad(picked, (1, 0))
+    targets = batch.loss_mask[:, 1:].sum(0) > 0
+    keep = torch.nonzero(targets).squeeze(-1)  # logits at t predict token t + 1
+    if keep.numel() == 0:  # nothing to train, but the graph must still reach every parameter
+        keep = torch.zeros(1, dtype=torch.long, device=targets.device)
+    dtype = next(model.parameters()).dtype
+    logits = model(**model_inputs(model, batch, dtype), logits_to_keep=keep).logits
+    picked_all, entropy_all = [], []
+    for start in range(0, keep.numel(), chunk):
+        part = logits[:, start : start + chunk].float() / temperature
+        tokens = batch.input_ids[:, keep[start : start + chunk] + 1]
+        lse = torch.logsumexp(part, dim=-1)
+        picked_all.append(part.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - lse)
+        with torch.no_grad():
+            entropy_all.append(lse - (torch.softmax(part, dim=-1) * part).sum(-1))
+    shape = batch.input_ids.shape
+    logprobs = torch.zeros(shape, dtype=torch.float32, device=batch.input_ids.device)
+    entropy = torch.zeros(shape, dtype=torch.float32, device=batch.input_ids.device)
+    logprobs[:, keep + 1] = torch.cat(picked_all, dim=1)
+    entropy[:, keep + 1] = torch.cat(entropy_all, dim=1)
+    return logprobs, entropy

@@ -18,89 +18,11 @@ import shutil
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-
-class _Strict(BaseModel):
-    """A misspelt key is an error, not a silently ignored setting."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class OrchestratorConfig(_Strict):
-    examples_per_step: int = Field(default=4, ge=1)
-    rollouts_per_example: int = Field(default=4, ge=2)
-    max_tokens: int = Field(default=64, ge=1)
-    temperature: float = Field(default=1.0, gt=0)
-    max_concurrent: int = 32
-    advantage: Literal["group_mean", "group_mean_std", "leave_one_out"] = "group_mean"
-
-
-class TrainerConfig(_Strict):
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
-    min_lr_ratio: float = Field(default=0.0, ge=0, le=1)
-    loss: Literal["grpo", "dapo", "dr_grpo", "cispo", "gspo"] = "grpo"
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    is_low: float = 0.0
-    is_high: float = 1e9
-    max_grad_norm: float = 1.0
-    packing: bool = True
-    max_tokens_per_micro_batch: int = 2048
-    micro_batch_size: int = 8
-    autocast: Literal["none", "bf16"] = "bf16"
-    gradient_checkpointing: bool = False
-    device: str = "auto"  # auto: this rank's GPU when the run uses GPUs, else cpu
-
-
-class InferenceConfig(_Strict):
-    # vf-serve: the built-in server (CPU, one GPU); vllm: vLLM's OpenAI server (CUDA), with the
-    # weight-update API added (verifiers.rl.vllm_routes / vllm_worker)
-    backend: Literal["vf-serve", "vllm"] = "vf-serve"
-    dtype: str = "float32"  # the same numerics as the trainer keeps the importance ratio near 1
-    max_batch_size: int = 32
-    device: str = "cpu"  # "cuda:1": the server on its own GPU (vLLM: CUDA_VISIBLE_DEVICES=1)
-    gpu_memory_utilization: float = Field(default=0.4, gt=0, le=1)  # vLLM; leave the trainer room
-    max_model_len: int | None = None  # vLLM
-    extra_args: list[str] = Field(default_factory=list)  # passed to the server's command line
-    startup_timeout_s: float = 600
-    # filesystem: safetensors + reload (works everywhere); gloo / nccl: a process group between
-    # trainer and server (nccl needs them on different GPUs; gloo also works across one GPU)
-    weight_transport: Literal["filesystem", "gloo", "nccl"] = "filesystem"
-    weight_transport_host: str = "127.0.0.1"
-
-
-class EvalConfig(_Strict):
-    """Held-out reward while training (the environment's eval split; its train split if it has
-    none): before the first step, every ``every`` steps and after the last. 0: off."""
-
-    every: int = Field(default=0, ge=0)
-    examples: int = Field(default=32, ge=1)
-    rollouts_per_example: int = Field(default=1, ge=1)
-    temperature: float | None = None  # default: the training temperature
-
-
-class RLConfig(_Strict):
-    model: str = "SmolLM2-135M-Instruct"
-    env_id: str = "reverse-text"
-    env_args: dict[str, Any] = Field(default_factory=dict)
-    output_dir: str = "outputs/rl/run"
-    steps: int = Field(default=10, ge=1)
-    max_off_policy_steps: int = Field(default=1, ge=0)
-    checkpoint_every: int = 0
-    keep_checkpoints: int = Field(
-        default=2, ge=0
-    )  # newest N kept in output_dir/checkpoints; 0 = all
-    seed: int = 0
-    orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
-    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
-    inference: InferenceConfig = Field(default_factory=InferenceConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
+from verifiers.rl.config import InferenceConfig, RLConfig, summary
 
 
 class UsageError(ValueError):
@@ -143,6 +65,8 @@ def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
         target = data
         keys = flag[2:].replace("-", "_").split(".")
         for key in keys[:-1]:
+            if isinstance(target.get(key), str):  # loss = "dapo", then --trainer.loss.clip_high
+                target[key] = {"name": target[key]}
             target = target.setdefault(key, {})
         target[keys[-1]] = parsed
     return RLConfig.model_validate(data), resume
@@ -197,6 +121,58 @@ def _gpu_index(device: str) -> int:
     return int(device.split(":", 1)[1]) if ":" in device else 0
 
 
+def make_trainer(config: RLConfig, model: Any, pad_id: int = 0, dist: Any = None) -> Any:
+    """The trainer exactly as the run's config describes it (what vf-rl trains with)."""
+    from verifiers.rl.trainer import Trainer
+
+    return Trainer(
+        model,
+        config.trainer,
+        total_steps=config.steps,
+        temperature=config.orchestrator.temperature,
+        max_completion_tokens=config.max_completion_tokens(),
+        pad_id=pad_id,
+        dist=dist,
+    )
+
+
+def run_dir_problem(out: Path, resume: bool) -> str | None:
+    """Two runs never share one output dir: their metrics, plots and checkpoints would mix."""
+    from verifiers.rl.loop import latest_checkpoint
+
+    if resume:
+        if latest_checkpoint(out) is None:
+            return (
+                f"--resume: no checkpoint in {out / 'checkpoints'} (set checkpoint_every to "
+                "write them); run without --resume to start a new run"
+            )
+        return None
+    if (out / "metrics.jsonl").exists() or latest_checkpoint(out) is not None:
+        return (
+            f"{out} already holds a run: continue it with --resume, or choose another --output_dir"
+        )
+    return None
+
+
+def truncate_history(out: Path, step: int) -> None:
+    """Drop the records of steps after the checkpoint a run resumes from (they are redone)."""
+    for name, keep in (
+        ("metrics.jsonl", lambda r: r["step"] < step),
+        ("eval.jsonl", lambda r: r["step"] <= step),
+    ):
+        path = out / name
+        if not path.exists():
+            continue
+        kept = []
+        for line in path.read_text().splitlines():
+            try:
+                if keep(json.loads(line)):
+                    kept.append(line)
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+        path.write_text("".join(f"{line}\n" for line in kept))
+
+
 def make_transport(
     inference: InferenceConfig,
     base_url: str,
@@ -205,7 +181,7 @@ def make_transport(
     trainer_device: str = "cpu",
     secret: str | None = None,
 ) -> Any:
-    from verifiers.rl.transport import BroadcastTransport, FilesystemTransport
+    from verifiers.weights.transport import BroadcastTransport, FilesystemTransport
 
     if inference.weight_transport == "filesystem":
         return FilesystemTransport(base_url, directory, alive, secret=secret)
@@ -262,38 +238,42 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     import verifiers as vf
     from verifiers.clients import OpenAICompatibleClient
     from verifiers.errors import VFError
-    from verifiers.rl.batching import MissingTokensError
+    from verifiers.local_models import ModelNotAvailableError, resolve_model_dir
+    from verifiers.rl.batching import MissingTokensError, PackingError
     from verifiers.rl.distributed import init_from_env, shutdown
     from verifiers.rl.inference import start_inference
     from verifiers.rl.loop import LoopSettings, latest_checkpoint, plot, train
-    from verifiers.rl.orchestrator import InferenceServerError, Orchestrator
-    from verifiers.rl.trainer import Trainer, TrainerSettings
-    from verifiers.serve.models import ModelNotAvailableError, resolve_model_dir
-    from verifiers.serve.weight_access import new_secret
+    from verifiers.rl.orchestrator import Orchestrator
+    from verifiers.weights.access import new_secret
+    from verifiers.weights.errors import InferenceServerError
 
     ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 also runs rollouts
     out = Path(config.output_dir)
+    problem = run_dir_problem(out, resume)
+    if problem:
+        console.print(f"vf-rl: {escape(problem)}", soft_wrap=True)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(config.model_dump_json(indent=2))
     try:  # what the user named must exist: say so in one line, not a traceback
         model_dir, _ = resolve_model_dir(config.model)
         env = vf.load_environment(config.env_id, **config.env_args)
     except (VFError, ModelNotAvailableError, TypeError) as exc:
         console.print(f"vf-rl: {escape(str(exc))}", soft_wrap=True)
         return 2
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    settings = TrainerSettings(
-        **config.trainer.model_dump(exclude={"device"}),
-        total_steps=config.steps,
-        temperature=config.orchestrator.temperature,
-    )
     device = trainer_device(config, torch.cuda.is_available())
     problem = device_problem(config, device)
     if problem:
         console.print(f"vf-rl: {problem}")
         return 2
+    (out / "config.json").write_text(config.model_dump_json(indent=2))  # what actually runs
+    console.print(f"{escape(summary(config))}\nconfig: {out / 'config.json'}", soft_wrap=True)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32").to(device)
-    trainer = Trainer(policy, settings, pad_id=tokenizer.pad_token_id or 0, dist=ctx)
+    try:
+        trainer = make_trainer(config, policy, tokenizer.pad_token_id or 0, ctx)
+    except PackingError as exc:
+        console.print(f"vf-rl: {escape(str(exc))}", soft_wrap=True)
+        return 2
     start_step = 0
     checkpoint = latest_checkpoint(out) if resume else None
     if checkpoint is not None:  # every rank loads its shards (DCP reshards to this world size)
@@ -301,9 +281,8 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     if ctx is not None and not ctx.is_main:
         trainer.follow()
         shutdown(exit_code=0)
-    if resume and checkpoint is None:
-        console.print("no checkpoint to resume from; starting at step 0")
     if checkpoint is not None:
+        truncate_history(out, start_step)  # steps after the checkpoint are trained again
         console.print(f"resuming from {checkpoint} (step {start_step})")
     if config.checkpoint_every:
         kept = f"the newest {config.keep_checkpoints}" if config.keep_checkpoints else "all"
@@ -356,6 +335,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
             "policy",
             seed=config.seed,
             health=alive,
+            advantage=config.trainer.loss.advantage,
             **config.orchestrator.model_dump(),
         )
         table = Table(title=f"vf-rl · {config.env_id} · {config.model}")

@@ -2,8 +2,8 @@
 
 Both speak the same API to the trainer: OpenAI chat/completions with ``return_token_ids`` and
 logprobs, ``policy_version`` in every reply, and the weight-update routes of
-``verifiers.rl.transport``. vLLM gets them from ``verifiers.rl.vllm_routes`` (an HTTP middleware)
-and ``verifiers.rl.vllm_worker`` (a worker extension), loaded by vLLM's own CLI flags.
+``verifiers.weights.transport``. vLLM gets them from ``verifiers.weights.vllm_routes`` (an HTTP middleware)
+and ``verifiers.weights.vllm_worker`` (a worker extension), loaded by vLLM's own CLI flags.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from verifiers.serve.process import ServerProcess, free_port, launch, start_server
-from verifiers.serve.weight_access import SECRET_ENV, TRUSTED_ENV
+from verifiers.server_process import ServerProcess, free_port, launch, start_server
+from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV
 
-VLLM_ROUTES = "verifiers.rl.vllm_routes.weight_routes"
-VLLM_WORKER_EXTENSION = "verifiers.rl.vllm_worker.WeightUpdateExtension"
+VLLM_ROUTES = "verifiers.weights.vllm_routes.weight_routes"
+VLLM_WORKER_EXTENSION = "verifiers.weights.vllm_worker.WeightUpdateExtension"
 
 
 def vllm_command(model: str, port: int, inference: Any) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from verifiers.rl.orchestrator import Batch, Orchestrator
 from verifiers.rl.trainer import Trainer
-from verifiers.rl.transport import WeightTransport
+from verifiers.weights.transport import WeightTransport
 
 
 @dataclass
@@ -130,6 +130,7 @@ async def _train(
                 "step_s": step_s,
                 "tokens": tokens,  # trained tokens (prompt + completion) this step
                 "tokens_per_s": tokens / step_s if step_s > 0 else 0.0,
+                **batch.stats,
                 **{k: v for k, v in result.items() if isinstance(v, int | float)},
             }
             history.append(record)
@@ -175,9 +176,18 @@ def prune_checkpoints(directory: Path, keep: int) -> list[Path]:
     return removed
 
 
+PANELS = (
+    ("mean reward", ("reward",)),
+    ("completion tokens", ("completion_tokens",)),
+    ("entropy (nat/token)", ("entropy",)),
+    ("KL (k3, per token)", ("mismatch_kl", "ref_kl")),
+)
+
+
 def plot(output_dir: Path) -> Path | None:
-    """``metrics.png``: reward (and held-out reward, if evaluated) and loss over every step of
-    the run so far, read back from metrics.jsonl / eval.jsonl (a resumed run plots it all)."""
+    """``metrics.png``: reward (and held-out reward, if evaluated), completion length, entropy and
+    the KL diagnostics over every step of the run so far, read back from metrics.jsonl /
+    eval.jsonl (a resumed run plots it all)."""
     try:
         import matplotlib
 
@@ -189,24 +199,28 @@ def plot(output_dir: Path) -> Path | None:
     evals = _read_jsonl(output_dir / "eval.jsonl")
     if not history:
         return None
-    steps = [h["step"] for h in history]  # x: optimizer steps the sampling policy had taken
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
-    top.plot(steps, [h["reward"] for h in history], marker="o", label="training rollouts")
-    if evals:
-        top.plot(
-            [e["step"] for e in evals],
-            [e["eval_reward"] for e in evals],
-            marker="s",
-            color="tab:green",
-            label="held-out eval",
-        )
-        top.legend(loc="best")
-    top.set_ylabel("mean reward")
-    top.grid(alpha=0.3)
-    bottom.plot(steps, [h.get("loss", 0.0) for h in history], color="tab:red", marker=".")
-    bottom.set_ylabel("loss")
-    bottom.set_xlabel("step (policy version)")
-    bottom.grid(alpha=0.3)
+    fig, axes = plt.subplots(2, 2, figsize=(10, 6), sharex=True)
+    for ax, (label, keys) in zip(axes.flat, PANELS, strict=True):
+        for key in keys:
+            points = [(h["step"], h[key]) for h in history if key in h]
+            if points:
+                ax.plot(*zip(*points, strict=True), marker=".", label=key.replace("_", " "))
+        if label == "mean reward":
+            if evals:
+                ax.plot(
+                    [e["step"] for e in evals],
+                    [e["eval_reward"] for e in evals],
+                    marker="s",
+                    color="tab:green",
+                    label="held-out eval",
+                )
+            ax.legend(loc="best", fontsize=8)
+        elif len(keys) > 1:
+            ax.legend(loc="best", fontsize=8)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    for ax in axes[1]:
+        ax.set_xlabel("step (policy version)")
     fig.tight_layout()
     path = output_dir / "metrics.png"
     fig.savefig(path, dpi=100)

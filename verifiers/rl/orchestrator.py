@@ -4,6 +4,11 @@ It samples a batch of examples for a step (deterministically from the step numbe
 run sees the same data), runs ``env.generate`` with token ids and logprobs requested, computes
 advantages from each group's final rewards, and records which policy version produced each
 sample (the oldest version any of its turns came from, as reported by the server).
+
+Batch forming, in order: rollouts that failed for reasons not the policy's leave their group
+(they are neither baseline nor sample); truncated ones are kept, masked out or penalized
+(``overlong``); groups whose advantages are all zero teach nothing and are dropped, and with
+``dynamic_sampling`` further examples are rolled out until the step has its groups (DAPO §3.2).
 """
 
 from __future__ import annotations
@@ -18,10 +23,7 @@ from typing import Any
 from verifiers.errors import EmptyModelResponseError, ModelConnectionError, ModelTimeoutError
 from verifiers.rl.advantages import ESTIMATORS
 from verifiers.rl.batching import Sample, samples_from_state
-
-
-class InferenceServerError(RuntimeError):
-    """The inference server stopped answering; training cannot continue."""
+from verifiers.weights.errors import InferenceServerError
 
 
 @dataclass
@@ -32,6 +34,7 @@ class Batch:
     errors: int
     generation_s: float
     versions: list[int] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)  # per-step batch metrics
 
     @property
     def mean_reward(self) -> float:
@@ -50,7 +53,12 @@ class Orchestrator:
         max_tokens: int,
         temperature: float = 1.0,
         max_concurrent: int = 32,
-        advantage: str = "group_mean",
+        advantage: str = "group_mean_std",
+        overlong: str = "keep",
+        overlong_penalty: float = 1.0,
+        filter_zero_advantage: bool = True,
+        dynamic_sampling: bool = False,
+        max_sampling_rounds: int = 3,
         seed: int = 0,
         health: Any = None,
     ) -> None:
@@ -58,12 +66,19 @@ class Orchestrator:
             raise ValueError(
                 f"unknown advantage estimator {advantage!r}; choose from {', '.join(ESTIMATORS)}"
             )
+        if overlong not in ("keep", "mask", "penalize"):
+            raise ValueError(f"unknown overlong handling {overlong!r}; choose keep, mask, penalize")
         self.env, self.client, self.model = env, client, model
         self.rows = env.dataset_rows("train")
         self.examples_per_step = examples_per_step
         self.rollouts_per_example = rollouts_per_example
         self.max_concurrent = max_concurrent
         self.estimator = ESTIMATORS[advantage]
+        self.overlong = overlong
+        self.overlong_penalty = overlong_penalty
+        self.filter_zero_advantage = filter_zero_advantage
+        self.dynamic_sampling = dynamic_sampling
+        self.max_sampling_rounds = max_sampling_rounds
         self.seed = seed
         # the version the server was last told to serve (set by the loop): stands in for the
         # per-reply policy_version if a server does not report one
@@ -78,8 +93,9 @@ class Orchestrator:
             "extra_body": {"return_token_ids": True},
         }
 
-    def examples_for(self, step: int) -> list[dict[str, Any]]:
-        rng = random.Random(self.seed * 1_000_003 + step)
+    def examples_for(self, step: int, round_: int = 0) -> list[dict[str, Any]]:
+        """The step's examples (round 0), or further ones for dynamic sampling's refills."""
+        rng = random.Random(self.seed * 1_000_003 + step + round_ * 7_777_777)
         return rng.sample(self.rows, min(self.examples_per_step, len(self.rows)))
 
     async def generate(self, step: int) -> Batch:
@@ -131,13 +147,55 @@ class Orchestrator:
     async def _generate(self, step: int) -> Batch:
         start = time.perf_counter()
         at_start = self.served_version
-        rows = self.examples_for(step)
-        sampling = dict(self.sampling_args, seed=self.seed * 1_000_003 + step * 7919)
+        samples: list[Sample] = []
+        versions: list[int] = []
+        rewards: list[float] = []
+        errors = groups_kept = 0
+        counts = dict.fromkeys(
+            ("groups", "zero_advantage", "solve_all", "solve_none", "truncated"), 0
+        )
+        lengths: list[int] = []
+        rounds = self.max_sampling_rounds if self.dynamic_sampling else 1
+        for round_ in range(rounds):
+            out = await self._rollouts(step, round_)
+            errors += sum(1 for s in out.state if s.get("error"))
+            if round_ == 0:
+                rewards = [float(r or 0.0) for r in out.reward]
+            groups: dict[Any, list[Any]] = {}
+            for state in out.state:
+                groups.setdefault(state["example_id"], []).append(state)
+            for states in groups.values():
+                if round_ and groups_kept >= self.examples_per_step:
+                    break  # a refill tops the batch up to its size, no further
+                group = self._group(states, at_start, counts, lengths)
+                if group is None:
+                    continue
+                group_samples, group_versions = group
+                samples += group_samples
+                versions += group_versions
+                groups_kept += 1
+            if groups_kept >= self.examples_per_step:
+                break
+        n_groups = max(counts["groups"], 1)
+        stats = {
+            "groups_trained": groups_kept,
+            "zero_advantage_groups": counts["zero_advantage"],
+            "solve_all": counts["solve_all"] / n_groups,
+            "solve_none": counts["solve_none"] / n_groups,
+            "truncated_fraction": counts["truncated"] / max(len(lengths), 1),
+            "completion_tokens": statistics.fmean(lengths) if lengths else 0.0,
+            "sampling_rounds": round_ + 1,
+        }
+        return Batch(step, samples, rewards, errors, time.perf_counter() - start, versions, stats)
+
+    async def _rollouts(self, step: int, round_: int) -> Any:
+        rows = self.examples_for(step, round_)
+        seed = self.seed * 1_000_003 + step * 7919 + round_ * 104_729
         out = await self.env.generate(
             rows,
             self.client,
             self.model,
-            sampling_args=sampling,
+            sampling_args=dict(self.sampling_args, seed=seed),
             rollouts_per_example=self.rollouts_per_example,
             max_concurrent=self.max_concurrent,
         )
@@ -149,25 +207,51 @@ class Orchestrator:
             raise InferenceServerError(
                 f"the inference server stopped answering: {connection[0]['error']}"
             )
-        groups: dict[int, list[Any]] = {}
-        for state in out.state:
-            groups.setdefault(state["example_id"], []).append(state)
+        return out
+
+    def _group(
+        self, states: list[Any], at_start: int, counts: dict[str, int], lengths: list[int]
+    ) -> tuple[list[Sample], list[int]] | None:
+        """One prompt's rollouts as samples, or None when the group teaches nothing."""
+        members = [s for s in states if not s.get("error") or _trainable_error(s)]
+        if not members:
+            return None
+        counts["groups"] += 1
+        rewards = [float(s.get("reward") or 0.0) for s in members]
+        counts["solve_all"] += all(r >= 1.0 for r in rewards)
+        counts["solve_none"] += all(r <= 0.0 for r in rewards)
+        truncated = [bool(s.get("is_truncated")) for s in members]
+        counts["truncated"] += sum(truncated)
+        lengths += [_completion_tokens(s) for s in members]
+        if self.overlong == "penalize":
+            rewards = [
+                r - self.overlong_penalty * t for r, t in zip(rewards, truncated, strict=True)
+            ]
+        advantages = self.estimator(rewards)
+        if all(abs(a) < 1e-9 for a in advantages):
+            counts["zero_advantage"] += 1
+            if self.filter_zero_advantage:
+                return None
         samples: list[Sample] = []
         versions: list[int] = []
-        for states in groups.values():
-            advantages = self.estimator([float(s.get("reward") or 0.0) for s in states])
-            for state, advantage in zip(states, advantages, strict=True):
-                if state.get("error") and not _trainable_error(state):
-                    continue
-                version = min(
-                    (int(r.get("policy_version", at_start)) for r in state["responses"]),
-                    default=at_start,
-                )
-                versions.append(version)
-                samples.extend(samples_from_state(state, advantage, version))
-        return Batch(
-            step, samples, list(out.reward), len(errors), time.perf_counter() - start, versions
-        )
+        for state, advantage, cut in zip(members, advantages, truncated, strict=True):
+            if cut and self.overlong == "mask":
+                continue  # still in the baseline, not trained on
+            version = min(
+                (int(r.get("policy_version", at_start)) for r in state["responses"]),
+                default=at_start,
+            )
+            versions.append(version)
+            samples.extend(samples_from_state(state, advantage, version))
+        return samples, versions
+
+
+def _completion_tokens(state: Any) -> int:
+    total = 0
+    for step in state.get("trajectory") or []:
+        tokens = step.get("tokens") or {}
+        total += len(tokens.get("completion_ids") or [])
+    return total
 
 
 def _trainable_error(state: dict[str, Any]) -> bool:

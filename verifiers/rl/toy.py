@@ -86,18 +86,22 @@ def tiny_llama(vocab_size: int = 64, seed: int = 0) -> Any:
 
 
 def random_samples(n: int = 5, vocab_size: int = 64, seed: int = 1) -> list[Any]:
-    """Samples of varied length: 3 prompt tokens, the rest model tokens, advantages i - 2."""
+    """Samples of varied length: 3 prompt tokens, the rest model tokens, advantages i - 2, and
+    recorded logprobs of a uniform policy (what an untrained model gives: ratios near 1)."""
+    import math
+
     import torch
 
     from verifiers.rl.batching import Sample
 
     g = torch.Generator().manual_seed(seed)
+    uniform = -math.log(vocab_size)
     samples = []
     for i in range(n):
         length = int(torch.randint(6, 14, (1,), generator=g))
         ids = torch.randint(1, vocab_size, (length,), generator=g).tolist()
         mask = [0] * 3 + [1] * (length - 3)
         samples.append(
-            Sample(ids, mask, [(-1.0 if m else 0.0) for m in mask], float(i) - 2.0, 0.0, 0)
+            Sample(ids, mask, [(uniform if m else 0.0) for m in mask], float(i) - 2.0, 0.0, 0)
         )
     return samples

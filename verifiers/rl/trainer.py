@@ -1,13 +1,14 @@
 """The trainer: one optimizer step per batch of samples, weights out for the inference server.
 
-Single device with transformers (CPU here, one GPU elsewhere). The loss of every micro-batch is
-divided by the loss-token count of the *whole* batch, so accumulating micro-batches (or ranks)
-gives exactly the full-batch gradient.
+Read top to bottom: ``train_step`` → ``gradients`` (micro-batches, global normalizers) → ``loss``
+(logprobs, importance mask, the named loss, KL, aggregation). Every normalizer counts the *whole*
+batch, so accumulating micro-batches (or FSDP2 ranks) gives exactly the full-batch gradient.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import random
@@ -15,69 +16,55 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from verifiers.rl.batching import MicroBatch, Sample, packed, padded, token_logprobs
-from verifiers.rl.losses import LOSSES, LossConfig, gspo_loss
+from verifiers.rl.batching import (
+    MicroBatch,
+    Sample,
+    check_packable,
+    packed,
+    padded,
+    token_logprobs,
+)
+from verifiers.rl.config import TrainerConfig
+from verifiers.rl.losses import LOSSES, importance_mask, k3, token_weights
 from verifiers.rl.schedules import SCHEDULES, lr_factor
 
-
-@dataclass
-class TrainerSettings:
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    warmup_steps: int = 0
-    schedule: str = "constant"  # constant | linear | cosine (after warmup_steps)
-    min_lr_ratio: float = 0.0  # where linear/cosine decay ends, as a fraction of lr
-    total_steps: int = 100
-    loss: str = "grpo"
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    is_low: float = 0.0
-    is_high: float = float("inf")
-    max_grad_norm: float = 1.0
-    packing: bool = True
-    max_tokens_per_micro_batch: int = 2048
-    micro_batch_size: int = 8
-    autocast: str = "none"  # "bf16": float32 weights, bf16 compute (pure bf16 weights barely learn)
-    temperature: float = 1.0  # the sampling temperature: logprobs are of logits / temperature
-    gradient_checkpointing: bool = False  # recompute activations in backward: less memory
-
-
-def lr_lambda(settings: TrainerSettings) -> Any:
-    def factor(step: int) -> float:
-        return lr_factor(
-            settings.schedule,
-            step,
-            settings.warmup_steps,
-            settings.total_steps,
-            settings.min_lr_ratio,
-        )
-
-    return factor
+STATS = ("loss", "ratio", "clipped", "mismatch_kl", "is_masked", "entropy", "ref_kl")
+"""What each micro-batch sums (over its loss tokens), reduced once per step."""
 
 
 class Trainer:
-    """``dist`` (from ``verifiers.rl.distributed.init_from_env``) makes this one rank of an FSDP2
-    job: rank 0 calls the methods; the other ranks run ``follow()``, which mirrors each call."""
+    """One optimizer step per batch of samples, with the loss named by ``config.loss``.
+
+    ``total_steps`` sets the LR schedule's length; ``temperature`` is the sampling temperature
+    (logprobs are of logits / temperature); ``max_completion_tokens`` is Dr. GRPO's L_max.
+    ``dist`` (from ``verifiers.rl.distributed.init_from_env``) makes this one rank of an FSDP2
+    job: rank 0 calls the methods; the other ranks run ``follow()``, which mirrors each call.
+    """
 
     def __init__(
-        self, model: Any, settings: TrainerSettings, pad_id: int = 0, dist: Any = None
+        self,
+        model: Any,
+        config: TrainerConfig | None = None,
+        *,
+        total_steps: int = 100,
+        temperature: float = 1.0,
+        max_completion_tokens: int = 1024,
+        pad_id: int = 0,
+        dist: Any = None,
     ) -> None:
-        if settings.loss not in LOSSES:
-            raise ValueError(f"unknown loss {settings.loss!r}; choose from {', '.join(LOSSES)}")
-        if settings.schedule not in SCHEDULES:
+        config = config or TrainerConfig()
+        if config.schedule not in SCHEDULES:
             raise ValueError(
-                f"unknown LR schedule {settings.schedule!r}; choose from {', '.join(SCHEDULES)}"
+                f"unknown LR schedule {config.schedule!r}; choose from {', '.join(SCHEDULES)}"
             )
-        if settings.autocast not in ("none", "bf16"):
-            raise ValueError(f"unknown autocast {settings.autocast!r}; choose none or bf16")
-        if settings.gradient_checkpointing:
+        if config.packing:
+            check_packable(model)  # refuse rather than train on samples that see each other
+        if config.gradient_checkpointing:
             # before sharding: FSDP2 wraps the layers that carry the checkpointing
             enable = getattr(model, "activation_checkpointing_enable", None)
             if enable is not None:  # transformers >= 5.x
@@ -86,66 +73,94 @@ class Trainer:
                 model.gradient_checkpointing_enable(
                     gradient_checkpointing_kwargs={"use_reentrant": False}
                 )
+        # the frozen starting policy, for the KL penalty (a full copy on every rank)
+        self.reference = (
+            copy.deepcopy(model).eval().requires_grad_(False) if config.kl_beta > 0 else None
+        )
         self.dist = dist
         if dist is not None:
             from verifiers.rl.distributed import shard_model
 
             model = shard_model(model, dist)
         self.model = model.train()
-        self.settings = settings
+        self.config = config
+        self.total_steps = total_steps
+        self.temperature = temperature
+        self.max_completion_tokens = max_completion_tokens
         self.pad_id = pad_id
         self.optimizer = torch.optim.AdamW(
-            model.parameters(),
-            lr=settings.lr,
-            betas=settings.betas,
-            weight_decay=settings.weight_decay,
+            model.parameters(), lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(settings))
-        self.loss_cfg = LossConfig(
-            settings.loss, settings.clip_low, settings.clip_high, settings.is_low, settings.is_high
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer,
+            lambda step: lr_factor(
+                config.schedule, step, config.warmup_steps, total_steps, config.min_lr_ratio
+            ),
         )
+        imp = config.importance
+        self.token_band = (imp.token_low, imp.token_high) if imp.token_mask else None
+        self.sequence_band = (imp.sequence_low, imp.sequence_high) if imp.sequence_mask else None
         self.version = 0  # policy version: optimizer steps taken
 
     def micro_batches(self, samples: list[Sample]) -> list[MicroBatch]:
-        if self.settings.packing:
-            return packed(samples, self.settings.max_tokens_per_micro_batch, self.pad_id)
-        return padded(samples, self.settings.micro_batch_size, self.pad_id)
+        if self.config.packing:
+            return packed(samples, self.config.max_tokens_per_micro_batch, self.pad_id)
+        return padded(samples, self.config.micro_batch_size, self.pad_id)
 
-    def loss(self, batch: MicroBatch, num_loss_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The micro-batch loss, and [loss, ratio sum, clipped tokens, mismatch KL sum]."""
-        batch = batch.to(next(self.model.parameters()).device)
-        context = (
-            torch.autocast(
-                "cpu" if batch.input_ids.device.type == "cpu" else "cuda", dtype=torch.bfloat16
-            )
-            if self.settings.autocast == "bf16"
-            else _nullcontext()
-        )
-        with context:
-            logprobs = token_logprobs(self.model, batch, self.settings.temperature)
-        args = (
+    def _autocast(self, device: torch.device) -> Any:
+        if self.config.autocast != "bf16":
+            return contextlib.nullcontext()
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+
+    def loss(
+        self, batch: MicroBatch, num_sequences: int, num_tokens: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The micro-batch's share of the batch loss, and its sums of ``STATS``."""
+        device = next(self.model.parameters()).device
+        batch = batch.to(device)
+        chunk = self.config.logprob_chunk
+        with self._autocast(device):
+            logprobs, entropy = token_logprobs(self.model, batch, self.temperature, chunk)
+        mask = batch.loss_mask
+        keep = importance_mask(
             logprobs,
             batch.old_logprobs,
-            batch.advantages,
-            batch.loss_mask,
-            num_loss_tokens,
-            self.loss_cfg,
+            mask,
+            batch.segment_ids,
+            self.token_band,
+            self.sequence_band,
         )
-        loss = (
-            gspo_loss(*args, segment_ids=batch.segment_ids)
-            if self.settings.loss == "gspo"
-            else LOSSES[self.settings.loss](*args)
+        spec = self.config.loss
+        terms = LOSSES[spec.name](
+            logprobs, batch.old_logprobs, batch.advantages, keep, spec, batch.segment_ids
         )
+        per_token = terms.loss
+        ref_kl = torch.zeros_like(logprobs)
+        if self.reference is not None:
+            with torch.no_grad(), self._autocast(device):
+                ref_logprobs, _ = token_logprobs(self.reference, batch, self.temperature, chunk)
+            ref_kl = k3(logprobs, ref_logprobs)
+            per_token = per_token + self.config.kl_beta * ref_kl
+        weights = token_weights(
+            spec.aggregation,
+            batch.sequence_lengths,
+            num_sequences,
+            num_tokens,
+            self.max_completion_tokens,
+        )
+        # where, not multiply: a masked token's term may be inf (exp of a huge log-ratio)
+        loss = torch.where(keep > 0, per_token * weights, 0.0).sum()
         with torch.no_grad():  # kept on the device: one host sync per step, not per micro-batch
-            mask = batch.loss_mask.bool()
-            ratio = torch.exp(logprobs - batch.old_logprobs)[mask]
-            clipped = (ratio < 1 - self.loss_cfg.clip_low) | (ratio > 1 + self.loss_cfg.clip_high)
+            on = mask > 0
             stats = torch.stack(
                 [
                     loss.detach().float(),
-                    ratio.sum().float(),
-                    clipped.sum().float(),
-                    (batch.old_logprobs - logprobs)[mask].sum().float(),
+                    torch.exp(logprobs - batch.old_logprobs)[on].sum(),
+                    (terms.clipped & (keep > 0)).sum().float(),
+                    k3(batch.old_logprobs, logprobs)[on].sum(),  # KL(π_inference ‖ π_trainer)
+                    (mask - keep).sum().float(),
+                    entropy[on].sum(),
+                    ref_kl[on].sum().float(),
                 ]
             )
         return loss, stats
@@ -159,36 +174,43 @@ class Trainer:
             samples = shard_samples(samples, self.dist)
         batches = self.micro_batches(samples) if samples else []
         total_tokens = sum(b.num_loss_tokens for b in batches)
+        total_sequences = sum(b.num_sequences for b in batches)
         if self.dist is not None:
             # every rank must run the same number of forward/backward passes (FSDP2 collectives):
             # pad with batches whose loss mask is empty
             most = _all_reduce_max(len(batches), self.dist)
             batches += [_empty_batch(self.pad_id)] * (most - len(batches))
             total_tokens = int(self.dist.all_reduce_sum(total_tokens))
-            scale = float(
-                self.dist.world_size
-            )  # FSDP2 averages over ranks; the loss is already global
+            total_sequences = int(self.dist.all_reduce_sum(total_sequences))
+            # FSDP2 averages over ranks; the loss is already global
+            scale = float(self.dist.world_size)
         if total_tokens == 0:
             raise ValueError("the batch has no loss tokens")
         self.optimizer.zero_grad(set_to_none=True)
-        totals = torch.zeros(4, dtype=torch.float32)
+        totals = torch.zeros(len(STATS), dtype=torch.float32)
         for index, batch in enumerate(batches):
             if self.dist is not None:  # reduce-scatter once, after the last micro-batch
                 self.model.set_requires_gradient_sync(index == len(batches) - 1)
-            loss, stats = self.loss(batch, total_tokens)
+            loss, stats = self.loss(batch, total_sequences, total_tokens)
             (loss * scale).backward()
             totals = totals.to(stats.device) + stats
-        loss_sum, ratio_sum, clipped, kl = totals.tolist()
+        sums = dict(zip(STATS, totals.tolist(), strict=True))
         if self.dist is not None:
-            loss_sum = self.dist.all_reduce_sum(loss_sum)
-        return {
-            "loss": loss_sum,
+            sums = {k: self.dist.all_reduce_sum(v) for k, v in sums.items()}
+        metrics = {
+            "loss": sums["loss"],
             "loss_tokens": total_tokens,
+            "loss_sequences": total_sequences,
             "micro_batches": len(batches),
-            "mean_ratio": ratio_sum / total_tokens,
-            "clip_fraction": clipped / total_tokens,
-            "mismatch_kl": kl / total_tokens,
+            "mean_ratio": sums["ratio"] / total_tokens,
+            "clip_fraction": sums["clipped"] / total_tokens,
+            "mismatch_kl": sums["mismatch_kl"] / total_tokens,
+            "is_masked_fraction": sums["is_masked"] / total_tokens,
+            "entropy": sums["entropy"] / total_tokens,
         }
+        if self.reference is not None:
+            metrics["ref_kl"] = sums["ref_kl"] / total_tokens
+        return metrics
 
     def train_step(self, samples: list[Sample] | None) -> dict[str, float]:
         if self.dist is not None:
@@ -197,7 +219,7 @@ class Trainer:
             )["samples"]
         metrics = self.gradients(samples or [])
         grad_norm = torch.nn.utils.clip_grad_norm_(
-            self.model.parameters(), self.settings.max_grad_norm
+            self.model.parameters(), self.config.max_grad_norm
         )
         self.optimizer.step()
         self.scheduler.step()
@@ -250,7 +272,7 @@ class Trainer:
             message = self.dist.broadcast(None)
             if message["op"] == "train":
                 self.gradients(message["samples"])
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.max_grad_norm)
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
                 self.optimizer.step()
                 self.scheduler.step()
                 self.version += 1
@@ -359,11 +381,3 @@ def _all_reduce_max(value: int, ctx: Any) -> int:
 def _empty_batch(pad_id: int) -> MicroBatch:
     """A one-sample batch that trains nothing (keeps ranks in step)."""
     return padded([Sample([pad_id, pad_id], [0, 0], [0.0, 0.0], 0.0, 0.0, 0)], 1, pad_id)[0]
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

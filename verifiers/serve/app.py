@@ -4,7 +4,7 @@ Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/complet
 ``stream``), ``GET /health``, and for trainers ``GET /v1/weights`` / ``POST /v1/weights/load``
 (swap in a safetensors checkpoint, bumping the policy version every reply reports) and
 ``POST /v1/weights/broadcast/{init,update}`` (the same over a process group; see
-``verifiers.serve.weight_updates``).
+``verifiers.weights.receiver``).
 Extensions vLLM also has: ``return_token_ids`` (completion and prompt token ids), ``top_k``,
 ``ignore_eos``.
 """
@@ -28,11 +28,12 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from verifiers.http_api import APIError, _error, _json, read_body
 from verifiers.serve.engine import Engine, SamplingParams, Sequence
-from verifiers.serve.protocol import ChatCompletionRequest, CompletionRequest, LoadWeightsRequest
-from verifiers.serve.responses import APIError, _error, _json, read_body
-from verifiers.serve.weight_access import WeightAccess
-from verifiers.serve.weight_updates import BroadcastReceiver
+from verifiers.serve.protocol import ChatCompletionRequest, CompletionRequest
+from verifiers.weights.access import WeightAccess
+from verifiers.weights.protocol import LoadWeightsRequest
+from verifiers.weights.receiver import BroadcastReceiver
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 

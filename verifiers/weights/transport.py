@@ -1,6 +1,6 @@
 """Weight transports: how a new policy gets from the trainer into the inference server.
 
-Both speak to the server's HTTP API (vf-serve, or vLLM with ``verifiers.rl.vllm_routes``):
+Both speak to the server's HTTP API (vf-serve, or vLLM with ``verifiers.weights.vllm_routes``):
 
 - ``FilesystemTransport``: safetensors written atomically to a directory, then
   ``POST /v1/weights/load``. Works everywhere, including a trainer and server on one GPU.
@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from verifiers.rl.orchestrator import InferenceServerError
-from verifiers.serve.weight_access import HEADER as WEIGHTS_HEADER
+from verifiers.weights.access import HEADER as WEIGHTS_HEADER
+from verifiers.weights.errors import InferenceServerError
 
 
 class WeightTransport(Protocol):
@@ -146,7 +146,7 @@ class BroadcastTransport(_ServerLink):
         return int(reply["body"]["policy_version"])
 
     def _connect(self, state: dict[str, Any]) -> None:
-        from verifiers.rl.weight_group import WeightGroup, manifest
+        from verifiers.weights.group import WeightGroup, manifest
 
         self.specs = manifest(state)
         world_size = 1 + self._inference_ranks()

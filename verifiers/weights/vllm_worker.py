@@ -1,8 +1,8 @@
 """The vLLM side of weight updates: methods mixed into every vLLM worker.
 
-vLLM loads this with ``--worker-extension-cls verifiers.rl.vllm_worker.WeightUpdateExtension``
+vLLM loads this with ``--worker-extension-cls verifiers.weights.vllm_worker.WeightUpdateExtension``
 and runs its methods in every worker (one per tensor-parallel rank) through
-``EngineClient.collective_rpc``; ``verifiers.rl.vllm_routes`` is the HTTP front that calls them.
+``EngineClient.collective_rpc``; ``verifiers.weights.vllm_routes`` is the HTTP front that calls them.
 Tensors are fed to ``model.load_weights`` one at a time, in checkpoint (Hugging Face) names:
 vLLM's loader maps them onto its fused/sharded parameters, so each TP rank takes its own slice
 of the full tensor. The engine runs no forward pass while a collective RPC is in progress, so no
@@ -31,7 +31,7 @@ class WeightUpdateExtension:
         tensors: list[dict[str, Any]],
     ) -> int:
         """Join the trainer's weight group as rank ``first_rank`` + this worker's rank."""
-        from verifiers.rl.weight_group import TensorSpec, WeightGroup
+        from verifiers.weights.group import TensorSpec, WeightGroup
 
         rank = first_rank + self._verifiers_worker_rank()
         self._verifiers_specs = [TensorSpec.model_validate(t) for t in tensors]

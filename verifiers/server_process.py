@@ -14,7 +14,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifiers.serve.weight_access import SECRET_ENV, TRUSTED_ENV
+from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV
 
 
 @dataclass

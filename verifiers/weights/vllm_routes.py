@@ -1,7 +1,7 @@
 """vLLM as the trainer's inference server: the weight-update API of vf-serve, on vLLM.
 
-Loaded into vLLM's own OpenAI server with ``--middleware verifiers.rl.vllm_routes.weight_routes``
-(with ``--worker-extension-cls verifiers.rl.vllm_worker.WeightUpdateExtension``), it answers
+Loaded into vLLM's own OpenAI server with ``--middleware verifiers.weights.vllm_routes.weight_routes``
+(with ``--worker-extension-cls verifiers.weights.vllm_worker.WeightUpdateExtension``), it answers
 
 - ``GET /v1/weights``: policy version, last weights path, number of inference ranks;
 - ``POST /v1/weights/load``: safetensors from a directory (the filesystem transport);
@@ -25,13 +25,13 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from verifiers.serve.protocol import (
+from verifiers.http_api import APIError, _error, _json
+from verifiers.weights.access import WeightAccess
+from verifiers.weights.protocol import (
     BroadcastInitRequest,
     BroadcastUpdateRequest,
     LoadWeightsRequest,
 )
-from verifiers.serve.responses import APIError, _error, _json
-from verifiers.serve.weight_access import WeightAccess
 
 _COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
 

@@ -1,4 +1,4 @@
-"""Weights over a process group: the inference side of ``verifiers.rl.weight_group``.
+"""Weights over a process group: the inference side of ``verifiers.weights.group``.
 
 ``POST /v1/weights/broadcast/init`` checks the trainer's manifest against the served model and
 starts joining the group (the trainer, rank 0, joins at the same time; the join completes when
@@ -18,8 +18,8 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from verifiers.serve.protocol import BroadcastInitRequest, BroadcastUpdateRequest
-from verifiers.serve.responses import APIError, _error, _json, read_body
+from verifiers.http_api import APIError, _error, _json, read_body
+from verifiers.weights.protocol import BroadcastInitRequest, BroadcastUpdateRequest
 
 log = logging.getLogger("verifiers.serve")
 
@@ -37,7 +37,7 @@ class BroadcastReceiver:
         self.busy = asyncio.Lock()
 
     async def init(self, request: Request) -> Response:
-        from verifiers.rl.weight_group import TensorSpec, check_manifest
+        from verifiers.weights.group import TensorSpec, check_manifest
 
         try:
             req = BroadcastInitRequest.model_validate(orjson.loads(await read_body(request)))
@@ -72,7 +72,7 @@ class BroadcastReceiver:
         return _json({"status": "joining", "tensors": len(specs)}, 202)
 
     def _join(self, req: BroadcastInitRequest, generation: int) -> None:
-        from verifiers.rl.weight_group import WeightGroup
+        from verifiers.weights.group import WeightGroup
 
         try:
             group = WeightGroup.join(

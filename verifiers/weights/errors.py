@@ -1,0 +1,7 @@
+"""The one failure the trainer cannot work around: its inference server is gone or refuses."""
+
+from __future__ import annotations
+
+
+class InferenceServerError(RuntimeError):
+    """The inference server stopped answering (or refused new weights); training cannot continue."""
