@@ -8,13 +8,14 @@ and absurd compression ratios (zip bombs), before anything touches the disk.
 from __future__ import annotations
 
 import configparser
-import hashlib
 import io
 import tarfile
 import zipfile
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
+
+from verifiers.content_hash import content_hash
 
 MAX_MEMBERS = 10_000
 MAX_UNPACKED = 256 * 1024 * 1024
@@ -88,7 +89,8 @@ def _check_totals(count: int, unpacked: int, packed: int) -> None:
 
 
 def inspect_wheel(data: bytes) -> tuple[PackageMetadata, str]:
-    """(metadata, canonical content hash) of a wheel, or UnsafeArchiveError."""
+    """(metadata, content hash) of a wheel, or UnsafeArchiveError. The hash is
+    ``verifiers.content_hash`` over the files the wheel installs: what vf-eval records."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         infos = archive.infolist()
@@ -104,7 +106,7 @@ def inspect_wheel(data: bytes) -> tuple[PackageMetadata, str]:
     metadata_raw = None
     entry_points_raw = b""
     top_level: set[str] = set()
-    digest = hashlib.sha256()
+    installed_files: list[tuple[str, bytes]] = []
     for info in sorted(infos, key=lambda i: i.filename):
         name = safe_member_name(info.filename)
         installed = _installed_path(name)
@@ -127,14 +129,14 @@ def inspect_wheel(data: bytes) -> tuple[PackageMetadata, str]:
             metadata_raw = content
         if name.count("/") == 1 and name.endswith(".dist-info/entry_points.txt"):
             entry_points_raw = content
-        if not name.endswith(".dist-info/RECORD"):
-            digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
+        if installed is not None:
+            installed_files.append((installed, content))
     if metadata_raw is None:
         raise UnsafeArchiveError("invalid_metadata", "wheel has no *.dist-info/METADATA")
     meta = parse_metadata(metadata_raw)
     meta.top_level = sorted(top_level)
     meta.entry_points = parse_entry_points(entry_points_raw)
-    return meta, "sha256:" + digest.hexdigest()
+    return meta, content_hash(installed_files)
 
 
 def _installed_path(member: str) -> str | None:

@@ -53,7 +53,12 @@ def cmd_hub_serve(args: argparse.Namespace) -> int:
 
     data_dir = Path(args.data_dir).expanduser()
     err.print(f"hub on http://{args.host}:{args.port} (data: {data_dir})")
-    uvicorn.run(create_app(data_dir), host=args.host, port=args.port, log_level="warning")
+    err.print(
+        f"this SDK for other machines: http://{args.host}:{args.port}/sdk/ (the pip command to "
+        "install exactly it)"
+    )
+    app = create_app(data_dir, sdk_wheel=args.sdk_wheel)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 
 
@@ -210,6 +215,11 @@ def cmd_env_push(args: argparse.Namespace) -> int:
 
 
 def cmd_env_install(args: argparse.Namespace) -> int:
+    from verifiers.sdk_guard import sdk_problem
+
+    problem = sdk_problem(args.python or sys.executable)  # environments need this SDK there
+    if problem:
+        raise UsageError(problem)
     hub = client()
     lock = Path(args.lock_file)
     if args.locked:
@@ -382,6 +392,45 @@ def cmd_eval_push(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_push(args: argparse.Namespace) -> int:
+    folder = Path(args.dataset_dir)
+    card_file, data_file = folder / "dataset_info.json", folder / "data.parquet"
+    if not card_file.exists() or not data_file.exists():
+        raise UsageError(f"{folder} is not a vf-data dataset (dataset_info.json and data.parquet)")
+    card = json.loads(card_file.read_text())
+    if args.env:
+        spec = EnvSpec.parse(args.env)
+    else:
+        envs = {(s.get("env_id"), s.get("env_version")) for s in card.get("sources", [])}
+        if len(envs) != 1 or "/" not in (next(iter(envs))[0] or "") or not next(iter(envs))[1]:
+            raise UsageError("the dataset does not name one owner/name@version; pass --env")
+        env_id, version = next(iter(envs))
+        spec = EnvSpec.parse(f"{env_id}@{version}")
+    if not spec.version:
+        raise UsageError("datasets attach to an exact version: --env owner/name@1.2.3")
+    info = client().push_dataset(
+        spec.owner, spec.name, spec.version, card_file.read_bytes(), data_file.read_bytes()
+    )
+    console.print(f"uploaded dataset #{info.id} ({info.rows} rows) to {spec}: {info.url}")
+    return 0
+
+
+def cmd_data_list(args: argparse.Namespace) -> int:
+    spec = EnvSpec.parse(args.spec)
+    items = client().datasets(spec.owner, spec.name, spec.version or "latest")
+    if args.output == "json":
+        return emit_json(items)
+    table = Table(title=f"datasets of {spec}")
+    for column in ("id", "rows", "filter", "models", "uploaded"):
+        table.add_column(column)
+    for d in items:
+        table.add_row(
+            str(d.id), str(d.rows), safe(d.filter), safe(", ".join(d.models)), d.created_at
+        )
+    console.print(table)
+    return 0
+
+
 # --- parser --------------------------------------------------------------------------------------------
 
 
@@ -396,6 +445,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
     serve.add_argument("--data-dir", default="~/.prime-hub")
+    serve.add_argument(
+        "--sdk-wheel",
+        default=None,
+        help="the SDK wheel to serve at /sdk/ (default: built from this source checkout)",
+    )
     serve.set_defaults(func=cmd_hub_serve)
     create = hub.add_parser(
         "create-user", help="create a user in a hub's data dir and print its token"
@@ -491,6 +545,17 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--yes", action="store_true")
     delete.set_defaults(func=cmd_env_delete)
 
+    data = top.add_parser("data", help="datasets made from rollouts (vf-data)").add_subparsers(
+        dest="command", required=True
+    )
+    dp = data.add_parser("push", help="attach a vf-data dataset to the version it came from")
+    dp.add_argument("dataset_dir")
+    dp.add_argument("--env", help="owner/name@version (default: the one its runs name)")
+    dp.set_defaults(func=cmd_data_push)
+    dl = data.add_parser("list", help="datasets attached to a version")
+    dl.add_argument("spec", help="owner/name[@version]")
+    dl.add_argument("--output", choices=("table", "json"), default="table")
+    dl.set_defaults(func=cmd_data_list)
     ev = top.add_parser("eval", help="eval results").add_subparsers(dest="command", required=True)
     evp = ev.add_parser("push", help="attach a vf-eval run to an environment version")
     evp.add_argument("run_dir")

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from hub_client.wire import (
+    DatasetInfo,
     EnvironmentInfo,
     EnvironmentPage,
     EvalInfo,
@@ -187,6 +188,20 @@ class HubClient:
                 "POST", f"/api/v1/environments/{owner}/{name}/versions/{version}/evals", files=files
             )
         )
+
+    def push_dataset(
+        self, owner: str, name: str, version: str, card: bytes, data: bytes
+    ) -> DatasetInfo:
+        files = {
+            "card": ("dataset_info.json", card, "application/json"),
+            "data": ("data.parquet", data, "application/octet-stream"),
+        }
+        path = f"/api/v1/environments/{owner}/{name}/versions/{version}/datasets"
+        return DatasetInfo.model_validate(self._call("POST", path, files=files))
+
+    def datasets(self, owner: str, name: str, version: str) -> list[DatasetInfo]:
+        path = f"/api/v1/environments/{owner}/{name}/versions/{version}/datasets"
+        return [DatasetInfo.model_validate(d) for d in self._call("GET", path)]
 
     def evals(self, owner: str, name: str, version: str) -> list[EvalInfo]:
         return [

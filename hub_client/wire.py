@@ -118,6 +118,22 @@ class YankRequest(BaseModel):
     undo: bool = False  # un-yank
 
 
+class DatasetInfo(BaseModel):
+    """A dataset generated from a version's rollouts (vf-data), attached to that version."""
+
+    id: int
+    owner: str
+    name: str
+    version: str
+    uploaded_by: str
+    created_at: str
+    rows: int
+    filter: str
+    models: list[str] = Field(default_factory=list)
+    sha256: str
+    url: str
+
+
 class EvalInfo(BaseModel):
     id: int
     owner: str

@@ -38,6 +38,7 @@ from packaging.version import InvalidVersion, Version
 
 from hub_client.archives import UnsafeArchiveError, inspect_sdist, inspect_wheel
 from hub_client.wire import (
+    DatasetInfo,
     EnvironmentInfo,
     EnvironmentPage,
     EnvironmentSummary,
@@ -55,6 +56,7 @@ from hub_client.wire import (
 )
 from hub_server.guard import RequestGuard
 from hub_server.package_rules import entry_point_problem, top_level_problem
+from hub_server.sdk import SDKWheel, SDKWheels, SDKWheelUnavailable
 from hub_server.storage import LocalBlobStore, SQLiteStore
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # verifiers.env_id's grammar, stored lowercase
@@ -323,8 +325,45 @@ User = Annotated[Principal, Depends(required_user)]
 MaybeUser = Annotated[Principal | None, Depends(optional_user)]
 
 
-def create_app(data_dir: str | Path) -> FastAPI:
+def check_run_matches(meta: dict[str, Any], env: Any, version: Any) -> str:
+    """A run attaches only to the version whose code it ran: its environment id, version and
+    content hash (``verifiers.content_hash``) must be that version's. Returns its run id."""
+    where = f"{env['owner']}/{env['name']} {version['version']}"
+    env_id = str(meta.get("env_id") or "")
+    if env_id not in (f"{env['owner']}/{env['name']}", env["name"], env["distribution"]):
+        raise HubError(
+            409,
+            "eval_mismatch",
+            f"the run evaluated {env_id or 'an unnamed environment'}, not {where}",
+        )
+    if meta.get("env_version") != version["version"]:
+        raise HubError(
+            409,
+            "eval_mismatch",
+            f"the run used version {meta.get('env_version')}, not {where}: attach it to that "
+            "version (--env owner/name@version)",
+        )
+    if meta.get("env_content_hash") != version["content_hash"]:
+        raise HubError(
+            409,
+            "eval_mismatch",
+            f"the run's code (content hash {meta.get('env_content_hash')}) is not {where}'s "
+            f"({version['content_hash']}): evaluate the published version (prime env install "
+            f"{env['owner']}/{env['name']}@{version['version']}) and push that run",
+        )
+    run_id = meta.get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        raise HubError(
+            400, "invalid_eval", "metadata.json has no run_id (made by an older vf-eval)"
+        )
+    return run_id
+
+
+def create_app(data_dir: str | Path, sdk_wheel: str | Path | None = None) -> FastAPI:
+    """``sdk_wheel``: the SDK wheel to serve at ``/sdk/`` (default: built from the source
+    checkout this hub runs from)."""
     hub = Hub(Path(data_dir))
+    sdk = SDKWheels(Path(data_dir), Path(sdk_wheel) if sdk_wheel else None)
     app = FastAPI(title="Environments Hub", version="1", description=__doc__)
     app.state.hub = hub
 
@@ -703,9 +742,20 @@ def create_app(data_dir: str | Path) -> FastAPI:
             raise HubError(
                 400, "invalid_eval", "metadata.json is not a vf-eval metadata file (no summary)"
             )
+        run_id = check_run_matches(meta, env, v)
         with hub.store.transaction() as db:
+            attached = db.execute(
+                "SELECT id FROM evals WHERE version_id=? AND run_id=?", (v["id"], run_id)
+            ).fetchone()
+            if attached is not None:
+                raise HubError(
+                    409,
+                    "eval_exists",
+                    f"run {run_id} is already attached to {owner}/{name} {v['version']} as eval "
+                    f"#{attached['id']}",
+                )
             eval_id = db.execute(
-                "INSERT INTO evals (version_id, uploaded_by, created_at, model, summary, num_rollouts, metadata_blob, results_blob) VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO evals (version_id, uploaded_by, created_at, model, summary, num_rollouts, metadata_blob, results_blob, run_id) VALUES (?,?,?,?,?,?,?,?,?)",
                 (
                     v["id"],
                     user.name,
@@ -715,6 +765,7 @@ def create_app(data_dir: str | Path) -> FastAPI:
                     len(rows),
                     hub.blobs.put(meta_bytes),
                     hub.blobs.put(results_bytes),
+                    run_id,
                 ),
             ).lastrowid
         return EvalInfo(
@@ -728,6 +779,125 @@ def create_app(data_dir: str | Path) -> FastAPI:
             summary=meta["summary"],
             num_rollouts=len(rows),
         )
+
+    # --- generated datasets (vf-data) --------------------------------------------------------------
+    def dataset_info(request: Request, env: Any, version: str, row: Any) -> DatasetInfo:
+        base = f"{base_url(request)}/api/v1/environments/{env['owner']}/{env['name']}"
+        return DatasetInfo(
+            id=row["id"],
+            owner=env["owner"],
+            name=env["name"],
+            version=version,
+            uploaded_by=row["uploaded_by"],
+            created_at=row["created_at"],
+            rows=row["rows"],
+            filter=row["filter"],
+            models=json.loads(row["models"]),
+            sha256=row["data_sha256"],
+            url=f"{base}/versions/{version}/datasets/{row['id']}/data.parquet",
+        )
+
+    @app.post(
+        "/api/v1/environments/{owner}/{name}/versions/{version}/datasets",
+        response_model=DatasetInfo,
+        status_code=201,
+    )
+    async def upload_dataset(
+        request: Request,
+        owner: str,
+        name: str,
+        version: str,
+        user: User,
+        card: Annotated[UploadFile, File()],
+        data: Annotated[UploadFile, File()],
+    ) -> DatasetInfo:
+        """Every run the dataset came from must have run this version's code (as for evals)."""
+        user.require("publish")
+        env = hub.env_row(owner, name, user)
+        if not hub.can_publish(user, owner):
+            raise HubError(
+                403, "not_owner", f"only {owner} and its members can attach data to {owner}/{name}"
+            )
+        v = hub.version_row(env, version)
+        card_bytes = await card.read(MAX_UPLOAD + 1)
+        data_bytes = await data.read(MAX_UPLOAD + 1)
+        if len(card_bytes) > MAX_UPLOAD or len(data_bytes) > MAX_UPLOAD:
+            raise HubError(413, "file_too_large", "dataset files are limited to 50 MiB")
+        if not data_bytes.startswith(b"PAR1"):
+            raise HubError(400, "invalid_dataset", "data.parquet is not a Parquet file")
+        try:
+            info = json.loads(card_bytes)
+            sources, rows, spec = info["sources"], int(info["rows"]), info["filter"]
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise HubError(
+                400, "invalid_dataset", f"dataset_info.json is not a vf-data card: {exc}"
+            ) from exc
+        if not sources:
+            raise HubError(400, "invalid_dataset", "the dataset names no source run")
+        for source in sources:
+            check_run_matches({**source, "run_id": source.get("run_id") or "?"}, env, v)
+        digest = hashlib.sha256(data_bytes).hexdigest()
+        with hub.store.transaction() as db:
+            existing = db.execute(
+                "SELECT id FROM datasets WHERE version_id=? AND data_sha256=?", (v["id"], digest)
+            ).fetchone()
+            if existing is not None:
+                raise HubError(
+                    409, "dataset_exists", f"this dataset is already attached as #{existing['id']}"
+                )
+            models = sorted({str(s.get("model")) for s in sources})
+            described = str(info.get("description") or json.dumps(spec, sort_keys=True))
+            dataset_id = db.execute(
+                "INSERT INTO datasets (version_id, uploaded_by, created_at, rows, filter, models, card_blob, data_blob, data_sha256) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    v["id"],
+                    user.name,
+                    now(),
+                    rows,
+                    described,
+                    json.dumps(models),
+                    hub.blobs.put(card_bytes),
+                    hub.blobs.put(data_bytes),
+                    digest,
+                ),
+            ).lastrowid
+            row = db.execute("SELECT * FROM datasets WHERE id=?", (dataset_id,)).fetchone()
+        return dataset_info(request, env, v["version"], row)
+
+    @app.get(
+        "/api/v1/environments/{owner}/{name}/versions/{version}/datasets",
+        response_model=list[DatasetInfo],
+    )
+    def list_datasets(
+        request: Request, owner: str, name: str, version: str, user: MaybeUser
+    ) -> list[DatasetInfo]:
+        env = hub.env_row(owner, name, user)
+        v = hub.version_row(env, version)
+        rows = (
+            hub.store.read()
+            .execute("SELECT * FROM datasets WHERE version_id=? ORDER BY id", (v["id"],))
+            .fetchall()
+        )
+        return [dataset_info(request, env, v["version"], r) for r in rows]
+
+    @app.get(
+        "/api/v1/environments/{owner}/{name}/versions/{version}/datasets/{dataset_id}/data.parquet"
+    )
+    def download_dataset(
+        owner: str, name: str, version: str, dataset_id: int, user: MaybeUser
+    ) -> Response:
+        env = hub.env_row(owner, name, user)
+        v = hub.version_row(env, version)
+        row = (
+            hub.store.read()
+            .execute("SELECT * FROM datasets WHERE id=? AND version_id=?", (dataset_id, v["id"]))
+            .fetchone()
+        )
+        if row is None:
+            raise HubError(
+                404, "dataset_not_found", f"no dataset #{dataset_id} on {owner}/{name} {version}"
+            )
+        return Response(hub.blobs.get(row["data_blob"]), media_type="application/octet-stream")
 
     @app.get(
         "/api/v1/environments/{owner}/{name}/versions/{version}/evals",
@@ -867,6 +1037,33 @@ def create_app(data_dir: str | Path) -> FastAPI:
         return Response(
             data, media_type="application/octet-stream" if not metadata else "text/plain"
         )
+
+    # --- this SDK, for other machines (hub_server/sdk.py) ------------------------------------
+    def served_sdk() -> SDKWheel:
+        try:
+            return sdk.get()
+        except SDKWheelUnavailable as exc:
+            raise HubError(404, "sdk_unavailable", str(exc)) from None
+
+    @app.get("/sdk/")
+    def sdk_info(request: Request) -> dict[str, str]:
+        wheel = served_sdk()
+        return {
+            "version": wheel.version,
+            "filename": wheel.filename,
+            "sha256": wheel.sha256,
+            "url": f"{base_url(request)}/sdk/{wheel.filename}",
+            "install": wheel.install_command(base_url(request)),
+        }
+
+    @app.get("/sdk/{filename}")
+    def sdk_download(filename: str) -> Response:
+        wheel = served_sdk()
+        if filename != wheel.filename:
+            raise HubError(
+                404, "file_not_found", f"no file {filename}; this hub serves {wheel.filename}"
+            )
+        return Response(wheel.path.read_bytes(), media_type="application/octet-stream")
 
     @app.get("/health")
     def health() -> dict[str, str]:

@@ -48,6 +48,13 @@ MIGRATIONS = [
     "ALTER TABLE tokens ADD COLUMN expires_at TEXT; ALTER TABLE tokens ADD COLUMN revoked_at TEXT;",
     # v4: the top-level modules each version installs (no two environments may share one)
     "ALTER TABLE versions ADD COLUMN top_level TEXT NOT NULL DEFAULT '[]';",
+    # v5: an eval run attaches to a version once
+    "ALTER TABLE evals ADD COLUMN run_id TEXT; CREATE UNIQUE INDEX evals_run ON evals (version_id, run_id);",
+    # v6: datasets generated from a version's rollouts (vf-data), attached like evals
+    """CREATE TABLE datasets (id INTEGER PRIMARY KEY, version_id INTEGER NOT NULL REFERENCES versions(id) ON DELETE CASCADE,
+                              uploaded_by TEXT NOT NULL, created_at TEXT NOT NULL, rows INTEGER NOT NULL,
+                              filter TEXT NOT NULL, models TEXT NOT NULL, card_blob TEXT NOT NULL, data_blob TEXT NOT NULL,
+                              data_sha256 TEXT NOT NULL, UNIQUE (version_id, data_sha256));""",
 ]
 
 

@@ -6,6 +6,8 @@
 #   3. with vLLM installed: the same run with vLLM as the inference server;
 #   4. with two or more GPUs: vLLM on its own GPU with NCCL weight updates, and FSDP2 under
 #      torchrun (NCCL) over all GPUs with a sharded checkpoint and --resume.
+# The toy policy has 512 positions: vLLM refuses a longer max_model_len (vf-rl says so first).
+# Install vLLM with its pinned extra (pip install -e ".[vllm]"): its torch is the trainer's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pytest -q -rs tests/test_rl.py tests/test_serve.py tests/test_vllm_glue.py \
@@ -33,11 +35,11 @@ has_vllm=$(python -c "import importlib.util; print(int(importlib.util.find_spec(
 gpus=$(python -c "import torch; print(torch.cuda.device_count())")
 if [ "$has_vllm" = 1 ]; then
   config "$work/out-vllm" 'backend = "vllm"' 'device = "cuda"' 'dtype = "bfloat16"' \
-    'gpu_memory_utilization = 0.3' 'max_model_len = 1024' 'extra_args = ["--enforce-eager"]' > "$work/vllm.toml"
+    'gpu_memory_utilization = 0.3' 'max_model_len = 512' 'extra_args = ["--enforce-eager"]' > "$work/vllm.toml"
   vf-rl @ "$work/vllm.toml" && check_run "$work/out-vllm"
   if [ "$gpus" -gt 1 ]; then
     config "$work/out-nccl" 'backend = "vllm"' 'device = "cuda:1"' 'dtype = "bfloat16"' \
-      'weight_transport = "nccl"' 'max_model_len = 1024' 'extra_args = ["--enforce-eager"]' > "$work/nccl.toml"
+      'weight_transport = "nccl"' 'max_model_len = 512' 'extra_args = ["--enforce-eager"]' > "$work/nccl.toml"
     vf-rl @ "$work/nccl.toml" && check_run "$work/out-nccl"
   fi
 fi

@@ -175,9 +175,42 @@ def test_push_install_eval_upgrade_and_locked_replay(hub, server, tmp_path):
         and meta["summary"]["avg_reward"] == pytest.approx(1.2)
     )
 
+    version = HubClient(hub["url"]).version("alice", "hub-adder", "0.1.0")
+    assert meta["env_content_hash"] == version.content_hash  # one definition, both sides
     prime(hub, token, "eval", "push", str(run), cwd=tmp_path)
     evals = HubClient(hub["url"]).evals("alice", "hub-adder", "0.1.0")
     assert len(evals) == 1 and evals[0].num_rollouts == 2 and evals[0].model == "scripted"
+    again = prime(hub, token, "eval", "push", str(run), cwd=tmp_path, check=False)
+    assert again.returncode != 0 and "already attached" in again.stdout + again.stderr
+    other = tmp_path / "other-run"  # a run of another environment, pushed onto this one
+    other.mkdir()
+    (other / "results.jsonl").write_text((run / "results.jsonl").read_text())
+    (other / "metadata.json").write_text(
+        json.dumps({**meta, "env_id": "reverse-text", "run_id": "x1"})
+    )
+    wrong = prime(
+        hub,
+        token,
+        "eval",
+        "push",
+        str(other),
+        "--env",
+        "alice/hub-adder@0.1.0",
+        cwd=tmp_path,
+        check=False,
+    )
+    assert (
+        wrong.returncode != 0
+        and "evaluated reverse-text, not alice/hub-adder 0.1.0" in wrong.stdout + wrong.stderr
+    )
+    (other / "metadata.json").write_text(
+        json.dumps({**meta, "env_content_hash": "sha256:0", "run_id": "x2"})
+    )
+    edited = prime(hub, token, "eval", "push", str(other), cwd=tmp_path, check=False)
+    assert (
+        edited.returncode != 0 and "is not alice/hub-adder 0.1.0's" in edited.stdout + edited.stderr
+    )
+    assert len(HubClient(hub["url"]).evals("alice", "hub-adder", "0.1.0")) == 1
 
     prime(hub, token, "env", "push", "--path", str(root), "--bump", "patch", cwd=tmp_path)
     assert 'version = "0.1.1"' in (root / "pyproject.toml").read_text()
@@ -756,3 +789,189 @@ def test_hub_install_and_locked_replay_keep_this_sdk_when_the_environment_pins_v
         assert Path(where).resolve().is_relative_to(REPO)
     (entry,) = json.loads((tmp_path / "e.lock").read_text())["environments"]
     assert entry["verifiers_requirement"] == "verifiers==0.1.5" and entry["sdk_version"]
+
+
+@pytest.mark.slow
+def test_a_second_machine_installs_this_sdk_from_the_hub_then_an_environment(hub, server, tmp_path):
+    """The documented second-machine path, as a user types it: a fresh virtualenv, the SDK's
+    own wheel from the hub by its pinned URL (never PyPI's unrelated ``verifiers``), then
+    ``prime env install`` and ``vf-eval`` from that virtualenv."""
+    from uv import find_uv_bin
+
+    info = httpx.get(f"{hub['url']}/sdk/", timeout=300).json()
+    assert info["version"] == installed_version(Path(sys.executable), "verifiers")
+    assert info["install"] == (
+        f'pip install "verifiers[local] @ {info["url"]}#sha256={info["sha256"]}"'
+    )
+    wheel = httpx.get(info["url"]).content
+    assert hashlib.sha256(wheel).hexdigest() == info["sha256"]
+    assert httpx.get(f"{hub['url']}/sdk/verifiers-9.9.9-py3-none-any.whl").status_code == 404
+
+    venv = tmp_path / "second-machine"
+    subprocess.run(
+        [find_uv_bin(), "venv", "--seed", "--python", sys.executable, str(venv)],
+        check=True,
+        capture_output=True,
+    )
+    python = venv / "bin" / "python"
+    # the documented command, without the [local] extra (no model runs on this machine)
+    core = info["install"].removeprefix("pip install ").strip('"').replace("[local]", "")
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", core], check=True, timeout=600)
+    where = subprocess.run(
+        [str(python), "-c", "import verifiers; print(verifiers.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,  # not this checkout's directory, which python -c would import from
+    ).stdout.strip()
+    assert where.startswith(str(venv)), where  # the hub's wheel, not this checkout
+    assert installed_version(python, "verifiers") == info["version"]
+
+    token = new_user(hub, "remote")
+    prime(
+        hub,
+        token,
+        "env",
+        "push",
+        "--path",
+        str(REPO / "environments" / "reverse_text"),
+        cwd=tmp_path,
+    )
+    env = {
+        **os.environ,
+        "PRIME_HUB_URL": hub["url"],
+        "PRIME_API_KEY": token,
+        "PRIME_CONFIG_DIR": str(tmp_path / ".prime"),
+    }
+    installed = subprocess.run(
+        [
+            str(venv / "bin" / "prime"),
+            "env",
+            "install",
+            "remote/reverse-text",
+            "--python",
+            str(python),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    server.set_handler(lambda request: "<answer>olleh</answer>")
+    result = subprocess.run(
+        [
+            str(venv / "bin" / "vf-eval"),
+            "remote/reverse-text",
+            "-b",
+            server.base_url,
+            "-m",
+            "scripted",
+            "-n",
+            "2",
+            "-r",
+            "1",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = (tmp_path / "out" / "evals").glob("remote--reverse-text--scripted/*")
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["env_id"] == "remote/reverse-text" and meta["summary"]["num_rollouts"] == 2
+
+
+def test_a_dataset_made_from_a_versions_rollouts_attaches_to_that_version(hub, server, tmp_path):
+    """vf-eval on the installed (editable) environment, vf-data, then prime data push: the
+    runs' content hash is the pushed version's, so the dataset attaches there, once."""
+    token = new_user(hub, "dana")
+    prime(
+        hub, token, "env", "push", "--path", str(REPO / "environments" / "uppercase"), cwd=tmp_path
+    )
+    server.set_handler(lambda request: request["messages"][-1]["content"].split(": ", 1)[1].upper())
+    evaluated = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verifiers.cli.eval",
+            "uppercase",
+            "-b",
+            server.base_url,
+            "-m",
+            "scripted",
+            "-n",
+            "3",
+            "-r",
+            "2",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert evaluated.returncode == 0, evaluated.stderr
+    (run,) = (tmp_path / "out" / "evals").glob("uppercase--scripted/*")
+    meta = json.loads((run / "metadata.json").read_text())
+    assert (
+        meta["env_content_hash"]
+        == HubClient(hub["url"]).version("dana", "uppercase", "0.1.0").content_hash
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verifiers.cli.data",
+            str(run),
+            "-o",
+            str(tmp_path / "data"),
+            "--best-of-n",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    pushed = prime(
+        hub,
+        token,
+        "data",
+        "push",
+        str(tmp_path / "data"),
+        "--env",
+        "dana/uppercase@0.1.0",
+        cwd=tmp_path,
+    )
+    assert "uploaded dataset #" in pushed.stdout and "(3 rows)" in pushed.stdout
+    again = prime(
+        hub,
+        token,
+        "data",
+        "push",
+        str(tmp_path / "data"),
+        "--env",
+        "dana/uppercase@0.1.0",
+        cwd=tmp_path,
+        check=False,
+    )
+    assert again.returncode != 0 and "already attached" in again.stdout + again.stderr
+    (listed,) = HubClient(hub["url"]).datasets("dana", "uppercase", "0.1.0")
+    assert listed.rows == 3 and listed.models == ["scripted"] and "best of n" in listed.filter
+    parquet = httpx.get(listed.url).content
+    assert parquet.startswith(b"PAR1") and hashlib.sha256(parquet).hexdigest() == listed.sha256
+    stranger = new_user(hub, "data-stranger")
+    refused = prime(
+        hub,
+        stranger,
+        "data",
+        "push",
+        str(tmp_path / "data"),
+        "--env",
+        "dana/uppercase@0.1.0",
+        cwd=tmp_path,
+        check=False,
+    )
+    assert refused.returncode != 0 and "only dana" in refused.stdout + refused.stderr

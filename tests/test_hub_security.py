@@ -273,8 +273,17 @@ def test_only_the_owner_attaches_evals(hub):
     name, token = user(hub)
     _, stranger = user(hub)
     assert publish(hub, token, name, "eval-env", wheel("eval-env")).status_code == 201
+    version = httpx.get(f"{hub['url']}/api/v1/environments/{name}/eval-env/versions/1.0.0").json()
+    meta = {
+        "summary": {},
+        "model": "m",
+        "env_id": "eval-env",
+        "env_version": "1.0.0",
+        "env_content_hash": version["content_hash"],
+        "run_id": "run-1",
+    }
     files = {
-        "metadata": ("metadata.json", b'{"summary": {}, "model": "m"}'),
+        "metadata": ("metadata.json", json.dumps(meta).encode()),
         "results": ("results.jsonl", b""),
     }
     url = f"{hub['url']}/api/v1/environments/{name}/eval-env/versions/1.0.0/evals"

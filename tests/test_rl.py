@@ -163,7 +163,7 @@ def test_config_choices_match_the_registries():
     def choices(model, field):
         return set(typing.get_args(model.model_fields[field].annotation))
 
-    assert set(LOSS_NAMES) == set(LOSSES)
+    assert set(LOSS_NAMES) | {"sft"} == set(LOSSES)  # sft: vf-sft's loss
     assert choices(TrainerConfig, "schedule") == set(SCHEDULES)
     assert choices(GRPOLoss, "advantage") == set(ESTIMATORS)
 
@@ -648,6 +648,40 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
         )
         assert missing.returncode == 2 and message in missing.stdout, missing.stdout
         assert "Traceback" not in missing.stdout + missing.stderr
+
+
+def test_model_limits_are_checked_before_vllm_starts(policy_dir):
+    """vLLM refuses a context longer than the model's positions, and one GPU shared by the
+    trainer and a vLLM that reserves most of it runs out of memory: vf-rl says so first."""
+    from verifiers.rl.cli import RLConfig, model_problem, parameter_count
+
+    def config(**inference):
+        return RLConfig.model_validate(
+            {"inference": {"backend": "vllm", "device": "cuda", **inference}}
+        )
+
+    too_long = model_problem(config(max_model_len=1024), policy_dir, "cuda:1", gpu_bytes=2**34)
+    assert "longer than the model's 512 positions" in too_long
+    assert model_problem(config(max_model_len=512), policy_dir, "cuda:1", gpu_bytes=2**34) is None
+    params = parameter_count(policy_dir)
+    assert 10_000 < params < 1_000_000  # the toy policy, counted without allocating it
+    gpu = 64 * params  # a GPU four times the trainer's 16 bytes a parameter
+    crowded = model_problem(config(gpu_memory_utilization=0.9), policy_dir, "cuda:0", gpu_bytes=gpu)
+    assert "share cuda:0" in crowded and "gpu_memory_utilization to at most" in crowded
+    assert (
+        model_problem(config(gpu_memory_utilization=0.2), policy_dir, "cuda:0", gpu_bytes=gpu)
+        is None
+    )
+    # on another GPU, vLLM may take all of its own
+    assert (
+        model_problem(
+            config(device="cuda:1", gpu_memory_utilization=0.95),
+            policy_dir,
+            "cuda:0",
+            gpu_bytes=gpu,
+        )
+        is None
+    )
 
 
 def test_device_choices_that_cannot_work_are_refused_up_front():

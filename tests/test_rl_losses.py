@@ -51,6 +51,8 @@ def reference_loss(name, cfg, model, samples, band=(0.125, 8.0), kl_beta=0.0, re
             term = -torch.minimum(ratio * a, torch.clamp(ratio, lo, hi) * a)
         elif name == "cispo":
             term = -torch.clamp(ratio.detach(), max=cfg.max_weight) * a * lp
+        elif name == "sft":  # negative log-likelihood; no ratio, so nothing is masked
+            term, kept = -lp, torch.ones_like(kept)
         else:  # gspo: one ratio per sequence over its kept tokens
             s = torch.exp(((lp - old) * kept).sum() / kept.sum())
             lo, hi = 1 - cfg.clip_low, 1 + cfg.clip_high
@@ -64,7 +66,7 @@ def reference_loss(name, cfg, model, samples, band=(0.125, 8.0), kl_beta=0.0, re
         per_sequence.append(term.sum() / n)
     if name in ("grpo", "gspo"):
         return torch.stack(per_sequence).mean()
-    if name in ("dapo", "cispo"):
+    if name in ("dapo", "cispo", "sft"):
         return torch.stack(token_sums).sum() / sum(lengths)
     return torch.stack(token_sums).sum() / (len(samples) * L_MAX)
 
@@ -97,15 +99,16 @@ def grads(model):
 
 
 LAYOUTS = {
-    "packed-sdpa": ("sdpa", {"packing": True, "max_tokens_per_micro_batch": 30}),
-    "packed-eager": ("eager", {"packing": True, "max_tokens_per_micro_batch": 30}),
-    "padded-sdpa": ("sdpa", {"packing": False, "micro_batch_size": 2}),
-    "padded-eager": ("eager", {"packing": False, "micro_batch_size": 1}),
+    "packed-sdpa": ("sdpa", {"packing": "masked", "max_tokens_per_micro_batch": 30}),
+    "packed-eager": ("eager", {"packing": "masked", "max_tokens_per_micro_batch": 30}),
+    "padded-sdpa": ("sdpa", {"packing": "off", "micro_batch_size": 2}),
+    "padded-eager": ("eager", {"packing": "off", "micro_batch_size": 1}),
+    "padded-by-tokens": ("sdpa", {"packing": "auto", "max_tokens_per_micro_batch": 40}),
 }
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-@pytest.mark.parametrize("name", LOSS_NAMES)
+@pytest.mark.parametrize("name", [*LOSS_NAMES, "sft"])
 def test_trainer_gradient_equals_the_papers_formula(name, layout):
     attention, batching = LAYOUTS[layout]
     model = tiny_llama()
@@ -116,7 +119,8 @@ def test_trainer_gradient_equals_the_papers_formula(name, layout):
         config.loss.max_completion_tokens = L_MAX
     trainer = Trainer(copy.deepcopy(model), config, max_completion_tokens=L_MAX)
     metrics = trainer.gradients(samples)
-    assert metrics["is_masked_fraction"] > 0  # the e^3 token was dropped
+    # the e^3 token was dropped (SFT has no sampling ratio: it masks nothing)
+    assert (metrics["is_masked_fraction"] > 0) == (name != "sft")
     model.zero_grad()
     reference_loss(name, config.loss, model, samples).backward()
     expected = grads(model)
@@ -179,12 +183,17 @@ def test_sequence_masking_drops_a_whole_sequence():
     assert metrics["is_masked_fraction"] == pytest.approx(1.0)  # every sequence is off by more
 
 
-def test_an_attention_that_cannot_keep_samples_apart_is_refused():
-    model = tiny_llama()
+def test_a_packing_the_attention_cannot_keep_apart_is_refused():
+    model = tiny_llama()  # sdpa: a block-diagonal mask works, varlen needs flash attention
+    with pytest.raises(PackingError, match="packing = 'varlen' needs"):
+        Trainer(model, TrainerConfig(packing="varlen"))
+    assert Trainer(model, TrainerConfig(packing="masked")).packing == "masked"
+    assert Trainer(model, TrainerConfig(packing=True)).packing == "off"  # auto on sdpa
     model.config._attn_implementation = "flex_attention"
-    with pytest.raises(PackingError, match=r"trainer\.packing = false"):
-        Trainer(model, TrainerConfig(packing=True))
-    Trainer(model, TrainerConfig(packing=False))  # padded batches need no such attention
+    with pytest.raises(PackingError, match="packing = 'masked' needs"):
+        Trainer(model, TrainerConfig(packing="masked"))
+    model.config._attn_implementation = "flash_attention_2"
+    assert Trainer(model, TrainerConfig(packing="auto")).packing == "varlen"
 
 
 def test_clip_fraction_counts_only_tokens_clipped_on_their_advantages_side():

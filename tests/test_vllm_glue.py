@@ -52,9 +52,13 @@ class LoadableModel:
 
 
 class Worker(WeightUpdateExtension):
-    def __init__(self, model: torch.nn.Module) -> None:
+    """``model_dir`` is the checkpoint vLLM was started on (``--model``): updates are checked
+    against its safetensors manifest."""
+
+    def __init__(self, model: torch.nn.Module, model_dir) -> None:
         self.device = torch.device("cpu")
         self.model_runner = SimpleNamespace(model=LoadableModel(model))
+        self.model_config = SimpleNamespace(model=str(model_dir))
 
     def _verifiers_worker_rank(self) -> int:
         return 0
@@ -68,12 +72,21 @@ class EngineClient:
         self.worker = worker
         self.vllm_config = SimpleNamespace(parallel_config=SimpleNamespace(world_size=1))
         self.prefix_cache_resets = 0
+        self.refusals = 0  # how many resets to refuse (running requests hold cached blocks)
+        self.forced = 0
+        self.never_reset = False
 
     async def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
         call = getattr(self.worker, method)
         return [await asyncio.to_thread(call, *args, **(kwargs or {}))]
 
-    async def reset_prefix_cache(self) -> bool:
+    async def reset_prefix_cache(self, reset_running_requests: bool = False) -> bool:
+        """As vLLM's: False while running requests hold blocks, unless they are preempted."""
+        if reset_running_requests:
+            self.forced += 1
+        elif self.never_reset or self.refusals > 0:
+            self.refusals -= 1
+            return False
         self.prefix_cache_resets += 1
         return True
 
@@ -88,7 +101,9 @@ def served(tmp_path_factory):
     vllm_routes.STATE = vllm_routes._WeightState()
     # what vf-rl puts in vLLM's environment: the secret and the trainer's weights dir
     vllm_routes.ACCESS = WeightAccess(SECRET, [tmp_path_factory.getbasetemp()])
-    worker = Worker(tiny_llama(seed=1))
+    checkpoint = tmp_path_factory.mktemp("served-model")
+    tiny_llama(seed=1).save_pretrained(checkpoint)
+    worker = Worker(tiny_llama(seed=1), checkpoint)
     engine = EngineClient(worker)
 
     async def completions(request: Request):
@@ -156,6 +171,45 @@ def test_filesystem_updates_load_through_the_worker(served, tmp_path):
             SimpleNamespace(version=6, save_weights=lambda d: None)
         )
     assert served_version(served.url) == 5  # a failed load changes nothing
+
+
+def test_new_weights_wait_for_the_prefix_cache_reset_and_requests_wait_with_them(served, tmp_path):
+    """vLLM refuses to reset while requests run: the update retries, and a completion that
+    arrives meanwhile is held until the reset has happened (never served old-weights KV)."""
+    import concurrent.futures
+
+    trainer = Trainer(tiny_llama(seed=0), TrainerConfig())
+    trainer.version = 1
+    served.engine.refusals = 6  # ~0.3 s of refusals
+    transport = FilesystemTransport(served.url, tmp_path / "w", secret=SECRET)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        update = pool.submit(transport.push, trainer)
+        time.sleep(0.15)  # the update is retrying its reset now
+        during = pool.submit(served_version, served.url)
+        assert update.result(timeout=30) == 1
+        assert during.result(timeout=30) == 1  # held back, then served by the new weights
+    assert served.engine.prefix_cache_resets == 1 and served.engine.refusals <= 0
+
+
+def test_a_reset_refused_too_long_is_forced(served, tmp_path, monkeypatch):
+    monkeypatch.setattr(vllm_routes, "RESET_RETRY_S", 0.2)
+    served.engine.never_reset = True
+    trainer = Trainer(tiny_llama(seed=0), TrainerConfig())
+    trainer.version = 1
+    assert FilesystemTransport(served.url, tmp_path / "w", secret=SECRET).push(trainer) == 1
+    assert served.engine.forced == 1  # preempting the running requests made it succeed
+    assert served_version(served.url) == 1
+
+
+def test_weights_of_another_model_are_refused_before_any_tensor_is_applied(served, tmp_path):
+    wrong = Trainer(tiny_llama(vocab_size=96, seed=0), TrainerConfig())  # not the served model
+    wrong.version = 1
+    with pytest.raises(InferenceServerError, match=r"do not fit the served model.*shape"):
+        FilesystemTransport(served.url, tmp_path / "w", secret=SECRET).push(wrong)
+    assert served.worker.model_runner.model.loaded == 0
+    with pytest.raises(InferenceServerError, match="do not fit the served model"):
+        BroadcastTransport(served.url, timeout_s=30, secret=SECRET).push(wrong)
+    assert served.worker.model_runner.model.loaded == 0 and served_version(served.url) == 0
 
 
 def test_a_group_of_the_wrong_size_is_refused_before_anyone_waits(served):

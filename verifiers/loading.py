@@ -7,7 +7,6 @@ module named after the id (``-`` → ``_``). The error names everything that was
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
 import re
@@ -171,18 +170,17 @@ def editable_source(dist_name: str) -> Path | None:
 
 
 def content_hash(module: ModuleType) -> str | None:
-    """sha256 over the environment's source files, so results say exactly what code ran."""
+    """The environment's content hash (``verifiers.content_hash``) from the loaded module's
+    files: a package's whole directory, or a single module file."""
+    from verifiers.content_hash import content_hash as hash_files
+
     path = getattr(module, "__file__", None)
     if not path:
         return None
     file = Path(path)
-    files = (
-        sorted(p for p in file.parent.rglob("*") if p.is_file() and p.suffix != ".pyc")
-        if file.name == "__init__.py"
-        else [file]
-    )
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f.relative_to(file.parent).as_posix().encode() + b"\0")
-        digest.update(f.read_bytes())
-    return "sha256:" + digest.hexdigest()
+    if file.name == "__init__.py":
+        root = file.parent.parent  # site-packages, or the source dir of an editable install
+        files = sorted(p for p in file.parent.rglob("*") if p.is_file())
+    else:
+        root, files = file.parent, [file]
+    return hash_files((f.relative_to(root).as_posix(), f.read_bytes()) for f in files)

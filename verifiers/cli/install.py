@@ -65,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-editable", action="store_true", help="a regular install instead of an editable one"
     )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="one line per environment; the installer's own output only if it fails",
+    )
     args = parser.parse_args(argv)
     try:
         directory = find_package(args.name, args.path)
@@ -79,9 +85,13 @@ def main(argv: list[str] | None = None) -> int:
                 "environment pins another verifiers; `pip install uv` first",
                 file=sys.stderr,
             )
-        print("$ " + " ".join(command), file=sys.stderr)
-        result = subprocess.run(command)
+        if not args.quiet:
+            print("$ " + " ".join(command), file=sys.stderr)
+        result = subprocess.run(command, capture_output=args.quiet, text=True)
     if result.returncode != 0:
+        if args.quiet:
+            print("$ " + " ".join(command), file=sys.stderr)
+            print((result.stdout or "") + (result.stderr or ""), file=sys.stderr, end="")
         print(
             f"vf-install: installing {directory} failed (exit {result.returncode})", file=sys.stderr
         )

@@ -49,10 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         from verifiers.serve.engine import Engine
         from verifiers.weights.access import WeightAccess
     except ImportError as exc:
-        print(
-            f"vf-serve: {exc.name} is not installed; install the local extra: pip install 'verifiers[local]'",
-            file=sys.stderr,
-        )
+        from verifiers.sdk_guard import LOCAL_STACK_HINT
+
+        print(f"vf-serve: {exc.name} is not installed: {LOCAL_STACK_HINT}", file=sys.stderr)
         return 2
     try:
         model, tokenizer, name, directory = load_model(

@@ -3,6 +3,7 @@ back through these models, so the models are the contract for tools that consume
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -67,6 +68,8 @@ class RunMetadata(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     schema_version: int = SCHEMA_VERSION
+    # one id per run, kept across resumes: the hub attaches a run to a version once
+    run_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     status: Literal["running", "completed", "interrupted", "failed"] = "running"
     env_id: str
     env_args: dict[str, Any] = Field(default_factory=dict)

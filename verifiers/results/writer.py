@@ -76,6 +76,7 @@ class RunWriter:
                         f"cannot resume {self.run_dir}: it was run with {field}={before!r}, now {field}={now!r}; "
                         "use the same settings or a new output directory"
                     )
+            self.metadata.run_id = old.run_id  # a resumed run is the same run
             self.metadata.started_at = old.started_at
             self.metadata.duration_s = old.duration_s
             self.metadata.resumed = old.resumed + 1

@@ -117,11 +117,14 @@ class MicroBatch:
         return count
 
 
-def padded(samples: list[Sample], micro_batch_size: int, pad_id: int = 0) -> list[MicroBatch]:
-    """Right-padded micro-batches of ``micro_batch_size`` samples."""
+def padded(
+    samples: list[Sample], micro_batch_size: int, pad_id: int = 0, max_tokens: int | None = None
+) -> list[MicroBatch]:
+    """Right-padded micro-batches of at most ``micro_batch_size`` samples and, with
+    ``max_tokens``, at most that many tokens counting padding (batch × longest). Samples are
+    batched in the order given: sort them by length first to waste little on padding."""
     out = []
-    for start in range(0, len(samples), micro_batch_size):
-        chunk = samples[start : start + micro_batch_size]
+    for chunk in _chunks(samples, micro_batch_size, max_tokens):
         width = max(len(s) for s in chunk)
         batch = {
             k: torch.zeros((len(chunk), width), dtype=t)
@@ -148,6 +151,20 @@ def padded(samples: list[Sample], micro_batch_size: int, pad_id: int = 0) -> lis
             batch["sequence_lengths"][i, :n] = float(sum(s.loss_mask))
         out.append(MicroBatch(**batch))
     return out
+
+
+def _chunks(samples: list[Sample], size: int, max_tokens: int | None) -> list[list[Sample]]:
+    chunks: list[list[Sample]] = []
+    for sample in samples:
+        if chunks:
+            last = chunks[-1]
+            width = max(len(sample), *(len(s) for s in last))
+            fits = max_tokens is None or width * (len(last) + 1) <= max_tokens
+            if len(last) < size and fits:
+                last.append(sample)
+                continue
+        chunks.append([sample])
+    return chunks
 
 
 def packed(samples: list[Sample], max_tokens: int, pad_id: int = 0) -> list[MicroBatch]:
@@ -214,14 +231,20 @@ def attention_implementation(model: Any) -> str:
     return str(getattr(config, "_attn_implementation", None) or "eager")
 
 
-def check_packable(model: Any) -> None:
+def packing_mode(model: Any, requested: str) -> str:
+    """What ``trainer.packing`` means for this model: ``varlen``, ``masked`` or ``off``; a mode
+    the model's attention cannot do correctly is refused (PackingError), never trained wrong."""
     implementation = attention_implementation(model)
-    if implementation not in VARLEN_ATTENTION + MASKED_ATTENTION:
-        supported = ", ".join(VARLEN_ATTENTION + MASKED_ATTENTION)
+    if requested == "auto":
+        return "varlen" if implementation in VARLEN_ATTENTION else "off"
+    supported = {"varlen": VARLEN_ATTENTION, "masked": MASKED_ATTENTION}.get(requested)
+    if supported is not None and implementation not in supported:
         raise PackingError(
-            f"packing needs attention that keeps samples apart ({supported}); the model uses "
-            f"{implementation!r}: set trainer.packing = false"
+            f"packing = {requested!r} needs attention that keeps packed samples apart "
+            f"({', '.join(supported)}); the model uses {implementation!r}: set trainer.packing "
+            '= "auto" or "off"'
         )
+    return requested
 
 
 def model_inputs(model: Any, batch: MicroBatch, dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -231,10 +254,9 @@ def model_inputs(model: Any, batch: MicroBatch, dtype: torch.dtype) -> dict[str,
     if not batch.packed:
         inputs["attention_mask"] = batch.attention_mask
         return inputs
-    implementation = attention_implementation(model)
-    if implementation in VARLEN_ATTENTION:
+    if attention_implementation(model) in VARLEN_ATTENTION:
         return inputs
-    check_packable(model)
+    packing_mode(model, "masked")  # raises unless the additive mask below is honoured
     segments = batch.segment_ids[0]
     n = segments.shape[0]
     causal = torch.ones(n, n, dtype=torch.bool, device=segments.device).tril()

@@ -1,6 +1,6 @@
 """vf-rl: train a model on an environment with GRPO-style RL.
 
-    vf-rl @ examples/rl/reverse_text_cpu.toml [--steps 20] [--trainer.lr 2e-5] [--resume]
+    vf-rl @ examples/rl/uppercase_cpu.toml [--steps 20] [--trainer.lr 2e-5] [--resume]
 
 Starts the inference server on the policy (vf-serve, or vLLM with inference.backend = "vllm"),
 runs rollouts against it, trains in this process (FSDP2 over all ranks under torchrun), and ships
@@ -29,8 +29,12 @@ class UsageError(ValueError):
     """A command line or config file vf-rl cannot use (exit 2, one line)."""
 
 
-def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
-    """``@ file.toml`` (or a bare .toml path), then ``--dotted.key value`` overrides and ``--resume``."""
+def parse_overrides(
+    argv: list[str], doc: str | None, defaults: dict[str, Any], example: str
+) -> tuple[dict[str, Any], bool]:
+    """``@ file.toml`` (or a bare .toml path), then ``--dotted.key value`` overrides and
+    ``--resume``: the raw settings (validated by the caller's config model) and the resume flag.
+    ``--help`` prints ``doc`` and ``defaults``."""
     data: dict[str, Any] = {}
     resume = False
     rest = list(argv)
@@ -41,9 +45,7 @@ def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
         try:
             data = tomllib.loads(path.read_text())
         except FileNotFoundError:
-            raise UsageError(
-                f"no config file {path}; start from examples/rl/reverse_text_cpu.toml"
-            ) from None
+            raise UsageError(f"no config file {path}; start from {example}") from None
         except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"{path} is not valid TOML: {exc}") from None
     while rest:
@@ -52,8 +54,8 @@ def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
             resume = True
             continue
         if flag in ("-h", "--help"):
-            print(__doc__)
-            print(json.dumps(RLConfig().model_dump(), indent=2))
+            print(doc)
+            print(json.dumps(defaults, indent=2))
             sys.exit(0)
         if not flag.startswith("--") or not rest:
             raise UsageError(f"expected '--key value', got {flag!r}")
@@ -69,6 +71,13 @@ def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
                 target[key] = {"name": target[key]}
             target = target.setdefault(key, {})
         target[keys[-1]] = parsed
+    return data, resume
+
+
+def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
+    data, resume = parse_overrides(
+        argv, __doc__, RLConfig().model_dump(), "examples/rl/uppercase_cpu.toml"
+    )
     return RLConfig.model_validate(data), resume
 
 
@@ -115,6 +124,66 @@ def device_problem(config: RLConfig, device: str) -> str | None:
                 f"{inference.device}: use 'gloo' or 'filesystem', or put the server on its own GPU"
             )
     return None
+
+
+def model_problem(
+    config: RLConfig, model_dir: Path, device: str, gpu_bytes: int | None = None
+) -> str | None:
+    """What the model makes impossible, said before anything starts: a vLLM context longer than
+    the model's positions, or one GPU shared by the trainer and a vLLM that reserves too much.
+
+    On a shared GPU the trainer needs its fp32 weights, gradients and two Adam moments (16 bytes
+    a parameter), a logits chunk (``logprob_chunk`` × vocab in fp32, with its gradient) and room
+    for activations (a quarter more); vLLM takes ``gpu_memory_utilization`` of the whole GPU."""
+    model = json.loads((model_dir / "config.json").read_text())
+    inference = config.inference
+    positions = model.get("max_position_embeddings")
+    if (
+        inference.backend == "vllm"
+        and inference.max_model_len
+        and positions
+        and inference.max_model_len > positions
+    ):
+        return (
+            f"inference.max_model_len = {inference.max_model_len} is longer than the model's "
+            f"{positions} positions (vLLM refuses to start): use at most {positions}, or leave "
+            "it unset"
+        )
+    shared = (
+        inference.backend == "vllm"
+        and device.startswith("cuda")
+        and _gpu_index(device) == _gpu_index(inference.device)
+    )
+    if not shared:
+        return None
+    if gpu_bytes is None:
+        import torch
+
+        gpu_bytes = torch.cuda.get_device_properties(_gpu_index(device)).total_memory
+    params = parameter_count(model_dir)
+    logits = config.trainer.logprob_chunk * int(model.get("vocab_size", 0)) * 4 * 3
+    needed = int((16 * params + logits) * 1.25)
+    left = int(gpu_bytes * (1 - inference.gpu_memory_utilization))
+    if needed > left:
+        most = max(0.05, 1 - needed / gpu_bytes)
+        return (
+            f"the trainer and vLLM share {device}: vLLM reserves "
+            f"{inference.gpu_memory_utilization:.0%} of {gpu_bytes / 2**30:.0f} GiB, leaving "
+            f"{left / 2**30:.1f} GiB, and the trainer needs about {needed / 2**30:.1f} GiB "
+            f"({params / 1e6:.0f}M parameters): set inference.gpu_memory_utilization to at most "
+            f"{most:.2f}, or put vLLM on its own GPU"
+        )
+    return None
+
+
+def parameter_count(model_dir: Path) -> int:
+    """Parameters of the model in ``model_dir``, built on the meta device (nothing allocated)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir))
+    return sum(p.numel() for p in model.parameters())
 
 
 def _gpu_index(device: str) -> int:
@@ -261,9 +330,9 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
         console.print(f"vf-rl: {escape(str(exc))}", soft_wrap=True)
         return 2
     device = trainer_device(config, torch.cuda.is_available())
-    problem = device_problem(config, device)
+    problem = device_problem(config, device) or model_problem(config, model_dir, device)
     if problem:
-        console.print(f"vf-rl: {problem}")
+        console.print(f"vf-rl: {problem}", soft_wrap=True)
         return 2
     (out / "config.json").write_text(config.model_dump_json(indent=2))  # what actually runs
     console.print(f"{escape(summary(config))}\nconfig: {out / 'config.json'}", soft_wrap=True)
@@ -335,8 +404,8 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
             "policy",
             seed=config.seed,
             health=alive,
+            config=config.orchestrator,
             advantage=config.trainer.loss.advantage,
-            **config.orchestrator.model_dump(),
         )
         table = Table(title=f"vf-rl · {config.env_id} · {config.model}")
         for col in (

@@ -82,11 +82,27 @@ class CISPOLoss(_Strict):
     advantage: Advantage = "group_mean_std"
 
 
+class SFTLoss(_Strict):
+    """Supervised fine-tuning (vf-sft): the negative log-likelihood of the trained tokens,
+    averaged over every trained token of the batch. No ratio, so no importance mask."""
+
+    aggregation: ClassVar[Aggregation] = "token_mean"
+    name: Literal["sft"] = "sft"
+    advantage: Advantage = "group_mean"  # unused: SFT samples carry no advantage
+
+
 LossConfig = Annotated[
-    GRPOLoss | DAPOLoss | DrGRPOLoss | GSPOLoss | CISPOLoss,
+    GRPOLoss | DAPOLoss | DrGRPOLoss | GSPOLoss | CISPOLoss | SFTLoss,
     Field(discriminator="name"),
 ]
-LOSS_NAMES = ("grpo", "dapo", "dr_grpo", "gspo", "cispo")
+LOSS_NAMES = ("grpo", "dapo", "dr_grpo", "gspo", "cispo")  # the RL losses (vf-rl)
+
+
+def _packing_mode(value: Any) -> Any:
+    """``packing = true`` is ``"auto"``, ``false`` is ``"off"``."""
+    if isinstance(value, bool):
+        return "auto" if value else "off"
+    return value
 
 
 def _loss_by_name(value: Any) -> Any:
@@ -118,9 +134,15 @@ class TrainerConfig(_Strict):
     importance: ImportanceConfig = Field(default_factory=ImportanceConfig)
     kl_beta: float = Field(default=0.0, ge=0)  # KL to the frozen starting model (k3); 0: off
     max_grad_norm: float = 1.0
-    packing: bool = True
-    max_tokens_per_micro_batch: int = Field(default=2048, ge=2)
-    micro_batch_size: int = Field(default=8, ge=1)
+    # varlen: samples concatenated into rows, kept apart by position ids (flash-attention
+    # kernels: no padding, no L² mask); masked: the same rows with a block-diagonal mask (sdpa,
+    # eager: correct, but attention costs L² per row); off: padded micro-batches of samples of
+    # similar length. auto: varlen where the model's attention supports it, else off.
+    packing: Annotated[
+        Literal["auto", "varlen", "masked", "off"], BeforeValidator(_packing_mode)
+    ] = "auto"
+    max_tokens_per_micro_batch: int = Field(default=2048, ge=2)  # a row, or batch × longest
+    micro_batch_size: int = Field(default=8, ge=1)  # padded: at most this many samples
     logprob_chunk: int = Field(default=1024, ge=1)  # positions per chunk of the vocab projection
     # auto: bf16 exactly when the server samples in bfloat16, so the on-policy ratio is 1
     autocast: Literal["auto", "none", "bf16"] = "auto"
@@ -188,6 +210,15 @@ class RLConfig(_Strict):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+
+    @model_validator(mode="after")
+    def _an_rl_loss(self) -> RLConfig:
+        if self.trainer.loss.name not in LOSS_NAMES:
+            raise ValueError(
+                f"trainer.loss = {self.trainer.loss.name!r} is vf-sft's; vf-rl trains with one of "
+                f"{', '.join(LOSS_NAMES)}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _resolve_autocast(self) -> RLConfig:

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-from verifiers.rl.config import CISPOLoss, DAPOLoss, DrGRPOLoss, GRPOLoss, GSPOLoss
+from verifiers.rl.config import CISPOLoss, DAPOLoss, DrGRPOLoss, GRPOLoss, GSPOLoss, SFTLoss
 
 
 class TokenLoss(NamedTuple):
@@ -86,6 +86,11 @@ def gspo_loss(logprobs, old_logprobs, advantages, mask, cfg: GSPOLoss, segment_i
     return _clipped_surrogate(token_ratio, advantages, cfg.clip_low, cfg.clip_high)
 
 
+def sft_loss(logprobs, old_logprobs, advantages, mask, cfg: SFTLoss, segment_ids=None):
+    """The supervised term -log π(token) (advantages and recorded logprobs are not used)."""
+    return TokenLoss(-logprobs, torch.zeros_like(mask, dtype=torch.bool))
+
+
 def _sequence_index(segment_ids: torch.Tensor) -> torch.Tensor:
     """A unique id per (row, segment), flattened."""
     rows = torch.arange(segment_ids.shape[0], device=segment_ids.device).unsqueeze(1)
@@ -99,6 +104,7 @@ LOSSES: dict[str, LossFn] = {
     "dr_grpo": dr_grpo_loss,
     "gspo": gspo_loss,
     "cispo": cispo_loss,
+    "sft": sft_loss,
 }
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from verifiers.errors import EmptyModelResponseError, ModelConnectionError, ModelTimeoutError
 from verifiers.rl.advantages import ESTIMATORS
 from verifiers.rl.batching import Sample, samples_from_state
+from verifiers.rl.config import GRPOLoss, OrchestratorConfig
 from verifiers.weights.errors import InferenceServerError
 
 
@@ -47,38 +48,35 @@ class Orchestrator:
         env: Any,
         client: Any,
         model: str,
+        config: OrchestratorConfig | None = None,
         *,
-        examples_per_step: int,
-        rollouts_per_example: int,
-        max_tokens: int,
-        temperature: float = 1.0,
-        max_concurrent: int = 32,
-        advantage: str = "group_mean_std",
-        overlong: str = "keep",
-        overlong_penalty: float = 1.0,
-        filter_zero_advantage: bool = True,
-        dynamic_sampling: bool = False,
-        max_sampling_rounds: int = 3,
+        advantage: str | None = None,
         seed: int = 0,
         health: Any = None,
+        **settings: Any,
     ) -> None:
+        """``config`` (or keyword ``settings``, validated the same way) is the run's
+        ``[orchestrator]`` section; ``advantage`` is the loss's estimator (default: GRPO's)."""
+        config = OrchestratorConfig.model_validate(
+            {**(config or OrchestratorConfig()).model_dump(), **settings}
+        )
+        advantage = advantage or GRPOLoss.model_fields["advantage"].default
         if advantage not in ESTIMATORS:
             raise ValueError(
                 f"unknown advantage estimator {advantage!r}; choose from {', '.join(ESTIMATORS)}"
             )
-        if overlong not in ("keep", "mask", "penalize"):
-            raise ValueError(f"unknown overlong handling {overlong!r}; choose keep, mask, penalize")
         self.env, self.client, self.model = env, client, model
+        self.config = config
         self.rows = env.dataset_rows("train")
-        self.examples_per_step = examples_per_step
-        self.rollouts_per_example = rollouts_per_example
-        self.max_concurrent = max_concurrent
+        self.examples_per_step = config.examples_per_step
+        self.rollouts_per_example = config.rollouts_per_example
+        self.max_concurrent = config.max_concurrent
         self.estimator = ESTIMATORS[advantage]
-        self.overlong = overlong
-        self.overlong_penalty = overlong_penalty
-        self.filter_zero_advantage = filter_zero_advantage
-        self.dynamic_sampling = dynamic_sampling
-        self.max_sampling_rounds = max_sampling_rounds
+        self.overlong = config.overlong
+        self.overlong_penalty = config.overlong_penalty
+        self.filter_zero_advantage = config.filter_zero_advantage
+        self.dynamic_sampling = config.dynamic_sampling
+        self.max_sampling_rounds = config.max_sampling_rounds
         self.seed = seed
         # the version the server was last told to serve (set by the loop): stands in for the
         # per-reply policy_version if a server does not report one
@@ -87,8 +85,8 @@ class Orchestrator:
             health  # () -> problem | None: a dead server is reported in ~0.5 s, not after retries
         )
         self.sampling_args = {
-            "max_tokens": max_tokens,
-            "temperature": temperature,
+            "max_tokens": config.max_tokens,
+            "temperature": config.temperature,
             "logprobs": True,
             "extra_body": {"return_token_ids": True},
         }

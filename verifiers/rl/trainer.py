@@ -24,8 +24,8 @@ import torch
 from verifiers.rl.batching import (
     MicroBatch,
     Sample,
-    check_packable,
     packed,
+    packing_mode,
     padded,
     token_logprobs,
 )
@@ -62,8 +62,8 @@ class Trainer:
             raise ValueError(
                 f"unknown LR schedule {config.schedule!r}; choose from {', '.join(SCHEDULES)}"
             )
-        if config.packing:
-            check_packable(model)  # refuse rather than train on samples that see each other
+        # refuse, rather than train on packed samples that see each other
+        self.packing = packing_mode(model, config.packing)
         if config.gradient_checkpointing:
             # before sharding: FSDP2 wraps the layers that carry the checkpointing
             enable = getattr(model, "activation_checkpointing_enable", None)
@@ -98,14 +98,19 @@ class Trainer:
             ),
         )
         imp = config.importance
-        self.token_band = (imp.token_low, imp.token_high) if imp.token_mask else None
-        self.sequence_band = (imp.sequence_low, imp.sequence_high) if imp.sequence_mask else None
+        sampled = config.loss.name != "sft"  # SFT tokens were not sampled: no ratio to bound
+        self.token_band = (imp.token_low, imp.token_high) if imp.token_mask and sampled else None
+        self.sequence_band = (
+            (imp.sequence_low, imp.sequence_high) if imp.sequence_mask and sampled else None
+        )
         self.version = 0  # policy version: optimizer steps taken
 
     def micro_batches(self, samples: list[Sample]) -> list[MicroBatch]:
-        if self.config.packing:
-            return packed(samples, self.config.max_tokens_per_micro_batch, self.pad_id)
-        return padded(samples, self.config.micro_batch_size, self.pad_id)
+        budget = self.config.max_tokens_per_micro_batch
+        if self.packing in ("varlen", "masked"):
+            return packed(samples, budget, self.pad_id)
+        by_length = sorted(samples, key=len)  # little padding; the gradient is a sum anyway
+        return padded(by_length, self.config.micro_batch_size, self.pad_id, budget)
 
     def _autocast(self, device: torch.device) -> Any:
         if self.config.autocast != "bf16":

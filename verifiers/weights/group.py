@@ -38,22 +38,45 @@ def manifest(state: dict[str, torch.Tensor]) -> list[TensorSpec]:
     ]
 
 
-def check_manifest(specs: list[TensorSpec], model_state: dict[str, torch.Tensor]) -> list[str]:
-    """Problems that would make an update load wrong or partial weights (empty: fine)."""
+def check_manifest(specs: list[TensorSpec], model_state: dict[str, Any]) -> list[str]:
+    """Problems that would make an update load wrong or partial weights (empty: fine).
+
+    ``model_state`` maps the served model's checkpoint names to tensors or to shapes."""
     problems = []
     for spec in specs:
         target = model_state.get(spec.name)
+        shape = None if target is None else list(getattr(target, "shape", target))
         if target is None:
             problems.append(f"{spec.name}: not a weight of the served model")
-        elif list(target.shape) != spec.shape:
-            problems.append(
-                f"{spec.name}: shape {spec.shape}, served model has {list(target.shape)}"
-            )
+        elif shape != spec.shape:
+            problems.append(f"{spec.name}: shape {spec.shape}, served model has {shape}")
         elif not hasattr(torch, spec.dtype) or not isinstance(
             getattr(torch, spec.dtype), torch.dtype
         ):
             problems.append(f"{spec.name}: unknown dtype {spec.dtype!r}")
     return problems
+
+
+def safetensors_manifest(path: Any) -> list[TensorSpec]:
+    """Names, dtypes and shapes of every tensor in the ``*.safetensors`` files at ``path`` (a
+    file or a directory), read from their headers: nothing is loaded."""
+    from pathlib import Path
+
+    from safetensors import safe_open
+
+    path = Path(path)
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
+    specs = []
+    for file in files:
+        with safe_open(str(file), framework="pt") as handle:
+            for name in handle.keys():
+                piece = handle.get_slice(name)
+                dtype = _SAFETENSORS_DTYPES.get(piece.get_dtype(), piece.get_dtype().lower())
+                specs.append(TensorSpec(name=name, dtype=dtype, shape=list(piece.get_shape())))
+    return specs
+
+
+_SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64"}
 
 
 class WeightGroup:

@@ -9,7 +9,10 @@ Loaded into vLLM's own OpenAI server with ``--middleware verifiers.weights.vllm_
 
 by calling the worker extension through ``EngineClient.collective_rpc``, and adds the serving
 ``policy_version`` to every non-streaming completion reply, as vf-serve does, so the trainer can
-bound staleness. The prefix cache is reset after each update (its KV came from the old weights).
+bound staleness. After each update the prefix cache is reset (its KV came from the old weights):
+vLLM refuses a reset while running requests hold cached blocks, so the reset is retried, then
+forced (preempting those requests), and completion requests that arrive meanwhile wait until it
+has succeeded; none is served from KV of the old weights.
 One API-server process (vLLM's default) keeps the version; ``--api-server-count`` > 1 would not.
 """
 
@@ -42,6 +45,12 @@ class _WeightState:
         self.weights_path: str | None = None
         self.join: asyncio.Task | None = None
         self.busy = asyncio.Lock()
+        self.serving = asyncio.Event()  # cleared from new weights until the cache reset is done
+        self.serving.set()
+
+
+RESET_RETRY_S = 5.0  # plain resets this long (running requests finish), then a forced one
+RESET_INTERVAL_S = 0.05
 
 
 STATE = _WeightState()
@@ -62,6 +71,8 @@ async def weight_routes(request: Request, call_next: Any) -> Response:
             return await handler(request, request.app.state.engine_client)
         except APIError as exc:
             return _error(exc)
+    if path in _COMPLETIONS:
+        await STATE.serving.wait()  # never served from a prefix cache of the old weights
     version = STATE.policy_version  # the oldest weights this request can have been served by
     response = await call_next(request)
     if path in _COMPLETIONS and response.headers.get("content-type", "").startswith(
@@ -128,7 +139,7 @@ async def _load(request: Request, engine: Any) -> Response:
             raise APIError(
                 400, f"loading weights from {req.path} failed: {exc}", param="path"
             ) from exc
-        await engine.reset_prefix_cache()
+        await _reset_prefix_cache(engine)
         _advance(req.policy_version, req.path)
     return _json({"policy_version": STATE.policy_version, "path": req.path})
 
@@ -148,6 +159,10 @@ async def _init(request: Request, engine: Any) -> Response:
             STATE.join.cancel()
         STATE.join = None
         await _close_group(engine)
+    try:  # before joining: weights of another model are refused here, not mid-update
+        await engine.collective_rpc("verifiers_check_manifest", args=(req.tensors,))
+    except Exception as exc:
+        raise APIError(400, str(exc), param="tensors") from exc
     args = (req.host, req.port, 1, req.world_size, req.backend, req.timeout_s, req.tensors)
     # completes when the trainer has joined too; awaited by the first update
     STATE.join = asyncio.ensure_future(
@@ -173,9 +188,41 @@ async def _update(request: Request, engine: Any) -> Response:
             STATE.join = None  # a broken group cannot be resynchronised; the trainer re-inits
             await _close_group(engine)
             raise APIError(500, f"receiving weights failed: {exc}", kind="server_error") from exc
-        await engine.reset_prefix_cache()
+        await _reset_prefix_cache(engine)
         _advance(req.policy_version, "broadcast")
     return _json({"policy_version": STATE.policy_version})
+
+
+async def _reset_prefix_cache(engine: Any) -> None:
+    """Reset until vLLM says it did, holding new completion requests back meanwhile.
+
+    ``EngineClient.reset_prefix_cache`` returns False while running requests hold cached blocks
+    (older vLLM returns None: done). After ``RESET_RETRY_S`` of refusals the reset is forced with
+    ``reset_running_requests=True``, which preempts those requests (they recompute their KV)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RESET_RETRY_S
+    STATE.serving.clear()
+    try:
+        while True:
+            done = await engine.reset_prefix_cache()
+            if done is None or done:
+                return
+            if loop.time() >= deadline:
+                break
+            await asyncio.sleep(RESET_INTERVAL_S)
+        try:
+            done = await engine.reset_prefix_cache(reset_running_requests=True)
+        except TypeError:  # a vLLM without forced resets
+            done = False
+        if done is False:
+            raise APIError(
+                503,
+                "the new weights are loaded but vLLM would not reset its prefix cache; cached KV "
+                "of the old weights could be reused",
+                kind="server_error",
+            )
+    finally:
+        STATE.serving.set()
 
 
 async def _close_group(engine: Any) -> None:

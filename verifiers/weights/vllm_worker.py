@@ -6,7 +6,9 @@ and runs its methods in every worker (one per tensor-parallel rank) through
 Tensors are fed to ``model.load_weights`` one at a time, in checkpoint (Hugging Face) names:
 vLLM's loader maps them onto its fused/sharded parameters, so each TP rank takes its own slice
 of the full tensor. The engine runs no forward pass while a collective RPC is in progress, so no
-request sees a half-updated model.
+request sees a half-updated model. Every update is first checked against the served checkpoint's
+own manifest (names and shapes from its safetensors headers): weights of another model are
+refused before a single tensor is applied.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ class WeightUpdateExtension:
     # set by vLLM on the worker this class is mixed into
     device: Any
     model_runner: Any
+    model_config: Any
+    vllm_config: Any
 
     def verifiers_join_weight_group(
         self,
@@ -34,7 +38,9 @@ class WeightUpdateExtension:
         from verifiers.weights.group import TensorSpec, WeightGroup
 
         rank = first_rank + self._verifiers_worker_rank()
-        self._verifiers_specs = [TensorSpec.model_validate(t) for t in tensors]
+        specs = [TensorSpec.model_validate(t) for t in tensors]
+        self._verifiers_check(specs)
+        self._verifiers_specs = specs
         self._verifiers_group = WeightGroup.join(
             host=host,
             port=port,
@@ -66,9 +72,12 @@ class WeightUpdateExtension:
         """The filesystem transport: every ``*.safetensors`` file under ``path``."""
         from safetensors import safe_open
 
+        from verifiers.weights.group import safetensors_manifest
+
         files = sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else [Path(path)]
         if not files or not all(f.exists() for f in files):
             raise FileNotFoundError(f"no safetensors weights at {path}")
+        self._verifiers_check(safetensors_manifest(path))
         loaded = 0
         model = self.model_runner.model
         for file in files:
@@ -83,6 +92,37 @@ class WeightUpdateExtension:
         if group is not None:
             group.close()
         self._verifiers_group = None
+
+    def verifiers_check_manifest(self, tensors: list[dict[str, Any]]) -> int:
+        """Refuse (ValueError) tensors that are not the served model's, before any is applied."""
+        from verifiers.weights.group import TensorSpec
+
+        specs = [TensorSpec.model_validate(t) for t in tensors]
+        self._verifiers_check(specs)
+        return len(specs)
+
+    def _verifiers_check(self, specs: list[Any]) -> None:
+        from verifiers.weights.group import check_manifest, safetensors_manifest
+
+        served = {
+            spec.name: spec.shape for spec in safetensors_manifest(self._verifiers_model_dir())
+        }
+        if not served:
+            raise ValueError(
+                f"the served model at {self._verifiers_model_dir()} has no safetensors weights to "
+                "check updates against"
+            )
+        problems = check_manifest(specs, served)
+        if problems:
+            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+            raise ValueError(
+                "the weights do not fit the served model: " + "; ".join(problems[:5]) + more
+            )
+
+    def _verifiers_model_dir(self) -> str:
+        """The checkpoint directory vLLM loaded (``--model``)."""
+        config = getattr(self, "model_config", None) or self.vllm_config.model_config
+        return str(config.model)
 
     def _verifiers_worker_rank(self) -> int:
         from vllm.distributed.parallel_state import get_world_group

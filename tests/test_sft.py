@@ -1,0 +1,269 @@
+"""The post-training pipeline: rollouts → dataset (vf-data) → supervised fine-tuning (vf-sft).
+
+Masks are checked token-exactly against the chat template's own rendering (character spans of
+the assistant turns mapped through the tokenizer's offsets, independent of the prefix method the
+code uses); the round trip runs the real CLIs on a real vf-eval run against a loopback server.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from verifiers.data.rollouts import RolloutFilter, select  # noqa: E402
+from verifiers.rl.chat_tokens import TemplateError, assistant_masked  # noqa: E402
+
+TOOL_TEMPLATE = (  # ChatML with tool calls and tool results, as tool-using models render them
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+    "{% if m['content'] %}{{ m['content'] }}{% endif %}"
+    "{% for c in m.get('tool_calls', []) %}<tool_call>{{ c['function']['name'] }} "
+    "{{ c['function']['arguments'] | tojson }}</tool_call>{% endfor %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+CONVERSATION = [
+    {"role": "system", "content": "You add numbers with the calculator."},
+    {"role": "user", "content": "What is 2 + 3?"},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
+            }
+        ],
+    },
+    {"role": "tool", "content": "5", "tool_call_id": "c1"},
+    {"role": "assistant", "content": "The answer is 5."},
+    {"role": "user", "content": "And 5 + 5?"},
+    {"role": "assistant", "content": "10"},
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from verifiers.local_models import resolve_model_dir
+
+    model_dir, _ = resolve_model_dir("SmolLM2-135M-Instruct")
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    tok.chat_template = TOOL_TEMPLATE
+    return tok
+
+
+def test_only_assistant_turns_are_trained_token_exactly(tokenizer):
+    from verifiers.rl.chat_tokens import template_messages
+
+    ids, mask = assistant_masked(tokenizer, CONVERSATION)
+    text = tokenizer.apply_chat_template(template_messages(CONVERSATION), tokenize=False)
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    assert ids == encoded["input_ids"]  # the template's own tokens, nothing added or lost
+    # the assistant turns, found in the rendered text: after their header, through <|im_end|>\n
+    spans, start = [], 0
+    while (head := text.find("<|im_start|>assistant\n", start)) != -1:
+        begin = head + len("<|im_start|>assistant\n")
+        end = text.index("<|im_end|>\n", begin) + len("<|im_end|>\n")
+        spans.append((begin, end))
+        start = end
+    assert len(spans) == 3  # the tool call, the answer after the tool result, the last reply
+    expected = [
+        int(any(b <= lo and hi <= e for b, e in spans)) for lo, hi in encoded["offset_mapping"]
+    ]
+    assert mask == expected
+    trained = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
+    assert (
+        '<tool_call>add {"a": 2, "b": 3}</tool_call>' in trained and "The answer is 5." in trained
+    )
+    assert "What is 2 + 3?" not in trained and "calculator" not in trained
+    assert "tool\n5" not in trained and "<|im_start|>" not in trained  # tool result: context
+
+
+def test_a_template_that_re_renders_history_is_refused(tokenizer):
+    import copy
+
+    tok = copy.deepcopy(tokenizer)
+    # drops the system message once the conversation has an assistant turn: prefixes differ
+    tok.chat_template = (
+        "{% for m in messages %}{% if not (m['role'] == 'system' and messages|length > 2) %}"
+        "<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    with pytest.raises(TemplateError, match="cannot be located exactly"):
+        assistant_masked(tok, [*CONVERSATION[:3], {"role": "assistant", "content": "x"}])
+
+
+def rows(*groups):
+    """Rows of (example_id, reward, completion text, error) tuples."""
+    for example_id, reward, text, *error in groups:
+        yield {
+            "example_id": example_id,
+            "reward": reward,
+            "completion": [{"role": "assistant", "content": text}],
+            "prompt": [{"role": "user", "content": f"q{example_id}"}],
+            "error": error[0] if error else None,
+            "usage": {"completion_tokens": len(text)},
+        }
+
+
+DATA = [
+    (0, 0.2, "a"),
+    (0, 0.9, "b"),
+    (0, 0.9, "b"),
+    (0, 0.5, "c"),
+    (1, 1.0, "d", {"type": "X"}),
+    (1, 0.1, "e"),
+]
+
+
+def test_the_filters_mean_what_they_say():
+    texts = lambda spec: [r["completion"][0]["content"] for r in select(rows(*DATA), spec)]  # noqa: E731
+    assert texts(RolloutFilter()) == ["b", "b", "c", "a", "e"]  # errors out, best first per example
+    assert texts(RolloutFilter(keep_errors=True, best_of_n=True)) == ["b", "d"]
+    assert texts(RolloutFilter(best_of_n=True)) == ["b", "e"]
+    assert texts(RolloutFilter(top_k=2, dedup=True)) == ["b", "c", "e"]
+    assert texts(RolloutFilter(min_reward=0.5)) == ["b", "b", "c"]
+    assert texts(RolloutFilter(max_completion_tokens=1)) == ["b", "b", "c", "a", "e"]  # 1 char each
+    long = [(0, 1.0, "a long reply"), (0, 0.5, "ok")]
+    assert [
+        r["completion"][0]["content"]
+        for r in select(rows(*long), RolloutFilter(max_completion_tokens=5))
+    ] == ["ok"]
+    assert "best of n per example" in RolloutFilter(best_of_n=True).describe()
+
+
+def uppercase_reply():
+    count = itertools.count()
+
+    def handler(request):
+        text = request["messages"][-1]["content"].split(": ", 1)[1]
+        return [text.upper(), text, "no idea"][next(count) % 3]  # one right answer in three
+
+    return handler
+
+
+def test_eval_run_to_dataset_to_load_dataset_to_an_sft_step(server, tmp_path):
+    import datasets
+
+    from verifiers.rl.toy import make_tiny_policy
+
+    server.set_handler(uppercase_reply())
+    evaluated = subprocess.run(
+        [
+            *(sys.executable, "-m", "verifiers.cli.eval", "uppercase", "-b", server.base_url),
+            *("-m", "scripted", "-n", "4", "-r", "3", "--output-dir", str(tmp_path / "out")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    (run,) = (tmp_path / "out" / "evals").glob("uppercase--scripted/*")
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verifiers.cli.data",
+            str(run),
+            "-o",
+            str(tmp_path / "data"),
+            "--best-of-n",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0 and "wrote 4 rows (of 12 rollouts" in made.stdout, made.stderr
+    data = datasets.load_dataset(str(tmp_path / "data"), split="train")
+    assert len(data) == 4 and all(r == 1.0 for r in data["reward"])  # each example's best
+    first = data[0]["messages"]
+    assert [m["role"] for m in first] == ["system", "user", "assistant"]
+    assert first[-1]["content"] == first[1]["content"].split(": ", 1)[1].upper()
+    card = (tmp_path / "data" / "README.md").read_text()
+    meta = json.loads((run / "metadata.json").read_text())
+    assert "uppercase" in card and meta["run_id"] in card and "best of n per example" in card
+
+    policy = make_tiny_policy(tmp_path / "policy")
+    config = tmp_path / "sft.toml"
+    config.write_text(
+        f'model = "{policy}"\noutput_dir = "{tmp_path / "sft"}"\nbatch_size = 2\nsteps = 2\n'
+        f'[data]\npath = "{tmp_path / "data"}"\n[trainer]\nlr = 1e-3\n'
+    )
+    trained = subprocess.run(
+        [sys.executable, "-m", "verifiers.rl.sft", "@", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    records = [
+        json.loads(line) for line in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [r["step"] for r in records] == [0, 1] and all(r["trained_tokens"] > 0 for r in records)
+    assert (tmp_path / "sft" / "weights" / "model.safetensors").exists()
+    assert (tmp_path / "sft" / "metrics.png").stat().st_size > 1000
+
+
+def conversations_file(path: Path, n: int = 12) -> Path:
+    lines = [
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": f"say {w}"},
+                    {"role": "assistant", "content": w.upper()},
+                ]
+            }
+        )
+        for w in (f"word{i}" for i in range(n))
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_sft_resume_is_bit_exact(tmp_path):
+    from safetensors.torch import load_file
+
+    from verifiers.rl.toy import make_tiny_policy
+
+    policy = make_tiny_policy(tmp_path / "policy")
+    data = conversations_file(tmp_path / "chats.jsonl")
+
+    def sft(out, *extra):
+        config = tmp_path / f"{out}.toml"
+        config.write_text(
+            f'model = "{policy}"\noutput_dir = "{tmp_path / out}"\nbatch_size = 4\n'
+            f'checkpoint_every = 2\n[data]\npath = "{data}"\n[trainer]\nlr = 1e-3\nschedule = "cosine"\n'
+        )
+        result = subprocess.run(
+            [sys.executable, "-m", "verifiers.rl.sft", "@", str(config), *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result
+
+    sft("full", "--steps", "6")
+    sft("split", "--steps", "6")  # cut short below by deleting its later checkpoints
+    import shutil
+
+    split = tmp_path / "split"
+    shutil.rmtree(split / "checkpoints" / "step_000006")
+    resumed = sft("split", "--steps", "6", "--resume")
+    assert "resuming from" in resumed.stdout and "(step 4)" in resumed.stdout
+    full = load_file(str(tmp_path / "full" / "weights" / "model.safetensors"))
+    again = load_file(str(split / "weights" / "model.safetensors"))
+    assert full.keys() == again.keys()
+    assert all(torch.equal(full[k], again[k]) for k in full)
+    steps = [
+        json.loads(line)["step"] for line in (split / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert steps == list(range(6))  # the redone steps replaced their records

@@ -1,0 +1,259 @@
+"""Rollouts become data: vf-eval runs filtered into a Hugging Face dataset for fine-tuning.
+
+Each kept rollout becomes one row with ``messages`` (its prompt and completion as one
+conversation, tool calls and tool results intact), ``prompt`` and ``completion`` (the same split at
+the first model turn), ``reward``, ``metrics``, ``example_id`` and the run it came from. Filters,
+applied in this order: errors out (``keep_errors`` to keep them), ``min_reward``, at most
+``max_completion_tokens`` completion tokens, then per example ``best_of_n`` (the highest-reward
+rollout) or ``top_k``, then ``dedup`` (one copy of identical completions per example). The output
+directory holds ``data.parquet`` and a dataset card (``README.md``) naming the source
+environments, versions, models and the filter; ``datasets.load_dataset(DIR)`` reads it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from verifiers.results.writer import read_rows
+
+
+class RolloutFilter(BaseModel):
+    """Which rollouts of the runs become rows (defaults keep every successful rollout)."""
+
+    min_reward: float | None = None
+    best_of_n: bool = False
+    top_k: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    keep_errors: bool = False
+    dedup: bool = False
+
+    def describe(self) -> str:
+        parts = [] if self.keep_errors else ["errored rollouts removed"]
+        if self.min_reward is not None:
+            parts.append(f"reward ≥ {self.min_reward}")
+        if self.max_completion_tokens is not None:
+            parts.append(f"≤ {self.max_completion_tokens} completion tokens")
+        if self.best_of_n:
+            parts.append("best of n per example")
+        elif self.top_k is not None:
+            parts.append(f"top {self.top_k} per example")
+        if self.dedup:
+            parts.append("duplicate completions per example removed")
+        return ", ".join(parts) or "none"
+
+
+class DatasetCard(BaseModel):
+    """What a generated dataset came from (``dataset_info.json`` and the card)."""
+
+    sources: list[dict[str, Any]]
+    filter: RolloutFilter
+    description: str  # the filter in words
+    rows: int
+    rollouts_read: int
+
+
+def conversation(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rollout as one list of chat messages: prompt, then every completion message."""
+    prompt = row.get("prompt") or []
+    if isinstance(prompt, str):
+        prompt = [{"role": "user", "content": prompt}]
+    completion = row.get("completion") or []
+    if isinstance(completion, str):
+        completion = [{"role": "assistant", "content": completion}]
+    return [_clean(m) for m in [*prompt, *completion]]
+
+
+def _clean(message: dict[str, Any]) -> dict[str, Any]:
+    """A message as chat templates take it: role, content, and tool fields when present."""
+    out = {"role": message["role"], "content": message.get("content") or ""}
+    for key in ("tool_calls", "tool_call_id", "name"):
+        if message.get(key):
+            out[key] = message[key]
+    return out
+
+
+def select(rows: Iterable[dict[str, Any]], spec: RolloutFilter) -> list[dict[str, Any]]:
+    """The rollouts ``spec`` keeps, in (example, reward) order."""
+    kept = []
+    for row in rows:
+        if row.get("error") and not spec.keep_errors:
+            continue
+        reward = float(row.get("reward") or 0.0)
+        if spec.min_reward is not None and reward < spec.min_reward:
+            continue
+        tokens = ((row.get("usage") or {}).get("completion_tokens")) or 0
+        if spec.max_completion_tokens is not None and tokens > spec.max_completion_tokens:
+            continue
+        kept.append(row)
+    by_example: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for row in kept:
+        by_example[(row.get("_source"), row.get("example_id"))].append(row)
+    out = []
+    for key in sorted(by_example, key=str):
+        group = sorted(by_example[key], key=lambda r: -float(r.get("reward") or 0.0))
+        if spec.dedup:
+            seen, unique = set(), []
+            for row in group:
+                text = json.dumps(row.get("completion"), sort_keys=True)
+                if text not in seen:
+                    seen.add(text)
+                    unique.append(row)
+            group = unique
+        if spec.best_of_n:
+            group = group[:1]
+        elif spec.top_k is not None:
+            group = group[: spec.top_k]
+        out.extend(group)
+    return out
+
+
+def rollouts_to_dataset(
+    run_dirs: list[str | Path], out_dir: str | Path, spec: RolloutFilter | None = None
+) -> DatasetCard:
+    """Write the rows ``spec`` keeps from the vf-eval runs in ``run_dirs`` to ``out_dir``."""
+    import datasets
+
+    spec = spec or RolloutFilter()
+    sources, rows = [], []
+    for index, run_dir in enumerate(run_dirs):
+        run = Path(run_dir)
+        meta_path, results_path = run / "metadata.json", run / "results.jsonl"
+        if not results_path.exists():
+            raise FileNotFoundError(f"{run} is not a vf-eval run directory (no results.jsonl)")
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        sources.append(
+            {
+                key: meta.get(key)
+                for key in ("env_id", "env_version", "env_content_hash", "model", "run_id")
+            }
+            | {"run_dir": str(run)}
+        )
+        for row in read_rows(results_path):
+            rows.append({**row, "_source": index})
+    chosen = select(rows, spec)
+    records = []
+    for row in chosen:
+        messages = conversation(row)
+        split = len(row.get("prompt") or []) if isinstance(row.get("prompt"), list) else 1
+        source = sources[row["_source"]]
+        records.append(
+            {
+                "messages": _json(messages),
+                "prompt": _json(messages[:split]),
+                "completion": _json(messages[split:]),
+                "reward": float(row.get("reward") or 0.0),
+                "metrics": json.dumps(row.get("metrics") or {}),
+                "example_id": int(row.get("example_id") or 0),
+                "env_id": source["env_id"],
+                "env_version": source["env_version"],
+                "model": source["model"],
+                "run_id": source["run_id"],
+            }
+        )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    datasets.Dataset.from_list(records, features=_features()).to_parquet(str(out / "data.parquet"))
+    card = DatasetCard(
+        sources=sources,
+        filter=spec,
+        description=spec.describe(),
+        rows=len(records),
+        rollouts_read=len(rows),
+    )
+    (out / "dataset_info.json").write_text(card.model_dump_json(indent=2))
+    (out / "README.md").write_text(_card_text(card))
+    return card
+
+
+def _json(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages with tool-call arguments as JSON text, so every row has one Arrow type."""
+    out = []
+    for m in messages:
+        calls = [
+            {
+                "id": c.get("id") or "",
+                "type": c.get("type") or "function",
+                "function": {
+                    "name": (c.get("function") or {}).get("name") or "",
+                    "arguments": _arguments((c.get("function") or {}).get("arguments")),
+                },
+            }
+            for c in m.get("tool_calls") or []
+        ]
+        out.append(
+            {
+                "role": m["role"],
+                "content": m.get("content") or "",
+                "tool_calls": calls,
+                "tool_call_id": m.get("tool_call_id") or "",
+            }
+        )
+    return out
+
+
+def _arguments(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value or {})
+
+
+def _features() -> Any:
+    import datasets
+
+    message = {
+        "role": datasets.Value("string"),
+        "content": datasets.Value("string"),
+        "tool_calls": datasets.List(
+            {
+                "id": datasets.Value("string"),
+                "type": datasets.Value("string"),
+                "function": {
+                    "name": datasets.Value("string"),
+                    "arguments": datasets.Value("string"),
+                },
+            }
+        ),
+        "tool_call_id": datasets.Value("string"),
+    }
+    return datasets.Features(
+        {
+            "messages": datasets.List(message),
+            "prompt": datasets.List(message),
+            "completion": datasets.List(message),
+            "reward": datasets.Value("float64"),
+            "metrics": datasets.Value("string"),
+            "example_id": datasets.Value("int64"),
+            "env_id": datasets.Value("string"),
+            "env_version": datasets.Value("string"),
+            "model": datasets.Value("string"),
+            "run_id": datasets.Value("string"),
+        }
+    )
+
+
+def _card_text(card: DatasetCard) -> str:
+    lines = [
+        "---",
+        "configs:",
+        "- config_name: default",
+        "  data_files: data.parquet",
+        "---",
+        "# Rollouts dataset",
+        "",
+        f"{card.rows} rows from {card.rollouts_read} rollouts; filter: {card.filter.describe()}.",
+        "",
+        "| environment | version | content hash | model | run |",
+        "|---|---|---|---|---|",
+    ]
+    for s in card.sources:
+        lines.append(
+            f"| {s['env_id']} | {s['env_version']} | {s['env_content_hash']} | {s['model']} | "
+            f"{s['run_id']} |"
+        )
+    lines += ["", "Columns: messages (the whole conversation), prompt, completion, reward,"]
+    lines += ["metrics (JSON), example_id, env_id, env_version, model, run_id.", ""]
+    return "\n".join(lines)

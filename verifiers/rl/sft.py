@@ -1,0 +1,363 @@
+"""vf-sft: supervised fine-tuning on conversations, on the same trainer core as vf-rl.
+
+    vf-sft @ examples/sft/uppercase_cpu.toml [--steps 40] [--trainer.lr 2e-5] [--resume]
+
+Input (``[data] path``): a dataset written by ``vf-data`` (or any directory ``datasets`` loads),
+a local ``.parquet`` / ``.jsonl`` / ``.json`` file, with a ``messages`` column, or ``prompt`` and
+``completion`` columns of messages. Each conversation is tokenized with the model's chat template
+and trained on its assistant tokens only (``verifiers.rl.chat_tokens``), with the trainer's
+packing, optimizer, schedules, checkpoints and FSDP2. With ``[eval] env_id``, held-out reward on
+that environment is measured before the first step, every ``every`` steps and after the last (the
+model is served by vf-serve and updated as vf-rl does). Writes ``metrics.jsonl``, ``eval.jsonl``,
+``metrics.png``, ``config.json``, ``checkpoints/`` and ``weights/`` (a model directory that
+``vf-eval -m``, ``vf-serve`` and vf-rl's ``model =`` take). Every setting, with its default:
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from verifiers.rl.config import InferenceConfig, SFTLoss, TrainerConfig, _Strict
+
+
+class SFTDataConfig(_Strict):
+    path: str = "data/uppercase-best"
+    split: str = "train"
+    max_tokens: int = Field(default=2048, ge=8)  # longer conversations are skipped (and counted)
+
+
+class SFTEvalConfig(_Strict):
+    env_id: str | None = None  # held-out reward on this environment's eval split; None: off
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    every: int = Field(default=0, ge=0)  # 0: before the first step and after the last only
+    examples: int = Field(default=32, ge=1)
+    max_tokens: int = Field(default=64, ge=1)
+    temperature: float = Field(default=0.7, gt=0)
+
+
+class SFTConfig(_Strict):
+    model: str = "SmolLM2-135M-Instruct"
+    output_dir: str = "outputs/sft/run"
+    data: SFTDataConfig = Field(default_factory=SFTDataConfig)
+    epochs: int = Field(default=1, ge=1)
+    steps: int | None = Field(default=None, ge=1)  # default: epochs over the data
+    batch_size: int = Field(default=16, ge=1)  # conversations per optimizer step
+    checkpoint_every: int = Field(default=0, ge=0)
+    keep_checkpoints: int = Field(default=2, ge=0)
+    seed: int = 0
+    trainer: TrainerConfig = Field(default_factory=lambda: TrainerConfig(loss=SFTLoss(), lr=2e-5))
+    inference: InferenceConfig = Field(default_factory=InferenceConfig)  # for [eval] only
+    eval: SFTEvalConfig = Field(default_factory=SFTEvalConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sft_loss_by_default(cls, data: Any) -> Any:
+        """A ``[trainer]`` table that names no loss still trains with SFT's."""
+        if isinstance(data, dict) and isinstance(data.get("trainer"), dict):
+            data = {**data, "trainer": {"loss": "sft", "lr": 2e-5, **data["trainer"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _the_sft_loss(self) -> SFTConfig:
+        if self.trainer.loss.name != "sft":
+            raise ValueError("vf-sft trains with trainer.loss = 'sft'; the RL losses are vf-rl's")
+        if self.trainer.autocast == "auto":
+            bf16 = self.inference.dtype.lower() in ("bfloat16", "bf16")
+            self.trainer.autocast = "bf16" if bf16 else "none"
+        return self
+
+
+def load_conversations(spec: SFTDataConfig) -> list[list[dict[str, Any]]]:
+    """Every row's conversation: ``messages``, or ``prompt`` + ``completion``."""
+    import datasets
+
+    path = Path(spec.path)
+    if path.is_file():
+        kind = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}.get(path.suffix)
+        if kind is None:
+            raise ValueError(f"{path}: a .parquet, .jsonl or .json file, or a dataset directory")
+        data = datasets.load_dataset(kind, data_files=str(path), split="train")
+    elif path.is_dir():
+        data = datasets.load_dataset(str(path), split=spec.split)
+    else:
+        raise FileNotFoundError(f"no dataset at {path} (make one with vf-data)")
+    columns = set(data.column_names)
+    if "messages" in columns:
+        return [list(row["messages"]) for row in data]
+    if {"prompt", "completion"} <= columns:
+        return [
+            _as_messages(r["prompt"], "user") + _as_messages(r["completion"], "assistant")
+            for r in data
+        ]
+    raise ValueError(f"{path} has no 'messages' column and no 'prompt' + 'completion' columns")
+
+
+def _as_messages(value: Any, role: str) -> list[dict[str, Any]]:
+    return [{"role": role, "content": value}] if isinstance(value, str) else list(value)
+
+
+def build_samples(
+    tokenizer: Any, conversations: list[list[dict[str, Any]]], max_tokens: int
+) -> tuple[list[Any], int]:
+    """Training samples (assistant-masked), and how many conversations were too long."""
+    from verifiers.rl.batching import Sample
+    from verifiers.rl.chat_tokens import assistant_masked
+
+    samples, skipped = [], 0
+    for messages in conversations:
+        ids, mask = assistant_masked(tokenizer, messages)
+        if len(ids) > max_tokens or not any(mask):
+            skipped += 1
+            continue
+        samples.append(Sample(ids, mask, [0.0] * len(ids), 0.0, 0.0, 0))
+    return samples, skipped
+
+
+def batches_for(samples: list[Any], batch_size: int, seed: int, step: int) -> list[Any]:
+    """The samples of ``step``: a fresh shuffle per epoch (seed, epoch), so a resumed run sees
+    the same batches as an uninterrupted one."""
+    per_epoch = max(1, len(samples) // batch_size)
+    epoch, index = divmod(step, per_epoch)
+    order = list(range(len(samples)))
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return [samples[i] for i in order[index * batch_size : (index + 1) * batch_size]]
+
+
+def parse_args(argv: list[str]) -> tuple[SFTConfig, bool]:
+    from verifiers.rl.cli import parse_overrides
+
+    data, resume = parse_overrides(
+        argv, __doc__, SFTConfig().model_dump(), "examples/sft/uppercase_cpu.toml"
+    )
+    return SFTConfig.model_validate(data), resume
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from verifiers.rl.cli import UsageError
+
+    try:
+        config, resume = parse_args(sys.argv[1:] if argv is None else argv)
+    except ValidationError as exc:
+        print(f"vf-sft: invalid config: {exc}", file=sys.stderr)
+        return 2
+    except UsageError as exc:
+        print(f"vf-sft: {exc}", file=sys.stderr)
+        return 2
+    from rich.console import Console
+
+    console = Console()
+    try:
+        return run(config, resume, console)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]; continue with --resume")
+        return 130
+
+
+def run(config: SFTConfig, resume: bool, console: Any) -> int:
+    import torch
+    from rich.markup import escape
+    from rich.progress import Progress
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verifiers.local_models import ModelNotAvailableError, resolve_model_dir
+    from verifiers.rl.chat_tokens import TemplateError
+    from verifiers.rl.cli import run_dir_problem, truncate_history
+    from verifiers.rl.loop import latest_checkpoint, prune_checkpoints
+    from verifiers.rl.trainer import Trainer
+
+    out = Path(config.output_dir)
+    problem = run_dir_problem(out, resume)
+    if problem:
+        console.print(f"vf-sft: {escape(problem)}", soft_wrap=True)
+        return 2
+    try:
+        model_dir, _ = resolve_model_dir(config.model)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        samples, skipped = build_samples(
+            tokenizer, load_conversations(config.data), config.data.max_tokens
+        )
+    except (ModelNotAvailableError, FileNotFoundError, ValueError, TemplateError) as exc:
+        console.print(f"vf-sft: {escape(str(exc))}", soft_wrap=True)
+        return 2
+    if not samples:
+        console.print(f"vf-sft: no trainable conversation in {config.data.path}")
+        return 2
+    steps = config.steps or config.epochs * max(1, len(samples) // config.batch_size)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(config.model_dump_json(indent=2))
+    console.print(
+        f"vf-sft: {len(samples)} conversations ({skipped} skipped: too long or nothing to "
+        f"train), {steps} steps of {config.batch_size}; config: {out / 'config.json'}"
+    )
+    torch.manual_seed(config.seed)
+    policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
+    trainer = Trainer(policy, config.trainer, total_steps=steps, pad_id=tokenizer.pad_token_id or 0)
+    start = 0
+    checkpoint = latest_checkpoint(out) if resume else None
+    if checkpoint is not None:
+        start = trainer.load_checkpoint(checkpoint)["step"]
+        truncate_history(out, start)
+        console.print(f"resuming from {checkpoint} (step {start})")
+    (out / "weights").mkdir(parents=True, exist_ok=True)
+    for item in model_dir.iterdir():
+        if item.is_file() and not item.name.endswith(".safetensors"):
+            shutil.copy2(item, out / "weights" / item.name)
+    evaluator = Evaluator(config, model_dir, out) if config.eval.env_id else None
+    try:
+        if evaluator is not None and start == 0:
+            evaluator.measure(trainer, 0, console)
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task("training", total=steps, completed=start)
+            for step in range(start, steps):
+                began = time.perf_counter()
+                batch = batches_for(samples, config.batch_size, config.seed, step)
+                result = trainer.train_step(batch)
+                record = {
+                    "step": step,
+                    "loss": result["loss"],
+                    "tokens": sum(len(s) for s in batch),
+                    "trained_tokens": result["loss_tokens"],
+                    "grad_norm": result["grad_norm"],
+                    "lr": result["lr"],
+                    "step_s": time.perf_counter() - began,
+                }
+                with (out / "metrics.jsonl").open("a") as f:
+                    f.write(json.dumps(record) + "\n")
+                progress.update(task, advance=1, description=f"loss {result['loss']:.4f}")
+                done = step + 1
+                if config.checkpoint_every and done % config.checkpoint_every == 0:
+                    trainer.save_checkpoint(out / "checkpoints" / f"step_{done:06d}", done, {})
+                    prune_checkpoints(out / "checkpoints", config.keep_checkpoints)
+                if evaluator is not None and (
+                    done == steps or (config.eval.every and done % config.eval.every == 0)
+                ):
+                    evaluator.measure(trainer, done, console)
+    finally:
+        if evaluator is not None:
+            evaluator.close()
+    trainer.save_weights(out / "weights")
+    picture = plot_sft(out)
+    console.print(
+        f"weights: {out / 'weights'} (vf-eval ENV -m {out / 'weights'}); metrics: "
+        f"{out / 'metrics.jsonl'}" + (f"; plot: {picture}" if picture else "")
+    )
+    return 0
+
+
+class Evaluator:
+    """Held-out reward of the model being trained: vf-serve on it, new weights pushed before each
+    measurement (as vf-rl does), the environment's eval rows with fixed seeds."""
+
+    def __init__(self, config: SFTConfig, model_dir: Path, out: Path) -> None:
+        import verifiers as vf
+        from verifiers.clients import OpenAICompatibleClient
+        from verifiers.rl.inference import start_inference
+        from verifiers.weights.access import new_secret
+        from verifiers.weights.transport import FilesystemTransport
+
+        self.config, self.out = config, out
+        self.env = vf.load_environment(config.eval.env_id, **config.eval.env_args)
+        self.rows = self.env.dataset_rows("eval", n=config.eval.examples)
+        self.server = start_inference(
+            config.inference,
+            model_dir,
+            out / "logs" / "inference.log",
+            weights_dir=out / "weights",
+            weights_secret=new_secret(),
+        )
+        self.weights = FilesystemTransport(
+            self.server.base_url, out / "weights", self.alive, secret=self.server.weights_secret
+        )
+        self.client = OpenAICompatibleClient(self.server.base_url)
+
+    def alive(self) -> str | None:
+        code = self.server.process.poll()
+        return None if code is None else f"the inference server exited (code {code})"
+
+    def measure(self, trainer: Any, step: int, console: Any) -> None:
+        import asyncio
+        import statistics
+
+        if step:
+            self.weights.push(trainer)
+        spec = self.config.eval
+        begun = time.perf_counter()
+        result = asyncio.run(
+            self.env.generate(
+                self.rows,
+                self.client,
+                "policy",
+                sampling_args={
+                    "max_tokens": spec.max_tokens,
+                    "temperature": spec.temperature,
+                    "seed": self.config.seed,
+                },
+                rollouts_per_example=1,
+                max_concurrent=32,
+            )
+        )
+        rewards = [float(r or 0.0) for r in result.reward]
+        record = {
+            "step": step,
+            "eval_reward": statistics.fmean(rewards),
+            "eval_reward_std": statistics.pstdev(rewards),
+            "eval_rollouts": len(rewards),
+            "eval_errors": sum(1 for s in result.state if s.get("error")),
+            "eval_s": time.perf_counter() - begun,
+        }
+        with (self.out / "eval.jsonl").open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        console.print(
+            f"held-out reward after {step} steps: {record['eval_reward']:.3f} ± "
+            f"{record['eval_reward_std']:.3f} ({len(rewards)} rollouts)"
+        )
+
+    def close(self) -> None:
+        self.weights.close()
+        self.server.stop()
+
+
+def plot_sft(output_dir: Path) -> Path | None:
+    """``metrics.png``: training loss and held-out reward over the run."""
+    from verifiers.rl.loop import _read_jsonl
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    history = _read_jsonl(output_dir / "metrics.jsonl")
+    evals = _read_jsonl(output_dir / "eval.jsonl")
+    if not history:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
+    left.plot([h["step"] for h in history], [h["loss"] for h in history], marker=".")
+    left.set_ylabel("loss (nat/token)")
+    right.plot(
+        [e["step"] for e in evals], [e["eval_reward"] for e in evals], marker="s", color="tab:green"
+    )
+    right.set_ylabel("held-out reward")
+    for ax in (left, right):
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = output_dir / "metrics.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())
