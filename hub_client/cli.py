@@ -394,9 +394,9 @@ def cmd_eval_push(args: argparse.Namespace) -> int:
 
 def cmd_data_push(args: argparse.Namespace) -> int:
     folder = Path(args.dataset_dir)
-    card_file, data_file = folder / "dataset_info.json", folder / "data.parquet"
+    card_file, data_file = folder / "vf_data.json", folder / "data.parquet"
     if not card_file.exists() or not data_file.exists():
-        raise UsageError(f"{folder} is not a vf-data dataset (dataset_info.json and data.parquet)")
+        raise UsageError(f"{folder} is not a vf-data dataset (vf_data.json and data.parquet)")
     card = json.loads(card_file.read_text())
     if args.env:
         spec = EnvSpec.parse(args.env)

@@ -193,7 +193,7 @@ class HubClient:
         self, owner: str, name: str, version: str, card: bytes, data: bytes
     ) -> DatasetInfo:
         files = {
-            "card": ("dataset_info.json", card, "application/json"),
+            "card": ("vf_data.json", card, "application/json"),
             "data": ("data.parquet", data, "application/octet-stream"),
         }
         path = f"/api/v1/environments/{owner}/{name}/versions/{version}/datasets"

@@ -325,6 +325,9 @@ User = Annotated[Principal, Depends(required_user)]
 MaybeUser = Annotated[Principal | None, Depends(optional_user)]
 
 
+ENV_SORTS = ("updated", "name", "created", "downloads")
+
+
 def check_run_matches(meta: dict[str, Any], env: Any, version: Any) -> str:
     """A run attaches only to the version whose code it ran: its environment id, version and
     content hash (``verifiers.content_hash``) must be that version's. Returns its run id."""
@@ -547,8 +550,8 @@ def create_app(data_dir: str | Path, sdk_wheel: str | Path | None = None) -> Fas
         page: int = 1,
         per_page: int = 20,
     ) -> EnvironmentPage:
-        if sort not in ("updated", "name", "created", "downloads"):
-            raise HubError(400, "invalid_sort", "sort must be updated, name, created or downloads")
+        if sort not in ENV_SORTS:
+            raise HubError(400, "invalid_sort", f"sort must be one of {', '.join(ENV_SORTS)}")
         per_page = max(1, min(per_page, 100))
         hub.flush_downloads()
         rows = hub.store.read().execute("SELECT * FROM environments").fetchall()
@@ -830,7 +833,7 @@ def create_app(data_dir: str | Path, sdk_wheel: str | Path | None = None) -> Fas
             sources, rows, spec = info["sources"], int(info["rows"]), info["filter"]
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise HubError(
-                400, "invalid_dataset", f"dataset_info.json is not a vf-data card: {exc}"
+                400, "invalid_dataset", f"vf_data.json is not a vf-data card: {exc}"
             ) from exc
         if not sources:
             raise HubError(400, "invalid_dataset", "the dataset names no source run")
@@ -1069,6 +1072,19 @@ def create_app(data_dir: str | Path, sdk_wheel: str | Path | None = None) -> Fas
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    from hub_server.web import add_web_routes
+    from verifiers.results.report import histogram
+
+    add_web_routes(
+        app,
+        hub,
+        {
+            "list_environments": list_environments,
+            "summary": summary,
+            "version_info": version_info,
+            "histogram": histogram,
+        },
+    )
     app.router.on_shutdown.append(hub.flush_downloads)
     app.add_middleware(
         RequestGuard,

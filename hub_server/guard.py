@@ -14,8 +14,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-UPLOAD_SUFFIXES = ("/versions", "/evals")
+UPLOAD_SUFFIXES = ("/versions", "/evals", "/datasets")
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+# the web pages' forms: they carry their own credential (a token to exchange, or the session)
+# and a CSRF token, so they pass without an Authorization header, with small bodies only
+FORM_ROUTES = {"/login": 16 * 1024, "/logout": 4 * 1024}
 
 
 class BodyRefused(Exception):
@@ -43,17 +46,19 @@ class RequestGuard:
         if scope["type"] != "http" or scope["method"] in SAFE_METHODS:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        try:
-            user = self.authenticate(self.token_of(headers))
-        except Exception as exc:  # HubError: invalid or expired token
-            status, code = getattr(exc, "status", 401), getattr(exc, "code", "invalid_token")
-            return await _error(send, status, code, getattr(exc, "message", str(exc)))
-        if user is None:
-            return await _error(
-                send, 401, "auth_required", "this needs an API token: run `prime login`"
-            )
+        form_limit = FORM_ROUTES.get(scope["path"])
+        if form_limit is None:
+            try:
+                user = self.authenticate(self.token_of(headers))
+            except Exception as exc:  # HubError: invalid or expired token
+                status, code = getattr(exc, "status", 401), getattr(exc, "code", "invalid_token")
+                return await _error(send, status, code, getattr(exc, "message", str(exc)))
+            if user is None:
+                return await _error(
+                    send, 401, "auth_required", "this needs an API token: run `prime login`"
+                )
         uploads = scope["path"].rstrip("/").endswith(UPLOAD_SUFFIXES)
-        limit = self.upload_limit if uploads else self.json_limit
+        limit = form_limit or (self.upload_limit if uploads else self.json_limit)
         too_large = (413, "body_too_large", f"request bodies here are limited to {limit} bytes")
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:

@@ -55,6 +55,9 @@ MIGRATIONS = [
                               uploaded_by TEXT NOT NULL, created_at TEXT NOT NULL, rows INTEGER NOT NULL,
                               filter TEXT NOT NULL, models TEXT NOT NULL, card_blob TEXT NOT NULL, data_blob TEXT NOT NULL,
                               data_sha256 TEXT NOT NULL, UNIQUE (version_id, data_sha256));""",
+    # v7: web sessions (a hashed cookie, tied to the API token it was exchanged for)
+    """CREATE TABLE sessions (session_hash TEXT PRIMARY KEY, token_id INTEGER NOT NULL REFERENCES tokens(id) ON DELETE CASCADE,
+                              created_at TEXT NOT NULL, expires_at TEXT NOT NULL);""",
 ]
 
 

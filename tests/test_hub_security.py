@@ -496,3 +496,122 @@ def test_installing_a_yanked_pin_warns_and_the_lock_names_its_hub(hub, tmp_path)
     assert "is yanked (superseded)" in result.stderr
     assert json.loads((tmp_path / "e.lock").read_text())["hub"] == hub["url"]
     del install_module
+
+
+# --- web pages, in a real browser (headless Chromium) ------------------------------------------
+
+HOSTILE_README = """# Hostile
+
+<script>window.__pwned = 1</script>
+<img src=x onerror="window.__pwned = 2">
+
+[click me](javascript:window.__pwned=3) and [docs](https://example.invalid/docs)
+"""
+
+
+def test_hub_pages_hide_private_environments_and_run_nothing_from_readmes(hub, tmp_path):
+    import shutil
+
+    playwright = pytest.importorskip("playwright.sync_api")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("needs chromium (apt-get install chromium)")
+    from pathlib import Path
+
+    artifacts = Path(
+        os.environ.get(
+            "VF_TEST_ARTIFACTS", Path(__file__).parent.parent / "outputs" / "test-artifacts"
+        )
+    )
+    artifacts.mkdir(parents=True, exist_ok=True)
+    owner, token = user(hub, "web")
+    public = publish(
+        hub,
+        token,
+        owner,
+        "web-public",
+        wheel("web-public"),
+        readme=HOSTILE_README,
+        description="shown <b>to all</b>",
+        tags='["demo", "<i>x</i>"]',
+    )
+    assert public.status_code == 201, public.text
+    private = publish(
+        hub,
+        token,
+        owner,
+        "web-secret",
+        wheel("web-secret"),
+        visibility="private",
+        description="only for the owner",
+    )
+    assert private.status_code == 201, private.text
+    version = httpx.get(
+        f"{hub['url']}/api/v1/environments/{owner}/web-public/versions/1.0.0"
+    ).json()
+    meta = {
+        "summary": {"avg_reward": 0.5, "std_reward": 0.5, "num_errors": 0},
+        "model": "m",
+        "env_id": "web-public",
+        "env_version": "1.0.0",
+        "env_content_hash": version["content_hash"],
+        "run_id": "web-run",
+    }
+    results = b"\n".join(json.dumps({"reward": r}).encode() for r in (0.0, 1.0, 1.0, 0.0))
+    attached = httpx.post(
+        f"{hub['url']}/api/v1/environments/{owner}/web-public/versions/1.0.0/evals",
+        files={
+            "metadata": ("metadata.json", json.dumps(meta).encode()),
+            "results": ("results.jsonl", results),
+        },
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert attached.status_code == 201, attached.text
+    # CSRF: a login form posted without the hub's own cookie and token is refused
+    forged = httpx.post(f"{hub['url']}/login", data={"token": token, "csrf": "guess"})
+    assert forged.status_code == 403 and "csrf" in forged.text
+
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.goto(f"{hub['url']}/?owner={owner}")
+        assert f"{owner}/web-public" in page.inner_text("table.environments")
+        assert "web-secret" not in page.content()  # logged out: private does not exist
+        page.screenshot(path=str(artifacts / "hub-index-logged-out.png"), full_page=True)
+        page.goto(f"{hub['url']}/e/{owner}/web-public")
+        assert page.evaluate("window.__pwned") is None  # no README script or handler ran
+        readme = page.inner_text(".readme")
+        assert "<script>window.__pwned = 1</script>" in readme  # shown as text
+        assert page.locator(".readme a[href^='javascript']").count() == 0
+        assert page.locator(".readme a[href='https://example.invalid/docs']").count() == 1
+        assert "shown <b>to all</b>" in page.inner_text("body")
+        assert page.inner_text(".install") == f"prime env install {owner}/web-public@1.0.0"
+        assert version["files"][0]["sha256"] in page.inner_text("table.versions")
+        assert (
+            "reward 0.5000" in page.inner_text(".eval")
+            and page.locator(".eval svg rect").count() == 20
+        )
+        page.screenshot(path=str(artifacts / "hub-environment.png"), full_page=True)
+        page.goto(f"{hub['url']}/e/{owner}/web-secret")
+        assert "Not found" in page.inner_text("h1")
+
+        page.goto(f"{hub['url']}/login")
+        page.fill("input[name=token]", token)
+        page.click("form[action='/login'] button")
+        page.wait_for_url(f"{hub['url']}/")
+        cookie = next(c for c in page.context.cookies() if c["name"] == "vfh_session")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        assert page.evaluate("document.cookie").find("vfh_session") == -1  # not readable by scripts
+        page.goto(f"{hub['url']}/?owner={owner}")
+        assert "web-secret" in page.inner_text("table.environments")
+        page.goto(f"{hub['url']}/e/{owner}/web-secret")
+        assert "only for the owner" in page.inner_text("body") and "private" in page.inner_text(
+            "h1"
+        )
+        page.goto(f"{hub['url']}/u/{owner}")
+        assert page.locator("table.environments tr").count() == 3  # header + both
+        page.screenshot(path=str(artifacts / "hub-owner-logged-in.png"), full_page=True)
+        page.click("form[action='/logout'] button")
+        page.goto(f"{hub['url']}/e/{owner}/web-secret")
+        assert "Not found" in page.inner_text("h1")
+        browser.close()

@@ -2,9 +2,10 @@
 # The post-training pipeline on CPU, end to end, on the embedded SmolLM2-135M-Instruct:
 #   best-of-n rollouts (vf-eval --split train) → a dataset (vf-data) → SFT (vf-sft)
 #   → RL from the SFT checkpoint (vf-rl) → held-out eval after every stage, on the same rows.
-#   bash examples/pipeline/uppercase_cpu.sh            # ~15 minutes on 2 cores
+#   bash examples/pipeline/uppercase_cpu.sh            # ~20 minutes on 2 cores
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+[ -d .venv/bin ] && PATH="$PWD/.venv/bin:$PATH"  # scripts/setup.sh's environment, if there
 out=${PIPELINE_DIR:-outputs/pipeline}
 if [ -e "$out" ]; then
   echo "pipeline: $out exists; remove it or set PIPELINE_DIR" >&2
@@ -24,9 +25,9 @@ heldout() {  # $1 = model, $2 = label: 60 eval rows, 1 rollout each, same seed e
   vf-eval uppercase -m "$1" -n 60 -r 1 -t 24 -T 0.7 --seed 0 --output-dir "$out/eval-$2" > /dev/null
 }
 stage "eval base" heldout SmolLM2-135M-Instruct base
-stage "generate 150 x 8" vf-eval uppercase --split train -n 150 -r 8 -t 24 -T 1.0 --seed 1 \
+stage "generate 300 x 8" vf-eval uppercase --split train -n 300 -r 8 -t 24 -T 0.7 --seed 1 \
   --output-dir "$out/generate" > /dev/null
-stage "vf-data best-of-8" vf-data "$out"/generate/evals/*/* -o "$out/data" --best-of-n --min-reward 0.5
+stage "vf-data best-of-8" vf-data "$out"/generate/evals/*/* -o "$out/data" --best-of-n --min-reward 0.6
 stage "vf-sft" vf-sft @ examples/sft/uppercase_cpu.toml --data.path "$out/data" \
   --output_dir "$out/sft" --eval.env_id null
 stage "eval sft" heldout "$out/sft/weights" sft

@@ -49,7 +49,8 @@ class RolloutFilter(BaseModel):
 
 
 class DatasetCard(BaseModel):
-    """What a generated dataset came from (``dataset_info.json`` and the card)."""
+    """What a generated dataset came from (``vf_data.json``, and the card in words). Not named
+    ``dataset_info.json``: ``datasets`` reads that name as its own split metadata."""
 
     sources: list[dict[str, Any]]
     filter: RolloutFilter
@@ -166,7 +167,7 @@ def rollouts_to_dataset(
         rows=len(records),
         rollouts_read=len(rows),
     )
-    (out / "dataset_info.json").write_text(card.model_dump_json(indent=2))
+    (out / "vf_data.json").write_text(card.model_dump_json(indent=2))
     (out / "README.md").write_text(_card_text(card))
     return card
 
@@ -236,12 +237,9 @@ def _features() -> Any:
 
 
 def _card_text(card: DatasetCard) -> str:
+    # no `configs: data_files` front matter: `datasets` would key its cache on that pattern and
+    # serve one directory's rows for another's of the same name
     lines = [
-        "---",
-        "configs:",
-        "- config_name: default",
-        "  data_files: data.parquet",
-        "---",
         "# Rollouts dataset",
         "",
         f"{card.rows} rows from {card.rollouts_read} rollouts; filter: {card.filter.describe()}.",

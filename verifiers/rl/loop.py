@@ -195,6 +195,9 @@ def plot(output_dir: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
+    from verifiers.results.style import SERIES, matplotlib_style
+
+    matplotlib_style(plt)
     history = _read_jsonl(output_dir / "metrics.jsonl")
     evals = _read_jsonl(output_dir / "eval.jsonl")
     if not history:
@@ -211,14 +214,13 @@ def plot(output_dir: Path) -> Path | None:
                     [e["step"] for e in evals],
                     [e["eval_reward"] for e in evals],
                     marker="s",
-                    color="tab:green",
+                    color=SERIES[1],
                     label="held-out eval",
                 )
             ax.legend(loc="best", fontsize=8)
         elif len(keys) > 1:
             ax.legend(loc="best", fontsize=8)
         ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
     for ax in axes[1]:
         ax.set_xlabel("step (policy version)")
     fig.tight_layout()

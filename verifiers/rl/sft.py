@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from verifiers.rl.config import InferenceConfig, SFTLoss, TrainerConfig, _Strict
+from verifiers.rl.config import InferenceConfig, TrainerConfig, _Strict
 
 
 class SFTDataConfig(_Strict):
@@ -44,6 +44,10 @@ class SFTEvalConfig(_Strict):
     temperature: float = Field(default=0.7, gt=0)
 
 
+SFT_TRAINER = {"loss": "sft", "lr": 2e-5}
+"""What vf-sft's trainer section defaults to, where it differs from vf-rl's."""
+
+
 class SFTConfig(_Strict):
     model: str = "SmolLM2-135M-Instruct"
     output_dir: str = "outputs/sft/run"
@@ -54,7 +58,7 @@ class SFTConfig(_Strict):
     checkpoint_every: int = Field(default=0, ge=0)
     keep_checkpoints: int = Field(default=2, ge=0)
     seed: int = 0
-    trainer: TrainerConfig = Field(default_factory=lambda: TrainerConfig(loss=SFTLoss(), lr=2e-5))
+    trainer: TrainerConfig = Field(default_factory=lambda: TrainerConfig(**SFT_TRAINER))
     inference: InferenceConfig = Field(default_factory=InferenceConfig)  # for [eval] only
     eval: SFTEvalConfig = Field(default_factory=SFTEvalConfig)
 
@@ -63,7 +67,7 @@ class SFTConfig(_Strict):
     def _sft_loss_by_default(cls, data: Any) -> Any:
         """A ``[trainer]`` table that names no loss still trains with SFT's."""
         if isinstance(data, dict) and isinstance(data.get("trainer"), dict):
-            data = {**data, "trainer": {"loss": "sft", "lr": 2e-5, **data["trainer"]}}
+            data = {**data, "trainer": {**SFT_TRAINER, **data["trainer"]}}
         return data
 
     @model_validator(mode="after")
@@ -81,6 +85,8 @@ def load_conversations(spec: SFTDataConfig) -> list[list[dict[str, Any]]]:
     import datasets
 
     path = Path(spec.path)
+    if path.is_dir() and (path / "data.parquet").is_file():  # a vf-data directory
+        path = path / "data.parquet"
     if path.is_file():
         kind = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}.get(path.suffix)
         if kind is None:
@@ -338,6 +344,9 @@ def plot_sft(output_dir: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
+    from verifiers.results.style import SERIES, matplotlib_style
+
+    matplotlib_style(plt)
     history = _read_jsonl(output_dir / "metrics.jsonl")
     evals = _read_jsonl(output_dir / "eval.jsonl")
     if not history:
@@ -346,12 +355,11 @@ def plot_sft(output_dir: Path) -> Path | None:
     left.plot([h["step"] for h in history], [h["loss"] for h in history], marker=".")
     left.set_ylabel("loss (nat/token)")
     right.plot(
-        [e["step"] for e in evals], [e["eval_reward"] for e in evals], marker="s", color="tab:green"
+        [e["step"] for e in evals], [e["eval_reward"] for e in evals], marker="s", color=SERIES[1]
     )
     right.set_ylabel("held-out reward")
     for ax in (left, right):
         ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
     fig.tight_layout()
     path = output_dir / "metrics.png"
     fig.savefig(path, dpi=100)
