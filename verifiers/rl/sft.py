@@ -163,10 +163,15 @@ def main(argv: list[str] | None = None) -> int:
 
     console = Console()
     try:
-        return run(config, resume, console)
+        code = run(config, resume, console)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]; continue with --resume")
-        return 130
+        code = 130
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker: skip gloo's teardown
+        from verifiers.rl.distributed import shutdown
+
+        shutdown(exit_code=code)
+    return code
 
 
 def run(config: SFTConfig, resume: bool, console: Any) -> int:
@@ -178,9 +183,11 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
     from verifiers.local_models import ModelNotAvailableError, resolve_model_dir
     from verifiers.rl.chat_tokens import TemplateError
     from verifiers.rl.cli import run_dir_problem, truncate_history
+    from verifiers.rl.distributed import init_from_env, shutdown
     from verifiers.rl.loop import latest_checkpoint, prune_checkpoints
     from verifiers.rl.trainer import Trainer
 
+    ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 runs the loop
     out = Path(config.output_dir)
     problem = run_dir_problem(out, resume)
     if problem:
@@ -206,12 +213,21 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
         f"train), {steps} steps of {config.batch_size}; config: {out / 'config.json'}"
     )
     torch.manual_seed(config.seed)
-    policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
-    trainer = Trainer(policy, config.trainer, total_steps=steps, pad_id=tokenizer.pad_token_id or 0)
+    device = config.trainer.device
+    if device == "auto":
+        device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+    policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32").to(device)
+    trainer = Trainer(
+        policy, config.trainer, total_steps=steps, pad_id=tokenizer.pad_token_id or 0, dist=ctx
+    )
     start = 0
     checkpoint = latest_checkpoint(out) if resume else None
-    if checkpoint is not None:
+    if checkpoint is not None:  # every rank loads its shards
         start = trainer.load_checkpoint(checkpoint)["step"]
+    if ctx is not None and not ctx.is_main:
+        trainer.follow()
+        shutdown(exit_code=0)
+    if checkpoint is not None:
         truncate_history(out, start)
         console.print(f"resuming from {checkpoint} (step {start})")
     (out / "weights").mkdir(parents=True, exist_ok=True)
@@ -248,10 +264,11 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
                     done == steps or (config.eval.every and done % config.eval.every == 0)
                 ):
                     evaluator.measure(trainer, done, console)
+        trainer.save_weights(out / "weights")  # a collective under FSDP2: before the stop
     finally:
+        trainer.stop_followers()
         if evaluator is not None:
             evaluator.close()
-    trainer.save_weights(out / "weights")
     picture = plot_sft(out)
     console.print(
         f"weights: {out / 'weights'} (vf-eval ENV -m {out / 'weights'}); metrics: "
