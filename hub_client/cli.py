@@ -366,23 +366,30 @@ def cmd_env_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def attach_spec(given: str | None, named: set[tuple[Any, Any]], source: str, what: str) -> EnvSpec:
+    """Where to attach: ``--env``, else the one owner/name@version the source names."""
+    if given:
+        spec = EnvSpec.parse(given)
+    else:
+        ((env_id, version),) = named if len(named) == 1 else {("", None)}
+        if "/" not in (env_id or "") or not version:
+            raise UsageError(
+                f"{source} does not name one owner/name@version; pass --env owner/name@version"
+            )
+        spec = EnvSpec.parse(f"{env_id}@{version}")
+    if not spec.version:
+        raise UsageError(f"{what} attach to an exact version: --env owner/name@1.2.3")
+    return spec
+
+
 def cmd_eval_push(args: argparse.Namespace) -> int:
     run = Path(args.run_dir)
     meta_file, results_file = run / "metadata.json", run / "results.jsonl"
     if not meta_file.exists() or not results_file.exists():
         raise UsageError(f"{run} is not a vf-eval run directory (metadata.json and results.jsonl)")
     meta = json.loads(meta_file.read_text())
-    if args.env:
-        spec = EnvSpec.parse(args.env)
-    else:
-        env_id, version = meta.get("env_id", ""), meta.get("env_version")
-        if "/" not in env_id or not version:
-            raise UsageError(
-                "the run does not name an owner/name@version; pass --env owner/name@version"
-            )
-        spec = EnvSpec.parse(f"{env_id}@{version}")
-    if not spec.version:
-        raise UsageError("eval results attach to an exact version: --env owner/name@1.2.3")
+    named = {(meta.get("env_id"), meta.get("env_version"))}
+    spec = attach_spec(args.env, named, "the run", "eval results")
     info = client().push_eval(
         spec.owner, spec.name, spec.version, meta_file.read_bytes(), results_file.read_bytes()
     )
@@ -398,16 +405,8 @@ def cmd_data_push(args: argparse.Namespace) -> int:
     if not card_file.exists() or not data_file.exists():
         raise UsageError(f"{folder} is not a vf-data dataset (vf_data.json and data.parquet)")
     card = json.loads(card_file.read_text())
-    if args.env:
-        spec = EnvSpec.parse(args.env)
-    else:
-        envs = {(s.get("env_id"), s.get("env_version")) for s in card.get("sources", [])}
-        if len(envs) != 1 or "/" not in (next(iter(envs))[0] or "") or not next(iter(envs))[1]:
-            raise UsageError("the dataset does not name one owner/name@version; pass --env")
-        env_id, version = next(iter(envs))
-        spec = EnvSpec.parse(f"{env_id}@{version}")
-    if not spec.version:
-        raise UsageError("datasets attach to an exact version: --env owner/name@1.2.3")
+    named = {(s.get("env_id"), s.get("env_version")) for s in card.get("sources", [])}
+    spec = attach_spec(args.env, named, "the dataset", "datasets")
     info = client().push_dataset(
         spec.owner, spec.name, spec.version, card_file.read_bytes(), data_file.read_bytes()
     )

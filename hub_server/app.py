@@ -698,6 +698,26 @@ def create_app(data_dir: str | Path, sdk_wheel: str | Path | None = None) -> Fas
         hub.index_cache.clear()
         return Response(status_code=204)
 
+    # --- what attaches to a version: eval results, generated datasets -------------------------
+    def attach_target(user: Principal, owner: str, name: str, version: str, what: str) -> tuple:
+        """The environment and version ``user`` may attach ``what`` to (publish scope, owner or
+        member), or the HubError that says why not."""
+        user.require("publish")
+        env = hub.env_row(owner, name, user)
+        if not hub.can_publish(user, owner):
+            raise HubError(
+                403,
+                "not_owner",
+                f"only {owner} and its members can attach {what} to {owner}/{name}",
+            )
+        return env, hub.version_row(env, version)
+
+    async def read_uploads(*files: UploadFile) -> list[bytes]:
+        contents = [await f.read(MAX_UPLOAD + 1) for f in files]
+        if any(len(c) > MAX_UPLOAD for c in contents):
+            raise HubError(413, "file_too_large", "attached files are limited to 50 MiB")
+        return contents
+
     # --- eval results --------------------------------------------------------------------------
     @app.post(
         "/api/v1/environments/{owner}/{name}/versions/{version}/evals",
@@ -712,13 +732,7 @@ def create_app(data_dir: str | Path, sdk_wheel: str | Path | None = None) -> Fas
         metadata: Annotated[UploadFile, File()],
         results: Annotated[UploadFile, File()],
     ) -> EvalInfo:
-        user.require("publish")
-        env = hub.env_row(owner, name, user)
-        if not hub.can_publish(user, owner):
-            raise HubError(
-                403, "not_owner", f"only {owner} and its members can attach evals to {owner}/{name}"
-            )
-        v = hub.version_row(env, version)
+        env, v = attach_target(user, owner, name, version, "evals")
         count = (
             hub.store.read()
             .execute("SELECT COUNT(*) FROM evals WHERE version_id=?", (v["id"],))
@@ -730,10 +744,7 @@ def create_app(data_dir: str | Path, sdk_wheel: str | Path | None = None) -> Fas
                 "eval_quota",
                 f"{owner}/{name} {v['version']} already has {count} evals (limit {MAX_EVALS_PER_VERSION})",
             )
-        meta_bytes = await metadata.read(MAX_UPLOAD + 1)
-        results_bytes = await results.read(MAX_UPLOAD + 1)
-        if len(meta_bytes) > MAX_UPLOAD or len(results_bytes) > MAX_UPLOAD:
-            raise HubError(413, "file_too_large", "eval files are limited to 50 MiB")
+        meta_bytes, results_bytes = await read_uploads(metadata, results)
         try:
             meta = json.loads(meta_bytes)
             rows = [json.loads(line) for line in results_bytes.splitlines() if line.strip()]
@@ -815,17 +826,8 @@ def create_app(data_dir: str | Path, sdk_wheel: str | Path | None = None) -> Fas
         data: Annotated[UploadFile, File()],
     ) -> DatasetInfo:
         """Every run the dataset came from must have run this version's code (as for evals)."""
-        user.require("publish")
-        env = hub.env_row(owner, name, user)
-        if not hub.can_publish(user, owner):
-            raise HubError(
-                403, "not_owner", f"only {owner} and its members can attach data to {owner}/{name}"
-            )
-        v = hub.version_row(env, version)
-        card_bytes = await card.read(MAX_UPLOAD + 1)
-        data_bytes = await data.read(MAX_UPLOAD + 1)
-        if len(card_bytes) > MAX_UPLOAD or len(data_bytes) > MAX_UPLOAD:
-            raise HubError(413, "file_too_large", "dataset files are limited to 50 MiB")
+        env, v = attach_target(user, owner, name, version, "datasets")
+        card_bytes, data_bytes = await read_uploads(card, data)
         if not data_bytes.startswith(b"PAR1"):
             raise HubError(400, "invalid_dataset", "data.parquet is not a Parquet file")
         try:

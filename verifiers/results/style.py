@@ -32,3 +32,17 @@ def matplotlib_style(plt: Any) -> None:
             "legend.frameon": False,
         }
     )
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend with this look, or None without
+    matplotlib (plots are optional: the ``rl`` extra brings it)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    matplotlib_style(plt)
+    return plt

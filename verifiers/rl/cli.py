@@ -205,6 +205,15 @@ def make_trainer(config: RLConfig, model: Any, pad_id: int = 0, dist: Any = None
     )
 
 
+def prepare_weights_dir(model_dir: Path, weights: Path) -> None:
+    """``weights`` as a complete model directory (config, tokenizer, chat template) that the
+    trained weights are written into: ``vf-eval -m``, ``vf-serve`` and ``model =`` load it."""
+    weights.mkdir(parents=True, exist_ok=True)
+    for item in model_dir.iterdir():
+        if item.is_file() and not item.name.endswith(".safetensors"):
+            shutil.copy2(item, weights / item.name)
+
+
 def run_dir_problem(out: Path, resume: bool) -> str | None:
     """Two runs never share one output dir: their metrics, plots and checkpoints would mix."""
     from verifiers.rl.loop import latest_checkpoint
@@ -359,10 +368,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
             f"checkpoints every {config.checkpoint_every} steps in {out / 'checkpoints'} ({kept} kept)"
         )
     # The weights dir is a complete model directory (vf-eval -m / vf-serve can load it).
-    (out / "weights").mkdir(parents=True, exist_ok=True)
-    for item in model_dir.iterdir():
-        if item.is_file() and not item.name.endswith(".safetensors"):
-            shutil.copy2(item, out / "weights" / item.name)
+    prepare_weights_dir(model_dir, out / "weights")
     log = out / "logs" / "inference.log"
     try:
         with console.status(f"starting the inference server ({config.inference.backend})"):

@@ -188,16 +188,11 @@ def plot(output_dir: Path) -> Path | None:
     """``metrics.png``: reward (and held-out reward, if evaluated), completion length, entropy and
     the KL diagnostics over every step of the run so far, read back from metrics.jsonl /
     eval.jsonl (a resumed run plots it all)."""
-    try:
-        import matplotlib
+    from verifiers.results.style import SERIES, pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
-    from verifiers.results.style import SERIES, matplotlib_style
-
-    matplotlib_style(plt)
     history = _read_jsonl(output_dir / "metrics.jsonl")
     evals = _read_jsonl(output_dir / "eval.jsonl")
     if not history:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -182,7 +181,7 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
 
     from verifiers.local_models import ModelNotAvailableError, resolve_model_dir
     from verifiers.rl.chat_tokens import TemplateError
-    from verifiers.rl.cli import run_dir_problem, truncate_history
+    from verifiers.rl.cli import prepare_weights_dir, run_dir_problem, truncate_history
     from verifiers.rl.distributed import init_from_env, shutdown
     from verifiers.rl.loop import latest_checkpoint, prune_checkpoints
     from verifiers.rl.trainer import Trainer
@@ -230,10 +229,7 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
     if checkpoint is not None:
         truncate_history(out, start)
         console.print(f"resuming from {checkpoint} (step {start})")
-    (out / "weights").mkdir(parents=True, exist_ok=True)
-    for item in model_dir.iterdir():
-        if item.is_file() and not item.name.endswith(".safetensors"):
-            shutil.copy2(item, out / "weights" / item.name)
+    prepare_weights_dir(model_dir, out / "weights")
     evaluator = Evaluator(config, model_dir, out) if config.eval.env_id else None
     try:
         if evaluator is not None and start == 0:
@@ -352,18 +348,12 @@ class Evaluator:
 
 def plot_sft(output_dir: Path) -> Path | None:
     """``metrics.png``: training loss and held-out reward over the run."""
+    from verifiers.results.style import SERIES, pyplot
     from verifiers.rl.loop import _read_jsonl
 
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
-    from verifiers.results.style import SERIES, matplotlib_style
-
-    matplotlib_style(plt)
     history = _read_jsonl(output_dir / "metrics.jsonl")
     evals = _read_jsonl(output_dir / "eval.jsonl")
     if not history:
