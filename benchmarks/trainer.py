@@ -60,7 +60,7 @@ def run(
             orchestrator,
             trainer,
             FilesystemTransport(server.base_url, work / f"weights-{lag}", secret=secret),
-            LoopSettings(steps, lag, 0, work / f"run-{lag}"),
+            LoopSettings(steps, lag, 0, work / f"run-{lag}", keep_checkpoints=0),
         )
     finally:
         server.stop()

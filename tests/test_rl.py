@@ -273,7 +273,7 @@ def run_loop(
             orchestrator,
             trainer,
             weights,
-            LoopSettings(steps, lag, checkpoint_every, tmp / "run"),
+            LoopSettings(steps, lag, checkpoint_every, tmp / "run", keep_checkpoints=0),
             start_step=start,
         )
         if probe is not None:

@@ -310,3 +310,24 @@ def test_vf_sft_under_torchrun_equals_one_process(tmp_path):
     assert outputs[1].keys() == outputs[2].keys()
     for name in outputs[1]:
         assert torch.allclose(outputs[1][name], outputs[2][name], atol=1e-5), name
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "message"),
+    [
+        ("verifiers.rl.sft", ["@", "nowhere.toml"], "no config file nowhere.toml"),
+        ("verifiers.rl.sft", ["--trainer.loss", "grpo"], "vf-sft trains with trainer.loss = 'sft'"),
+        ("verifiers.rl.sft", ["--data.path", "no/such/data"], "no dataset at no/such/data"),
+        ("verifiers.rl.cli", ["--trainer.loss", "sft"], "trainer.loss = 'sft' is vf-sft's"),
+    ],
+)
+def test_sft_and_rl_mistakes_are_one_line_and_exit_2(command, argv, message, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", command, *argv, "--output_dir", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stdout + result.stderr and "Traceback" not in result.stderr

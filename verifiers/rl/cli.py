@@ -273,22 +273,28 @@ def make_transport(
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def command_main(
+    prog: str,
+    parse: Any,
+    run: Any,
+    argv: list[str] | None,
+    before_run: Any = None,
+) -> int:
+    """A trainer command from argv to exit code: config mistakes are one line and exit 2,
+    Ctrl-C says how to resume (130), and a torchrun worker exits without gloo's teardown."""
     # Two processes (trainer, inference server) share the cores: spinning OpenMP threads would
     # slow both many times over. Must be set before torch is imported.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
-        config, resume = parse_args(sys.argv[1:] if argv is None else argv)
+        config, resume = parse(sys.argv[1:] if argv is None else argv)
     except ValidationError as exc:
-        print(f"vf-rl: invalid config: {exc}", file=sys.stderr)
+        print(f"{prog}: invalid config: {exc}", file=sys.stderr)
         return 2
     except UsageError as exc:
-        print(f"vf-rl: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
-    if config.inference.weight_transport == "nccl":
-        # vLLM runs NCCL with cuMem off; a trainer with it on can hang in the weight broadcast.
-        # NCCL reads it once per process, so before torch (and any NCCL group) starts.
-        os.environ.setdefault("NCCL_CUMEM_ENABLE", "0")
+    if before_run is not None:
+        before_run(config)
     from rich.console import Console
 
     console = Console()
@@ -304,6 +310,17 @@ def main(argv: list[str] | None = None) -> int:
 
         shutdown(exit_code=code)
     return code
+
+
+def _nccl_settings(config: RLConfig) -> None:
+    if config.inference.weight_transport == "nccl":
+        # vLLM runs NCCL with cuMem off; a trainer with it on can hang in the weight broadcast.
+        # NCCL reads it once per process, so before torch (and any NCCL group) starts.
+        os.environ.setdefault("NCCL_CUMEM_ENABLE", "0")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return command_main("vf-rl", parse_args, run, argv, before_run=_nccl_settings)
 
 
 def run(config: RLConfig, resume: bool, console: Any) -> int:
@@ -455,12 +472,12 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
                 trainer,
                 weights,
                 LoopSettings(
-                    config.steps,
-                    config.max_off_policy_steps,
-                    config.checkpoint_every,
-                    out,
-                    eval_settings(config, env),
+                    steps=config.steps,
+                    max_off_policy_steps=config.max_off_policy_steps,
+                    checkpoint_every=config.checkpoint_every,
+                    output_dir=out,
                     keep_checkpoints=config.keep_checkpoints,
+                    eval=eval_settings(config, env),
                 ),
                 start_step=start_step,
                 on_step=on_step,

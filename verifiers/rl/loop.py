@@ -36,12 +36,14 @@ class EvalSettings:
 
 @dataclass
 class LoopSettings:
+    """The loop's part of the run's config (``RLConfig``; its defaults live there)."""
+
     steps: int
-    max_off_policy_steps: int = 1
-    checkpoint_every: int = 0
-    output_dir: Path = Path("outputs/rl/run")
-    eval: EvalSettings = field(default_factory=EvalSettings)
-    keep_checkpoints: int = 2  # the newest N stay on disk (0: all); each is GBs for a 135M model
+    max_off_policy_steps: int
+    checkpoint_every: int
+    output_dir: Path
+    keep_checkpoints: int  # the newest N stay on disk (0: all); each is GBs for a 135M model
+    eval: EvalSettings = field(default_factory=EvalSettings)  # default: no held-out eval
 
 
 def train(

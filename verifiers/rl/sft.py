@@ -16,14 +16,13 @@ model is served by vf-serve and updated as vf-rl does). Writes ``metrics.jsonl``
 from __future__ import annotations
 
 import json
-import os
 import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from verifiers.rl.config import InferenceConfig, TrainerConfig, _Strict
 
@@ -147,30 +146,9 @@ def parse_args(argv: list[str]) -> tuple[SFTConfig, bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from verifiers.rl.cli import UsageError
+    from verifiers.rl.cli import command_main
 
-    try:
-        config, resume = parse_args(sys.argv[1:] if argv is None else argv)
-    except ValidationError as exc:
-        print(f"vf-sft: invalid config: {exc}", file=sys.stderr)
-        return 2
-    except UsageError as exc:
-        print(f"vf-sft: {exc}", file=sys.stderr)
-        return 2
-    from rich.console import Console
-
-    console = Console()
-    try:
-        code = run(config, resume, console)
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/yellow]; continue with --resume")
-        code = 130
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker: skip gloo's teardown
-        from verifiers.rl.distributed import shutdown
-
-        shutdown(exit_code=code)
-    return code
+    return command_main("vf-sft", parse_args, run, argv)
 
 
 def run(config: SFTConfig, resume: bool, console: Any) -> int:
