@@ -196,6 +196,7 @@ def test_eval_run_to_dataset_to_load_dataset_to_an_sft_step(server, tmp_path):
     config.write_text(
         f'model = "{policy}"\noutput_dir = "{tmp_path / "sft"}"\nbatch_size = 2\nsteps = 2\n'
         f'[data]\npath = "{tmp_path / "data"}"\n[trainer]\nlr = 1e-3\n'
+        '[eval]\nenv_id = "uppercase"\nexamples = 3\nmax_tokens = 6\nevery = 1\n'
     )
     trained = subprocess.run(
         [sys.executable, "-m", "verifiers.rl.sft", "@", str(config)],
@@ -210,6 +211,14 @@ def test_eval_run_to_dataset_to_load_dataset_to_an_sft_step(server, tmp_path):
     assert [r["step"] for r in records] == [0, 1] and all(r["trained_tokens"] > 0 for r in records)
     assert (tmp_path / "sft" / "weights" / "model.safetensors").exists()
     assert (tmp_path / "sft" / "metrics.png").stat().st_size > 1000
+    # held-out reward through vf-serve, before the first step and after each: the served
+    # weights are the trained ones (a policy version per push)
+    evals = [
+        json.loads(line) for line in (tmp_path / "sft" / "eval.jsonl").read_text().splitlines()
+    ]
+    assert [e["step"] for e in evals] == [0, 1, 2]
+    assert all(e["eval_rollouts"] == 3 and e["eval_errors"] == 0 for e in evals)
+    assert "held-out reward after 2 steps" in trained.stdout
 
 
 def conversations_file(path: Path, n: int = 12) -> Path:
