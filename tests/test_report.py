@@ -75,6 +75,7 @@ def test_the_report_shows_the_run_and_runs_no_model_output(server, tmp_path, bro
     assert page.locator(".avg-reward").inner_text() == f"{summary['avg_reward']:.4f}"
     assert page.locator(".num-rollouts").inner_text() == str(summary["num_rollouts"]) == "12"
     assert page.locator(".num-errors").inner_text() == str(summary["num_errors"])
+    assert page.locator(".timing").inner_text().endswith("ms")  # per-rollout timing shown
     assert summary["num_errors"] > 0
     assert "get_capital" in page.locator(".call").first.inner_text()
     assert page.locator(".rollout").count() == 12

@@ -76,6 +76,25 @@ def histogram(values: list[float], bins: int = BINS) -> dict[str, Any]:
     return {"counts": counts, "low": low, "high": high, "peak": max(counts)}
 
 
+def timing(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Mean and 95th-percentile generation time and mean scoring time per rollout (ms)."""
+    generation = sorted(
+        float(t["generation_ms"])
+        for r in rows
+        if (t := r.get("timing") or {}).get("generation_ms") is not None
+    )
+    scoring = [
+        float(t["scoring_ms"])
+        for r in rows
+        if (t := r.get("timing") or {}).get("scoring_ms") is not None
+    ]
+    return {
+        "generation_ms": sum(generation) / len(generation) if generation else None,
+        "generation_p95_ms": generation[int(0.95 * (len(generation) - 1))] if generation else None,
+        "scoring_ms": sum(scoring) / len(scoring) if scoring else None,
+    }
+
+
 def _rollout(row: dict[str, Any]) -> dict[str, Any]:
     """What the page shows of a rollout (compact keys keep 10,000 rollouts small)."""
     error = row.get("error")
@@ -90,6 +109,7 @@ def _rollout(row: dict[str, Any]) -> dict[str, Any]:
         "p": _messages(row.get("prompt")),
         "c": _messages(row.get("completion")),
         "t": (row.get("usage") or {}).get("completion_tokens"),
+        "g": (row.get("timing") or {}).get("generation_ms"),
     }
 
 
@@ -128,6 +148,7 @@ def render(run_dirs: list[str | Path]) -> str:
                 "meta": run["meta"],
                 "summary": run["meta"].get("summary") or {},
                 "histogram": histogram(rewards),
+                "timing": timing(run["rows"]),
                 "data": _script_json([_rollout(r) for r in run["rows"]]),
                 "dir": run["dir"],
             }
