@@ -38,11 +38,13 @@ _templates = jinja2.Environment(
 _SAFE_SCHEMES = ("http", "https", "mailto", "")
 
 
+_markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
+_markdown.validateLink = lambda url: urlsplit(url.strip()).scheme.lower() in _SAFE_SCHEMES
+
+
 def render_readme(text: str | None) -> str:
     """README Markdown as HTML: raw HTML escaped, only safe link schemes kept."""
-    md = MarkdownIt("commonmark", {"html": False}).enable("table")
-    md.validateLink = lambda url: urlsplit(url.strip()).scheme.lower() in _SAFE_SCHEMES
-    return md.render(text or "")
+    return _markdown.render(text or "")
 
 
 def _hash(value: str) -> str:
@@ -85,8 +87,14 @@ def add_web_routes(app: FastAPI, hub: Any, helpers: dict[str, Any]) -> None:
             row["token_id"],
         )
 
-    def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        user = session_user(request)
+    def page(
+        request: Request,
+        template: str,
+        user: Principal | None,
+        status: int = 200,
+        **context: Any,
+    ) -> HTMLResponse:
+        """``template`` rendered for ``user`` (the request's session, looked up once)."""
         csrf = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(24)
         body = _templates.get_template(template).render(user=user, csrf=csrf, **context)
         response = HTMLResponse(body, status_code=status)
@@ -129,6 +137,7 @@ def add_web_routes(app: FastAPI, hub: Any, helpers: dict[str, Any]) -> None:
         return page(
             request,
             "index.html",
+            user,
             listing=listing,
             q=q or "",
             tag=tag or "",
@@ -139,8 +148,9 @@ def add_web_routes(app: FastAPI, hub: Any, helpers: dict[str, Any]) -> None:
 
     @app.get("/u/{owner}", response_class=HTMLResponse)
     def owner_page(request: Request, owner: str) -> HTMLResponse:
-        listing = helpers["list_environments"](session_user(request), owner=owner, per_page=100)
-        return page(request, "owner.html", owner=owner, listing=listing)
+        user = session_user(request)
+        listing = helpers["list_environments"](user, owner=owner, per_page=100)
+        return page(request, "owner.html", user, owner=owner, listing=listing)
 
     @app.get("/e/{owner}/{name}", response_class=HTMLResponse)
     def environment_page(request: Request, owner: str, name: str) -> HTMLResponse:
@@ -148,11 +158,11 @@ def add_web_routes(app: FastAPI, hub: Any, helpers: dict[str, Any]) -> None:
         try:
             env = hub.env_row(owner, name, user)
         except HubError:
-            return page(request, "missing.html", status=404, what=f"{owner}/{name}")
-        versions = [helpers["version_info"](request, env, v) for v in hub.version_rows(env["id"])]
-        versions.reverse()  # newest first
-        evals = {}
-        for v in hub.version_rows(env["id"]):
+            return page(request, "missing.html", user, status=404, what=f"{owner}/{name}")
+        rows_by_version = hub.version_rows(env["id"])
+        versions = [helpers["version_info"](request, env, v) for v in reversed(rows_by_version)]
+        evals = {}  # newest version first above; evals by version string
+        for v in rows_by_version:
             rows = (
                 hub.store.read()
                 .execute("SELECT * FROM evals WHERE version_id=? ORDER BY id", (v["id"],))
@@ -163,6 +173,7 @@ def add_web_routes(app: FastAPI, hub: Any, helpers: dict[str, Any]) -> None:
         return page(
             request,
             "environment.html",
+            user,
             env=env,
             versions=versions,
             evals=evals,
@@ -172,14 +183,21 @@ def add_web_routes(app: FastAPI, hub: Any, helpers: dict[str, Any]) -> None:
             base_url=str(request.base_url).rstrip("/"),
         )
 
+    histograms: dict[int, dict[str, Any]] = {}  # attached evals never change: read each once
+
+    def reward_histogram(row: Any) -> dict[str, Any]:
+        if row["id"] not in histograms:
+            rewards = []
+            for line in hub.blobs.get(row["results_blob"]).splitlines():
+                try:
+                    rewards.append(float(json.loads(line).get("reward") or 0.0))
+                except (ValueError, AttributeError):
+                    continue
+            histograms[row["id"]] = helpers["histogram"](rewards)
+        return histograms[row["id"]]
+
     def eval_view(row: Any) -> dict[str, Any]:
         summary = json.loads(row["summary"])
-        rewards = []
-        for line in hub.blobs.get(row["results_blob"]).splitlines():
-            try:
-                rewards.append(float(json.loads(line).get("reward") or 0.0))
-            except (ValueError, AttributeError):
-                continue
         return {
             "id": row["id"],
             "model": row["model"],
@@ -187,12 +205,12 @@ def add_web_routes(app: FastAPI, hub: Any, helpers: dict[str, Any]) -> None:
             "uploaded_by": row["uploaded_by"],
             "num_rollouts": row["num_rollouts"],
             "summary": summary,
-            "histogram": helpers["histogram"](rewards),
+            "histogram": reward_histogram(row),
         }
 
     @app.get("/login", response_class=HTMLResponse)
     def login_form(request: Request) -> HTMLResponse:
-        return page(request, "login.html", error=None)
+        return page(request, "login.html", session_user(request), error=None)
 
     @app.post("/login")
     def login(request: Request, token: str = Form(...), csrf: str = Form(...)) -> Response:
@@ -200,9 +218,9 @@ def add_web_routes(app: FastAPI, hub: Any, helpers: dict[str, Any]) -> None:
         try:
             principal = hub.principal(token.strip())
         except HubError as exc:
-            return page(request, "login.html", status=401, error=exc.message)
+            return page(request, "login.html", None, status=401, error=exc.message)
         if principal is None:
-            return page(request, "login.html", status=401, error="paste an API token")
+            return page(request, "login.html", None, status=401, error="paste an API token")
         session = secrets.token_urlsafe(32)
         from datetime import UTC, datetime, timedelta
 

@@ -46,3 +46,11 @@ def pyplot() -> Any:
         return None
     matplotlib_style(plt)
     return plt
+
+
+def save_figure(plt: Any, fig: Any, path: Any) -> Any:
+    """Lay out, write (PNG, 100 dpi) and free ``fig``; returns ``path``."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

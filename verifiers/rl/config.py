@@ -22,10 +22,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class _PolicyGradient(_Strict):
+    """A loss over sampled tokens: their trainer/inference ratio is bounded (``importance``)."""
+
+    sampled: ClassVar[bool] = True
+
+
 # --- losses: each the algorithm of its name, with that paper's defaults ------------------------
 
 
-class GRPOLoss(_Strict):
+class GRPOLoss(_PolicyGradient):
     """GRPO (Shao et al. 2024, DeepSeekMath eq. 3): PPO's clipped surrogate per token, averaged
     over each sequence's tokens, then over sequences; std-scaled group advantages."""
 
@@ -36,7 +42,7 @@ class GRPOLoss(_Strict):
     advantage: Advantage = "group_mean_std"
 
 
-class DAPOLoss(_Strict):
+class DAPOLoss(_PolicyGradient):
     """DAPO (Yu et al. 2025, eq. 8): the clipped surrogate with clip-higher (ε_low 0.2, ε_high
     0.28) and token-level aggregation (every token of the batch weighs the same)."""
 
@@ -47,7 +53,7 @@ class DAPOLoss(_Strict):
     advantage: Advantage = "group_mean_std"
 
 
-class DrGRPOLoss(_Strict):
+class DrGRPOLoss(_PolicyGradient):
     """Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-like training"): the clipped surrogate
     summed over tokens and divided by a constant B·L_max (no length bias), and advantages without
     std scaling (no difficulty bias). L_max defaults to the orchestrator's max_tokens."""
@@ -60,7 +66,7 @@ class DrGRPOLoss(_Strict):
     max_completion_tokens: int | None = Field(default=None, ge=1)
 
 
-class GSPOLoss(_Strict):
+class GSPOLoss(_PolicyGradient):
     """GSPO (Zheng et al. 2025, eq. 5-7): one length-normalized ratio per sequence,
     s = exp(mean_t(log π - log π_old)), clipped at 1 - 3e-4 / 1 + 4e-4, averaged over sequences."""
 
@@ -71,7 +77,7 @@ class GSPOLoss(_Strict):
     advantage: Advantage = "group_mean_std"
 
 
-class CISPOLoss(_Strict):
+class CISPOLoss(_PolicyGradient):
     """CISPO (MiniMax-M1, 2025, eq. 4-5): REINFORCE weighted by the stop-gradient IS ratio
     clipped from above only, sg(min(r, 1 + ε_high))·A·log π, token-level aggregation. Every
     token keeps its gradient; ``max_weight`` is 1 + ε_high."""
@@ -87,6 +93,7 @@ class SFTLoss(_Strict):
     averaged over every trained token of the batch. No ratio, so no importance mask."""
 
     aggregation: ClassVar[Aggregation] = "token_mean"
+    sampled: ClassVar[bool] = False  # dataset tokens: no sampling ratio to bound
     name: Literal["sft"] = "sft"
     advantage: Advantage = "group_mean"  # unused: SFT samples carry no advantage
 
@@ -222,10 +229,7 @@ class RLConfig(_Strict):
 
     @model_validator(mode="after")
     def _resolve_autocast(self) -> RLConfig:
-        """The trainer computes in the dtype the server samples in (the config file shows it)."""
-        if self.trainer.autocast == "auto":
-            bf16 = self.inference.dtype.lower() in ("bfloat16", "bf16")
-            self.trainer.autocast = "bf16" if bf16 else "none"
+        resolve_autocast(self.trainer, self.inference)
         return self
 
     def max_completion_tokens(self) -> int:
@@ -233,6 +237,14 @@ class RLConfig(_Strict):
         loss = self.trainer.loss
         own = getattr(loss, "max_completion_tokens", None)
         return own or self.orchestrator.max_tokens
+
+
+def resolve_autocast(trainer: TrainerConfig, inference: InferenceConfig) -> None:
+    """``autocast = "auto"``: bf16 exactly when the server samples in bfloat16, so the trainer
+    computes what was sampled (the written config shows the choice)."""
+    if trainer.autocast == "auto":
+        bf16 = inference.dtype.lower() in ("bfloat16", "bf16")
+        trainer.autocast = "bf16" if bf16 else "none"
 
 
 def summary(config: RLConfig) -> str:

@@ -190,13 +190,12 @@ def plot(output_dir: Path) -> Path | None:
     """``metrics.png``: reward (and held-out reward, if evaluated), completion length, entropy and
     the KL diagnostics over every step of the run so far, read back from metrics.jsonl /
     eval.jsonl (a resumed run plots it all)."""
-    from verifiers.results.style import SERIES, pyplot
+    from verifiers.results.style import SERIES, pyplot, save_figure
 
     plt = pyplot()
     if plt is None:
         return None
-    history = _read_jsonl(output_dir / "metrics.jsonl")
-    evals = _read_jsonl(output_dir / "eval.jsonl")
+    history, evals = run_records(output_dir)
     if not history:
         return None
     fig, axes = plt.subplots(2, 2, figsize=(10, 6), sharex=True)
@@ -220,11 +219,12 @@ def plot(output_dir: Path) -> Path | None:
         ax.set_ylabel(label)
     for ax in axes[1]:
         ax.set_xlabel("step (policy version)")
-    fig.tight_layout()
-    path = output_dir / "metrics.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(plt, fig, output_dir / "metrics.png")
+
+
+def run_records(output_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A run's per-step records and held-out evals, as written (torn lines skipped)."""
+    return _read_jsonl(output_dir / "metrics.jsonl"), _read_jsonl(output_dir / "eval.jsonl")
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

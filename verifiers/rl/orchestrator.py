@@ -68,15 +68,7 @@ class Orchestrator:
         self.env, self.client, self.model = env, client, model
         self.config = config
         self.rows = env.dataset_rows("train")
-        self.examples_per_step = config.examples_per_step
-        self.rollouts_per_example = config.rollouts_per_example
-        self.max_concurrent = config.max_concurrent
         self.estimator = ESTIMATORS[advantage]
-        self.overlong = config.overlong
-        self.overlong_penalty = config.overlong_penalty
-        self.filter_zero_advantage = config.filter_zero_advantage
-        self.dynamic_sampling = config.dynamic_sampling
-        self.max_sampling_rounds = config.max_sampling_rounds
         self.seed = seed
         # the version the server was last told to serve (set by the loop): stands in for the
         # per-reply policy_version if a server does not report one
@@ -94,7 +86,7 @@ class Orchestrator:
     def examples_for(self, step: int, round_: int = 0) -> list[dict[str, Any]]:
         """The step's examples (round 0), or further ones for dynamic sampling's refills."""
         rng = random.Random(self.seed * 1_000_003 + step + round_ * 7_777_777)
-        return rng.sample(self.rows, min(self.examples_per_step, len(self.rows)))
+        return rng.sample(self.rows, min(self.config.examples_per_step, len(self.rows)))
 
     async def generate(self, step: int) -> Batch:
         return await self._watched(self._generate(step))
@@ -119,7 +111,7 @@ class Orchestrator:
             self.model,
             sampling_args=sampling,
             rollouts_per_example=rollouts_per_example,
-            max_concurrent=self.max_concurrent,
+            max_concurrent=self.config.max_concurrent,
         )
         rewards = [float(r or 0.0) for r in out.reward]
         return {
@@ -153,7 +145,7 @@ class Orchestrator:
             ("groups", "zero_advantage", "solve_all", "solve_none", "truncated"), 0
         )
         lengths: list[int] = []
-        rounds = self.max_sampling_rounds if self.dynamic_sampling else 1
+        rounds = self.config.max_sampling_rounds if self.config.dynamic_sampling else 1
         for round_ in range(rounds):
             out = await self._rollouts(step, round_)
             errors += sum(1 for s in out.state if s.get("error"))
@@ -163,7 +155,7 @@ class Orchestrator:
             for state in out.state:
                 groups.setdefault(state["example_id"], []).append(state)
             for states in groups.values():
-                if round_ and groups_kept >= self.examples_per_step:
+                if round_ and groups_kept >= self.config.examples_per_step:
                     break  # a refill tops the batch up to its size, no further
                 group = self._group(states, at_start, counts, lengths)
                 if group is None:
@@ -172,7 +164,7 @@ class Orchestrator:
                 samples += group_samples
                 versions += group_versions
                 groups_kept += 1
-            if groups_kept >= self.examples_per_step:
+            if groups_kept >= self.config.examples_per_step:
                 break
         n_groups = max(counts["groups"], 1)
         stats = {
@@ -194,8 +186,8 @@ class Orchestrator:
             self.client,
             self.model,
             sampling_args=dict(self.sampling_args, seed=seed),
-            rollouts_per_example=self.rollouts_per_example,
-            max_concurrent=self.max_concurrent,
+            rollouts_per_example=self.config.rollouts_per_example,
+            max_concurrent=self.config.max_concurrent,
         )
         errors = [s for s in out.state if s.get("error")]
         connection = [
@@ -221,19 +213,20 @@ class Orchestrator:
         truncated = [bool(s.get("is_truncated")) for s in members]
         counts["truncated"] += sum(truncated)
         lengths += [_completion_tokens(s) for s in members]
-        if self.overlong == "penalize":
+        if self.config.overlong == "penalize":
             rewards = [
-                r - self.overlong_penalty * t for r, t in zip(rewards, truncated, strict=True)
+                r - self.config.overlong_penalty * t
+                for r, t in zip(rewards, truncated, strict=True)
             ]
         advantages = self.estimator(rewards)
         if all(abs(a) < 1e-9 for a in advantages):
             counts["zero_advantage"] += 1
-            if self.filter_zero_advantage:
+            if self.config.filter_zero_advantage:
                 return None
         samples: list[Sample] = []
         versions: list[int] = []
         for state, advantage, cut in zip(members, advantages, truncated, strict=True):
-            if cut and self.overlong == "mask":
+            if cut and self.config.overlong == "mask":
                 continue  # still in the baseline, not trained on
             version = min(
                 (int(r.get("policy_version", at_start)) for r in state["responses"]),

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from verifiers.rl.config import InferenceConfig, TrainerConfig, _Strict
+from verifiers.rl.config import InferenceConfig, TrainerConfig, _Strict, resolve_autocast
 
 
 class SFTDataConfig(_Strict):
@@ -72,9 +72,7 @@ class SFTConfig(_Strict):
     def _the_sft_loss(self) -> SFTConfig:
         if self.trainer.loss.name != "sft":
             raise ValueError("vf-sft trains with trainer.loss = 'sft'; the RL losses are vf-rl's")
-        if self.trainer.autocast == "auto":
-            bf16 = self.inference.dtype.lower() in ("bfloat16", "bf16")
-            self.trainer.autocast = "bf16" if bf16 else "none"
+        resolve_autocast(self.trainer, self.inference)
         return self
 
 
@@ -326,14 +324,13 @@ class Evaluator:
 
 def plot_sft(output_dir: Path) -> Path | None:
     """``metrics.png``: training loss and held-out reward over the run."""
-    from verifiers.results.style import SERIES, pyplot
-    from verifiers.rl.loop import _read_jsonl
+    from verifiers.results.style import SERIES, pyplot, save_figure
+    from verifiers.rl.loop import run_records
 
     plt = pyplot()
     if plt is None:
         return None
-    history = _read_jsonl(output_dir / "metrics.jsonl")
-    evals = _read_jsonl(output_dir / "eval.jsonl")
+    history, evals = run_records(output_dir)
     if not history:
         return None
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
@@ -345,11 +342,7 @@ def plot_sft(output_dir: Path) -> Path | None:
     right.set_ylabel("held-out reward")
     for ax in (left, right):
         ax.set_xlabel("step")
-    fig.tight_layout()
-    path = output_dir / "metrics.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(plt, fig, output_dir / "metrics.png")
 
 
 if __name__ == "__main__":

@@ -98,7 +98,7 @@ class Trainer:
             ),
         )
         imp = config.importance
-        sampled = config.loss.name != "sft"  # SFT tokens were not sampled: no ratio to bound
+        sampled = config.loss.sampled  # dataset tokens (SFT) have no sampling ratio to bound
         self.token_band = (imp.token_low, imp.token_high) if imp.token_mask and sampled else None
         self.sequence_band = (
             (imp.sequence_low, imp.sequence_high) if imp.sequence_mask and sampled else None

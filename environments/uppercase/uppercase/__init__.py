@@ -45,17 +45,17 @@ def load_environment(
 ) -> vf.Environment:
     parser = vf.Parser()
 
+    def last_reply(completion) -> str:
+        replies = parser.get_assistant_messages(completion)
+        return (replies[-1].get("content") or "").strip() if replies else ""
+
     def similarity(completion, answer, **kwargs) -> float:
         """Similarity of the whole reply to the exact uppercase text (1.0 = exact)."""
-        replies = parser.get_assistant_messages(completion)
-        reply = (replies[-1].get("content") or "").strip() if replies else ""
-        return SequenceMatcher(None, reply, answer, autojunk=False).ratio()
+        return SequenceMatcher(None, last_reply(completion), answer, autojunk=False).ratio()
 
     def exact(completion, answer, **kwargs) -> float:
         """1 when the reply is exactly the answer (a metric, weight 0)."""
-        replies = parser.get_assistant_messages(completion)
-        reply = (replies[-1].get("content") or "").strip() if replies else ""
-        return float(reply == answer)
+        return float(last_reply(completion) == answer)
 
     rubric = vf.Rubric(funcs=[similarity, exact], weights=[1.0, 0.0], parser=parser)
     return vf.SingleTurnEnv(
