@@ -615,3 +615,26 @@ def test_hub_pages_hide_private_environments_and_run_nothing_from_readmes(hub, t
         page.goto(f"{hub['url']}/e/{owner}/web-secret")
         assert "Not found" in page.inner_text("h1")
         browser.close()
+
+
+def test_a_hub_serves_the_sdk_wheel_it_is_given(tmp_path):
+    """prime hub serve --sdk-wheel PATH: /sdk/ describes that wheel and serves exactly it."""
+    import hashlib
+
+    from fastapi.testclient import TestClient
+
+    from hub_server.app import create_app
+
+    wheel_file = tmp_path / "verifiers-9.8.7-py3-none-any.whl"
+    wheel_file.write_bytes(b"PK-not-really-a-wheel")
+    client = TestClient(create_app(tmp_path / "data", sdk_wheel=wheel_file))
+    info = client.get("/sdk/").json()
+    digest = hashlib.sha256(wheel_file.read_bytes()).hexdigest()
+    assert info["version"] == "9.8.7" and info["sha256"] == digest
+    assert info["install"].endswith(f'/sdk/{wheel_file.name}#sha256={digest}"')
+    assert client.get(f"/sdk/{wheel_file.name}").content == wheel_file.read_bytes()
+    assert client.get("/sdk/verifiers-0.0.1-py3-none-any.whl").status_code == 404
+    missing = TestClient(create_app(tmp_path / "data2", sdk_wheel=tmp_path / "nope.whl")).get(
+        "/sdk/"
+    )
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "sdk_unavailable"

@@ -115,3 +115,53 @@ def test_vf_install_keeps_this_sdk_whatever_the_environment_pins(venv, tmp_path,
     import verifiers
 
     assert version == verifiers.__version__
+
+
+def test_prime_env_install_refuses_a_python_without_this_sdk(tmp_path):
+    """A target Python with no verifiers, or with another project of that name (PyPI's), is
+    refused before anything installs, naming what it found and how to get this SDK."""
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    foreign = tmp_path / "foreign"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(foreign)], check=True)
+    site = subprocess.run(
+        [
+            str(foreign / "bin" / "python"),
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(site) / "verifiers").mkdir()
+    (Path(site) / "verifiers" / "__init__.py").write_text(
+        "__version__ = '0.4.0'  # another project\n"
+    )
+    for python, message in (
+        (bare, "has no verifiers installed"),
+        (foreign, "is not this SDK"),
+    ):
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hub_client.cli",
+                "env",
+                "install",
+                "alice/x",
+                "--python",
+                str(python / "bin" / "python"),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(tmp_path),
+                "PRIME_HUB_URL": "http://127.0.0.1:9",
+            },
+        )
+        out = result.stdout + result.stderr
+        assert result.returncode == 2 and message in out, out
+        assert "/sdk/" in out and "Traceback" not in out  # says how to get this SDK
