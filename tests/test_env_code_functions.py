@@ -45,21 +45,21 @@ def test_problem_set_has_over_100_specs_with_discriminating_hidden_tests():
 
 def test_splits_and_the_harness_never_carry_expected_outputs():
     from code_functions import load_environment, tests_for
-    from code_functions.grader import harness_script
+    from verifiers.rubrics.sandbox_checks import harness_script
 
     env = load_environment()
     train, held_out = env.dataset_rows("train"), env.dataset_rows("eval")
     assert len(train) + len(held_out) >= 100 and len(held_out) >= 25
     assert not {r["info"]["problem"] for r in train} & {r["info"]["problem"] for r in held_out}
     _, hidden, expected = tests_for("to_roman")
-    script = harness_script("def to_roman(n): pass", "to_roman", hidden, "nonce")
+    script = harness_script("def to_roman(n): pass", [f"to_roman(*{a!r})" for a in hidden], "nonce", 2)
     assert not [e for e in expected if json.dumps(e) in script]
     row = next(r for r in held_out + train if r["info"]["problem"] == "to_roman")
     assert not [e for e in expected if e in json.dumps(row)]  # nor does the row
 
 
 def test_comparison_is_typed():
-    from code_functions.grader import same
+    from verifiers.rubrics.sandbox_checks import same
 
     assert same(212.0, 212) and same([1, [2.0]], [1, [2]]) and same({"a": None}, {"a": None})
     assert not same(1, True) and not same(False, 0) and not same(None, 0)
@@ -193,5 +193,5 @@ async def test_empty_reply_and_no_code_score_zero(server, client):
 def test_unsafe_sandbox_mode_is_refused():
     from code_functions import load_environment
 
-    with pytest.raises(ValueError, match="untrusted code"):
+    with pytest.raises(ValueError, match="untrusted"):
         load_environment(sandbox_mode="unsafe")

@@ -4,8 +4,9 @@
 are the spec). The model sees the spec and two worked examples, may try code in a Python REPL of
 its own (``vf.PythonEnv``), and answers with the function in a ```python block. After the
 episode, ten hidden tests per problem run in a fresh sandbox that reports only what each call
-returned; the outputs are compared here with the reference's (``grader.py`` says why that
-cannot be gamed). Reward: half the fraction of hidden tests passed, half for passing them all.
+returned; the outputs are compared here with the reference's, so nothing the code prints,
+patches or writes can pass a test it fails (``verifiers.rubrics.sandbox_checks``). Reward: half
+the fraction of hidden tests passed, half for passing them all.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any
 
 import verifiers as vf
 
-from code_functions.grader import HiddenTestGrader
+from verifiers.rubrics.sandbox_checks import SandboxChecks
+
 from code_functions.problems import PROBLEMS, Problem
 
 HIDDEN_TESTS = 10
@@ -81,15 +83,24 @@ def make_rows(problems: list[Problem]) -> list[dict[str, Any]]:
     return [{"question": spec(p), "answer": p.name, "info": {"problem": p.name}} for p in problems]
 
 
+async def grade(checks: SandboxChecks, source: str, name: str) -> dict[str, Any]:
+    """Run a problem's hidden tests against ``source`` in a fresh sandbox; judge them here."""
+    _, hidden, expected = tests_for(name)
+    if not source.strip():
+        return {"passed": [False] * len(hidden), "errors": ["no code in the reply"], "timed_out": False}
+    run = await checks.run(setup=source, expressions=[f"{name}(*{args!r})" for args in hidden])
+    return run.judge(expected)
+
+
 class CodeFunctionsEnv(vf.PythonEnv):
     """PythonEnv plus the hidden-test grader, whose sandboxes are closed with the run's."""
 
-    def __init__(self, grader: HiddenTestGrader, **kwargs: Any) -> None:
+    def __init__(self, checks: SandboxChecks, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.grader = grader
+        self.checks = checks
 
     async def end_run(self) -> None:
-        await self.grader.close()
+        await self.checks.close()
         await super().end_run()
 
 
@@ -110,9 +121,7 @@ def load_environment(
     if unknown:
         raise ValueError(f"unknown problems {unknown}; the names are code_functions.PROBLEMS")
     held_out = set(problems) if problems else {p.name for p in PROBLEMS[::eval_every]}
-    if sandbox_mode == "unsafe":
-        raise ValueError("code-functions runs untrusted code: use sandbox_mode auto, bwrap or landlock")
-    grader = HiddenTestGrader(sandbox_mode)
+    checks = SandboxChecks(sandbox_mode)  # refuses "unsafe": the code is untrusted
     parser = vf.Parser()
 
     async def run_hidden_tests(completions, states) -> list[float]:
@@ -121,11 +130,10 @@ def load_environment(
 
         async def one(completion, state) -> float:
             name = state["info"]["problem"]
-            _, hidden, expected = tests_for(name)
             try:
-                report = await grader.grade(extract_code(completion, parser), name, hidden, expected)
+                report = await grade(checks, extract_code(completion, parser), name)
             except vf.SandboxError as exc:  # the grader's own failure, kept apart from the model's
-                report = {"passed": [False] * len(hidden), "errors": [], "grader_error": str(exc)}
+                report = {"passed": [False], "errors": [], "grader_error": str(exc)}
             state["test_report"] = report
             return sum(report["passed"]) / len(report["passed"])
 
@@ -139,7 +147,7 @@ def load_environment(
 
     rubric = vf.Rubric(funcs=[run_hidden_tests, all_passed], weights=[0.5, 0.5], parser=parser)
     return CodeFunctionsEnv(
-        grader=grader,
+        checks=checks,
         dataset=make_rows([p for p in PROBLEMS if p.name not in held_out]),
         eval_dataset=make_rows([p for p in PROBLEMS if p.name in held_out]),
         system_prompt=SYSTEM_PROMPT,
