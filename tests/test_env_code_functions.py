@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-import verifiers as vf
 from verifiers.testing import Reply, last_user_text
 
 
@@ -45,6 +44,7 @@ def test_problem_set_has_over_100_specs_with_discriminating_hidden_tests():
 
 def test_splits_and_the_harness_never_carry_expected_outputs():
     from code_functions import load_environment, tests_for
+
     from verifiers.rubrics.sandbox_checks import harness_script
 
     env = load_environment()

@@ -19,10 +19,8 @@ from functools import cache
 from typing import Any
 
 import verifiers as vf
-
-from verifiers.rubrics.sandbox_checks import SandboxChecks
-
 from code_functions.problems import PROBLEMS, Problem
+from verifiers.rubrics.sandbox_checks import SandboxChecks
 
 HIDDEN_TESTS = 10
 SHOWN_EXAMPLES = 2

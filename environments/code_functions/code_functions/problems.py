@@ -364,7 +364,7 @@ def merge_sorted(a: list[int], b: list[int]) -> list[int]:
 @problem(either(lambda r: (sorted(ints(-9, 9)(r)[0]),), ints(-9, 9, 2)), ([1, 2, 3],), ([3, 3, 1],), ([],))
 def is_sorted(nums: list[int]) -> bool:
     """Return True if the list is in non-decreasing order."""
-    return all(a <= b for a, b in zip(nums, nums[1:], strict=False))
+    return all(a <= b for a, b in itertools.pairwise(nums))
 
 
 @problem(ints(0, 5), ([1, 3, 1, 2, 3, 1],), ([],))

@@ -17,9 +17,8 @@ import json
 from typing import Any
 
 import verifiers as vf
-from verifiers.rubrics.sandbox_checks import SandboxChecks
-
 from repo_bugfix.tasks import TASKS, Task
+from verifiers.rubrics.sandbox_checks import SandboxChecks
 
 BY_ID: dict[str, Task] = {t.id: t for t in TASKS}
 MAX_SOURCE_BYTES = 200_000

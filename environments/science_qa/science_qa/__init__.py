@@ -13,7 +13,6 @@ import random
 from typing import Any
 
 import verifiers as vf
-
 from science_qa.questions import choice_question, numeric_question
 
 SYSTEM_PROMPT = """Answer the science question. Think briefly if you need to, then give only the final answer in \\boxed{}.

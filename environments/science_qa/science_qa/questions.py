@@ -135,7 +135,7 @@ NUMERIC = [
     Numeric(
         "mechanics",
         "A force of {f} N acts on an area of {a} m^2. What is the pressure in pascals?",
-        lambda r: {"a": (a := r.choice([0.2, 0.5, 2, 4, 5])), "f": r.randint(1, 40) * 10},
+        lambda r: {"a": r.choice([0.2, 0.5, 2, 4, 5]), "f": r.randint(1, 40) * 10},
         lambda f, a: Fraction(f) / Fraction(str(a)),
     ),
     Numeric(
@@ -180,7 +180,7 @@ def numeric_question(r: random.Random) -> tuple[str, str, str]:
 
 
 def _choices(r: random.Random, right: str, pool: list[str]) -> tuple[list[str], str]:
-    options = r.sample([p for p in pool if p != right], 3) + [right]
+    options = [*r.sample([p for p in pool if p != right], 3), right]
     r.shuffle(options)
     return options, "ABCD"[options.index(right)]
 
@@ -194,7 +194,7 @@ def choice_question(r: random.Random) -> tuple[str, str, list[str], str]:
         return "chemistry", f"Which element has the chemical symbol {symbol}?", options, letter
     if kind == 1:
         gas = r.choice(NOBLE_GASES)
-        options = r.sample(NOT_NOBLE, 3) + [gas]
+        options = [*r.sample(NOT_NOBLE, 3), gas]
         r.shuffle(options)
         return "chemistry", "Which of these is a noble gas?", options, "ABCD"[options.index(gas)]
     if kind == 2:
@@ -213,6 +213,6 @@ def choice_question(r: random.Random) -> tuple[str, str, list[str], str]:
     value = Fraction(answer)
     wrong = {decimal(value * 2), decimal(value / 2), decimal(value * 10), decimal(value + 1)}
     wrong.discard(answer)
-    options = r.sample(sorted(wrong), 3) + [answer]
+    options = [*r.sample(sorted(wrong), 3), answer]
     r.shuffle(options)
     return topic, question, options, "ABCD"[options.index(answer)]
