@@ -31,6 +31,7 @@ from packaging.utils import canonicalize_name
 
 from verifiers.install_target import Target, importable, probe
 from verifiers.package_confinement import (
+    STARTUP_MODULES,
     Installs,
     Problem,
     entry_point_problems,
@@ -209,7 +210,7 @@ def _read_stage(stage: Path, target: Target, plan: Plan) -> list[Staged]:
                 installs.data.append(path.relative_to(stage).as_posix())
         staged.append(Staged(installs, name, files, relative))
     problems = [
-        Problem("duplicate_member", f"{path.name} is installed by {' and '.join(owners)}")
+        Problem("foreign_file", f"{' and '.join(owners)} both install {path.relative_to(stage)}")
         for path, owners in claimed.items()
         if len(owners) > 1
     ]
@@ -299,10 +300,19 @@ def _name_problems(
             )
         ]
     for location in target.names.get(name, []):
+        if namespace and location.namespace:  # two portions of one namespace
+            clash = _portion_clash(installs, name, location.directory / location.entry, target)
+            if clash is not None and clash[1] not in mine:
+                return [
+                    Problem(
+                        "foreign_module",
+                        f"{dist} installs {clash[0]}, which stands in for "
+                        f"{clash[1] or 'no installed distribution'}'s module in the namespace {name!r}",
+                    )
+                ]
+            continue
         if location.owner in mine:
             continue
-        if namespace and location.namespace:
-            continue  # two portions of one namespace; their files are checked one by one
         whose = location.owner or "no installed distribution"
         return [
             Problem(
@@ -312,6 +322,49 @@ def _name_problems(
             )
         ]
     return []
+
+
+def _portion_clash(
+    installs: Installs, name: str, root: Path, target: Target
+) -> tuple[str, str | None] | None:
+    """A path of this namespace portion that would answer for (or hide) a module the portion
+    at ``root`` already has: (the path, that module's owner), or None. Portions share only
+    directories that are namespaces on both sides."""
+    ours = [p.split("/", 1)[1] for p in installs.site if p.split("/", 1)[0] == name and "/" in p]
+    for rel in ours:
+        parts, current = rel.split("/"), root
+        for depth, part in enumerate(parts):
+            if not current.is_dir():
+                break
+            theirs = [
+                current / e
+                for e in os.listdir(current)
+                if import_name(e) == import_name(part) and importable(current / e)
+            ]
+            if not theirs:
+                break
+            prefix = "/".join(parts[: depth + 1])
+            ours_namespace = depth < len(parts) - 1 and not any(
+                p.startswith(prefix + "/__init__.") for p in ours
+            )
+            if ours_namespace and all(_is_namespace(t) for t in theirs):
+                current = current / part
+                continue
+            return f"{name}/{prefix}", _owner_of_entry(theirs[0], target)
+    return None
+
+
+def _is_namespace(path: Path) -> bool:
+    return path.is_dir() and not any(c.name.startswith("__init__.") for c in path.iterdir())
+
+
+def _owner_of_entry(path: Path, target: Target) -> str | None:
+    if path.is_file():
+        return target.owner_of(path)
+    for child in sorted(path.rglob("*")):
+        if child.is_file() and target.owner_of(child):
+            return target.owner_of(child)
+    return None
 
 
 def _path_problems(dist: str, path: Path, target: Target, mine: set[str]) -> list[Problem]:
@@ -383,7 +436,7 @@ def _root_name_problems(
     if name in reserved_names():
         return [
             Problem(
-                "foreign_module",
+                "startup_module" if name in STARTUP_MODULES else "foreign_module",
                 f"{installs.distribution} puts {path} on sys.path, which answers for {name!r} "
                 "(this SDK, the standard library or a startup hook)",
             )

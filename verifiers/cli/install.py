@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -41,6 +42,20 @@ def uv_binary() -> str | None:
         return find_uv_bin()
     except (ImportError, FileNotFoundError):
         return shutil.which("uv")
+
+
+def build_wheel(uv: str, directory: Path, out: Path) -> Path:
+    """The project's wheel (its own build backend runs: this is the source being installed;
+    no dependency is ever built)."""
+    result = subprocess.run(
+        [uv, "build", "--wheel", "--out-dir", str(out), str(directory)],
+        capture_output=True,
+        text=True,
+    )
+    wheels = sorted(out.glob("*.whl"))
+    if result.returncode != 0 or not wheels:
+        raise InstallFailed((result.stderr or result.stdout).strip()[-3000:])
+    return wheels[0]
 
 
 def distribution_name(directory: Path) -> str | None:
@@ -89,12 +104,16 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    target = ["-e", str(directory)] if not args.no_editable else [str(directory)]
     requested = Requested(
         name, {canonicalize_name(name)}, directory.resolve() if not args.no_editable else None
     )
     with tempfile.TemporaryDirectory() as workdir:
         try:
+            target = (
+                ["-e", str(directory)]
+                if not args.no_editable
+                else [str(build_wheel(uv, directory, Path(workdir)))]
+            )
             installed = install(
                 uv,
                 sys.executable,
