@@ -18,6 +18,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from starlette.routing import Route
 
 from verifiers.http_api import APIError, _error, _json, read_body
 from verifiers.serve.engine import Engine, SamplingParams, Sequence
+from verifiers.serve.limits import ClientBudget, off_loop
 from verifiers.serve.protocol import ChatCompletionRequest, CompletionRequest
 from verifiers.weights.access import WeightAccess
 from verifiers.weights.protocol import LoadWeightsRequest
@@ -51,6 +53,9 @@ class ModelService:
         self.engine = engine
         self.access = access or WeightAccess.configure()
         self.tokenizer = engine.tokenizer
+        # no token covers more text than the longest in the vocabulary: a prompt longer than
+        # the context times that cannot fit, and is refused without tokenizing it
+        self.longest_token = max((len(t) for t in self.tokenizer.get_vocab()), default=1)
         self.name = name
         self.names = {name, name.lower(), *aliases}
         self.policy_version = 0
@@ -83,7 +88,18 @@ class ModelService:
             raise APIError(
                 400, f"the chat template cannot render these messages: {exc}", param="messages"
             ) from exc
+        self.check_fits(text, "messages")
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def check_fits(self, text: str, param: str) -> None:
+        limit = self.engine.max_model_len * self.longest_token
+        if len(text) > limit:
+            raise APIError(
+                400,
+                f"the prompt has {len(text)} characters; this model's context of "
+                f"{self.engine.max_model_len} tokens holds at most {limit}",
+                param=param,
+            )
 
     def text_prompt_ids(self, request: CompletionRequest) -> list[int]:
         if isinstance(request.prompt, list):
@@ -94,6 +110,7 @@ class ModelService:
                 problem = "is empty" if not ids else f"has token id {bad}, outside [0, {vocab})"
                 raise APIError(400, f"the prompt {problem}", param="prompt")
             return ids
+        self.check_fits(request.prompt, "prompt")
         ids = self.tokenizer(request.prompt)["input_ids"]
         if not ids:
             raise APIError(400, "the prompt is empty", param="prompt")
@@ -128,10 +145,23 @@ class ModelService:
 
     # --- running sequences -----------------------------------------------------------------------
     def start(
-        self, prompt_ids: list[int], params: SamplingParams, n: int
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        n: int,
+        on_finished: Callable[[], None] | None = None,
     ) -> list[tuple[Sequence, asyncio.Queue]]:
+        """Submit ``n`` sequences; ``on_finished`` runs (on the loop) once all of them ended,
+        however they ended (done, error, or cancelled by a client that went away)."""
         loop = asyncio.get_running_loop()
         started = []
+        left = [n]
+
+        def ended() -> None:
+            left[0] -= 1
+            if not left[0] and on_finished is not None:
+                on_finished()
+
         for i in range(n):
             events: asyncio.Queue = asyncio.Queue()
             p = (
@@ -142,6 +172,8 @@ class ModelService:
 
             def emit(kind: str, payload: Any, events: asyncio.Queue = events) -> None:
                 loop.call_soon_threadsafe(events.put_nowait, (kind, payload))
+                if kind in ("done", "error"):
+                    loop.call_soon_threadsafe(ended)
 
             started.append((self.engine.submit(Sequence(prompt_ids, p, emit)), events))
         return started
@@ -256,8 +288,17 @@ def parse_tool_calls(text: str) -> tuple[str | None, list[dict[str, Any]]]:
     return rest or None, calls
 
 
-def build_app(service: ModelService, api_key: str | None = None) -> Starlette:
+def build_app(
+    service: ModelService, api_key: str | None = None, budget: ClientBudget | None = None
+) -> Starlette:
+    """The app; without ``api_key`` every client is anonymous and held to ``budget``."""
     ids = itertools.count(1)
+    budget = ClientBudget(max_tokens=0) if api_key else (budget or ClientBudget())
+
+    def admit(request: Request, prompt_ids: list[int], params: SamplingParams, n: int):
+        client = request.client.host if request.client else "unknown"
+        release = budget.acquire(client, len(prompt_ids) + n * params.max_tokens)
+        return service.start(prompt_ids, params, n, on_finished=release)
 
     async def health(_: Request) -> Response:
         return _json(
@@ -298,13 +339,13 @@ def build_app(service: ModelService, api_key: str | None = None) -> Starlette:
     async def chat(request: Request) -> Response:
         try:
             req: ChatCompletionRequest = await parse(request, ChatCompletionRequest)
-            prompt_ids = service.chat_prompt_ids(req)
+            prompt_ids = await off_loop(service.chat_prompt_ids, req)
             top = req.top_logprobs or 0 if req.logprobs else 0
             params = service.params(req, len(prompt_ids), top)
+            started = admit(request, prompt_ids, params, req.n)
         except APIError as exc:
             return _error(exc)
         rid = f"chatcmpl-{next(ids)}-{uuid.uuid4().hex[:8]}"
-        started = service.start(prompt_ids, params, req.n)
         if req.stream:
             return StreamingResponse(
                 _stream_chat(service, req, rid, prompt_ids, started), media_type="text/event-stream"
@@ -345,12 +386,12 @@ def build_app(service: ModelService, api_key: str | None = None) -> Starlette:
     async def completions(request: Request) -> Response:
         try:
             req: CompletionRequest = await parse(request, CompletionRequest)
-            prompt_ids = service.text_prompt_ids(req)
+            prompt_ids = await off_loop(service.text_prompt_ids, req)
             params = service.params(req, len(prompt_ids), req.logprobs or 0)
+            started = admit(request, prompt_ids, params, req.n)
         except APIError as exc:
             return _error(exc)
         rid = f"cmpl-{next(ids)}-{uuid.uuid4().hex[:8]}"
-        started = service.start(prompt_ids, params, req.n)
         if req.stream:
             return StreamingResponse(
                 _stream_text(service, req, rid, started), media_type="text/event-stream"
