@@ -127,7 +127,7 @@ class LocalSandbox(Sandbox):
                 "the same version is; install bubblewrap, or set VF_SANDBOX_PYTHON to a "
                 "world-readable Python of this version (e.g. under /usr or /opt)"
             )
-        _remove_stale_dirs()
+        _remove_stale_dirs_once()
         self.host_dir = Path(tempfile.mkdtemp(prefix=f"vf-sandbox-{os.getpid()}-"))  # 0700
         self.workdir_host = self.host_dir / "work"
         self.tmp_host = self.host_dir / "tmp"
@@ -398,10 +398,8 @@ def _kill_uid(uid: int) -> None:
                 pass
 
 
-@cache
 def _remove_stale_dirs() -> None:
-    """Directories (and disks) of sandboxes whose process died without cleaning up (SIGKILL);
-    once per process, before its first sandbox."""
+    """Directories (and disks) of sandboxes whose process died without cleaning up (SIGKILL)."""
     for entry in Path(tempfile.gettempdir()).glob("vf-sandbox-*-*"):
         owner = entry.name.split("-")[2]
         if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
@@ -410,6 +408,9 @@ def _remove_stale_dirs() -> None:
             if os.path.ismount(directory):
                 unmount_disk(directory)
         shutil.rmtree(entry, ignore_errors=True)
+
+
+_remove_stale_dirs_once = cache(_remove_stale_dirs)  # before this process's first sandbox
 
 
 def _wire_network(info: int) -> subprocess.Popen:

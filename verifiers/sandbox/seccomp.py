@@ -81,9 +81,9 @@ CLONE_NAMESPACE_FLAGS = (
 PERSONA_QUERY = 0xFFFFFFFF
 AF_INET, AF_INET6 = 2, 10
 EPERM, EACCES, ENOSYS = 1, 13, 38
-_LD, _JEQ, _JSET, _JGE, _JGT, _RET = 0x20, 0x15, 0x45, 0x35, 0x25, 0x06
+_LD, _JEQ, _JSET, _JGE, _RET = 0x20, 0x15, 0x45, 0x35, 0x06
 _ALLOW, _KILL = 0x7FFF0000, 0x80000000
-_CMP_NE, _CMP_LT, _CMP_EQ, _CMP_GT, _CMP_MASKED_EQ = 1, 2, 4, 6, 7
+_CMP_LT, _CMP_EQ, _CMP_GT, _CMP_MASKED_EQ = 2, 4, 6, 7
 
 
 def _errno(n: int) -> int:
@@ -159,10 +159,9 @@ def _with_libseccomp(network: bool) -> bytes | None:
         rule(_errno(ENOSYS), "clone3")
         for flag in CLONE_NAMESPACE_FLAGS:
             rule(_errno(EPERM), "clone", (0, _CMP_MASKED_EQ, flag, flag))
-        # personality: only 0 and the query. One comparison per rule (libseccomp allows no
-        # more on one argument): any value with upper bits, and any 32-bit value that has a
+        # personality: only 0 and the query (the kernel reads the low 32 bits). One comparison
+        # per rule (libseccomp allows no more on one argument): every 32-bit value that has a
         # set bit followed (cyclically) by a clear one, which is every value but 0 and ~0.
-        rule(_errno(EPERM), "personality", (0, _CMP_GT, PERSONA_QUERY, 0))
         for bit in range(32):
             mask = (1 << bit) | (1 << ((bit + 1) % 32))
             rule(_errno(EPERM), "personality", (0, _CMP_MASKED_EQ, mask, 1 << bit))
@@ -204,11 +203,9 @@ def _by_hand(machine: str, network: bool) -> list[tuple[int, int, int, int]]:
         clone_ns |= flag
     prog += [(_JEQ, 0, 3, sys_clone), (_LD, 0, 0, 16), (_JSET, 0, 1, clone_ns)]
     prog += [(_RET, 0, 0, _errno(EPERM)), (_LD, 0, 0, 0)]
-    # personality(arg): the high word must be 0 and the low word 0 or ~0
+    # personality(arg): the low 32 bits (all the kernel reads) must be 0 or ~0
     prog += [
-        (_JEQ, 0, 6, sys_personality),
-        (_LD, 0, 0, 20),
-        (_JEQ, 0, 3, 0),
+        (_JEQ, 0, 4, sys_personality),
         (_LD, 0, 0, 16),
         (_JEQ, 2, 0, 0),
         (_JEQ, 1, 0, PERSONA_QUERY),

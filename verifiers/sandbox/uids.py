@@ -22,6 +22,7 @@ from verifiers.sandbox.base import SandboxUnavailableError
 UID_BASE, UID_COUNT = 1_900_000_000, 65_536
 UID_LOCK_DIR = Path(os.environ.get("VF_SANDBOX_UID_DIR", "/run/verifiers-sandbox-uids"))
 _LOGIN_DEFS = Path("/etc/login.defs")
+SUBORDINATE_FILES = ("/etc/subuid", "/etc/subgid")
 _DEFAULT_SUBORDINATE = (100_000, 600_100_000)  # shadow-utils' SUB_UID_MIN/MAX defaults
 
 
@@ -30,7 +31,7 @@ def taken_ranges() -> tuple[tuple[int, int], ...]:
     """Inclusive uid ranges the host has (or will) hand out: subordinate ranges listed or
     allocatable, and every user and group id on the system."""
     ranges = [_allocatable()]
-    for table in ("/etc/subuid", "/etc/subgid"):
+    for table in SUBORDINATE_FILES:
         for line in _lines(table):
             parts = line.split(":")
             if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():

@@ -315,15 +315,17 @@ class Repl:
                 else "\n[the REPL process died; its state is lost]"
             )
             return _result(b"", note.encode(), -9, timed_out, start)
-        data = json.loads(line)
         cap = CONFIG["max_output_bytes"]
-        return _result(
-            data["stdout"].encode()[:cap],
-            data["stderr"].encode()[:cap],
-            data["exit_code"],
-            False,
-            start,
-        )
+        try:  # the REPL is the model's: its reply is checked like any other input
+            data = json.loads(line)
+            out, err, code = data["stdout"], data["stderr"], data["exit_code"]
+            if not (isinstance(out, str) and isinstance(err, str) and type(code) is int):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            self.stop()
+            note = "\n[the REPL answered something that is not a result; it was restarted]"
+            return _result(b"", note.encode(), -9, False, start)
+        return _result(out.encode()[:cap], err.encode()[:cap], code, False, start)
 
     def pause(self) -> None:
         """Stop every thread of the REPL until ``resume``: whatever the model left running in
