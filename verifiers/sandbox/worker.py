@@ -30,14 +30,21 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def install_seccomp(program: bytes) -> None:
+_FILTER: list = []  # the host's BPF program as a ready sock_fprog (and the buffer it points to)
+
+
+def prepare_seccomp(program: bytes) -> None:
+    """Build the ``sock_fprog`` once, in the worker: each child then only makes two calls."""
+    buffer = ctypes.create_string_buffer(program, len(program))
+    _FILTER[:] = [_SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p)), buffer]
+
+
+def install_seccomp() -> None:
     """Load the filter the host built (``verifiers.sandbox.seccomp``): no new privileges, then
     the BPF program, in one snippet's child."""
-    filters = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.cast(filters, ctypes.c_void_p))
     if _libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
-    if _libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    if _libc.prctl(22, 2, ctypes.byref(_FILTER[0]), 0, 0) != 0:  # SECCOMP_MODE_FILTER
         raise OSError(ctypes.get_errno(), "seccomp filter failed")
 
 
@@ -95,28 +102,40 @@ def install_landlock(read_paths: list[str], write_paths: list[str]) -> None:
 # --- confinement of one child --------------------------------------------------------------------------
 
 CONFIG: dict = {}
-SECCOMP = b""  # the filter's BPF program, from the host's configuration
+_RLIMITS: list[tuple[int, tuple[int, int]]] = []
+_STREAMS: list = []  # stdout and stderr over fds 1 and 2, made once: a child only dup2s onto them
 
 
-def confine() -> None:
-    """Called in every forked child before user code: limits, then the syscall filter."""
+def prepare_confinement() -> None:
+    """Everything a child needs, made in the worker before the first fork: each snippet's
+    child then touches (and copies) as few pages as it can."""
     limits = CONFIG["limits"]
-    os.setpgid(0, 0)
-    _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the worker
-    mem = limits["memory_mb"] * 1024 * 1024
     for res, value in (
-        (resource.RLIMIT_AS, mem),
+        (resource.RLIMIT_AS, limits["memory_mb"] * 1024 * 1024),
         (resource.RLIMIT_CPU, limits["cpu_time_s"]),
         (resource.RLIMIT_NPROC, limits["max_processes"]),
         (resource.RLIMIT_FSIZE, limits["max_file_size_mb"] * 1024 * 1024),
         (resource.RLIMIT_NOFILE, limits["max_open_files"]),
         (resource.RLIMIT_CORE, 0),
     ):
-        resource.setrlimit(res, (value, value))
+        _RLIMITS.append((res, (value, value)))
+    program = bytes.fromhex(CONFIG.pop("seccomp", ""))
+    if program:
+        prepare_seccomp(program)
+    for fd in (1, 2):
+        _STREAMS.append(io.TextIOWrapper(io.FileIO(fd, "wb", closefd=False), write_through=True))
+
+
+def confine() -> None:
+    """Called in every forked child before user code: limits, then the syscall filter."""
+    os.setpgid(0, 0)
+    _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the worker
+    for res, pair in _RLIMITS:
+        resource.setrlimit(res, pair)
     if CONFIG["mode"] == "landlock":
         install_landlock(CONFIG["read_paths"], CONFIG["write_paths"])
-    if SECCOMP:
-        install_seccomp(SECCOMP)
+    if _FILTER:
+        install_seccomp()
 
 
 def run_python(code: str, namespace: dict) -> int:
@@ -204,8 +223,7 @@ def exec_snippet(req: dict) -> dict:
             null = os.open("/dev/null", os.O_RDONLY)
             os.dup2(null, 0)
             os.closerange(3, 1024)
-            sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0), write_through=True)
-            sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", buffering=0), write_through=True)
+            sys.stdout, sys.stderr = _STREAMS
             confine()
             if req.get("language") == "shell":
                 os.execv("/bin/sh", ["/bin/sh", "-c", req["code"]])
@@ -450,9 +468,8 @@ def drop_privileges(uid: int) -> None:
 
 
 def main() -> None:
-    global SECCOMP
     CONFIG.update(json.loads(sys.stdin.buffer.readline()))  # never argv: it holds host paths
-    SECCOMP = bytes.fromhex(CONFIG.pop("seccomp", ""))
+    prepare_confinement()
     sys.path[:] = CONFIG["sys_path"]
     drop_privileges(CONFIG["uid"])
     # Not dumpable: no process of the sandbox (same uid) can open the worker's /proc/<pid>/mem
