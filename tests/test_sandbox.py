@@ -304,6 +304,11 @@ async def test_kernel_escape_hatches_are_closed(sandbox):
 
     if ctypes.util.find_library("seccomp"):
         assert sandbox.seccomp == "libseccomp"  # the maintained library builds the filter
+    await _escape_hatches_closed(sandbox)
+    await still_works(sandbox)
+
+
+async def _escape_hatches_closed(sandbox) -> None:
     code = textwrap.dedent("""
         import ctypes, os
         libc = ctypes.CDLL(None, use_errno=True)
@@ -321,7 +326,6 @@ async def test_kernel_escape_hatches_are_closed(sandbox):
         "import ctypes; print(ctypes.CDLL(None).syscall(0x40000000 + 39))"  # x32 getpid
     )
     assert x32.stdout == "" and x32.exit_code != 0
-    await still_works(sandbox)
 
 
 async def test_host_unix_sockets_are_unreachable(sandbox):
@@ -785,6 +789,11 @@ async def test_legacy_syscalls_are_refused(sandbox):
     current persona, or the default one, still works."""
     if os.uname().machine != "x86_64":
         pytest.skip("syscall numbers below are x86_64's")
+    await _legacy_refused(sandbox)
+    await still_works(sandbox)
+
+
+async def _legacy_refused(sandbox) -> None:
     code = textwrap.dedent("""
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
@@ -803,7 +812,29 @@ async def test_legacy_syscalls_are_refused(sandbox):
     """)
     result = await sandbox.run_python(code)
     assert result.stdout.split() == ["1", "1", "1", "1", "1", "1", "ok", "ok"], result
-    await still_works(sandbox)
+
+
+async def test_the_hand_built_filter_refuses_the_same(monkeypatch):
+    """Without libseccomp the hand-assembled BPF program stands in: the same escapes, legacy
+    calls and x32 syscalls are refused, and snippets still run."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("syscall numbers in the probes are x86_64's")
+    from verifiers.sandbox import seccomp
+
+    monkeypatch.setattr(seccomp, "_libseccomp", lambda: None)
+    seccomp.program.cache_clear()
+    try:
+        provider = LocalSandboxProvider(pool_size=0, limits=SandboxLimits(wall_time_s=5))
+        box = await provider.create()
+        try:
+            assert box.seccomp == "bpf"
+            await _escape_hatches_closed(box)
+            await _legacy_refused(box)
+            await still_works(box)
+        finally:
+            await provider.close()
+    finally:
+        seccomp.program.cache_clear()
 
 
 async def test_fork_hoppers_are_gone_before_the_next_snippet(sandbox):
