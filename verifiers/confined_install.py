@@ -116,7 +116,13 @@ def _is_exclusion(args: list[str], index: int) -> bool:
 def _uv(uv: str, args: list[str], env: dict[str, str] | None) -> str:
     result = subprocess.run([uv, *args], capture_output=True, text=True, env=env)
     if result.returncode != 0:
-        raise InstallFailed((result.stderr or result.stdout).strip()[-3000:])
+        detail = (result.stderr or result.stdout).strip()[-3000:]
+        if "source distributions is disabled" in detail or "no-build" in detail:
+            detail += (
+                "\n(dependencies install from wheels only, so no package's build code runs: "
+                "install that package yourself first if you trust its build, then retry)"
+            )
+        raise InstallFailed(detail)
     return result.stderr + result.stdout
 
 

@@ -37,12 +37,17 @@ _PTH_IMPORT = re.compile(
 @dataclass
 class Location:
     """Where a target answers ``import NAME``: the directory on ``sys.path``, the entry in it,
-    whether it is a namespace directory (no ``__init__``), and the distribution that owns it."""
+    and whether it is a namespace directory (no ``__init__``)."""
 
+    target: Target = field(repr=False, compare=False)
     directory: Path
     entry: str
     namespace: bool
-    owner: str | None
+
+    @property
+    def owner(self) -> str | None:
+        """The distribution that owns the entry (None: nobody installed it)."""
+        return self.target.owners()[1].get(self.directory / self.entry)
 
 
 @dataclass
@@ -51,14 +56,19 @@ class Target:
     purelib: Path
     scripts: Path
     sys_path: list[Path]
-    file_owner: dict[Path, str] = field(default_factory=dict)
-    entry_owner: dict[Path, str] = field(default_factory=dict)  # sys.path dir / top-level entry
     names: dict[str, list[Location]] = field(default_factory=dict)
     startup_imports: set[str] = field(default_factory=set)
-    installed: dict[str, str] = field(default_factory=dict)  # canonical name -> version
+    _owners: tuple[dict[Path, str], dict[Path, str]] | None = field(default=None, repr=False)
+
+    def owners(self) -> tuple[dict[Path, str], dict[Path, str]]:
+        """(file -> owner, sys.path entry -> owner), read from the RECORDs on first use: an
+        install that touches nothing existing never pays for reading them."""
+        if self._owners is None:
+            self._owners = _read_owners(self)
+        return self._owners
 
     def owner_of(self, path: Path) -> str | None:
-        return self.file_owner.get(Path(os.path.normpath(path)))
+        return self.owners()[0].get(Path(os.path.normpath(path)))
 
     def site_dirs(self) -> list[Path]:
         return [p for p in self.sys_path if p.is_dir()]
@@ -88,21 +98,25 @@ def probe(python: str) -> Target:
         scripts=Path(info["scripts"]).resolve(),
         sys_path=list(dict.fromkeys(sys_path)),
     )
-    _read_owners(target)
     _read_names(target)
+    for directory in target.site_dirs():
+        for pth in sorted(directory.glob("*.pth")):
+            target.startup_imports |= pth_imports(pth)
     return target
 
 
-def _read_owners(target: Target) -> None:
+def _read_owners(target: Target) -> tuple[dict[Path, str], dict[Path, str]]:
     """Who owns each file and each top-level entry of the target's ``sys.path`` (RECORDs read
     as plain text: a large environment has tens of thousands of files)."""
     roots = sorted((str(p) for p in target.sys_path), key=len, reverse=True)
-    file_owner, entry_owner = {}, {}
+    file_owner: dict[str, str] = {}
+    entry_owner: dict[str, str] = {}
+    seen: set[str] = set()
     for dist in metadata.distributions(path=[str(p) for p in target.sys_path]):
         name = canonicalize_name(dist.metadata["Name"] or "")
-        if not name or name in target.installed:
+        if not name or name in seen:
             continue  # the first one on sys.path is the one that imports
-        target.installed[name] = dist.version
+        seen.add(name)
         base = str(dist.locate_file(""))
         for row in csv.reader(io.StringIO(dist.read_text("RECORD") or "")):
             if not row:
@@ -118,11 +132,10 @@ def _read_owners(target: Target) -> None:
                             for child in _entries(editable):
                                 entry_owner.setdefault(str(editable / child), name)
                     break
-    target.file_owner = {Path(k): v for k, v in file_owner.items()}
-    target.entry_owner = {Path(k): v for k, v in entry_owner.items()}
-    for directory in target.site_dirs():
-        for pth in sorted(directory.glob("*.pth")):
-            target.startup_imports |= pth_imports(pth)
+    return (
+        {Path(k): v for k, v in file_owner.items()},
+        {Path(k): v for k, v in entry_owner.items()},
+    )
 
 
 def _read_names(target: Target) -> None:
@@ -134,9 +147,8 @@ def _read_names(target: Target) -> None:
             namespace = path.is_dir() and not any(
                 child.name.startswith("__init__.") for child in path.iterdir()
             )
-            owner = target.entry_owner.get(path)
             target.names.setdefault(import_name(entry), []).append(
-                Location(directory, entry, namespace, owner)
+                Location(target, directory, entry, namespace)
             )
 
 
