@@ -395,6 +395,8 @@ async def test_network_true_reaches_the_network_but_not_the_hosts_loopback():
     host IPC stays closed. Landlock mode (no network namespace) refuses network=True."""
     if "bwrap" not in [m if isinstance(m, str) else None for m in available_modes()]:
         pytest.skip("network=True needs bubblewrap")
+    if shutil.which("slirp4netns") is None:
+        pytest.skip("network=True needs slirp4netns (apt-get install slirp4netns; setup.sh does)")
     provider = LocalSandboxProvider(
         mode="bwrap", pool_size=0, limits=SandboxLimits(network=True, wall_time_s=5)
     )

@@ -33,6 +33,7 @@ def connect(pid: int) -> subprocess.Popen:
     """Wire the network namespace of ``pid`` (a host pid) to the outside; returns once its
     interface is up. The process ends with the namespace or when killed."""
     args = [slirp4netns(), "--configure", "--mtu=65520", "--disable-host-loopback"]
+    args += ["--enable-sandbox", "--enable-seccomp"]  # libslirp parses what the sandbox sends
     if os.getuid() != 0:  # its namespace belongs to the sandbox's user namespace
         args += ["--userns-path", f"/proc/{pid}/ns/user"]
     read_end, write_end = os.pipe()
