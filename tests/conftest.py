@@ -34,3 +34,10 @@ async def client(server: ModelServer) -> AsyncIterator[OpenAICompatibleClient]:
     )
     yield model_client
     await model_client.aclose()
+
+
+@pytest.fixture
+def dict_era(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Build environments with verifiers 0.1.8's behaviour (message dicts, ``oai_tools``, string
+    tasks): for tests of that release's contract."""
+    monkeypatch.setenv("VF_API_VERSION", "0.1.8")
