@@ -49,7 +49,7 @@ from verifiers.sandbox.base import (
     SandboxUnavailableError,
 )
 from verifiers.sandbox.budget import Budget, mount_disk, unmount_disk
-from verifiers.sandbox.network import connect, slirp4netns
+from verifiers.sandbox.network import RESOLV_CONF, connect, slirp4netns
 from verifiers.sandbox.uids import UidClaim
 from verifiers.sandbox.view import (
     WORKER,
@@ -243,8 +243,18 @@ class LocalSandbox(Sandbox):
             options = self._bwrap_options(packages)
             if self.limits.network:
                 info, info_write = os.pipe()
+                resolv_read, resolv_write = os.pipe()  # names resolve through slirp4netns
+                os.write(resolv_write, RESOLV_CONF)
+                os.close(resolv_write)
                 options += ["--info-fd", str(info_write)]
-                pass_fds.append(info_write)
+                options += [
+                    "--perms",
+                    "0644",
+                    "--ro-bind-data",
+                    str(resolv_read),
+                    "/etc/resolv.conf",
+                ]
+                pass_fds += [info_write, resolv_read]
             read_end, write_end = os.pipe()
             os.write(write_end, b"".join(a.encode() + b"\0" for a in options))
             os.close(write_end)

@@ -196,6 +196,7 @@ def system_binds() -> list[str]:
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
+    args += ["--perms", "0755", "--dir", "/etc"]  # what is bound in it is meant to be read
     for path in (
         "/etc/ld.so.cache",
         "/etc/ld.so.conf",
