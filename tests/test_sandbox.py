@@ -22,7 +22,8 @@ import pytest
 
 import verifiers as vf
 from verifiers.sandbox import LocalSandboxProvider, SandboxError, SandboxLimits
-from verifiers.sandbox.local import SandboxUnavailableError, landlock_abi, probe_mode
+from verifiers.sandbox.base import SandboxUnavailableError
+from verifiers.sandbox.provider import landlock_abi, probe_mode
 from verifiers.testing import Reply
 
 

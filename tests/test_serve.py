@@ -18,8 +18,8 @@ torch = pytest.importorskip("torch", reason="vf-serve needs the local extra (tor
 transformers = pytest.importorskip("transformers")
 
 from verifiers.local_models import DEFAULT_MODEL, EMBEDDED, convert_embedded  # noqa: E402
-from verifiers.serve.app import parse_tool_calls  # noqa: E402
 from verifiers.serve.engine import Engine, SamplingParams, Sequence  # noqa: E402
+from verifiers.serve.service import parse_tool_calls  # noqa: E402
 from verifiers.server_process import start_server  # noqa: E402
 
 SECRET = "serve-test-secret"

@@ -84,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         import uvicorn
 
         from verifiers.local_models import ModelNotAvailableError, load_model
-        from verifiers.serve.app import ModelService, build_app
+        from verifiers.serve.app import build_app
         from verifiers.serve.engine import Engine
         from verifiers.serve.limits import ClientBudget
+        from verifiers.serve.service import ModelService
         from verifiers.weights.access import WeightAccess
     except ImportError as exc:
         from verifiers.sdk_guard import LOCAL_STACK_HINT

@@ -9,7 +9,8 @@ from verifiers.sandbox.base import (
     SandboxProvider,
     SandboxUnavailableError,
 )
-from verifiers.sandbox.local import LocalSandbox, LocalSandboxProvider, probe_mode
+from verifiers.sandbox.local import LocalSandbox
+from verifiers.sandbox.provider import LocalSandboxProvider, probe_mode
 
 __all__ = [
     "ExecResult",

@@ -1,4 +1,6 @@
-"""The process that runs inside a sandbox. Self-contained: it imports nothing from verifiers.
+"""The process that runs inside a sandbox. Self-contained: it imports nothing from verifiers,
+and it is one file (over 400 lines) on purpose: it runs as ``-c`` source inside the sandbox,
+where nothing of this project can be imported.
 
 Started once per sandbox (pre-warmed), it drops to the sandbox's uid, then serves requests over
 stdin/stdout (one JSON object per line). Each snippet runs in a forked child with rlimits and a
