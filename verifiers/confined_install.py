@@ -15,12 +15,15 @@
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -64,14 +67,38 @@ def install(
     requirements: list[str],
     requested: list[Requested],
     *,
-    resolve_args: list[str] = (),  # type: ignore[assignment]
+    resolve_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
 ) -> list[tuple[str, str]]:
     """Install ``requirements`` (uv arguments: ``-r FILE``, ``-e DIR``, ...) into ``python``
     under the rules above; returns the (name, version) pairs installed."""
-    plan = _plan(uv, python, [*resolve_args, *requirements], env)
-    if not plan.add:
-        return []
+    with _install_lock(probe(python).prefix):  # one confined install per Python at a time
+        plan = _plan(uv, python, [*resolve_args, *requirements], env)
+        if not plan.add:
+            return []
+        return _stage_judge_move(uv, python, requirements, requested, resolve_args, env, plan)
+
+
+@contextmanager
+def _install_lock(prefix: Path):
+    """An exclusive lock on the prefix directory itself (no file is left behind)."""
+    fd = os.open(prefix, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _stage_judge_move(
+    uv: str,
+    python: str,
+    requirements: list[str],
+    requested: list[Requested],
+    resolve_args: Sequence[str],
+    env: dict[str, str] | None,
+    plan: Plan,
+) -> list[tuple[str, str]]:
     target = probe(python)
     stage = Path(tempfile.mkdtemp(prefix=".vf-stage-", dir=target.prefix))
     try:
@@ -108,7 +135,7 @@ def install(
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _is_exclusion(args: list[str], index: int) -> bool:
+def _is_exclusion(args: Sequence[str], index: int) -> bool:
     """``--excludes FILE`` pairs of the resolution arguments also hold while staging."""
     return args[index] == "--excludes" or (index > 0 and args[index - 1] == "--excludes")
 
