@@ -57,12 +57,15 @@ def reserved_top_level() -> frozenset[str]:
 
 
 def top_level_problem(top_level: list[str], claimed_by_others: dict[str, str]) -> str | None:
-    """Why these top-level modules may not be installed, or None."""
+    """Why these top-level modules may not be installed, or None (names compared
+    case-insensitively: a case-insensitive filesystem imports ``Maze_Env/`` as ``maze_env``)."""
+    reserved = {name.casefold() for name in reserved_top_level()}
+    claimed = {name.casefold(): owner for name, owner in claimed_by_others.items()}
     for module in top_level:
-        if module in reserved_top_level():
+        if module.casefold() in reserved:
             return f"the wheel installs {module!r}, which belongs to this SDK, the standard library or one of their dependencies"
-        if module in claimed_by_others:
-            return f"the wheel installs {module!r}, which is {claimed_by_others[module]}'s module"
+        if module.casefold() in claimed:
+            return f"the wheel installs {module!r}, which is {claimed[module.casefold()]}'s module"
     return None
 
 

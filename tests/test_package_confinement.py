@@ -90,6 +90,7 @@ UPLOAD_ROUTES = {
     "sdk-sourceless": ({"verifiers.pyc": b"\x00" * 16}, "", "foreign_module"),
     "sdk-extension": ({"verifiers.abi3.so": b"\x7fELF"}, "", "foreign_module"),
     "sdk-protocol-package": ({"hub_protocol/__init__.py": ""}, "", "foreign_module"),
+    "sdk-in-another-case": ({"Verifiers/__init__.py": ""}, "", "foreign_module"),
     "namespace-package": ({"shared_ns/mod.py": ""}, "", "namespace_package"),
     # discovery: a second metadata directory, anywhere, any case
     "dist-info-top-level": (

@@ -24,7 +24,7 @@ from verifiers.package_confinement import (
     entry_point_problems,
     import_name,
     layout_problems,
-    reserved_names,
+    reserved_as,
     top_level_names,
 )
 
@@ -255,10 +255,10 @@ def _root_name_problems(
     installs: Installs, path: Path, target: Target, mine: set[str]
 ) -> list[Problem]:
     name = import_name(path.name)
-    if name in reserved_names():
+    if (reserved := reserved_as(name)) is not None:
         return [
             Problem(
-                "startup_module" if name in STARTUP_MODULES else "foreign_module",
+                "startup_module" if reserved in STARTUP_MODULES else "foreign_module",
                 f"{installs.distribution} puts {path} on sys.path, which answers for {name!r} "
                 "(this SDK, the standard library or a startup hook)",
             )

@@ -119,6 +119,17 @@ def reserved_names() -> frozenset[str]:
     return SDK_MODULES | STARTUP_MODULES | frozenset(sys.stdlib_module_names)
 
 
+@cache
+def _reserved_folded() -> dict[str, str]:
+    return {name.casefold(): name for name in reserved_names()}
+
+
+def reserved_as(name: str) -> str | None:
+    """The reserved name ``name`` stands for, compared case-insensitively (a case-insensitive
+    filesystem, macOS's, imports ``Verifiers/`` as ``verifiers``), or None."""
+    return _reserved_folded().get(name.casefold())
+
+
 def command_problem(command: str, distribution: str, environment: bool) -> Problem | None:
     """Why ``distribution`` may not install the command ``command``, or None."""
     lowered = command.lower()
@@ -172,12 +183,12 @@ def site_problems(installs: Installs, environment: bool) -> list[Problem]:
                     "modules of other distributions",
                 )
             )
-        elif import_name(top) in reserved_names():
-            code = "startup_module" if import_name(top) in STARTUP_MODULES else "foreign_module"
+        elif (reserved := reserved_as(import_name(top))) is not None:
+            code = "startup_module" if reserved in STARTUP_MODULES else "foreign_module"
             problems.append(
                 Problem(
                     code,
-                    f"{dist} installs {path!r}: {import_name(top)!r} belongs to this SDK, the "
+                    f"{dist} installs {path!r}: {reserved!r} belongs to this SDK, the "
                     "standard library, or runs at every interpreter start",
                 )
             )
@@ -189,7 +200,8 @@ def site_problems(installs: Installs, environment: bool) -> list[Problem]:
                         "namespace_package",
                         f"{dist} installs {top + '/'!r} without an __init__.py: an environment's "
                         "packages are regular packages (a namespace portion merges into whatever "
-                        "else has that name)",
+                        "else has that name); add the __init__.py, or move data files into the "
+                        "package",
                     )
                 )
     return problems
