@@ -393,17 +393,22 @@ class Repl:
 
 def descendants(root: int) -> list[int]:
     """Every process below ``root``. The worker is a child subreaper, so orphans of snippets are
-    reparented to it and stay in this tree; nothing outside the tree is ever touched."""
+    reparented to it and stay in this tree; nothing outside the tree is ever touched. Only
+    processes of this uid are read (a descendant cannot change its uid: no new privileges),
+    which keeps the scan short where /proc shows the whole host (landlock mode)."""
+    uid = os.getuid()
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
+            if entry.stat().st_uid != uid:
+                continue
+            with open(f"/proc/{entry.name}/stat") as f:
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
         except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
             continue
-        children.setdefault(ppid, []).append(int(entry))
+        children.setdefault(ppid, []).append(int(entry.name))
     found, stack = [], [root]
     while stack:
         for child in children.get(stack.pop(), []):
