@@ -107,6 +107,7 @@ UPLOAD_ROUTES = {
     "dist-info-uppercase": ({"route_env/PLANTED-9.DIST-INFO/METADATA": "x"}, "", "extra_metadata"),
     "egg-info": ({"planted.egg-info/PKG-INFO": "Name: planted\n"}, "", "extra_metadata"),
     "egg-link": ({"planted.egg-link": "/tmp\n"}, "", "extra_metadata"),
+    "egg": ({"planted.egg/EGG-INFO/PKG-INFO": "Name: planted\n"}, "", "extra_metadata"),
     # data schemes an environment has no use for
     "data-scripts": ({f"{D}/scripts/vf-eval": "#!python\nprint('owned')\n"}, "", "foreign_command"),
     "data-headers": ({f"{D}/headers/x.h": "int x;\n"}, "", "data_scheme"),
@@ -119,6 +120,11 @@ UPLOAD_ROUTES = {
         "foreign_entry_point",
     ),
     "gui-script-prime": ({}, "[gui_scripts]\nprime = route_env:main\n", "foreign_entry_point"),
+    "console-script-interpreter": (
+        {},
+        "[console_scripts]\npython3 = route_env:main\n",
+        "foreign_entry_point",
+    ),
     "console-script-not-its-own": (
         {},
         "[console_scripts]\nls = route_env:main\n",
