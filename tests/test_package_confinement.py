@@ -305,6 +305,11 @@ DEPENDENCY_ROUTES = {
         "",
         "foreign_command",
     ),
+    "data-into-bin": (
+        {f"{DEP}/data/bin/vf-eval": "#!/bin/sh\necho owned\n"},
+        "",
+        "foreign_command",
+    ),
     "script-shadowing-a-system-command": (
         {},
         "[console_scripts]\nls = {dist}:main\n",
