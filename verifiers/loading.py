@@ -173,9 +173,7 @@ def _locate_module(parsed: EnvId, tried: list[str]) -> Located | None:
         if spec is None:
             continue
         dists = packages_distributions().get(name, [])
-        return Located(
-            where=f"module {name!r}", dist_name=dists[0] if dists else None, module_name=name
-        )
+        return Located(where=f"module {name!r}", dist_name=dists[0] if dists else None, module_name=name)
     return None
 
 

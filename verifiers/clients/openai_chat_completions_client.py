@@ -134,16 +134,7 @@ def response_header(native: Any) -> dict[str, Any]:
 
 
 STANDARD_REPLY_FIELDS = frozenset(
-    {
-        "id",
-        "object",
-        "created",
-        "model",
-        "usage",
-        "choices",
-        "system_fingerprint",
-        "prompt_token_ids",
-    }
+    {"id", "object", "created", "model", "usage", "choices", "system_fingerprint", "prompt_token_ids"}
 )
 
 

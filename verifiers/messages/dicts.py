@@ -41,11 +41,7 @@ class ToolCallDict(AttrDict):
     def __getattr__(self, name: str) -> Any:
         if name in ("name", "arguments") and "function" in self and name not in self:
             function = self["function"]
-            return (
-                function.get(name)
-                if isinstance(function, Mapping)
-                else getattr(function, name, None)
-            )
+            return function.get(name) if isinstance(function, Mapping) else getattr(function, name, None)
         if name == "function" and isinstance(self.get("function"), Mapping):
             return AttrDict(self["function"])
         return super().__getattr__(name)
@@ -68,11 +64,7 @@ class MessageDict(AttrDict):
 
 
 def as_tool_call(call: Any) -> Any:
-    return (
-        ToolCallDict(call)
-        if isinstance(call, dict) and not isinstance(call, ToolCallDict)
-        else call
-    )
+    return ToolCallDict(call) if isinstance(call, dict) and not isinstance(call, ToolCallDict) else call
 
 
 def as_message(message: Any) -> Any:

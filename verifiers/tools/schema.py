@@ -133,10 +133,7 @@ def tool_spec(func: Callable[..., Any], args_to_skip: list[str] | tuple[str, ...
 
         description = docs.get(param.name)
         # a description the annotation carries (Annotated[str, Field(description=...)]) stands
-        field = (
-            annotation,
-            Field(default, description=description) if description else Field(default),
-        )
+        field = (annotation, Field(default, description=description) if description else Field(default))
         full[param.name] = field
         if param.name not in args_to_skip:
             visible[param.name] = field

@@ -96,9 +96,7 @@ class MCPServerConnection:
 class MCPToolWrapper:
     """An MCP tool as a callable ToolEnv can offer (name, description, JSON schema)."""
 
-    def __init__(
-        self, server_name: str, tool: Any, connection: MCPServerConnection, loop: Any
-    ) -> None:
+    def __init__(self, server_name: str, tool: Any, connection: MCPServerConnection, loop: Any) -> None:
         self.server_name = server_name
         self.tool = tool
         self.connection = connection
@@ -135,9 +133,7 @@ class MCPEnv(ToolEnv):
         self.mcp_tools: dict[str, MCPToolWrapper] = {}
         super().__init__(tools=[], max_turns=max_turns, error_formatter=error_formatter, **kwargs)
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="mcp-servers", daemon=True
-        )
+        self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-servers", daemon=True)
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._connect(), self._loop).result()
 
