@@ -26,8 +26,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from verifiers.http_api import APIError, _error, _json, read_body
-from verifiers.serve.engine import SamplingParams
-from verifiers.serve.limits import ClientBudget, off_loop
+from verifiers.serve.limits import ClientBudget, Hold, off_loop
 from verifiers.serve.protocol import ChatCompletionRequest, CompletionRequest
 from verifiers.serve.service import ModelService, parse_tool_calls
 from verifiers.serve.streaming import stream_chat, stream_text
@@ -41,10 +40,8 @@ def build_app(
     ids = itertools.count(1)
     budget = ClientBudget(max_tokens=0) if api_key else (budget or ClientBudget())
 
-    def admit(request: Request, prompt_ids: list[int], params: SamplingParams, n: int):
-        client = request.client.host if request.client else "unknown"
-        release = budget.acquire(client, len(prompt_ids) + n * params.max_tokens)
-        return service.start(prompt_ids, params, n, on_finished=release)
+    def hold(request: Request) -> Hold:
+        return budget.hold(request.client.host if request.client else "unknown")
 
     async def health(_: Request) -> Response:
         return _json(
@@ -82,13 +79,29 @@ def build_app(
         service.check_model(parsed.model)
         return parsed
 
+    async def admit(request: Request, model: type, render: Any, top_of: Any):
+        """Parse, render and tokenize off the loop, check the context and the client's
+        budget, start the sequences: (request, prompt ids, started). The budget holds the
+        request from its first byte until its last sequence ends, however it ends."""
+        held = hold(request)
+        try:
+            req = await parse(request, model)
+            prompt_ids = await off_loop(render, req)
+            params = service.params(req, len(prompt_ids), top_of(req))
+            held.charge(len(prompt_ids) + req.n * params.max_tokens)
+        except BaseException:
+            held.release()
+            raise
+        return req, prompt_ids, service.start(prompt_ids, params, req.n, held.release)
+
     async def chat(request: Request) -> Response:
         try:
-            req: ChatCompletionRequest = await parse(request, ChatCompletionRequest)
-            prompt_ids = await off_loop(service.chat_prompt_ids, req)
-            top = req.top_logprobs or 0 if req.logprobs else 0
-            params = service.params(req, len(prompt_ids), top)
-            started = admit(request, prompt_ids, params, req.n)
+            req, prompt_ids, started = await admit(
+                request,
+                ChatCompletionRequest,
+                service.chat_prompt_ids,
+                lambda r: r.top_logprobs or 0 if r.logprobs else 0,
+            )
         except APIError as exc:
             return _error(exc)
         rid = f"chatcmpl-{next(ids)}-{uuid.uuid4().hex[:8]}"
@@ -131,10 +144,9 @@ def build_app(
 
     async def completions(request: Request) -> Response:
         try:
-            req: CompletionRequest = await parse(request, CompletionRequest)
-            prompt_ids = await off_loop(service.text_prompt_ids, req)
-            params = service.params(req, len(prompt_ids), req.logprobs or 0)
-            started = admit(request, prompt_ids, params, req.n)
+            req, prompt_ids, started = await admit(
+                request, CompletionRequest, service.text_prompt_ids, lambda r: r.logprobs or 0
+            )
         except APIError as exc:
             return _error(exc)
         rid = f"cmpl-{next(ids)}-{uuid.uuid4().hex[:8]}"

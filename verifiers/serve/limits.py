@@ -31,46 +31,69 @@ async def off_loop(work: Callable[..., T], *args: Any) -> T:
 
 @dataclass
 class ClientBudget:
-    """Tokens and requests in flight per client address; ``max_tokens`` 0 means no budget."""
+    """Requests and tokens in flight per client address; ``max_tokens`` 0 means no budget."""
 
     max_tokens: int = 32_768
     max_requests: int = 64
     _tokens: dict[str, int] = field(default_factory=dict)
     _requests: dict[str, int] = field(default_factory=dict)
 
-    def acquire(self, client: str, tokens: int) -> Callable[[], None]:
-        """Count a request against ``client`` (or refuse it with a 429); returns the release,
-        which runs once whenever it is called."""
-        if not self.max_tokens:
-            return lambda: None
-        held, running = self._tokens.get(client, 0), self._requests.get(client, 0)
-        if tokens > self.max_tokens:
+    def hold(self, client: str) -> Hold:
+        """Count a request against ``client`` from its first byte (before its prompt is
+        tokenized), or refuse it with a 429; ``charge`` its tokens once they are known."""
+        if self.max_tokens:
+            running = self._requests.get(client, 0)
+            if running >= self.max_requests:
+                raise APIError(
+                    429,
+                    f"this client already has {running} requests in flight (limit "
+                    f"{self.max_requests}): wait for them to finish, then retry",
+                    "rate_limit_error",
+                )
+            self._requests[client] = running + 1
+        return Hold(self, client)
+
+
+@dataclass
+class Hold:
+    """One request's share of its client's budget, released once, whenever that is."""
+
+    budget: ClientBudget
+    client: str
+    tokens: int = 0
+    released: bool = False
+
+    def charge(self, tokens: int) -> None:
+        budget, client = self.budget, self.client
+        if not budget.max_tokens:
+            return
+        held = budget._tokens.get(client, 0)
+        if tokens > budget.max_tokens:
             raise APIError(
                 429,
                 f"this request needs {tokens} tokens (prompt + n x max_tokens) and a client may "
-                f"hold {self.max_tokens} at a time here: lower n or max_tokens, or run the "
+                f"hold {budget.max_tokens} at a time here: lower n or max_tokens, or run the "
                 "server with --api-key for trusted clients",
                 "rate_limit_error",
                 "max_tokens",
             )
-        if held + tokens > self.max_tokens or running >= self.max_requests:
+        if held + tokens > budget.max_tokens:
             raise APIError(
                 429,
-                f"this client already has {running} requests holding {held} tokens in flight "
-                f"(limits: {self.max_requests} requests, {self.max_tokens} tokens): wait for "
-                "them to finish, then retry",
+                f"this client already holds {held} tokens in flight (limit {budget.max_tokens}): "
+                "wait for its requests to finish, then retry",
                 "rate_limit_error",
             )
-        self._tokens[client], self._requests[client] = held + tokens, running + 1
-        done = [False]
+        budget._tokens[client] = held + tokens
+        self.tokens = tokens
 
-        def release() -> None:
-            if done[0]:
-                return
-            done[0] = True
-            self._tokens[client] -= tokens
-            self._requests[client] -= 1
-            if not self._requests[client]:
-                del self._tokens[client], self._requests[client]
-
-        return release
+    def release(self) -> None:
+        budget, client = self.budget, self.client
+        if self.released or not budget.max_tokens:
+            return
+        self.released = True
+        budget._tokens[client] = budget._tokens.get(client, 0) - self.tokens
+        budget._requests[client] -= 1
+        if not budget._requests[client]:
+            budget._requests.pop(client)
+            budget._tokens.pop(client, None)
