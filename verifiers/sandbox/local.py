@@ -9,14 +9,17 @@ Isolation, in layers:
   drop and a child subreaper instead of the namespaces. The sandbox uid must be able to reach the
   interpreter: when this one lives somewhere private (pyenv under /root), a system Python of the
   same version (or ``VF_SANDBOX_PYTHON``) runs the worker instead.
-- always: per-snippet rlimits (CPU, memory, processes, file size, open files), a seccomp filter
-  (no ``socket(2)`` at all, so no network and no host IPC; ``network=True`` allows IPv4/IPv6 only;
-  no ptrace/mount/unshare/bpf/...), a wall-clock kill, and a sweep of leftover processes after
-  each snippet.
+- always: per-snippet rlimits (CPU, memory, processes, file size, open files), the seccomp filter
+  of ``verifiers.sandbox.seccomp`` (no ``socket(2)`` at all, so no network and no host IPC; no
+  ptrace/mount/unshare/bpf/modify_ldt/...), a wall-clock kill, a sweep of leftover processes
+  after each snippet, a budget (``verifiers.sandbox.budget``) and, as root, one disk for the
+  work dir and ``/tmp`` together and a uid of its own (``verifiers.sandbox.uids``).
+- ``network=True`` (bwrap only): a network namespace of its own, wired by slirp4netns without
+  the host's loopback (``verifiers.sandbox.network``).
 - ``unsafe``: no isolation, for trusted code only; never chosen automatically.
 
-The mode is probed once per process (a few milliseconds) and logged; environments record it in
-results metadata.
+The mode is probed once per process (``verifiers.sandbox.provider``) and logged; environments
+record it in results metadata.
 """
 
 from __future__ import annotations
