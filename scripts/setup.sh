@@ -24,10 +24,12 @@ PY=.venv/bin/python
 pip() { "$PY" -m pip "$@"; }
 pip install -q --upgrade pip
 
-# Sandboxes (SandboxEnv, PythonEnv) isolate code with bubblewrap's namespaces; the browser tests
-# of report.html drive the distribution's headless chromium.
+# Sandboxes (SandboxEnv, PythonEnv) isolate code with bubblewrap's namespaces (slirp4netns wires
+# network=True sandboxes without the host's loopback); the browser tests of report.html drive the
+# distribution's headless chromium.
 missing=""
 command -v bwrap > /dev/null || missing="$missing bubblewrap"
+command -v slirp4netns > /dev/null || missing="$missing slirp4netns"
 command -v chromium > /dev/null || command -v chromium-browser > /dev/null || missing="$missing chromium"
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
