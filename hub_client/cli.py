@@ -46,27 +46,70 @@ def client() -> HubClient:
 # --- hub -----------------------------------------------------------------------------------------------
 
 
-def cmd_hub_serve(args: argparse.Namespace) -> int:
-    import uvicorn
+def hub_settings(args: argparse.Namespace, public_url: str | None = None):
+    from hub_server import HubSettings
 
-    from hub_server import create_app
-
-    data_dir = Path(args.data_dir).expanduser()
-    err.print(f"hub on http://{args.host}:{args.port} (data: {data_dir})")
-    err.print(
-        f"this SDK for other machines: http://{args.host}:{args.port}/sdk/ (the pip command to "
-        "install exactly it)"
+    return HubSettings(
+        data_dir=Path(args.data_dir).expanduser(),
+        db=args.db,
+        blobs=args.blobs,
+        s3_endpoint=args.s3_endpoint,
+        public_url=public_url,
+        trusted_proxies=getattr(args, "trusted_proxy", None) or [],
+        sdk_wheel=getattr(args, "sdk_wheel", None),
+        build_sdk=not getattr(args, "no_sdk", False),
     )
-    app = create_app(data_dir, sdk_wheel=args.sdk_wheel)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why the hub cannot listen there, found before anything is opened or built."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return f"cannot listen on {host}:{port} ({exc.strerror}); pick another --port"
+    return None
+
+
+def cmd_hub_serve(args: argparse.Namespace) -> int:
+    from hub_server import create_app
+    from hub_server.server import serve
+
+    problem = port_problem(args.host, args.port)
+    if problem:
+        raise UsageError(problem)
+    wildcard = args.host in ("0.0.0.0", "::", "")
+    public_url = args.public_url or (None if wildcard else f"http://{args.host}:{args.port}")
+    settings = hub_settings(args, public_url)
+    app = create_app(settings)
+    where = settings.db or str(settings.data_dir)
+    err.print(
+        f"hub on http://{args.host}:{args.port} (metadata: {where}; files: {settings.blobs or settings.data_dir / 'files'})"
+    )
+    if public_url:
+        err.print(
+            f"this SDK for other machines: {public_url}/sdk/ (the pip command to install exactly it)"
+        )
+    else:
+        err.print(
+            "links are path-absolute; pass --public-url https://HUB for the /sdk/ install line"
+        )
+    serve(app, args.host, args.port, settings.read_timeout, settings.trusted_proxies)
     return 0
 
 
 def cmd_hub_create_user(args: argparse.Namespace) -> int:
     from hub_server import Hub
 
-    token = Hub(Path(args.data_dir).expanduser()).create_user(args.name, args.admin)
-    print(token)
+    hub = Hub(hub_settings(args))
+    try:
+        print(hub.create_user(args.name, args.admin))
+    finally:
+        hub.close()
     return 0
 
 
@@ -433,6 +476,19 @@ def cmd_data_list(args: argparse.Namespace) -> int:
 # --- parser --------------------------------------------------------------------------------------------
 
 
+def storage_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", default="~/.prime-hub")
+    parser.add_argument(
+        "--db", default=None, help="postgresql://USER@HOST:PORT/DB (default: SQLite in --data-dir)"
+    )
+    parser.add_argument(
+        "--blobs", default=None, help="s3://BUCKET/PREFIX (default: files in --data-dir)"
+    )
+    parser.add_argument(
+        "--s3-endpoint", default=None, help="the S3 API endpoint (MinIO, R2; default: AWS)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="prime", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -443,19 +499,35 @@ def build_parser() -> argparse.ArgumentParser:
     serve = hub.add_parser("serve", help="start the hub server")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
-    serve.add_argument("--data-dir", default="~/.prime-hub")
+    storage_flags(serve)
     serve.add_argument(
+        "--public-url",
+        default=None,
+        help="the hub's own URL for absolute links and the /sdk/ install line (default: "
+        "http://HOST:PORT; never taken from a request's Host header)",
+    )
+    serve.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="a TLS proxy whose X-Forwarded-Proto/For are believed (repeatable)",
+    )
+    sdk_source = serve.add_mutually_exclusive_group()
+    sdk_source.add_argument(
         "--sdk-wheel",
         default=None,
-        help="the SDK wheel to serve at /sdk/ (default: built from this source checkout)",
+        help="the SDK wheel to serve at /sdk/ (default: built at start from this checkout's "
+        "tracked files)",
     )
+    sdk_source.add_argument("--no-sdk", action="store_true", help="serve no SDK wheel")
     serve.set_defaults(func=cmd_hub_serve)
     create = hub.add_parser(
-        "create-user", help="create a user in a hub's data dir and print its token"
+        "create-user", help="create a user in a hub's storage and print its token"
     )
     create.add_argument("name")
     create.add_argument("--admin", action="store_true")
-    create.add_argument("--data-dir", default="~/.prime-hub")
+    storage_flags(create)
     create.set_defaults(func=cmd_hub_create_user)
 
     login = top.add_parser("login", help="store a hub URL and token")

@@ -623,18 +623,21 @@ def test_a_hub_serves_the_sdk_wheel_it_is_given(tmp_path):
 
     from fastapi.testclient import TestClient
 
-    from hub_server.app import create_app
+    from hub_server import HubSettings, create_app
 
     wheel_file = tmp_path / "verifiers-9.8.7-py3-none-any.whl"
     wheel_file.write_bytes(b"PK-not-really-a-wheel")
-    client = TestClient(create_app(tmp_path / "data", sdk_wheel=wheel_file))
-    info = client.get("/sdk/").json()
+    settings = HubSettings(data_dir=tmp_path / "data", sdk_wheel=wheel_file, public_url="http://hub.test")
+    with TestClient(create_app(settings)) as client:
+        info = client.get("/sdk/").json()
+        assert client.get(f"/sdk/{wheel_file.name}").content == wheel_file.read_bytes()
+        assert client.get("/sdk/verifiers-0.0.1-py3-none-any.whl").status_code == 404
     digest = hashlib.sha256(wheel_file.read_bytes()).hexdigest()
     assert info["version"] == "9.8.7" and info["sha256"] == digest
-    assert info["install"].endswith(f'/sdk/{wheel_file.name}#sha256={digest}"')
-    assert client.get(f"/sdk/{wheel_file.name}").content == wheel_file.read_bytes()
-    assert client.get("/sdk/verifiers-0.0.1-py3-none-any.whl").status_code == 404
-    missing = TestClient(create_app(tmp_path / "data2", sdk_wheel=tmp_path / "nope.whl")).get(
-        "/sdk/"
+    assert info["install"] == (
+        f'pip install "verifiers[local] @ http://hub.test/sdk/{wheel_file.name}#sha256={digest}"'
     )
+    settings = HubSettings(data_dir=tmp_path / "d2", sdk_wheel=tmp_path / "nope.whl", public_url="http://hub.test")
+    with TestClient(create_app(settings)) as client:
+        missing = client.get("/sdk/")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "sdk_unavailable"
