@@ -248,7 +248,7 @@ def backend_flags(backend: str, work: Path, stack: ExitStack) -> list[str]:
         return []
     from hub_server.testing import moto_server, postgres_server
 
-    database = stack.enter_context(postgres_server(work / "pg"))
+    database = stack.enter_context(postgres_server())
     s3 = stack.enter_context(moto_server())
     return ["--db", database.url, "--blobs", s3.bucket_url("bench"), "--s3-endpoint", s3.url]
 

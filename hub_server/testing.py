@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -62,9 +63,11 @@ def pg_bin(tool: str) -> str:
 
 
 @contextmanager
-def postgres_server(work: Path) -> Iterator[Postgres]:
+def postgres_server() -> Iterator[Postgres]:
+    """A throwaway server; its directory is made here (under the system temp dir, which the
+    ``postgres`` user can reach) and removed afterwards."""
     root = os.geteuid() == 0
-    work.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="hub-postgres-"))
     data, sockets = work / "pgdata", work / "pgsock"
     sockets.mkdir(exist_ok=True)
     as_user = ["runuser", "-u", "postgres", "--"] if root else []
@@ -122,6 +125,7 @@ def postgres_server(work: Path) -> Iterator[Postgres]:
             process.kill()
             process.wait()
         log.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @dataclass

@@ -25,15 +25,17 @@ pip() { "$PY" -m pip "$@"; }
 pip install -q --upgrade pip
 
 # Sandboxes (SandboxEnv, PythonEnv) isolate code with bubblewrap's namespaces; the browser tests
-# of report.html drive the distribution's headless chromium.
+# of report.html drive the distribution's headless chromium; the hub's tests run every hub test
+# on PostgreSQL too (the distribution's server, started by the tests on a free port).
 missing=""
 command -v bwrap > /dev/null || missing="$missing bubblewrap"
+command -v initdb > /dev/null || ls /usr/lib/postgresql/*/bin/initdb > /dev/null 2>&1 || missing="$missing postgresql"
 command -v chromium > /dev/null || command -v chromium-browser > /dev/null || missing="$missing chromium"
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
     apt-get update -qq && apt-get install -y -qq $missing > /dev/null
   else
-    echo "note: install$missing (e.g. sudo apt-get install$missing): sandboxed code execution, browser tests" >&2
+    echo "note: install$missing (e.g. sudo apt-get install$missing): sandboxed code execution, browser tests, the hub's PostgreSQL tests" >&2
   fi
 fi
 

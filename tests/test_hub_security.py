@@ -19,18 +19,17 @@ import httpx
 import pytest
 
 from hub_client.client import HubAPIError, HubClient
-from hub_server import Hub
 from hub_server.process import start_hub
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
+def hub(tmp_path_factory, hub_backend):
     data = tmp_path_factory.mktemp("hub-sec")
-    admin = Hub(data).create_user("root", is_admin=True)
+    admin = hub_backend.create_user(data, "root", is_admin=True)
     os.environ["PRIME_HUB_READ_TIMEOUT"] = "2"
     try:
-        with start_hub(data) as server:
-            yield {"url": server.url, "admin": admin, "data": data}
+        with start_hub(data, backend=hub_backend.flags) as server:
+            yield {"url": server.url, "admin": admin, "data": data, "backend": hub_backend}
     finally:
         os.environ.pop("PRIME_HUB_READ_TIMEOUT", None)
 
@@ -145,14 +144,13 @@ def test_plain_team_members_cannot_delete_or_add_members(hub):
 
 
 def test_an_expired_token_is_refused(hub):
-    import sqlite3
-
     _, token = user(hub)
     client = HubClient(hub["url"], token)
     short = client.create_token("short", ["read"], expires_in_days=1)
     assert HubClient(hub["url"], short.token).me()
-    with sqlite3.connect(hub["data"] / "hub.sqlite3") as db:  # a day passes
-        db.execute("UPDATE tokens SET expires_at='2000-01-01T00:00:00Z' WHERE id=?", (short.id,))
+    hub["backend"].execute(  # a day passes
+        hub["data"], "UPDATE tokens SET expires_at='2000-01-01T00:00:00Z' WHERE id=?", (short.id,)
+    )
     with pytest.raises(HubAPIError) as expired:
         HubClient(hub["url"], short.token).me()
     assert expired.value.code == "token_expired" and client.me()
