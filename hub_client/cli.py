@@ -1,7 +1,7 @@
 """prime: publish, find and install environments on an Environments Hub; run a hub.
 
     prime hub serve [--data-dir ~/.prime-hub]      prime hub create-user NAME [--admin]
-    prime login --token TOKEN [--url URL]          prime env init NAME
+    prime login [--url URL]  (token from a prompt or stdin)   prime env init NAME
     prime env push [--path DIR] [--bump patch]     prime env install owner/name[@version] [--locked]
     prime env list | search | info | versions | yank | pull | uninstall | delete
     prime eval push RUN_DIR
@@ -21,12 +21,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
 from rich.console import Console
 from rich.table import Table
 
 from hub_client.client import HubAPIError, HubClient
 from hub_client.config import load_config, save_config
-from hub_client.install import EnvSpec, InstallError, install, install_locked, pull, uninstall
+from hub_client.install import (
+    EnvSpec,
+    InstallError,
+    install,
+    install_locked,
+    pull,
+    read_lock,
+    uninstall,
+)
 from hub_client.terminal import safe
 from hub_client.versions import BUMPS, bump, read_project, set_version
 
@@ -38,9 +47,33 @@ class UsageError(Exception):
     pass
 
 
-def client() -> HubClient:
+def client(login_required: bool = False) -> HubClient:
     config = load_config()
+    if login_required and not config.token:
+        raise UsageError(
+            "you are not logged in: run `prime login --url http://HUB:8787` (or set PRIME_API_KEY)"
+        )
     return HubClient(config.url, config.token)
+
+
+def spec_of(text: str, what: str = "environment") -> EnvSpec:
+    """``owner/name[@version]`` as typed, or a usage error (exit 2) saying the form."""
+    try:
+        return EnvSpec.parse(text)
+    except InstallError as exc:
+        raise UsageError(f"{exc} (the {what} to act on)") from None
+
+
+def locked_hub(lock: Path) -> HubClient:
+    """The hub the lock file's pins came from, with the login's token only if it is that hub."""
+    config = load_config()
+    try:
+        recorded = json.loads(lock.read_text()).get("hub") if lock.exists() else None
+    except (json.JSONDecodeError, AttributeError):
+        recorded = None
+    if not recorded or recorded.rstrip("/") == config.url.rstrip("/"):
+        return HubClient(config.url, config.token)
+    return HubClient(recorded, None)  # never send this hub's token to another one
 
 
 # --- hub -----------------------------------------------------------------------------------------------
@@ -210,7 +243,7 @@ def cmd_env_push(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if not (path / "pyproject.toml").exists():
         raise UsageError(f"{path} has no pyproject.toml; pass --path to an environment package")
-    hub = client()
+    hub = client(login_required=True)
     owner = args.owner or hub.me().user
     try:
         project = read_project(path)
@@ -260,23 +293,21 @@ def cmd_env_push(args: argparse.Namespace) -> int:
 def cmd_env_install(args: argparse.Namespace) -> int:
     from verifiers.sdk_guard import sdk_problem
 
+    lock = Path(args.lock_file)
+    if args.locked and args.specs:
+        raise UsageError(
+            "--locked installs exactly what the lock file says; do not name environments too"
+        )
+    if not args.locked and not args.specs:
+        raise UsageError("name at least one environment: prime env install owner/name[@version]")
+    specs = [spec_of(s) for s in args.specs]
     problem = sdk_problem(args.python or sys.executable)  # environments need this SDK there
     if problem:
         raise UsageError(problem)
-    hub = client()
-    lock = Path(args.lock_file)
     if args.locked:
-        if args.specs:
-            raise UsageError(
-                "--locked installs exactly what the lock file says; do not name environments too"
-            )
-        entries = install_locked(hub, lock, args.python)
+        entries = install_locked(locked_hub(lock), lock, args.python)
     else:
-        if not args.specs:
-            raise UsageError(
-                "name at least one environment: prime env install owner/name[@version]"
-            )
-        entries = install(hub, [EnvSpec.parse(s) for s in args.specs], lock, args.python)
+        entries = install(client(), specs, lock, args.python)
     for entry in entries:
         console.print(
             f"installed {entry.owner}/{entry.name} {entry.version} ({entry.filename}, sha256 {entry.sha256[:12]}…)"
@@ -287,13 +318,30 @@ def cmd_env_install(args: argparse.Namespace) -> int:
 
 
 def cmd_env_uninstall(args: argparse.Namespace) -> int:
-    uninstall(EnvSpec.parse(args.spec), Path(args.lock_file), args.python)
-    console.print(f"uninstalled {args.spec}")
+    spec = spec_of(args.spec)
+    lock = Path(args.lock_file)
+    installed = next(
+        (e for e in read_lock(lock) if (e.owner, e.name) == (spec.owner, spec.name)), None
+    )
+    if (
+        installed is not None
+        and spec.version
+        and Version(installed.version) != Version(spec.version)
+    ):
+        raise UsageError(
+            f"{spec.owner}/{spec.name} {installed.version} is installed, not {spec.version}; "
+            f"uninstall it by name: prime env uninstall {spec.owner}/{spec.name}"
+        )
+    uninstall(spec, lock, args.python)
+    version = installed.version if installed else spec.version
+    console.print(
+        f"uninstalled {safe(spec.owner)}/{safe(spec.name)} {safe(version or '')}".rstrip()
+    )
     return 0
 
 
 def cmd_env_pull(args: argparse.Namespace) -> int:
-    root, skipped = pull(client(), EnvSpec.parse(args.spec), Path(args.dir))
+    root, skipped = pull(client(), spec_of(args.spec), Path(args.dir))
     if skipped:
         err.print(f"not extracted (dotfiles are never written): {safe(', '.join(skipped))}")
     console.print(f"extracted to {safe(root)}")
@@ -401,11 +449,20 @@ def cmd_env_yank(args: argparse.Namespace) -> int:
 
 
 def cmd_env_delete(args: argparse.Namespace) -> int:
+    spec = spec_of(args.spec)
+    what = (
+        f"version {spec.version} of {spec.owner}/{spec.name}"
+        if spec.version
+        else (f"{spec.owner}/{spec.name} and every version of it")
+    )
     if not args.yes:
-        raise UsageError("deleting removes every version; confirm with --yes")
-    spec = EnvSpec.parse(args.spec)
-    client().delete(spec.owner, spec.name)
-    console.print(f"deleted {spec.owner}/{spec.name}")
+        raise UsageError(f"this deletes {what}; confirm with --yes")
+    hub = client(login_required=True)
+    if spec.version:
+        hub.delete_version(spec.owner, spec.name, spec.version)
+    else:
+        hub.delete(spec.owner, spec.name)
+    console.print(f"deleted {safe(what)}")
     return 0
 
 
@@ -433,11 +490,12 @@ def cmd_eval_push(args: argparse.Namespace) -> int:
     meta = json.loads(meta_file.read_text())
     named = {(meta.get("env_id"), meta.get("env_version"))}
     spec = attach_spec(args.env, named, "the run", "eval results")
-    info = client().push_eval(
+    info = client(login_required=True).push_eval(
         spec.owner, spec.name, spec.version, meta_file.read_bytes(), results_file.read_bytes()
     )
     console.print(
-        f"uploaded eval #{info.id} ({info.num_rollouts} rollouts, model {info.model}) to {spec}"
+        f"uploaded eval #{info.id} ({info.num_rollouts} rollouts, model {safe(info.model)}) "
+        f"to {safe(spec)}"
     )
     return 0
 
@@ -450,10 +508,12 @@ def cmd_data_push(args: argparse.Namespace) -> int:
     card = json.loads(card_file.read_text())
     named = {(s.get("env_id"), s.get("env_version")) for s in card.get("sources", [])}
     spec = attach_spec(args.env, named, "the dataset", "datasets")
-    info = client().push_dataset(
+    info = client(login_required=True).push_dataset(
         spec.owner, spec.name, spec.version, card_file.read_bytes(), data_file.read_bytes()
     )
-    console.print(f"uploaded dataset #{info.id} ({info.rows} rows) to {spec}: {info.url}")
+    console.print(
+        f"uploaded dataset #{info.id} ({info.rows} rows) to {safe(spec)}: {safe(info.url)}"
+    )
     return 0
 
 
@@ -532,7 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     login = top.add_parser("login", help="store a hub URL and token")
     login.add_argument("--url")
-    login.add_argument("--token", help="the API token (read from stdin when omitted)")
+    # kept for scripts, not advertised: argv is readable by every local user (ps)
+    login.add_argument("--token", help=argparse.SUPPRESS)
     login.set_defaults(func=cmd_login)
     top.add_parser("whoami", help="show the current user").set_defaults(func=cmd_whoami)
     tokens = top.add_parser("token", help="API tokens").add_subparsers(
@@ -611,7 +672,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--undo", action="store_true", help="un-yank: make the version installable again"
     )
     yank.set_defaults(func=cmd_env_yank)
-    delete = env.add_parser("delete", help="delete an environment and all its versions")
+    delete = env.add_parser(
+        "delete", help="delete one version (owner/name@version) or an environment with all of them"
+    )
     delete.add_argument("spec")
     delete.add_argument("--yes", action="store_true")
     delete.set_defaults(func=cmd_env_delete)

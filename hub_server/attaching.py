@@ -3,15 +3,18 @@
 Nothing an uploader says about its numbers is taken on trust: ``results.jsonl`` is read line by
 line from its spooled file (memory stays flat whatever its size), every row must carry a finite
 numeric reward, and the summary shown on the hub is recomputed from the rows, never copied from
-``metadata.json``. A dataset's Parquet file is checked from its footer (row count, declared
-sizes) and then decoded batch by batch under a budget, so a small file that decodes to gigabytes
-is refused before it is kept.
+``metadata.json``. A dataset's Parquet file is checked by a decode in a child process under a memory limit, so a small file that decodes to gigabytes is
+refused before it is kept, and never costs the hub its memory.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
+import subprocess
+import sys
+import tempfile
 from typing import Any, BinaryIO
 
 from hub_server.blobs import file_sha256
@@ -85,33 +88,54 @@ def summarize_results(file: BinaryIO) -> tuple[dict[str, Any], int, dict[str, An
     return summary, len(rewards), histogram(rewards)
 
 
-def check_parquet(file: BinaryIO, declared_rows: int) -> str:
-    """The file's sha256 once its footer and a budgeted decode agree it is what it says."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+PARQUET_PROBE = """
+import json, resource, sys
+limit = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_AS, (limit * 2 + 512 * 2**20,) * 2)
+import pyarrow.parquet as pq
+parquet = pq.ParquetFile(sys.argv[1])
+decoded = 0
+for batch in parquet.iter_batches(batch_size=256):
+    decoded += batch.nbytes
+    if decoded > limit:
+        break
+print(json.dumps({"rows": parquet.metadata.num_rows, "decoded": decoded}))
+"""
 
+
+def check_parquet(file: BinaryIO, declared_rows: int) -> str:
+    """The file's sha256 once a decode of it, in a child process with a memory limit, agrees
+    it is what its card says and stays under the decoded-size budget. A decode bomb (a small
+    file that expands to gigabytes, by compression, dictionaries or repetition) fails there,
+    never in the hub process."""
     file.seek(0)
     if file.read(4) != b"PAR1":
         raise HubError(400, "invalid_dataset", "data.parquet is not a Parquet file")
-    try:
-        parquet = pq.ParquetFile(file)
-        meta = parquet.metadata
-        declared = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-        if meta.num_rows != declared_rows:
-            raise HubError(
-                400,
-                "invalid_dataset",
-                f"the card says {declared_rows} rows; data.parquet has {meta.num_rows}",
-            )
-        if declared > MAX_DATASET_DECODED:
-            raise HubError(413, "dataset_too_large", _too_large(declared))
-        decoded = 0
-        for batch in parquet.iter_batches(batch_size=1024):
-            decoded += batch.nbytes
-            if decoded > MAX_DATASET_DECODED:
-                raise HubError(413, "dataset_too_large", _too_large(decoded))
-    except (pa.ArrowException, OSError) as exc:
-        raise HubError(400, "invalid_dataset", f"data.parquet does not decode: {exc}") from None
+    with tempfile.NamedTemporaryFile(suffix=".parquet") as copy:
+        file.seek(0)
+        shutil.copyfileobj(file, copy)
+        copy.flush()
+        probe = subprocess.run(
+            [sys.executable, "-c", PARQUET_PROBE, copy.name, str(MAX_DATASET_DECODED)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    if probe.returncode != 0:
+        memory = "MemoryError" in probe.stderr or "bad_alloc" in probe.stderr
+        if memory or probe.returncode < 0:
+            raise HubError(413, "dataset_too_large", _too_large(MAX_DATASET_DECODED))
+        detail = probe.stderr.strip().splitlines()[-1:] or ["unknown error"]
+        raise HubError(400, "invalid_dataset", f"data.parquet does not decode: {detail[0][:300]}")
+    result = json.loads(probe.stdout)
+    if result["decoded"] > MAX_DATASET_DECODED:
+        raise HubError(413, "dataset_too_large", _too_large(result["decoded"]))
+    if result["rows"] != declared_rows:
+        raise HubError(
+            400,
+            "invalid_dataset",
+            f"the card says {declared_rows} rows; data.parquet has {result['rows']}",
+        )
     return file_sha256(file)
 
 

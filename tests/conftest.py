@@ -82,7 +82,9 @@ class HubBackend:
             if self.blobs is None:
                 (data_dir / "files" / key[:2] / key).write_bytes(data)
             else:
-                hub.blobs.client.put_object(Bucket=hub.blobs.bucket, Key=hub.blobs._key(key), Body=data)
+                hub.blobs.client.put_object(
+                    Bucket=hub.blobs.bucket, Key=hub.blobs._key(key), Body=data
+                )
             return old
         finally:
             hub.close()

@@ -680,14 +680,20 @@ def test_concurrent_pushes_across_two_hub_processes_leave_one_consistent_store(h
     rita = new_user(hub, "rita")
     with start_hub(hub["data"], backend=hub["backend"].flags) as second:
         hubs = [hub, {"url": second.url}]
-        index = f"/simple/rita/busy-env/busy-env/"
+        index = "/simple/rita/busy-env/busy-env/"
         accept = {"Accept": "application/vnd.pypi.simple.v1+json"}
         with ThreadPoolExecutor(20) as pool:
             different = list(
                 pool.map(
-                    lambda i: publish_raw(
-                        hubs[i % 2], rita, "rita", "busy-env", make_wheel("busy-env", f"1.0.{i}")
-                    ).status_code,
+                    lambda i: (
+                        publish_raw(
+                            hubs[i % 2],
+                            rita,
+                            "rita",
+                            "busy-env",
+                            make_wheel("busy-env", f"1.0.{i}"),
+                        ).status_code
+                    ),
                     range(20),
                 )
             )

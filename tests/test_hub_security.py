@@ -625,7 +625,9 @@ def test_a_hub_serves_the_sdk_wheel_it_is_given(tmp_path):
 
     wheel_file = tmp_path / "verifiers-9.8.7-py3-none-any.whl"
     wheel_file.write_bytes(b"PK-not-really-a-wheel")
-    settings = HubSettings(data_dir=tmp_path / "data", sdk_wheel=wheel_file, public_url="http://hub.test")
+    settings = HubSettings(
+        data_dir=tmp_path / "data", sdk_wheel=wheel_file, public_url="http://hub.test"
+    )
     with TestClient(create_app(settings)) as client:
         info = client.get("/sdk/").json()
         assert client.get(f"/sdk/{wheel_file.name}").content == wheel_file.read_bytes()
@@ -635,7 +637,9 @@ def test_a_hub_serves_the_sdk_wheel_it_is_given(tmp_path):
     assert info["install"] == (
         f'pip install "verifiers[local] @ http://hub.test/sdk/{wheel_file.name}#sha256={digest}"'
     )
-    settings = HubSettings(data_dir=tmp_path / "d2", sdk_wheel=tmp_path / "nope.whl", public_url="http://hub.test")
+    settings = HubSettings(
+        data_dir=tmp_path / "d2", sdk_wheel=tmp_path / "nope.whl", public_url="http://hub.test"
+    )
     with TestClient(create_app(settings)) as client:
         missing = client.get("/sdk/")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "sdk_unavailable"

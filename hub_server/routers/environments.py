@@ -30,6 +30,7 @@ def environment_page(
     if sort not in SORTS:
         raise HubError(400, "invalid_sort", f"sort must be one of {', '.join(SORTS)}")
     page, per_page = min(max(page, 1), MAX_PAGE), max(1, min(per_page, 100))
+    hub.flush_downloads()  # this process's pending counts (a no-op when none are)
     rows, total = hub.catalog.search(viewer_of(user), q, owner, tag, sort, page, per_page)
     return EnvironmentPage(
         items=[Views.summary(r) for r in rows], total=total, page=page, per_page=per_page
