@@ -564,6 +564,19 @@ def test_search_listing_and_openapi(hub):
     )
 
 
+def test_unknown_routes_and_methods_answer_with_stable_codes(hub):
+    missing = httpx.get(f"{hub['url']}/api/v1/nothing-here")
+    assert missing.status_code == 404 and error_code(missing) == "not_found"
+    wrong = httpx.put(f"{hub['url']}/api/v1/environments")
+    assert wrong.status_code == 405 and error_code(wrong) == "method_not_allowed"
+
+
+def test_an_admin_users_first_token_says_it_holds_admin(hub):
+    created = HubClient(hub["url"], hub["admin"]).create_user("second-admin", is_admin=True)
+    assert created.scopes == ["admin", "publish", "read"]
+    assert HubClient(hub["url"], created.token).me().is_admin
+
+
 def test_login_stores_the_token_privately(hub, tmp_path):
     token = new_user(hub, "ned")
     env = {**os.environ, "PRIME_CONFIG_DIR": str(tmp_path / "cfg")}
@@ -609,6 +622,12 @@ def test_version_bumps_follow_pep_440_and_touch_only_project_version(tmp_path):
         and bump("1.2.4rc2", "patch") == "1.2.4"
         and bump("1.2.3.post1", "post") == "1.2.3.post2"
     )
+    assert bump("1!1.0", "patch") == "1!1.0.1" and bump("1.2.3a1", "rc") == "1.2.3rc1"
+    from packaging.version import Version
+
+    for version in ("1!1.0", "1.2.3a1", "2.0.0rc1", "1.0.dev1", "1.2.3b2", "0.1", "1.2.3.post1"):
+        for kind in ("major", "minor", "patch", "rc", "post"):
+            assert Version(bump(version, kind)) > Version(version), (version, kind)
     text = '[project]\nname = "x"\nversion = "0.1.0"\n\n[tool.other]\nversion = "9.9.9"\n'
     (tmp_path / "pyproject.toml").write_text(text)
     set_version(tmp_path, "0.1.1")
