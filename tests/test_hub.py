@@ -567,7 +567,9 @@ def test_search_listing_and_openapi(hub):
 def test_unknown_routes_and_methods_answer_with_stable_codes(hub):
     missing = httpx.get(f"{hub['url']}/api/v1/nothing-here")
     assert missing.status_code == 404 and error_code(missing) == "not_found"
-    wrong = httpx.put(f"{hub['url']}/api/v1/environments")
+    wrong = httpx.put(
+        f"{hub['url']}/api/v1/environments", headers={"Authorization": f"Bearer {hub['admin']}"}
+    )
     assert wrong.status_code == 405 and error_code(wrong) == "method_not_allowed"
 
 
