@@ -4,6 +4,8 @@ hub holds, and the queries that keep each request's cost independent of the hub'
 Search, filters, sorting and pagination run in the database (SQLite FTS5, PostgreSQL's full-text
 search); a push reads only the module index rows of the names it installs; an environment's
 latest version and index serial live on its row, so listings never read its versions.
+(A little over 400 lines: publish, delete and yank share the module and latest-version upkeep
+that must run inside their transactions, so they stay in one module.)
 """
 
 from __future__ import annotations
