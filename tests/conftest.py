@@ -74,6 +74,14 @@ class HubBackend:
         finally:
             hub.close()
 
+    def query(self, data_dir, sql: str, params: tuple = ()) -> list:
+        hub = self.hub(data_dir)
+        try:
+            with hub.database.read() as db:
+                return [dict(row) for row in db.execute(sql, params).fetchall()]
+        finally:
+            hub.close()
+
     def replace_blob(self, data_dir, key: str, data: bytes) -> bytes:
         """Overwrite a stored blob behind the hub's back (a tampered store); the old bytes."""
         hub = self.hub(data_dir)

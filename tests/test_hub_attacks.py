@@ -449,3 +449,63 @@ def test_eval_push_prints_hub_strings_without_terminal_control(hub, tmp_path):
     )
     assert pushed.returncode == 0, pushed.stderr
     assert "\x1b" not in pushed.stdout and "[red]fake[/red]" in pushed.stdout
+
+
+def test_expired_sessions_are_purged_when_someone_signs_in(hub):
+    _, token = user(hub)
+    for _ in range(2):
+        name, value = login_pair(hub)
+        signed_in = httpx.post(
+            f"{hub['url']}/login",
+            data={"token": token, "csrf": value},
+            cookies={name: value},
+            headers={"Origin": hub["url"]},
+        )
+        assert signed_in.status_code == 303
+    hub["backend"].execute(hub["data"], "UPDATE sessions SET expires_at='2000-01-01T00:00:00Z'")
+    name, value = login_pair(hub)
+    fresh = httpx.post(
+        f"{hub['url']}/login",
+        data={"token": token, "csrf": value},
+        cookies={name: value},
+        headers={"Origin": hub["url"]},
+    )
+    assert fresh.status_code == 303
+    rows = hub["backend"].query(hub["data"], "SELECT expires_at FROM sessions")
+    assert len(rows) == 1 and rows[0]["expires_at"] > "2001"
+
+
+def test_the_sdk_wheel_is_never_built_on_a_request(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from hub_server import HubSettings, create_app
+
+    settings = HubSettings(data_dir=tmp_path / "d", public_url="http://hub.test", build_sdk=False)
+    with TestClient(create_app(settings)) as client:
+        for _ in range(3):
+            resp = client.get("/sdk/")
+            assert resp.status_code == 404 and resp.json()["error"]["code"] == "sdk_unavailable"
+    assert not (tmp_path / "d" / "sdk").exists()
+
+
+@pytest.mark.slow
+def test_the_sdk_wheel_holds_only_files_git_tracks(tmp_path):
+    """A hub run from a checkout builds its wheel from tracked files: a stray untracked module
+    in the working tree (a note, a key, scratch code) never reaches other machines."""
+    import zipfile
+
+    from hub_server.sdk import SDKWheels, source_checkout
+
+    root = source_checkout()
+    if root is None or not (root / ".git").exists():
+        pytest.skip("needs a git checkout")
+    stray = root / "verifiers" / "zz_untracked_probe.py"
+    stray.write_text("SECRET = 1\n")
+    try:
+        wheels = SDKWheels(tmp_path / "data")
+        wheels.start()
+        assert wheels.done.wait(600)
+        names = zipfile.ZipFile(wheels.get().path).namelist()
+    finally:
+        stray.unlink()
+    assert "verifiers/__init__.py" in names and "verifiers/zz_untracked_probe.py" not in names
