@@ -38,7 +38,7 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
     app.state.views = Views(settings.public_url)
     app.state.sdk = SDKWheels(settings.data_dir, settings.sdk_wheel, settings.build_sdk)
     install_error_handlers(app)
-    for room in (accounts, environments, publishing, attachments, simple, sdk, web):
+    for room in (simple, accounts, environments, publishing, attachments, sdk, web):  # hot first
         app.include_router(room.router)
     app.router.on_startup.append(app.state.sdk.start)
     app.router.on_startup.append(hub.accounts.purge_sessions)

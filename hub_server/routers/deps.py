@@ -12,16 +12,17 @@ from hub_server.hub import Hub
 from hub_server.views import Views
 
 
-def hub_of(request: Request) -> Hub:
+# async: FastAPI runs a plain ``def`` dependency in the thread pool, a hop per request for a lookup
+async def hub_of(request: Request) -> Hub:
     return request.app.state.hub
 
 
-def views_of(request: Request) -> Views:
+async def views_of(request: Request) -> Views:
     return request.app.state.views
 
 
 async def optional_user(request: Request) -> Principal | None:
-    hub = hub_of(request)
+    hub: Hub = request.app.state.hub
     token = hub.auth.credential(request.url.path, request.method, request.headers)
     if token is None:
         return None  # anonymous: no database round trip at all

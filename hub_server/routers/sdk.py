@@ -48,5 +48,5 @@ def sdk_download(filename: str, request: Request) -> Response:
 
 
 @router.get("/health")
-def health() -> dict[str, str]:
+async def health() -> dict[str, str]:
     return {"status": "ok"}

@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from hub_server.errors import HubError
 from hub_server.hub import Hub
-from hub_server.routers.deps import HubDep, MaybeUser
+from hub_server.routers.deps import HubDep, MaybeUser, optional_user
 from hub_server.templates import templates
 
 router = APIRouter(tags=["simple index"])
@@ -44,10 +44,10 @@ async def simple_root(
 
 
 @router.get("/simple/{owner}/{name}/{project}/")
-async def simple_project(
-    owner: str, name: str, project: str, request: Request, hub: HubDep, user: MaybeUser
-) -> Response:
-    env = await hub.read(hub.environment, owner, name, user)
+async def simple_project(owner: str, name: str, project: str, request: Request) -> Response:
+    """The hot path of every install: no dependencies to solve, one indexed read, a cached page."""
+    hub: Hub = request.app.state.hub
+    env = await hub.read(hub.environment, owner, name, await optional_user(request))
     if canonicalize_name(project) != canonicalize_name(env["distribution"]):
         raise HubError(404, "project_not_found", f"this index only serves {env['distribution']}")
     as_json = wants_json(request)
