@@ -310,6 +310,17 @@ def test_an_eval_summary_is_recomputed_from_its_results_and_bad_numbers_are_refu
         assert refused.status_code == 400 and code(refused) == "invalid_eval", refused.text
     page = httpx.get(f"{hub['url']}/e/{name}/numbers-env")
     assert page.status_code == 200 and "reward <b>0.0000</b>" in page.text  # and it renders
+    hub["backend"].execute(  # a row stored before these checks, holding anything
+        hub["data"],
+        "UPDATE evals SET summary=?, histogram=? WHERE id=?",
+        (
+            '{"avg_reward": "NaN", "pass_at_k": {"1": "x"}, "num_errors": null}',
+            "{",
+            resp.json()["id"],
+        ),
+    )
+    page = httpx.get(f"{hub['url']}/e/{name}/numbers-env")
+    assert page.status_code == 200 and "reward <b>-</b>" in page.text
 
 
 def test_the_evals_quota_holds_under_concurrent_uploads(hub):
