@@ -125,3 +125,10 @@ def hub_backend(request) -> HubBackend:
 def fresh_backend(request, hub_backend: HubBackend) -> HubBackend:
     """An empty store of the module's kind, for a test that runs a hub of its own."""
     return make_backend(request, hub_backend.name)
+
+
+@pytest.fixture
+def dict_era(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Build environments with verifiers 0.1.8's behaviour (message dicts, ``oai_tools``, string
+    tasks): for tests of that release's contract."""
+    monkeypatch.setenv("VF_API_VERSION", "0.1.8")

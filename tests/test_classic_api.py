@@ -15,6 +15,10 @@ from openai.types.chat import ChatCompletion
 import verifiers as vf
 from verifiers.testing import Reply
 
+# These tests hold the SDK to the verifiers 0.1.8 contract (message dicts, ``oai_tools``,
+# ChatCompletion replies); tests/test_typed_api.py covers the same paths for 0.1.11+.
+pytestmark = pytest.mark.usefixtures("dict_era")
+
 
 def rows(n=2):
     return [{"question": f"q{i}", "answer": f"q{i}"} for i in range(n)]
@@ -136,7 +140,8 @@ async def test_final_env_response_ends_the_rollout_and_joins_the_completion(serv
             state["final_env_response"] = reply
             return reply
 
-    env = OneQuestion(dataset=rows(1), max_turns=5)
+    with vf.written_for("0.1.9"):  # final_env_response and num_turns arrived in 0.1.9
+        env = OneQuestion(dataset=rows(1), max_turns=5)
     out = await env.evaluate(client, "m")
     state = out.state[0]
     assert len(state["trajectory"]) == 1 and len(server.requests) == 1

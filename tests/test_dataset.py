@@ -9,6 +9,7 @@ def env_for(rows, **kwargs):
     return vf.SingleTurnEnv(dataset=rows, **kwargs)
 
 
+@pytest.mark.usefixtures("dict_era")
 def test_question_becomes_prompt_with_system_prompt_and_few_shot():
     few_shot = [{"role": "user", "content": "1+1"}, {"role": "assistant", "content": "2"}]
     env = env_for(

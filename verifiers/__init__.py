@@ -7,7 +7,7 @@ one class does not pay for datasets, the openai SDK or math-verify at import tim
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 __version__ = "0.2.0"
 
@@ -23,7 +23,7 @@ _EXPORTS: dict[str, str] = {
     "PythonEnv": "verifiers.envs.python_env",
     "ReasoningGymEnv": "verifiers.envs.integrations.reasoning_gym_env",
     "TextArenaEnv": "verifiers.envs.integrations.textarena_env",
-    "GymEnv": "verifiers.envs.integrations.gym_env",
+    "GymEnv": "verifiers.envs.experimental.gym_env",
     # rubrics
     "Rubric": "verifiers.rubrics.rubric",
     "RubricGroup": "verifiers.rubrics.rubric_group",
@@ -37,15 +37,30 @@ _EXPORTS: dict[str, str] = {
     "XMLParser": "verifiers.parsers.xml_parser",
     "ThinkParser": "verifiers.parsers.think_parser",
     "MaybeThinkParser": "verifiers.parsers.think_parser",
+    "MCPEnv": "verifiers.envs.experimental.mcp_env",
     # decorators
     "stop": "verifiers.decorators",
     "cleanup": "verifiers.decorators",
     "teardown": "verifiers.decorators",
+    "setup": "verifiers.decorators",
+    "update": "verifiers.decorators",
+    "reward": "verifiers.decorators",
+    "metric": "verifiers.decorators",
+    "advantage": "verifiers.decorators",
     # loading, clients, data helpers
     "load_environment": "verifiers.loading",
+    "written_for": "verifiers.classic",
     "ModelClient": "verifiers.clients",
     "OpenAICompatibleClient": "verifiers.clients",
     "RetryPolicy": "verifiers.clients",
+    "Client": "verifiers.clients.client",
+    "ClientConfig": "verifiers.clients.config",
+    "EndpointConfig": "verifiers.clients.config",
+    "Endpoints": "verifiers.clients.config",
+    "OpenAIChatCompletionsClient": "verifiers.clients.openai_chat_completions_client",
+    "OpenAICompletionsClient": "verifiers.clients.openai_completions_client",
+    "OpenAIResponsesClient": "verifiers.clients.openai_responses_client",
+    "AnthropicMessagesClient": "verifiers.clients.anthropic_messages_client",
     "extract_boxed_answer": "verifiers.data",
     "extract_hash_answer": "verifiers.data",
     "load_example_dataset": "verifiers.data",
@@ -53,6 +68,10 @@ _EXPORTS: dict[str, str] = {
     "THINK_BOXED_SYSTEM_PROMPT": "verifiers.data",
     "setup_logging": "verifiers.logging_setup",
     "print_prompt_completions_sample": "verifiers.logging_setup",
+    "log_level": "verifiers.logging_setup",
+    "quiet_verifiers": "verifiers.logging_setup",
+    "ensure_keys": "verifiers.classic.config_keys",
+    "MissingKeyError": "verifiers.classic.config_keys",
     # types
     "State": "verifiers.types",
     "Messages": "verifiers.types",
@@ -74,6 +93,26 @@ _EXPORTS: dict[str, str] = {
     "ProcessedOutputs": "verifiers.types",
     "TrajectoryStepTokens": "verifiers.types",
     "GroupRewardFunc": "verifiers.types",
+    "DatasetBuilder": "verifiers.types",
+    "RolloutOutput": "verifiers.types",
+    "ErrorData": "verifiers.types",
+    "TokenUsage": "verifiers.types",
+    "SystemMessage": "verifiers.types",
+    "UserMessage": "verifiers.types",
+    "AssistantMessage": "verifiers.types",
+    "ToolMessage": "verifiers.types",
+    "TextMessage": "verifiers.types",
+    "Tool": "verifiers.types",
+    "ToolCall": "verifiers.types",
+    "Response": "verifiers.types",
+    "ResponseMessage": "verifiers.types",
+    "ResponseTokens": "verifiers.types",
+    "Usage": "verifiers.types",
+    "TextContentPart": "verifiers.types",
+    "ImageUrlContentPart": "verifiers.types",
+    "InputAudioContentPart": "verifiers.types",
+    "TimeSpan": "verifiers.types",
+    "TimeSpans": "verifiers.types",
     # errors
     "VFError": "verifiers.errors",
     "DatasetError": "verifiers.errors",
@@ -89,7 +128,11 @@ _EXPORTS: dict[str, str] = {
     "ToolCallError": "verifiers.errors",
     "InfraError": "verifiers.errors",
     "SandboxError": "verifiers.errors",
+    "BrowserSandboxError": "verifiers.errors",
+    "TunnelError": "verifiers.errors",
 }
+
+TaskSplit = Literal["train", "eval"]
 
 __all__ = sorted(_EXPORTS)
 
@@ -114,7 +157,16 @@ if TYPE_CHECKING:
         extract_hash_answer,
         load_example_dataset,
     )
-    from verifiers.decorators import cleanup, stop, teardown
+    from verifiers.decorators import (
+        advantage,
+        cleanup,
+        metric,
+        reward,
+        setup,
+        stop,
+        teardown,
+        update,
+    )
     from verifiers.envs.env_group import EnvGroup
     from verifiers.envs.environment import Environment
     from verifiers.envs.multiturn_env import MultiTurnEnv

@@ -16,6 +16,21 @@ async def maybe_await(func: Callable[..., Any], *args: Any, **kwargs: Any) -> An
     return result
 
 
+async def call_with_named(func: Callable[..., Any], first: Any, **objects: Any) -> Any:
+    """Call a hook with the objects its parameters name (``state``, ``env``, ``task``...), or,
+    when it names none of them, with ``first`` as its one positional argument."""
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return await maybe_await(func, first)
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return await maybe_await(func, **objects)
+    named = {k: v for k, v in objects.items() if k in params}
+    if not named:
+        return await maybe_await(func, first)
+    return await maybe_await(func, **named)
+
+
 class NullAsyncContext:
     """``async with`` that does nothing: an unlimited semaphore."""
 

@@ -8,7 +8,7 @@
         │   ├── BadRequestError ── AuthenticationError, PromptTooLongError (= OverlongPromptError)
         │   └── InvalidModelResponseError ── MalformedResponseError, EmptyModelResponseError
         ├── ToolError ── ToolParseError, ToolCallError
-        ├── InfraError ── SandboxError
+        ├── InfraError ── SandboxError ── BrowserSandboxError; TunnelError
         ├── EnvironmentResponseError
         └── RewardFunctionError
 
@@ -63,7 +63,7 @@ class RolloutError(VFError):
 class ModelError(RolloutError):
     """The model endpoint could not produce a usable reply."""
 
-    def __init__(self, message: str, *, status_code: int | None = None, retries: int = 0):
+    def __init__(self, message: str = "", *, status_code: int | None = None, retries: int = 0):
         super().__init__(message)
         self.status_code = status_code
         self.retries = retries
@@ -80,7 +80,7 @@ class ModelConnectionError(ModelError):
 class RateLimitError(ModelError):
     retryable = True
 
-    def __init__(self, message: str, *, retry_after: float | None = None, **kw: Any):
+    def __init__(self, message: str = "", *, retry_after: float | None = None, **kw: Any):
         super().__init__(message, **kw)
         self.retry_after = retry_after
 
@@ -88,7 +88,7 @@ class RateLimitError(ModelError):
 class ServerError(ModelError):
     retryable = True
 
-    def __init__(self, message: str, *, retry_after: float | None = None, **kw: Any):
+    def __init__(self, message: str = "", *, retry_after: float | None = None, **kw: Any):
         super().__init__(message, **kw)
         self.retry_after = retry_after
 
@@ -140,6 +140,14 @@ class InfraError(RolloutError):
 
 class SandboxError(InfraError):
     """A sandbox could not be created, crashed, or did not answer."""
+
+
+class BrowserSandboxError(SandboxError):
+    """A browser sandbox failed (the classic name; this SDK ships no browser sandbox)."""
+
+
+class TunnelError(InfraError):
+    """A tunnel to a remote service died or became unreachable."""
 
 
 class EnvironmentResponseError(RolloutError):

@@ -10,11 +10,13 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+from dataclasses import dataclass
 from importlib.metadata import entry_points, packages_distributions, version
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from verifiers import classic
 from verifiers.env_id import EnvId, EnvIdError
 from verifiers.errors import EnvironmentNotFoundError
 
@@ -33,39 +35,88 @@ def normalize(name: str) -> str:
 
 
 def load_environment(env_id: str, **env_args: Any):
-    """Build the environment ``env_id`` with ``env_args`` passed to its ``load_environment``."""
+    """Build the environment ``env_id`` with ``env_args`` passed to its ``load_environment``.
+
+    The package is found and its owner and version checked before any of its code runs; it is
+    then imported and built with the behaviour of the classic release its ``verifiers``
+    requirement names (``verifiers.classic``).
+    """
     parsed = parse_env_id(env_id)
     tried: list[str] = []
-    factory, dist_name, module, owner_qualified = _from_entry_points(parsed, tried)
-    if factory is None:
-        factory, dist_name, module = _from_module(parsed, tried)
-    if factory is None:
+    found = _locate_entry_point(parsed, tried) or _locate_module(parsed, tried)
+    if found is None:
         raise EnvironmentNotFoundError(
             f"no environment {str(parsed)!r} is installed (tried {'; '.join(tried)}). "
             f"Install it with `vf-install {parsed.name}` (local) or `prime env install {parsed.owner or 'OWNER'}/{parsed.name}` (hub)."
         )
-    if parsed.owner and not owner_qualified:
-        _check_owner(parsed, dist_name)
-    installed = _dist_version(dist_name)
+    if parsed.owner and not found.owner_qualified:
+        _check_owner(parsed, found.dist_name)
+    installed = _dist_version(found.dist_name)
     if parsed.version and installed and installed != parsed.version:
         raise EnvironmentNotFoundError(
-            f"{dist_name} {installed} is installed but {parsed} was requested; "
+            f"{found.dist_name} {installed} is installed but {parsed} was requested; "
             f"install that version (e.g. `prime env install {parsed}`) or drop '@{parsed.version}'"
         )
-    try:
-        env = factory(**env_args)
-    except TypeError as exc:
-        accepted = ", ".join(inspect.signature(factory).parameters) or "none"
-        raise TypeError(
-            f"load_environment of {parsed} rejected arguments {sorted(env_args)}: {exc} (it accepts: {accepted})"
-        ) from exc
+    with classic.written_for(written_for_release(found.dist_name)):
+        factory, module = found.load(tried)
+        if factory is None:
+            raise EnvironmentNotFoundError(
+                f"{found.where} has no load_environment function (tried {'; '.join(tried)})"
+            )
+        try:
+            env = factory(**env_args)
+        except TypeError as exc:
+            accepted = ", ".join(inspect.signature(factory).parameters) or "none"
+            raise TypeError(
+                f"load_environment of {parsed} rejected arguments {sorted(env_args)}: {exc} (it accepts: {accepted})"
+            ) from exc
     if not env.env_id:
         env.env_id = f"{parsed.owner}/{parsed.name}" if parsed.owner else parsed.name
     env.env_args = dict(env_args)
     env.env_version = installed
-    env.env_distribution = dist_name
+    env.env_distribution = found.dist_name
     env.env_content_hash = content_hash(module) if module is not None else None
     return env
+
+
+@dataclass
+class Located:
+    """An environment found without importing it: an entry point or a module name."""
+
+    where: str
+    dist_name: str | None
+    owner_qualified: bool = False
+    entry_point: Any = None
+    module_name: str | None = None
+
+    def load(self, tried: list[str]) -> tuple[Any, ModuleType | None]:
+        """Import it; returns (its load_environment, the module)."""
+        if self.entry_point is not None:
+            target = self.entry_point.load()
+            module = importlib.import_module(self.entry_point.module)
+            factory = (
+                target
+                if callable(target) and not isinstance(target, ModuleType)
+                else getattr(target, "load_environment", None)
+            )
+            return factory, module
+        assert self.module_name is not None
+        module = importlib.import_module(self.module_name)
+        return getattr(module, "load_environment", None), module
+
+
+def written_for_release(dist_name: str | None) -> str | None:
+    """The classic release a distribution says it targets: the lower bound of its ``verifiers``
+    requirement (None when it names none; the caller's setting then applies)."""
+    if not dist_name:
+        return None
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        version = classic.releases.from_requirements(requires(dist_name))
+    except PackageNotFoundError:
+        return None
+    return str(version) if version is not None else None
 
 
 def _check_owner(parsed: EnvId, dist_name: str | None) -> None:
@@ -88,7 +139,7 @@ def _check_owner(parsed: EnvId, dist_name: str | None) -> None:
     )
 
 
-def _from_entry_points(parsed: EnvId, tried: list[str]):
+def _locate_entry_point(parsed: EnvId, tried: list[str]) -> Located | None:
     wanted = [normalize(parsed.name)]
     if parsed.owner:
         wanted = [normalize(f"{parsed.owner}/{parsed.name}"), *wanted]
@@ -97,38 +148,33 @@ def _from_entry_points(parsed: EnvId, tried: list[str]):
         tried.append(f"entry point '{key}' in group '{ENTRY_POINT_GROUP}'")
         ep = found.get(key)
         if ep is not None:
-            target = ep.load()
-            module = importlib.import_module(ep.module)
-            factory = (
-                target
-                if callable(target) and not isinstance(target, ModuleType)
-                else getattr(target, "load_environment", None)
+            return Located(
+                where=f"entry point {ep.value!r}",
+                dist_name=ep.dist.name if ep.dist is not None else None,
+                # an owner-qualified entry point names its owner (the hub refuses foreign ones)
+                owner_qualified=bool(parsed.owner) and key == wanted[0],
+                entry_point=ep,
             )
-            dist = ep.dist.name if ep.dist is not None else None
-            # an owner-qualified entry point names its owner (the hub refuses foreign ones)
-            return factory, dist, module, bool(parsed.owner) and key == wanted[0]
-    return None, None, None, False
+    return None
 
 
-def _from_module(parsed: EnvId, tried: list[str]):
+def _locate_module(parsed: EnvId, tried: list[str]) -> Located | None:
+    from importlib.util import find_spec
+
     candidates = [parsed.module_name]
     if parsed.owner:
         candidates.insert(0, f"{parsed.owner.replace('-', '_')}__{parsed.module_name}")
     for name in candidates:
         tried.append(f"module '{name}'")
         try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise  # the module exists but one of its imports is missing: say so, don't hide it
-        factory = getattr(module, "load_environment", None)
-        if factory is None:
-            tried[-1] += " (imported, but it has no load_environment)"
+            spec = find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
             continue
         dists = packages_distributions().get(name, [])
-        return factory, dists[0] if dists else None, module
-    return None, None, None
+        return Located(where=f"module {name!r}", dist_name=dists[0] if dists else None, module_name=name)
+    return None
 
 
 def _dist_version(dist_name: str | None) -> str | None:

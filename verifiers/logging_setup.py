@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -28,22 +30,55 @@ def setup_logging(
     logger.propagate = False
 
 
+@contextmanager
+def log_level(level: str | int) -> Iterator[None]:
+    """Set the ``verifiers`` loggers to ``level`` inside the block, then restore the old level."""
+    logger = logging.getLogger("verifiers")
+    previous = logger.level
+    logger.setLevel(level if isinstance(level, int) else level.upper())
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
+
+
+def quiet_verifiers() -> Any:
+    """``with vf.quiet_verifiers():`` only warnings and errors from the SDK."""
+    return log_level("WARNING")
+
+
 def print_prompt_completions_sample(
-    prompts: list[Any],
-    completions: list[Any],
-    rewards: list[float],
-    step: int = 0,
-    num_samples: int = 1,
+    prompts: list[Any], completions: list[Any], *args: Any, **kwargs: Any
 ) -> None:
-    """Print the first ``num_samples`` prompt/completion/reward triples as a table."""
+    """Print the first ``num_samples`` prompt/completion/reward rows as a table.
+
+    Both classic signatures work: ``(prompts, completions, rewards, step, num_samples=1)``
+    (0.1.x) and ``(prompts, completions, errors, rewards, step, num_samples=1)`` (0.1.11+).
+    """
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"step {step}", show_lines=True)
+    if len(args) >= 3 or "errors" in kwargs:
+        names = ("errors", "rewards", "step", "num_samples")
+    else:
+        names = ("rewards", "step", "num_samples")
+    call = {
+        "errors": None,
+        "step": 0,
+        "num_samples": 1,
+        **dict(zip(names, args, strict=False)),
+        **kwargs,
+    }
+    rewards, errors = list(call["rewards"]), call["errors"]
+    table = Table(title=f"step {call['step']}", show_lines=True)
     for column in ("prompt", "completion", "reward"):
         table.add_column(column)
-    for prompt, completion, reward in list(zip(prompts, completions, rewards, strict=False))[
-        :num_samples
-    ]:
-        table.add_row(str(prompt), str(completion), f"{float(reward):.3f}")
+    for i, (prompt, completion) in enumerate(
+        list(zip(prompts, completions, strict=False))[: call["num_samples"]]
+    ):
+        reward = f"{float(rewards[i]):.3f}" if i < len(rewards) else "-"
+        if errors and i < len(errors) and errors[i]:
+            reward += f" (error: {errors[i]})"
+        table.add_row(escape(str(prompt)), escape(str(completion)), escape(reward))
     Console().print(table)

@@ -1,19 +1,106 @@
 """Data that crosses boundaries: messages, rollout state, trajectory steps, generate outputs.
 
-Messages stay plain dicts in the OpenAI wire shape (the classic verifiers contract), so environments
-can build and inspect them without wrappers; anything that leaves the process (results files, the
-hub) is described by the pydantic models in ``verifiers.results.schema``.
+Two eras of the classic API share these names. Environments of verifiers 0.1.x before 0.1.11
+exchange messages as plain dicts in the OpenAI wire shape (``ChatMessage``); those of 0.1.11 to
+0.3.x exchange typed messages (``UserMessage``, ``AssistantMessage``..., defined in
+``verifiers.messages`` and re-exported here), which also index like those dicts.
+``verifiers.classic`` decides which an environment gets. Anything that leaves the process
+(results files, the hub) is described by the pydantic models in ``verifiers.results.schema``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict
+
+from verifiers.messages.models import (  # re-exported: the classic module path of these types
+    AssistantMessage,
+    ContentPart,
+    FinishReason,
+    GenericContentPart,
+    ImageUrlContentPart,
+    ImageUrlSource,
+    InputAudioContentPart,
+    InputAudioSource,
+    Message,
+    MessageContent,
+    Response,
+    ResponseMessage,
+    ResponseTokens,
+    RolloutTiming,
+    SystemMessage,
+    TextContentPart,
+    TextMessage,
+    TimeSpan,
+    TimeSpans,
+    Tool,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from verifiers.messages.models import MessageModel as CustomBaseModel
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+    from verifiers.clients.config import (
+        ClientConfig,
+        ClientType,
+        EndpointApi,
+        EndpointClientConfig,
+        EndpointConfig,
+        Endpoints,
+    )
+
+
+_CLIENT_CONFIG_NAMES = frozenset(
+    {
+        "ClientConfig",
+        "ClientType",
+        "EndpointApi",
+        "EndpointClientConfig",
+        "EndpointConfig",
+        "Endpoints",
+    }
+)
+
+
+# The openai SDK's types that verifiers 0.1.x re-exported from here (imported on first use: the
+# openai package costs ~40 ms to import and most processes never need these names).
+_OPENAI_TYPES = {
+    "AsyncOpenAI": "openai",
+    "ChatCompletion": "openai.types.chat.chat_completion",
+    "ChatCompletionMessageParam": "openai.types.chat.chat_completion_message_param",
+    "ChatCompletionMessageToolCall": "openai.types.chat.chat_completion_message_tool_call",
+    "ChatCompletionRole": "openai.types.chat.chat_completion_role",
+    "ChatCompletionToolParam": "openai.types.chat.chat_completion_tool_param",
+    "Completion": "openai.types.completion",
+    "FunctionDefinition": "openai.types.shared_params",
+    "FunctionParameters": "openai.types.shared_params",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # The client settings live with the clients; importing them here eagerly would import the
+    # clients package while this module is still half-built.
+    if name in _CLIENT_CONFIG_NAMES:
+        from verifiers.clients import config
+
+        return getattr(config, name)
+    if name in _OPENAI_TYPES:
+        import importlib
+
+        return getattr(importlib.import_module(_OPENAI_TYPES[name]), name)
+    raise AttributeError(f"module 'verifiers.types' has no attribute {name!r}")
+
 
 MessageType = Literal["chat", "completion"]
 
 
 class ChatMessage(TypedDict, total=False):
+    """A message of the dict era (verifiers 0.1.x before 0.1.11): OpenAI's wire shape."""
+
     role: str
     content: Any
     name: str
@@ -23,12 +110,14 @@ class ChatMessage(TypedDict, total=False):
 
 
 ChatMessages = list[ChatMessage]
-Message = ChatMessage | str
-Messages = str | list[ChatMessage]
+Messages: TypeAlias = "list[Message] | list[ChatMessage] | str"
 Info = dict[str, Any]
 SamplingArgs = dict[str, Any]
+IndividualRewardFunc = Callable[..., float | Awaitable[float]]
 RewardFunc = Callable[..., float | Awaitable[float]]
 GroupRewardFunc = Callable[..., list[float] | Awaitable[list[float]]]
+DatasetBuilder: TypeAlias = "Callable[[], Dataset]"
+ToolLike: TypeAlias = "str | Tool | Callable[..., object]"
 
 
 class ModelResponse(dict):
@@ -69,6 +158,7 @@ class TrajectoryStepTokens(TypedDict, total=False):
     completion_logprobs: list[float]
     overlong_prompt: bool
     is_truncated: bool
+    routed_experts: Any
 
 
 TokenData = TrajectoryStepTokens
@@ -91,23 +181,46 @@ class TrajectoryStep(TypedDict, total=False):
 class BaseRolloutInput(TypedDict):
     prompt: Messages
     example_id: int
-    task: str
 
 
 class RolloutInput(BaseRolloutInput, total=False):
     answer: str
-    info: Info
+    info: Info | str
+    task: Any
 
 
-class RolloutTiming(TypedDict, total=False):
-    start_time: float
-    generation_ms: float
-    scoring_ms: float
-    total_ms: float
-    model_ms: float
+class ErrorData(TypedDict):
+    """A rollout's error as verifiers 0.1.11+ serializes it (``verifiers.utils.error_utils``)."""
+
+    error: str
+    message: str
+    error_chain_repr: str
+    error_chain_str: str
+
+
+class TokenUsage(TypedDict):
+    input_tokens: float
+    output_tokens: float
+    final_input_tokens: NotRequired[float]
+    final_output_tokens: NotRequired[float]
+
+
+class VersionInfo(TypedDict):
+    vf_version: str
+    vf_commit: str | None
+    env_version: str | None
+    env_commit: str | None
+
+
+class RolloutOutput(dict):
+    """One rollout as verifiers 0.1.11+ returns it in ``results["outputs"]``: JSON-ready fields
+    (``example_id``, ``prompt``, ``completion``, ``answer``, ``info``, ``reward``, ``metrics``,
+    ``timing``, ``is_completed``, ``is_truncated``, ``stop_condition``, ``error``, ``tool_defs``,
+    ``token_usage``) plus any requested state columns."""
 
 
 INPUT_FIELDS = ("prompt", "answer", "task", "info", "example_id")
+TASK_INPUT_FIELDS = frozenset({"prompt", "answer", "info", "example_id"})
 
 
 class State(dict):
@@ -219,6 +332,58 @@ class State(dict):
     def __repr__(self) -> str:
         return f"State({dict(self.items())!r})"
 
+    def add_step_reward(self, reward: float | None) -> None:
+        """Add ``reward`` to the last trajectory step's (an intermediate, per-turn reward)."""
+        if reward is None:
+            return
+        if isinstance(reward, bool) or not isinstance(reward, int | float):
+            raise TypeError("State.add_step_reward requires a numeric reward.")
+        trajectory = self.get("trajectory")
+        if not trajectory:
+            raise RuntimeError("State.add_step_reward requires a trajectory step.")
+        step = trajectory[-1]
+        step["reward"] = float(step.get("reward") or 0.0) + float(reward)
+
+    def total_step_reward(self) -> float:
+        return sum(float(step.get("reward") or 0.0) for step in self.get("trajectory") or [])
+
+    def assert_serializable(self) -> None:
+        """Raise ``TypeError`` unless the state can be saved: JSON, plus what the trainer's
+        transport carries besides (buffers, arrays, dataclasses, pydantic models)."""
+        import json
+
+        try:
+            json.dumps(dict(self.items()), default=_serializable_stand_in)
+        except TypeError as exc:
+            raise TypeError("Task and State values must be JSON-serializable.") from exc
+
+
+def _serializable_stand_in(obj: Any) -> Any:
+    import dataclasses
+    import enum
+    import sys
+    from datetime import date, datetime
+    from pathlib import Path
+
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, datetime | date):
+        return obj.isoformat()
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return f"<{type(obj).__name__}>"
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(obj, numpy.generic):
+        return obj.item()
+    if numpy is not None and isinstance(obj, numpy.ndarray):
+        return {"dtype": str(obj.dtype), "shape": list(obj.shape)}
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(exclude_none=True)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    raise TypeError(f"{type(obj).__name__} is not JSON-serializable")
+
 
 class AttrDict(dict):
     """A dict that also reads (and writes) its keys as attributes: the classic result shapes are
@@ -244,7 +409,9 @@ class GenerateMetadata(AttrDict):
 
 
 class GenerateOutputs(AttrDict):
-    """Column-wise results of ``Environment.generate``/``evaluate`` (the classic field names)."""
+    """Results of ``Environment.generate``/``evaluate`` in both classic shapes: the columns of
+    verifiers 0.1.x (``prompt``, ``completion``, ``reward``, ``metrics``, ``state``...) and the
+    rows of 0.1.11+ (``outputs``: one ``RolloutOutput`` per rollout, built on first access)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -254,8 +421,19 @@ class GenerateOutputs(AttrDict):
         self.setdefault("metrics", {})
         self.setdefault("metadata", None)
 
+    def __missing__(self, key: str) -> Any:
+        if key != "outputs":
+            raise KeyError(key)
+        from verifiers.results.outputs import states_to_outputs
+
+        metadata = dict.get(self, "metadata") or {}
+        columns = metadata.get("state_columns") if isinstance(metadata, dict) else None
+        rows = states_to_outputs(dict.get(self, "state") or [], columns)
+        self["outputs"] = rows
+        return rows
+
     def __len__(self) -> int:
-        return len(self["reward"])
+        return len(self["reward"]) or len(dict.get(self, "outputs") or [])
 
 
 class RolloutScore(AttrDict):
@@ -286,11 +464,4 @@ class ProcessedOutputs(TypedDict):
     is_truncated: list[bool]
 
 
-class Endpoint(TypedDict):
-    key: str
-    url: str
-    model: str
-
-
-Endpoints = dict[str, Endpoint]
 JsonPrimitive = Literal["string", "number", "integer", "boolean", "array", "object"]

@@ -6,6 +6,7 @@
     model = "gpt-4.1-mini"             # the model name sent to the endpoint
     url = "https://api.openai.com/v1"  # base URL
     key = "OPENAI_API_KEY"             # name of the environment variable holding the key
+    api = "chat"                       # optional: chat, completions, responses or anthropic
 """
 
 from __future__ import annotations
@@ -14,14 +15,18 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 class EndpointEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     model: str
     url: str
     key: str = "OPENAI_API_KEY"
+    api: Literal["chat", "completions", "responses", "anthropic"] | None = None
 
 
 class CLIError(Exception):
@@ -33,6 +38,8 @@ class Endpoint:
     model: str
     base_url: str | None  # None: start the embedded model server
     api_key: str | None
+    api: str | None = None  # the API the endpoint speaks, when its registry entry says
+    key_var: str | None = None  # the environment variable the key came from
 
 
 def load_registry(path: Path) -> dict[str, EndpointEntry]:
@@ -71,5 +78,5 @@ def resolve_endpoint(
             raise CLIError(
                 f"endpoint alias {model!r} reads its API key from ${entry.key}, which is not set"
             )
-        return Endpoint(entry.model, entry.url, key)
+        return Endpoint(entry.model, entry.url, key, entry.api, entry.key)
     return Endpoint(model or "SmolLM2-135M-Instruct", None, None)

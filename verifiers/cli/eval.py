@@ -29,6 +29,7 @@ from rich.markup import escape
 from verifiers.cli.endpoints import CLIError, Endpoint, resolve_endpoint
 
 BUILTIN_DEFAULTS = {"num_examples": 5, "rollouts_per_example": 3, "max_concurrent": 32}
+API_CHOICES = ("chat", "completions", "responses", "anthropic")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--header", action="append", default=[], help="extra HTTP header 'Name: value' (repeatable)"
+    )
+    p.add_argument(
+        "--api",
+        choices=API_CHOICES,
+        default=None,
+        help="the API the endpoint speaks: chat (OpenAI chat completions, the default), "
+        "completions, responses (OpenAI Responses) or anthropic (Anthropic Messages); an "
+        "endpoints.toml alias may set it with api = ...",
     )
     p.add_argument(
         "--endpoints",
@@ -174,11 +183,22 @@ def package_eval_defaults(dist_name: str | None) -> dict[str, Any]:
         return {}
 
 
-def check_reachable(endpoint: Endpoint, headers: dict[str, str], key_var: str) -> None:
+def check_reachable(
+    endpoint: Endpoint, headers: dict[str, str], key_var: str, api: str = "chat"
+) -> None:
     import httpx
 
     url = endpoint.base_url.rstrip("/") + "/models"
-    auth = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    if api == "anthropic":
+        from verifiers.clients.anthropic_messages_client import ANTHROPIC_VERSION
+
+        if not endpoint.base_url.rstrip("/").endswith("/v1"):
+            url = endpoint.base_url.rstrip("/") + "/v1/models"
+        auth = {"anthropic-version": ANTHROPIC_VERSION}
+        if endpoint.api_key and endpoint.api_key != "EMPTY":
+            auth["x-api-key"] = endpoint.api_key
+    else:
+        auth = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
     try:
         resp = httpx.get(url, headers={**auth, **headers}, timeout=10)
     except httpx.HTTPError as exc:
@@ -303,14 +323,17 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
     endpoint = resolve_endpoint(
         args.model or previous.get("model"), args.api_base_url, args.api_key_var, args.endpoints
     )
+    api = args.api or endpoint.api or "chat"
     if endpoint.base_url is None:
+        if api != "chat":
+            raise CLIError(
+                f"--api {api} needs an endpoint that speaks it (-b URL); the built-in model server "
+                "speaks chat and completions"
+            )
         endpoint = _start_embedded(endpoint, console, args, servers)
     else:
-        check_reachable(endpoint, headers, args.api_key_var)
-
-    from verifiers.clients import OpenAICompatibleClient
-
-    client = OpenAICompatibleClient(endpoint.base_url, endpoint.api_key, headers=headers)
+        check_reachable(endpoint, headers, endpoint.key_var or args.api_key_var, api)
+    client = make_eval_client(api, endpoint, headers, endpoint.key_var or args.api_key_var)
     results_path = None
     if args.resume:
         results_path = str(args.resume)
@@ -390,6 +413,25 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
         )
         stdout.print(summary_table(meta, wall))
     return 0
+
+
+def make_eval_client(api: str, endpoint: Endpoint, headers: dict[str, str], key_var: str) -> Any:
+    """The client for ``--api``: the lean chat-completions client, or the ``vf.Client`` of
+    the completions, Responses or Anthropic Messages API (the key read from ``key_var``)."""
+    from verifiers.clients import OpenAICompatibleClient, make_client
+    from verifiers.clients.config import API_TO_CLIENT_TYPE, ClientConfig
+
+    if api == "chat":
+        return OpenAICompatibleClient(endpoint.base_url, endpoint.api_key, headers=headers)
+    config = ClientConfig(
+        client_type=API_TO_CLIENT_TYPE[api],
+        api_base_url=endpoint.base_url,
+        api_key_var=key_var,
+        extra_headers=headers,
+        max_retries=3,
+        timeout=600.0,
+    )
+    return make_client(config)
 
 
 async def _generate(

@@ -1,6 +1,12 @@
 """The one layer through which rollouts talk to a model.
 
-``ModelClient`` is the interface; ``OpenAICompatibleClient`` speaks the OpenAI HTTP API. A plain
+Two interfaces over one transport. ``ModelClient`` (``chat``/``complete`` returning the server's
+JSON) is what the engine uses for environments of the dict era (verifiers 0.1.x before 0.1.11);
+``vf.Client`` (``get_response`` returning a ``vf.Response``) is the client layer of 0.1.11+, with
+one class per API (chat completions, completions, Responses, Anthropic Messages) and
+``make_client`` building the right one from a ``ClientConfig``, a base URL or a client object.
+
+``OpenAICompatibleClient`` speaks the OpenAI HTTP API. A plain
 ``openai.AsyncOpenAI``/``OpenAI`` (exactly that class, its own HTTP client, no default query) is
 provably equivalent to the lean client with the same URL, key, headers, timeout and retries, so it
 takes that fast lane; any other client object (a subclass, Azure, a custom ``http_client``, a
@@ -10,12 +16,16 @@ test double) is called through its own ``chat.completions.create`` (``SDKClient`
 from __future__ import annotations
 
 import weakref
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from verifiers.clients.http_client import OpenAICompatibleClient
 from verifiers.clients.retry import NO_RETRY, RetryPolicy
 from verifiers.clients.sdk_client import SDKClient
 from verifiers.types import ModelResponse
+
+if TYPE_CHECKING:
+    from verifiers.clients.client import Client
+    from verifiers.clients.config import ClientConfig
 
 
 @runtime_checkable
@@ -38,7 +48,17 @@ _from_openai: weakref.WeakKeyDictionary[Any, ModelClient] = weakref.WeakKeyDicti
 
 
 def resolve_client(client: Any, retry: RetryPolicy | None = None) -> ModelClient:
-    """Turn whatever the user passed (a ModelClient, an openai client, a base URL) into a ModelClient."""
+    """Turn whatever the user passed (a ModelClient, an openai client, a base URL, a
+    ``ClientConfig`` or a ``vf.Client``) into a ModelClient."""
+    from verifiers.clients.client import Client
+    from verifiers.clients.config import ClientConfig
+
+    if isinstance(client, ClientConfig):
+        client = make_client(client)
+    if isinstance(client, Client):
+        from verifiers.clients.vf_client_adapter import VFClientAdapter
+
+        return VFClientAdapter(client)
     if isinstance(client, ModelClient):
         return client
     if isinstance(client, str):
@@ -99,11 +119,105 @@ def _from_openai_sdk(client: Any, retry: RetryPolicy | None) -> OpenAICompatible
     )
 
 
+CLIENT_CLASSES: dict[str, tuple[str, str]] = {
+    "openai_chat_completions": (
+        "verifiers.clients.openai_chat_completions_client",
+        "OpenAIChatCompletionsClient",
+    ),
+    "openai_completions": (
+        "verifiers.clients.openai_completions_client",
+        "OpenAICompletionsClient",
+    ),
+    "openai_responses": ("verifiers.clients.openai_responses_client", "OpenAIResponsesClient"),
+    "anthropic_messages": (
+        "verifiers.clients.anthropic_messages_client",
+        "AnthropicMessagesClient",
+    ),
+}
+
+
+def client_class(client_type: str) -> type[Client]:
+    """The ``vf.Client`` class for a ``ClientConfig.client_type``."""
+    import importlib
+
+    if client_type not in CLIENT_CLASSES:
+        supported = ", ".join(sorted(CLIENT_CLASSES))
+        raise ValueError(
+            f"client_type {client_type!r} is not supported by this SDK (supported: {supported})"
+        )
+    module, name = CLIENT_CLASSES[client_type]
+    return getattr(importlib.import_module(module), name)
+
+
+def make_client(client: Any, message_type: str = "chat") -> Client:
+    """A ``vf.Client`` for whatever the user passed: itself, one built from a ``ClientConfig``
+    (by its ``client_type``), or, for a base URL, an openai client or a ``ModelClient``, the
+    chat-completions client (the completions client for ``message_type="completion"``)."""
+    from verifiers.clients.client import Client
+    from verifiers.clients.config import ClientConfig
+
+    if isinstance(client, Client):
+        return client
+    if isinstance(client, ClientConfig):
+        return client_class(client.client_type)(client)
+    kind = "openai_completions" if message_type == "completion" else "openai_chat_completions"
+    if isinstance(client, str | ModelClient) or hasattr(client, "chat"):
+        cached = _typed_cache.get(client, kind) if not isinstance(client, str) else None
+        if cached is None:
+            cached = client_class(kind)(client)
+            if not isinstance(client, str):
+                _typed_cache.put(client, kind, cached)
+        return cached
+    raise TypeError(
+        f"expected a vf.Client, a ClientConfig, an openai.AsyncOpenAI, a ModelClient or a base "
+        f"URL, got {type(client).__name__}"
+    )
+
+
+class _TypedCache:
+    """One ``vf.Client`` per (client object, API kind), so a run reuses its connections."""
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, weakref.WeakKeyDictionary[Any, Any]] = {}
+
+    def get(self, client: Any, kind: str) -> Any:
+        try:
+            return self._by_kind.get(kind, {}).get(client)  # type: ignore[call-overload]
+        except TypeError:
+            return None
+
+    def put(self, client: Any, kind: str, value: Any) -> None:
+        try:
+            self._by_kind.setdefault(kind, weakref.WeakKeyDictionary())[client] = value
+        except TypeError:
+            pass
+
+
+_typed_cache = _TypedCache()
+
+
+def __getattr__(name: str) -> Any:
+    for module, cls in CLIENT_CLASSES.values():
+        if cls == name:
+            import importlib
+
+            return getattr(importlib.import_module(module), name)
+    if name in ("Client", "ClientConfig"):
+        import importlib
+
+        module = "verifiers.clients.client" if name == "Client" else "verifiers.clients.config"
+        return getattr(importlib.import_module(module), name)
+    raise AttributeError(f"module 'verifiers.clients' has no attribute {name!r}")
+
+
 __all__ = [
     "NO_RETRY",
+    "Client",
+    "ClientConfig",
     "ModelClient",
     "OpenAICompatibleClient",
     "RetryPolicy",
     "SDKClient",
+    "make_client",
     "resolve_client",
 ]

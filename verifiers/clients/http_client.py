@@ -103,33 +103,48 @@ class OpenAICompatibleClient:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         sampling_args: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> ModelResponse:
         body = build_body(model, sampling_args)
         body["messages"] = messages
         if tools:
             body["tools"] = tools
-        return await self.post("/chat/completions", body, expect="message")
+        return await self.post("/chat/completions", body, expect="message", headers=headers)
 
     async def complete(
-        self, *, model: str, prompt: str, sampling_args: dict[str, Any] | None = None
+        self,
+        *,
+        model: str,
+        prompt: str,
+        sampling_args: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> ModelResponse:
         body = build_body(model, sampling_args)
         body["prompt"] = prompt
-        return await self.post("/completions", body, expect="text")
+        return await self.post("/completions", body, expect="text", headers=headers)
 
     async def post(
-        self, path: str, body: dict[str, Any], expect: str | None = None
+        self,
+        path: str,
+        body: dict[str, Any],
+        expect: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> ModelResponse:
-        """POST JSON with retries; ``expect`` names the field each choice must have."""
+        """POST JSON with retries; ``expect`` names the field each choice must have (None: any
+        JSON object, as the Responses and Anthropic Messages APIs answer)."""
         payload = dumps(body)
-        return await call_with_retries(lambda: self._post_once(path, payload, expect), self.retry)
+        return await call_with_retries(
+            lambda: self._post_once(path, payload, expect, headers), self.retry
+        )
 
-    async def _post_once(self, path: str, payload: bytes, expect: str | None) -> ModelResponse:
+    async def _post_once(
+        self, path: str, payload: bytes, expect: str | None, headers: dict[str, str] | None
+    ) -> ModelResponse:
         import aiohttp
 
         url = self.base_url + path
         try:
-            async with self._get_session().post(url, data=payload) as resp:
+            async with self._get_session().post(url, data=payload, headers=headers) as resp:
                 content = await resp.read()
                 status, resp_headers = resp.status, resp.headers
         except TimeoutError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from verifiers.messages.dicts import MessageDict
 from verifiers.types import Messages, MessageType, TrajectoryStepTokens
 
 
@@ -69,7 +70,7 @@ def response_messages(response: Any, message_type: MessageType) -> Messages:
         value = field(message, key)
         if isinstance(value, str) and value:
             out[key] = value
-    return [out]  # type: ignore[list-item]
+    return [MessageDict(out)]  # type: ignore[list-item]
 
 
 def response_usage(response: Any) -> tuple[int, int]:
@@ -108,9 +109,9 @@ def response_tokens(
     completion_ids = field(choice, "token_ids")
     prompt_ids = field(response, "prompt_token_ids") or field(choice, "prompt_token_ids")
     logprobs, ids_from_logprobs = _logprob_values(field(choice, "logprobs"))
-    if completion_ids is None:
+    if not isinstance(completion_ids, list | tuple):
         completion_ids = ids_from_logprobs
-    if completion_ids is None or prompt_ids is None:
+    if not isinstance(completion_ids, list | tuple) or not isinstance(prompt_ids, list | tuple):
         return None
     prompt_ids, completion_ids = list(prompt_ids), list(completion_ids)
     completion_logprobs = logprobs if logprobs is not None else [0.0] * len(completion_ids)

@@ -84,17 +84,27 @@ class SDKClient:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         sampling_args: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Any:
         kwargs: dict[str, Any] = {"model": model, "messages": messages}
         if tools:
             kwargs["tools"] = tools
         kwargs.update(sampling_args or {})
+        if headers:
+            kwargs["extra_headers"] = {**(kwargs.get("extra_headers") or {}), **headers}
         return await self._call(self.client.chat.completions.create, **kwargs)
 
     async def complete(
-        self, *, model: str, prompt: str, sampling_args: dict[str, Any] | None = None
+        self,
+        *,
+        model: str,
+        prompt: str,
+        sampling_args: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Any:
         kwargs = {"model": model, "prompt": prompt, **(sampling_args or {})}
+        if headers:
+            kwargs["extra_headers"] = {**(kwargs.get("extra_headers") or {}), **headers}
         return await self._call(self.client.completions.create, **kwargs)
 
     async def aclose(self) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 
-def extract_boxed_answer(text: str) -> str:
-    """The content of the last ``\\boxed{...}`` (nested braces respected, not stripped); the
-    text itself when there is none or its braces never close."""
+def extract_boxed_answer(text: str, strict: bool = False) -> str:
+    """The content of the last ``\\boxed{...}`` (nested braces respected, not stripped); when
+    there is none or its braces never close, the text itself, or ``""`` with ``strict`` (for
+    rewards where the format counts)."""
     start = text.rfind("\\boxed{")
     if start < 0:
-        return text
+        return "" if strict else text
     begin = start + len("\\boxed{")
     depth = 1
     for i in range(begin, len(text)):
@@ -18,7 +19,7 @@ def extract_boxed_answer(text: str) -> str:
             depth -= 1
             if depth == 0:
                 return text[begin:i]
-    return text
+    return "" if strict else text
 
 
 def extract_hash_answer(text: str) -> str:

@@ -48,8 +48,10 @@ def format_rows(
     few_shot: list[dict[str, Any]] | None,
     question_key: str = "question",
     answer_key: str = "answer",
-    default_task: str = "default",
+    default_task: str | None = "default",
 ) -> list[dict[str, Any]]:
+    """Validated rollout inputs; ``default_task=None`` leaves rows without a ``task`` as they
+    are (releases where ``task`` is a payload, not a label)."""
     if not rows:
         raise DatasetError("the dataset is empty")
     if "prompt" not in rows[0] and question_key not in rows[0]:
@@ -65,7 +67,8 @@ def format_rows(
         answer = out.get("answer")
         out["answer"] = "" if answer is None else answer
         out["info"] = _info(row.get("info"), i)
-        out["task"] = row.get("task") or default_task
+        if default_task is not None:
+            out["task"] = row.get("task") or default_task
         formatted.append(out)
     _assign_example_ids(formatted)
     return formatted

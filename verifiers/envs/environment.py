@@ -8,29 +8,18 @@ runs many rollouts concurrently with ``generate``/``evaluate`` (see ``verifiers.
 from __future__ import annotations
 
 import asyncio
-import copy
-import json
 import logging
 import random
-import time
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from verifiers import decorators
-from verifiers.clients import resolve_client
-from verifiers.clients.responses import (
-    finish_reason,
-    first_choice,
-    response_messages,
-    response_tokens,
-    response_usage,
-)
-from verifiers.concurrency import maybe_await
+from verifiers import classic, decorators
+from verifiers.concurrency import call_with_named, maybe_await
+from verifiers.envs import model_turn, rollout_state
 from verifiers.envs.dataset_format import format_rows, to_rows
-from verifiers.envs.messages import strip_nones_from_content
-from verifiers.errors import EmptyModelResponseError, record_error
+from verifiers.errors import record_error
+from verifiers.messages.convert import tool_from_raw, wire_tool
 from verifiers.parsers.parser import Parser
 from verifiers.rubrics.rubric import Rubric
 from verifiers.types import (
@@ -40,6 +29,7 @@ from verifiers.types import (
     RolloutInput,
     SamplingArgs,
     State,
+    Tool,
     TrajectoryStep,
 )
 
@@ -49,8 +39,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger("verifiers.envs")
 
 
+DatasetSource = Any  # a datasets.Dataset, a list of row dicts, or a function returning either
+
+
 class Environment(ABC):
     """Base class of every environment (the classic ``verifiers`` constructor and methods).
+
+    Each environment behaves as the classic release it was written for (``self.release``, see
+    ``verifiers.classic``): dict-era environments exchange plain message dicts and OpenAI tool
+    schemas (``oai_tools``), typed-era ones ``vf.UserMessage``... objects and ``vf.Tool``
+    definitions (``tool_defs``).
 
     Lifecycle hooks are collected once per instance into ``_stop_conditions``,
     ``_cleanup_handlers`` and ``_teardown_handlers`` (highest priority first, ties by name).
@@ -58,8 +56,8 @@ class Environment(ABC):
 
     def __init__(
         self,
-        dataset: Dataset | list[dict[str, Any]] | None = None,
-        eval_dataset: Dataset | list[dict[str, Any]] | None = None,
+        dataset: DatasetSource | None = None,
+        eval_dataset: DatasetSource | None = None,
         system_prompt: str | None = None,
         few_shot: list[dict[str, Any]] | None = None,
         parser: Parser | None = None,
@@ -67,14 +65,25 @@ class Environment(ABC):
         sampling_args: SamplingArgs | None = None,
         message_type: MessageType = "chat",
         oai_tools: list[dict[str, Any]] | None = None,
+        tool_defs: list[Tool] | list[dict[str, Any]] | None = None,
         max_workers: int = 512,
         env_id: str | None = None,
         env_args: dict[str, Any] | None = None,
         map_kwargs: dict[str, Any] | None = None,
         max_seq_len: int | None = None,
+        score_rollouts: bool = True,
+        pass_threshold: float = 0.5,
         **kwargs: Any,
     ) -> None:
         self.logger = logging.getLogger(f"verifiers.envs.{type(self).__name__}")
+        self.release = _release_of(type(self))
+        if self.release.typed_messages and oai_tools is not None:
+            raise ValueError(
+                "`oai_tools` is no longer supported. Use `tool_defs` with provider-agnostic "
+                "tool definitions: [{'name': ..., 'description': ..., 'parameters': {...}}]. "
+                f"(This environment runs as verifiers {self.release}; an environment written for "
+                "0.1.10 or earlier declares that in its `verifiers` requirement.)"
+            )
         if message_type not in ("chat", "completion"):
             raise ValueError(f"message_type must be 'chat' or 'completion', got {message_type!r}")
         if message_type == "completion" and (system_prompt or few_shot):
@@ -98,6 +107,17 @@ class Environment(ABC):
             else:
                 self.sampling_args[key] = value
         self.oai_tools = oai_tools
+        self.tool_defs: list[Tool] | None = (
+            [tool_from_raw(t) for t in tool_defs] if tool_defs is not None else None
+        )
+        if (
+            self.tool_defs is not None
+            and self.oai_tools is None
+            and not self.release.typed_messages
+        ):
+            self.oai_tools = [wire_tool(t) for t in self.tool_defs]
+        self.score_rollouts = score_rollouts
+        self.pass_threshold = pass_threshold
         self.max_workers = max_workers
         self.env_id = env_id or ""
         self.env_args = dict(env_args or {})
@@ -112,19 +132,43 @@ class Environment(ABC):
             setattr(self, key, value)
         if dataset is None and eval_dataset is None:
             raise ValueError("Either dataset or eval_dataset must be provided")
+        # A function as a dataset is a builder (verifiers 0.2.0's examples): called on first use.
+        self._sources: dict[str, Any] = {
+            "train": dataset if callable(dataset) else None,
+            "eval": eval_dataset if callable(eval_dataset) else None,
+        }
         self._rows: dict[str, list[dict[str, Any]] | None] = {
-            "train": self.format_rows(dataset) if dataset is not None else None,
-            "eval": self.format_rows(eval_dataset) if eval_dataset is not None else None,
+            "train": self.format_rows(dataset) if _is_data(dataset) else None,
+            "eval": self.format_rows(eval_dataset) if _is_data(eval_dataset) else None,
         }
         self._hf: dict[str, Dataset | None] = {"train": None, "eval": None}
         self._torn_down = False
         self.__post_init__()
 
     def __post_init__(self) -> None:
-        """Collect the ``@vf.stop`` / ``@vf.cleanup`` / ``@vf.teardown`` methods of this instance."""
+        """Collect this instance's decorated methods (``verifiers.decorators``): lifecycle hooks,
+        and ``@vf.reward`` / ``@vf.metric`` methods, which join the rubric."""
         self._stop_conditions = decorators.collect(self, "stop")
         self._cleanup_handlers = decorators.collect(self, "cleanup")
         self._teardown_handlers = decorators.collect(self, "teardown")
+        self._setup_handlers = decorators.collect(self, "setup")
+        updates = decorators.collect(self, "update")
+        self._rollout_updates = [
+            u for u in updates if getattr(u, "update_stage", "rollout") != "group"
+        ]
+        self._group_updates = [
+            u for u in updates if getattr(u, "update_stage", "rollout") == "group"
+        ]
+        self._advantage_handlers = decorators.collect(self, "advantage")
+        rewards = decorators.collect(self, "reward")
+        metrics = decorators.collect(self, "metric")
+        if rewards or metrics:
+            own = Rubric(
+                funcs=[*rewards, *metrics],
+                weights=[getattr(f, "reward_weight", 1.0) for f in rewards] + [0.0] * len(metrics),
+                parser=self.parser,
+            )
+            self.add_rubric(own)
 
     # --- datasets ------------------------------------------------------------------------------
     # Rows are kept as formatted dicts; the ``datasets.Dataset`` views are built on first access,
@@ -149,7 +193,7 @@ class Environment(ABC):
             few_shot=few_shot if few_shot is not None else self.few_shot,
             question_key=question_key,
             answer_key=answer_key,
-            default_task=self.env_id or "default",
+            default_task=None if self.release.refuses_string_task else (self.env_id or "default"),
         )
 
     def format_dataset(
@@ -167,6 +211,23 @@ class Environment(ABC):
         return Dataset.from_list(
             self.format_rows(dataset, system_prompt, few_shot, question_key, answer_key)
         )
+
+    def _built(self, split: str) -> list[dict[str, Any]] | None:
+        """The rows of a split, calling its builder the first time they are needed."""
+        source = self._sources.get(split)
+        if self._rows[split] is None and source is not None:
+            self._sources[split] = None
+            self._rows[split] = self.format_rows(source())
+        return self._rows[split]
+
+    def build_dataset(self) -> Dataset | None:
+        """Build the training split now (a builder is otherwise called on first use)."""
+        self._built("train")
+        return self._view("train")
+
+    def build_eval_dataset(self) -> Dataset | None:
+        self._built("eval")
+        return self._view("eval")
 
     def _view(self, split: str) -> Dataset | None:
         if self._hf[split] is None and self._rows[split] is not None:
@@ -206,12 +267,12 @@ class Environment(ABC):
 
     def get_dataset(self, n: int = -1, seed: int | None = None) -> Dataset:
         """The training split, shuffled by ``seed`` (a new view: the split keeps its order)."""
-        if self._rows["train"] is None:
+        if self._built("train") is None:
             raise ValueError("dataset is not set")
         return _subset(self.dataset, n, seed)
 
     def get_eval_dataset(self, n: int = -1, seed: int | None = None) -> Dataset:
-        if self._rows["eval"] is None:
+        if self._built("eval") is None:
             self.logger.warning("eval_dataset is not set, falling back to train dataset")
             return self.get_dataset(n, seed)
         return _subset(self.eval_dataset, n, seed)
@@ -223,7 +284,9 @@ class Environment(ABC):
 
         Always a new list: the environment's own order is never changed.
         """
-        rows = self._rows[split] if self._rows[split] is not None else self._rows["train"]
+        rows = self._built(split)
+        if rows is None:
+            rows = self._built("train")
         if rows is None:
             raise ValueError("dataset is not set")
         rows = random.Random(seed).sample(rows, len(rows)) if seed is not None else list(rows)
@@ -239,6 +302,46 @@ class Environment(ABC):
     def set_max_seq_len(self, max_seq_len: int | None) -> None:
         self.max_seq_len = max_seq_len
 
+    @property
+    def requires_group_rollouts(self) -> bool:
+        """True when a group-level reward function needs all of an example's rollouts at once."""
+        return bool(getattr(self.rubric, "has_group_rewards", False))
+
+    @property
+    def provides_advantages(self) -> bool:
+        return bool(self._advantage_handlers) or bool(getattr(self.rubric, "has_advantages", False))
+
+    async def compute_advantages(self, states: list[State]) -> list[float] | None:
+        """A group's advantages from an ``@vf.advantage`` method of the environment or its rubric
+        (None: reward minus the group mean)."""
+        for handler in self._advantage_handlers:
+            values = await maybe_await(handler, states)
+            if values is not None:
+                return [float(v) for v in values]
+        compute = getattr(self.rubric, "compute_advantages", None)
+        return await compute(states) if compute is not None else None
+
+    async def run_updates(self, state_or_states: Any, stage: str) -> None:
+        """Run the ``@vf.update`` handlers of one stage (``rollout``: a state; ``group``: a list)."""
+        handlers = self._rollout_updates if stage == "rollout" else self._group_updates
+        for handler in handlers:
+            await maybe_await(handler, state_or_states)
+
+    def set_kwargs(self, **kwargs: Any) -> None:
+        """Set attributes through their ``set_<name>`` method when there is one (trainers)."""
+        for key, value in kwargs.items():
+            setter = getattr(self, f"set_{key}", None)
+            if callable(setter):
+                setter(value)
+            else:
+                setattr(self, key, value)
+
+    def set_score_rollouts(self, score_rollouts: bool) -> None:
+        self.score_rollouts = score_rollouts
+
+    def set_concurrency(self, concurrency: int) -> None:
+        self.concurrency = concurrency
+
     def add_rubric(self, rubric: Rubric) -> None:
         """Score with ``rubric`` too: rewards add up with the existing rubric's (a RubricGroup)."""
         from verifiers.rubrics.rubric_group import RubricGroup
@@ -252,57 +355,49 @@ class Environment(ABC):
     def request_args(
         self, sampling_args: SamplingArgs | None, message_type: MessageType
     ) -> SamplingArgs:
-        """Sampling args as the classic SDK sends them: ``max_tokens`` is ``max_completion_tokens``
-        for chat, None values are dropped, and ``n`` is 1 (a group is separate rollouts)."""
-        args = {k: v for k, v in (sampling_args or {}).items() if v is not None}
-        if message_type == "chat" and "max_tokens" in args:
-            args["max_completion_tokens"] = args.pop("max_tokens")
-        if args.get("n", 1) != 1:
-            args["n"] = 1
-        return args
+        return model_turn.dict_request_args(sampling_args, message_type)
 
-    async def get_model_response(
-        self,
-        client: Any = None,
-        model: Any = None,
-        prompt: Messages | None = None,
-        oai_tools: list[dict[str, Any]] | None = None,
-        sampling_args: SamplingArgs | None = None,
-        message_type: MessageType | None = None,
-        *,
-        state: State | None = None,
-        prompt_messages: Messages | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """One model call. Both classic signatures work: ``(client, model, prompt, oai_tools,
-        sampling_args, message_type)`` (v0.1.8) and ``(state, prompt_messages)`` (v0.1.9+).
+    async def get_model_response(self, *args: Any, **kwargs: Any) -> Any:
+        """One model call. Every classic signature works:
+
+        - ``(client, model, prompt, oai_tools, sampling_args, message_type)`` (v0.1.8),
+        - ``(state, prompt_messages)`` (v0.1.9+),
+        - ``(state, prompt, client=None, model=None, tool_defs=None, sampling_args=None)``
+          (v0.1.11+; returns a ``vf.Response``).
 
         Raises a typed ``ModelError`` after the client's retries; an overlong prompt raises
         ``OverlongPromptError``.
         """
-        if isinstance(client, State) or state is not None:
-            state = client if isinstance(client, State) else state
-            prompt = prompt_messages if prompt_messages is not None else (prompt or model)
-            client, model = state["client"], state["model"]
-            oai_tools = state.get("oai_tools")
-            sampling_args = state.get("sampling_args")
-        message_type = message_type or self.message_type
-        model_client = resolve_client(client)
-        args = self.request_args(sampling_args, message_type)
-        if message_type == "chat":
-            if not isinstance(prompt, list):
-                raise TypeError("chat environments need a list of messages as the prompt")
-            return await model_client.chat(
-                model=model,
-                messages=strip_nones_from_content(prompt),
-                tools=oai_tools or None,
-                sampling_args=args,
+        if (args and isinstance(args[0], State)) or "state" in kwargs:
+            call = _bind(_STATE_FORM, args, kwargs)
+            state, prompt = call["state"], call["prompt"]
+            if self.release.typed_messages:
+                return await model_turn.typed_model_call(
+                    state,
+                    prompt,
+                    self.message_type,
+                    client=call["client"],
+                    model=call["model"],
+                    tool_defs=call["tool_defs"],
+                    sampling_args=call["sampling_args"],
+                )
+            return await model_turn.dict_model_call(
+                call["client"] or state["client"],
+                call["model"] or state["model"],
+                prompt,
+                state.get("oai_tools"),
+                call["sampling_args"] or state.get("sampling_args"),
+                self.message_type,
             )
-        if oai_tools:
-            raise ValueError("oai_tools are not supported for completion tasks.")
-        if not isinstance(prompt, str):
-            raise TypeError("completion environments need a string prompt")
-        return await model_client.complete(model=model, prompt=prompt, sampling_args=args)
+        call = _bind(_CLIENT_FORM, args, kwargs)
+        return await model_turn.dict_model_call(
+            call["client"],
+            call["model"],
+            call["prompt"],
+            call["oai_tools"],
+            call["sampling_args"],
+            call["message_type"] or self.message_type,
+        )
 
     def merge_sampling_args(self, sampling_args: SamplingArgs | None) -> SamplingArgs:
         merged = {k: v for k, v in self.sampling_args.items() if k != "extra_body"}
@@ -324,42 +419,9 @@ class Environment(ABC):
         sampling_args: SamplingArgs | None = None,
     ) -> State:
         """A fresh state for one rollout; the row is copied, so rollouts never share it."""
-        row = copy.deepcopy(dict(input))
-        if isinstance(row.get("info"), str):
-            row["info"] = json.loads(row["info"]) if row["info"].strip() else {}
-        row.setdefault("info", {})
-        row.setdefault("task", self.env_id or "default")
-        row.setdefault("example_id", 0)
-        info = row["info"] if isinstance(row["info"], dict) else {}
-        state = State(input=row)
-        state.update(
-            client=client,
-            model=model,
-            sampling_args=self.merge_sampling_args(sampling_args),
-            is_completed=False,
-            stop_condition=None,
-            oai_tools=info.get("oai_tools") or self.oai_tools,
-            trajectory=[],
-            trajectory_id=uuid.uuid4().hex,
-            responses=[],
-            completion=None,
-            turn=0,
-            reward=None,
-            advantage=None,
-            metrics=None,
-            error=None,
-            prompt_too_long=False,
-            is_truncated=False,
-            usage={"prompt_tokens": 0, "completion_tokens": 0},
-            timing={
-                "generation_ms": 0.0,
-                "scoring_ms": 0.0,
-                "total_ms": 0.0,
-                "model_ms": 0.0,
-                "start_time": time.time(),
-            },
+        return rollout_state.new_state(
+            self, input, client, model, self.merge_sampling_args(sampling_args)
         )
-        return state
 
     @abstractmethod
     async def setup_state(self, state: State, **kwargs: Any) -> State:
@@ -378,42 +440,22 @@ class Environment(ABC):
 
     def make_step(self, state: State, prompt: Messages, response: Any) -> TrajectoryStep:
         """The trajectory step for one reply (tokens, truncation); counts its usage on ``state``."""
-        new = response_messages(response, self.message_type)
-        prompt_tokens, completion_tokens = response_usage(response)
-        state["usage"]["prompt_tokens"] += prompt_tokens
-        state["usage"]["completion_tokens"] += completion_tokens
-        tokens = response_tokens(response, self.message_type, self.max_seq_len)
-        truncated = finish_reason(response) == "length" or bool(tokens and tokens["is_truncated"])
-        if truncated:
+        if isinstance(response, model_turn.Response):
+            step = model_turn.typed_step(state, prompt, response, self.max_seq_len)
+        else:
+            step = model_turn.dict_step(
+                state, prompt, response, self.message_type, self.max_seq_len
+            )
+        if step["is_truncated"]:
             state["is_truncated"] = True
-        state["responses"].append(response)
         state["turn"] = state.get("turn", 0) + 1
-        return {
-            "prompt": prompt,
-            "completion": new,
-            "response": response,
-            "tokens": tokens,
-            "reward": None,
-            "advantage": None,
-            "is_truncated": truncated,
-            "trajectory_id": state.get("trajectory_id", ""),
-            "extras": {},
-        }
+        return step
 
     def check_not_empty(self, step: TrajectoryStep) -> None:
         """Raise ``EmptyModelResponseError`` for a reply with no content and no tool calls.
 
         Called after the step is recorded, so a trainer still learns from empty replies."""
-        new = step["completion"]
-        if self.message_type == "chat":
-            empty = not new or (not new[0].get("content") and not new[0].get("tool_calls"))
-        else:
-            empty = not new
-        if empty and first_choice(step["response"]) is not None:
-            raise EmptyModelResponseError(
-                "the model returned no content and no tool calls "
-                f"(finish_reason={finish_reason(step['response'])!r})"
-            )
+        model_turn.check_not_empty(step, self.message_type)
 
     def record_model_response(self, state: State, prompt: Messages, response: Any) -> Messages:
         """Append the reply to the trajectory; returns the new messages (see ``check_not_empty``)."""
@@ -431,16 +473,14 @@ class Environment(ABC):
         """Extra facts for a run's metadata.json (e.g. the sandbox isolation mode)."""
         return {}
 
-    def monitor_metrics(self, state: State) -> dict[str, float]:
-        """Metrics every rollout of this kind reports without a reward function (weight 0)."""
-        return {}
-
     # --- lifecycle -----------------------------------------------------------------------------
     async def _cleanup(self, state: State) -> None:
         """Run every ``@vf.cleanup`` handler; one that raises is logged and recorded, the rest run."""
         for handler in self._cleanup_handlers:
             try:
-                await maybe_await(handler, state)
+                await call_with_named(
+                    handler, state, state=state, env=self, task=state.get("task"), resources=None
+                )
             except Exception as exc:
                 self.logger.warning("cleanup %s failed: %s", handler.__name__, exc)
                 state.setdefault("cleanup_errors", []).append(
@@ -449,8 +489,27 @@ class Environment(ABC):
 
     run_cleanup = _cleanup
 
+    async def cleanup(self, state: State, task: Any = None, resources: Any = None) -> None:
+        """Finish a rollout's resources (the classic public name of the cleanup pass)."""
+        await self._cleanup(state)
+
+    async def _render_stop(self, state: State, condition: Any, **kwargs: Any) -> bool:
+        """Check one stop condition; when it holds, mark the rollout finished by it."""
+        if not await maybe_await(condition, state):
+            return False
+        state["is_completed"] = True
+        if any(step.get("is_truncated") for step in state.get("trajectory") or []):
+            state["is_truncated"] = True
+        state["stop_condition"] = condition.__name__
+        if condition.__name__ == "has_error":
+            from verifiers.envs.multiturn_env import error_chain
+
+            self.logger.error(f"Aborted rollout due to {error_chain(state.get('error'))}")
+        return True
+
     async def _teardown(self) -> None:
-        """Run ``@vf.teardown`` handlers once (sandboxes, servers, pools the environment holds)."""
+        """Run ``@vf.teardown`` handlers once (sandboxes, servers, pools the environment holds),
+        then the rubric's."""
         if self._torn_down:
             return
         self._torn_down = True
@@ -459,6 +518,12 @@ class Environment(ABC):
                 await maybe_await(handler)
             except Exception as exc:
                 self.logger.warning("teardown %s failed: %s", handler.__name__, exc)
+        teardown = getattr(self.rubric, "teardown", None)
+        if teardown is not None:
+            try:
+                await maybe_await(teardown)
+            except Exception as exc:
+                self.logger.warning("rubric teardown failed: %s", exc)
 
     async def teardown(self) -> None:
         await self._teardown()
@@ -470,49 +535,79 @@ class Environment(ABC):
         await self._teardown()
 
     # --- running many rollouts -----------------------------------------------------------------
-    async def run_rollout(
+    async def guarded_rollout(
         self,
-        sem: Any,
         input: RolloutInput,
         client: Any,
         model: str,
         sampling_args: SamplingArgs | None = None,
     ) -> State:
-        """One rollout under ``sem``; an override that raises still yields a state with the error."""
-        async with sem:
-            try:
-                return await self.rollout(input, client, model, sampling_args)
-            except Exception as exc:
-                state = await Environment.init_state(self, input, client, model, sampling_args)
-                record_error(state, exc, phase="rollout")
-                state["stop_condition"] = "has_error"
-                state["is_completed"] = True
-                state["completion"] = [] if self.message_type == "chat" else ""
-                return state
-
-    async def run_group(
-        self,
-        group_inputs: list[RolloutInput],
-        client: Any,
-        model: str,
-        gen_sampling_args: SamplingArgs,
-        gen_sem: Any,
-        score_sem: Any,
-        **kwargs: Any,
-    ) -> list[State]:
-        """Generate and score one group (the rollouts of one example)."""
-        from verifiers.envs.generation import score_states
-
-        states = list(
-            await asyncio.gather(
-                *(
-                    self.run_rollout(gen_sem, i, client, model, gen_sampling_args)
-                    for i in group_inputs
-                )
+        """``rollout``, with anything it raises recorded on a state instead (an override that
+        raises still yields a finished state with the error), then the rollout-stage updates."""
+        try:
+            state = await self.rollout(input, client, model, sampling_args)
+        except Exception as exc:
+            state = await Environment.init_state(self, input, client, model, sampling_args)
+            record_error(state, exc, phase="rollout")
+            state["stop_condition"] = "has_error"
+            state["is_completed"] = True
+            state["completion"] = (
+                [] if self.message_type == "chat" or self.release.typed_messages else ""
             )
+        if self._rollout_updates:
+            try:
+                await self.run_updates(state, "rollout")
+            except Exception as exc:
+                record_error(state, exc, phase="update")
+        return state
+
+    async def run_rollout(self, *args: Any, **kwargs: Any) -> Any:
+        """One rollout. Two classic forms:
+
+        - ``(sem, input, client, model, sampling_args)`` (v0.1.8): generate under ``sem``, return
+          the state, unscored;
+        - ``(input, client, model, sampling_args, max_retries=0, state_columns=None)``
+          (v0.1.11+): generate, score, retry infrastructure errors, return a ``RolloutOutput``.
+        """
+        if (args and hasattr(args[0], "__aenter__")) or "sem" in kwargs:
+            call = _bind(("sem", "input", "client", "model", "sampling_args"), args, kwargs)
+            async with call["sem"]:
+                return await self.guarded_rollout(
+                    call["input"], call["client"], call["model"], call["sampling_args"]
+                )
+        outputs = await self.run_group(*_single(args, kwargs))
+        return outputs[0]
+
+    async def run_group(self, *args: Any, **kwargs: Any) -> Any:
+        """One group (the rollouts of one example), generated and scored together. Classic
+        forms: ``(group_inputs, client, model, gen_sampling_args, gen_sem, score_sem)`` (v0.1.8,
+        returns states) and ``(group_inputs, client, model, sampling_args, max_retries=0,
+        state_columns=None)`` (v0.1.11+, returns ``RolloutOutput`` rows)."""
+        from verifiers.envs.generation import run_group_states
+        from verifiers.results.outputs import state_to_output
+
+        names = ("group_inputs", "client", "model", "sampling_args")
+        if (len(args) > 4 and hasattr(args[4], "__aenter__")) or "gen_sem" in kwargs:
+            call = _bind((*names, "gen_sem", "score_sem"), args, _rename(kwargs))
+            return await run_group_states(
+                self,
+                call["group_inputs"],
+                call["client"],
+                call["model"],
+                call["sampling_args"],
+                gen_sem=call["gen_sem"],
+                score_sem=call["score_sem"],
+            )
+        call = _bind((*names, "max_retries", "state_columns", "env_client"), args, kwargs)
+        states = await run_group_states(
+            self,
+            call["group_inputs"],
+            call["client"],
+            call["model"],
+            call["sampling_args"],
+            max_retries=call["max_retries"] or 0,
         )
-        await score_states(self, states, score_sem)
-        return states
+        return [state_to_output(state, call["state_columns"] or []) for state in states]
 
     async def generate(
         self,
@@ -534,6 +629,7 @@ class Environment(ABC):
         on_progress: Callable[..., Any] | None = None,
         metadata: dict[str, Any] | None = None,
         output_dir: str = "outputs",
+        max_retries: int = 0,
         **kwargs: Any,
     ) -> GenerateOutputs:
         """Run rollouts for every input row (rows sharing an ``example_id`` form one group, and
@@ -565,9 +661,10 @@ class Environment(ABC):
             score_rollouts=score_rollouts,
             results_path=results_path,
             state_columns=state_columns,
-            on_progress=on_progress,
+            on_progress=on_progress if callable(on_progress) else None,
             metadata=metadata,
             use_tqdm=use_tqdm,
+            max_retries=max_retries,
         )
 
     a_generate = generate
@@ -591,10 +688,16 @@ class Environment(ABC):
         on_progress: Callable[..., Any] | None = None,
         seed: int | None = None,
         use_tqdm: bool = False,
+        max_retries: int = 0,
+        shuffle: bool = False,
+        shuffle_seed: int | None = None,
         **kwargs: Any,
     ) -> GenerateOutputs:
-        """Evaluate ``model`` on the eval dataset (or the train dataset if there is none)."""
+        """Evaluate ``model`` on the eval dataset (or the train dataset if there is none);
+        ``seed`` (or ``shuffle=True`` with ``shuffle_seed``) picks a shuffled subset."""
         self.rollouts_per_example = rollouts_per_example
+        if shuffle and seed is None:
+            seed = shuffle_seed if shuffle_seed is not None else 0
         return await self.generate(
             self.dataset_rows("eval", n=num_examples, seed=seed),
             client,
@@ -610,6 +713,7 @@ class Environment(ABC):
             on_progress=on_progress,
             output_dir=output_dir,
             use_tqdm=use_tqdm,
+            max_retries=max_retries,
         )
 
     def evaluate_sync(self, *args: Any, **kwargs: Any) -> GenerateOutputs:
@@ -629,6 +733,59 @@ class Environment(ABC):
         from verifiers.results.records import make_dataset
 
         return make_dataset(results, state_columns=state_columns, **kwargs)
+
+
+_STATE_FORM = ("state", "prompt", "client", "model", "tool_defs", "sampling_args")
+_CLIENT_FORM = ("client", "model", "prompt", "oai_tools", "sampling_args", "message_type")
+_ALIASES = {"prompt_messages": "prompt"}
+
+
+def _bind(names: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Arguments of one ``get_model_response`` form by name (missing ones are None)."""
+    if len(args) > len(names):
+        raise TypeError(f"get_model_response takes at most {len(names)} arguments")
+    bound: dict[str, Any] = dict.fromkeys(names)
+    bound.update(zip(names, args, strict=False))
+    for key, value in kwargs.items():
+        key = _ALIASES.get(key, key)
+        if key not in bound:
+            raise TypeError(f"get_model_response got an unexpected keyword argument {key!r}")
+        bound[key] = value
+    return bound
+
+
+def _rename(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {("sampling_args" if k == "gen_sampling_args" else k): v for k, v in kwargs.items()}
+
+
+def _single(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """``run_rollout``'s v0.1.11+ arguments as ``run_group``'s, with a group of one."""
+    call = _bind(
+        ("input", "client", "model", "sampling_args", "max_retries", "state_columns", "env_client"),
+        args,
+        kwargs,
+    )
+    return (
+        [call["input"]],
+        call["client"],
+        call["model"],
+        call["sampling_args"],
+        call["max_retries"],
+        call["state_columns"],
+    )
+
+
+def _is_data(dataset: Any) -> bool:
+    return dataset is not None and not callable(dataset)
+
+
+def _release_of(cls: type) -> classic.Release:
+    """The release an environment class runs as: its ``verifiers_release`` attribute when it
+    names one, else the release in effect where it is built (``verifiers.classic.current``)."""
+    pinned = getattr(cls, "verifiers_release", None)
+    if pinned:
+        return classic.Release(classic.releases.parse_version(pinned))
+    return classic.current()
 
 
 def run_sync(coro: Any) -> Any:

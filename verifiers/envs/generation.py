@@ -16,9 +16,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol
 
-from verifiers.clients import SDKClient, resolve_client
+from verifiers.clients import SDKClient, make_client, resolve_client
 from verifiers.concurrency import NullAsyncContext, semaphore
 from verifiers.envs.dataset_format import format_rows, to_rows
+from verifiers.envs.timing import set_scoring
 from verifiers.errors import to_record
 from verifiers.results.records import SummaryAccumulator, rollout_record
 from verifiers.results.schema import RunMetadata
@@ -41,7 +42,6 @@ class Environment(Protocol):
 
     def merge_sampling_args(self, sampling_args: dict[str, Any] | None) -> dict[str, Any]: ...
     def run_metadata(self) -> dict[str, Any]: ...
-    def monitor_metrics(self, state: State) -> dict[str, float]: ...
     async def run_rollout(
         self, sem: Any, input: Any, client: Any, model: str, sampling_args: Any
     ) -> State: ...
@@ -68,30 +68,99 @@ def group_advantages(rewards: list[float]) -> list[float]:
 
 
 async def score_states(env: Environment, states: list[State], score_sem: Any = None) -> None:
-    """Score one group with the environment's rubric, then add advantages and monitor metrics.
+    """Score one group with the environment's rubric (or give reward 0 when the environment's
+    ``score_rollouts`` is off), then add advantages: an ``@vf.advantage`` function's, else reward
+    minus the group mean; then the group-stage ``@vf.update`` handlers and rubric cleanup.
 
     A rubric that raises (a broken subclass) leaves the rollouts with reward 0 and the error.
     """
+    started = time.time()
     try:
-        await env.rubric.score_group(states, score_sem=score_sem or NullAsyncContext())
+        if getattr(env, "score_rollouts", True):
+            await env.rubric.score_group(states, score_sem=score_sem or NullAsyncContext())
+        else:
+            for state in states:
+                state["reward"], state["metrics"] = 0.0, {}
     except Exception as exc:
         for state in states:
             state["reward"], state["metrics"] = 0.0, {}
             state.setdefault("reward_errors", []).append(to_record(exc, phase="scoring"))
+    ended = time.time()
+    for state in states:
+        set_scoring(state.get("timing"), started, ended)
     rewards = [float(s.get("reward") or 0.0) for s in states]
-    for state, advantage in zip(states, group_advantages(rewards), strict=True):
+    advantages = group_advantages(rewards)
+    compute = getattr(env, "compute_advantages", None)
+    if compute is not None:
+        try:
+            advantages = (await compute(states)) or advantages
+        except Exception as exc:
+            for state in states:
+                state.setdefault("reward_errors", []).append(to_record(exc, phase="advantage"))
+    for state, advantage in zip(states, advantages, strict=True):
         state["reward"] = float(state.get("reward") or 0.0)
         state["advantage"] = advantage
-        metrics = state.get("metrics")
-        if metrics is None:
-            metrics = state["metrics"] = {}
-        for name, value in env.monitor_metrics(state).items():
-            metrics.setdefault(name, value)
+        if state.get("metrics") is None:
+            state["metrics"] = {}
         for step in state.get("trajectory") or []:
             if step.get("reward") is None:
                 step["reward"] = state["reward"]
             if step.get("advantage") is None:
                 step["advantage"] = advantage
+    await _after_scoring(env, states)
+
+
+async def _after_scoring(env: Any, states: list[State]) -> None:
+    """Group-stage updates, then each rollout's rubric cleanup; failures are recorded."""
+    updates = getattr(env, "run_updates", None)
+    if updates is not None and getattr(env, "_group_updates", None):
+        try:
+            await updates(states, "group")
+        except Exception as exc:
+            for state in states:
+                state.setdefault("reward_errors", []).append(to_record(exc, phase="update"))
+    cleanup = getattr(env.rubric, "cleanup", None)
+    if cleanup is None:
+        return
+    for state in states:
+        try:
+            await cleanup(state)
+        except Exception as exc:
+            state.setdefault("cleanup_errors", []).append(
+                f"rubric cleanup: {type(exc).__name__}: {exc}"
+            )
+
+
+async def run_group_states(
+    env: Any,
+    group_inputs: list[dict[str, Any]],
+    client: Any,
+    model: str,
+    sampling_args: dict[str, Any] | None,
+    *,
+    gen_sem: Any = None,
+    score_sem: Any = None,
+    max_retries: int = 0,
+) -> list[State]:
+    """Generate and score one group (the rollouts of one example), rerunning the whole group
+    while a rollout ended with a retryable error (``verifiers.envs.retries``)."""
+    from verifiers.envs.retries import maybe_retry
+
+    gen_sem = gen_sem or NullAsyncContext()
+
+    async def attempt() -> list[State]:
+        states = list(
+            await asyncio.gather(
+                *(
+                    env.run_rollout(gen_sem, row, client, model, sampling_args)
+                    for row in group_inputs
+                )
+            )
+        )
+        await score_states(env, states, score_sem)
+        return states
+
+    return await maybe_retry(attempt, max_retries=max_retries)()
 
 
 def _input_groups(env: Environment, inputs: Any) -> list[list[dict[str, Any]]]:
@@ -103,7 +172,9 @@ def _input_groups(env: Environment, inputs: Any) -> list[list[dict[str, Any]]]:
             message_type=env.message_type,
             system_prompt=env.system_prompt,
             few_shot=env.few_shot,
-            default_task=env.env_id or "default",
+            default_task=None
+            if getattr(getattr(env, "release", None), "refuses_string_task", False)
+            else (env.env_id or "default"),
         )
     groups: dict[int, list[dict[str, Any]]] = {}
     for i, row in enumerate(rows):
@@ -139,11 +210,18 @@ async def run_generation(
     on_progress: ProgressCallback | None = None,
     metadata: dict[str, Any] | None = None,
     use_tqdm: bool = False,
+    max_retries: int = 0,
 ) -> GenerateOutputs:
+    from verifiers.clients.config import ClientConfig
+    from verifiers.envs.retries import maybe_retry
+
     if rollouts_per_example < 1:
         raise ValueError(f"rollouts_per_example must be at least 1, got {rollouts_per_example}")
     groups = _input_groups(env, inputs)
     group_size = max((len(g) for g in groups), default=1) * rollouts_per_example
+    made_client = None
+    if isinstance(client, ClientConfig):  # one client for the whole run, closed at the end
+        client = made_client = make_client(client, env.message_type)
     model_client = resolve_client(client)
     owns_client = model_client is not client and not isinstance(model_client, SDKClient)
     if isinstance(client, str):
@@ -172,6 +250,7 @@ async def run_generation(
     if results_path is not None:
         writer = RunWriter(results_path, meta).open(group_size)
         summary = writer.summary
+    summary.pass_threshold = float(getattr(env, "pass_threshold", 0.5))
 
     done_states: dict[int, list[State]] = {}
     if writer is not None:
@@ -197,12 +276,18 @@ async def run_generation(
         state["rollout_index"] = index
         return state
 
-    async def run_group(group: list[dict[str, Any]]) -> None:
-        members = [row for row in group for _ in range(rollouts_per_example)]
+    async def attempt(members: list[dict[str, Any]]) -> list[State]:
         states = list(await asyncio.gather(*(run_one(r, i) for i, r in enumerate(members))))
         if score_rollouts:
             async with score_sem:
                 await score_states(env, states, NullAsyncContext())
+        return states
+
+    generate_group = maybe_retry(attempt, max_retries=max_retries)
+
+    async def run_group(group: list[dict[str, Any]]) -> None:
+        members = [row for row in group for _ in range(rollouts_per_example)]
+        states = await generate_group(members)
         records = [rollout_record(s, state_columns) for s in states]
         if writer is not None:
             writer.write_group(records)
@@ -237,6 +322,8 @@ async def run_generation(
             meta.summary = summary.summary()
         if owns_client:
             await model_client.aclose()
+        if made_client is not None:
+            await made_client.aclose()
         await env.end_run()
     return _outputs(groups, done_states, meta, writer, state_columns)
 
@@ -258,12 +345,28 @@ def classic_metadata(
     meta: RunMetadata, run_dir: str | None, state_columns: list[str] | None
 ) -> GenerateMetadata:
     """The run's metadata under both the classic keys and ``RunMetadata``'s own fields."""
+    summary = meta.summary
     out = GenerateMetadata(meta.model_dump())
     out.update(
         date=meta.started_at,
+        time=meta.duration_s,
         time_ms=meta.duration_s * 1000.0,
-        avg_reward=meta.summary.avg_reward if meta.summary.avg_reward is not None else 0.0,
-        avg_metrics=dict(meta.summary.avg_metrics),
+        avg_reward=summary.avg_reward if summary.avg_reward is not None else 0.0,
+        avg_metrics=dict(summary.avg_metrics),
+        avg_error=(summary.num_errors / summary.num_rollouts) if summary.num_rollouts else 0.0,
+        pass_at_k=dict(summary.pass_at_k),
+        pass_all_k=dict(summary.pass_all_k),
+        pass_threshold=summary.pass_threshold,
+        usage={
+            "input_tokens": float(summary.usage.prompt_tokens),
+            "output_tokens": float(summary.usage.completion_tokens),
+        },
+        version_info={
+            "vf_version": meta.verifiers_version,
+            "vf_commit": None,
+            "env_version": meta.env_version,
+            "env_commit": None,
+        },
         state_columns=list(state_columns or []),
         path_to_save=Path(run_dir) if run_dir else None,
         base_url=meta.base_url or "",

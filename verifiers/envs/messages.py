@@ -1,9 +1,14 @@
-"""Conversation helpers: joining message lists (or completion strings) and cleaning prompts."""
+"""Conversation helpers: joining message lists (or completion strings) and cleaning prompts.
+
+Dict-era replies may be dicts or typed messages (an environment whose requirement floor was
+never raised); both become ``MessageDict``s, readable as dicts and as objects.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from verifiers.messages.dicts import as_message, as_messages
 from verifiers.types import Messages
 
 
@@ -49,10 +54,11 @@ def normalize_env_messages(result: Any, message_type: str, what: str = "env_resp
     if result is None:
         return [] if message_type == "chat" else ""
     if message_type == "chat":
-        if isinstance(result, dict):
+        if isinstance(result, dict) or hasattr(result, "role"):
             result = [result]
         if isinstance(result, str):
-            return [{"role": "user", "content": result}]
+            return [as_message({"role": "user", "content": result})]
+        result = as_messages(result) if isinstance(result, list) else result
         if not isinstance(result, list) or not all(
             isinstance(m, dict) and "role" in m for m in result
         ):

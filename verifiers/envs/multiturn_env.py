@@ -10,17 +10,32 @@ rollout ends.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from abc import abstractmethod
 from typing import Any
 
-from verifiers.concurrency import maybe_await
-from verifiers.decorators import stop
+from verifiers.concurrency import call_with_named, maybe_await
+from verifiers.decorators import cleanup, stop
+from verifiers.envs import timing
 from verifiers.envs.environment import Environment
 from verifiers.envs.messages import concat_messages, normalize_env_messages
 from verifiers.errors import OverlongPromptError, record_error
+from verifiers.messages.convert import normalize_messages
+from verifiers.rubrics.rubric import Rubric
 from verifiers.types import Messages, RolloutInput, SamplingArgs, State, TrajectoryStep
+
+
+class MultiTurnMonitorRubric(Rubric):
+    """``num_turns`` as a metric (weight 0), added by multi-turn environments from 0.1.9 on."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_metric(self.num_turns)
+
+    async def num_turns(self, state: State) -> float:
+        return float(len(state.get("trajectory") or []))
 
 
 class MultiTurnEnv(Environment):
@@ -32,17 +47,45 @@ class MultiTurnEnv(Environment):
     last reply is still answered. The reason a rollout ended is ``state["stop_condition"]``.
     """
 
-    def __init__(self, max_turns: int = -1, **kwargs: Any) -> None:
+    def __init__(
+        self, max_turns: int = -1, timeout_seconds: float | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.max_turns = max_turns
+        self.timeout_seconds = timeout_seconds
+        self.max_total_completion_tokens: int = -1
         self._completed_takes_messages = _takes_messages(type(self).is_completed)
-        self._model_call_takes_state = _first_param(type(self).get_model_response) == "state"
+        self._model_call_takes_state = _first_param(type(self).get_model_response) in (
+            "state",
+            "args",
+        )
+        if self.release.monitor_metrics:
+            self.add_rubric(MultiTurnMonitorRubric())
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.release.render_state_cleanup:
+            self._cleanup_handlers = [
+                h for h in self._cleanup_handlers if h.__name__ != "render_state"
+            ]
 
     async def setup_state(self, state: State, **kwargs: Any) -> State:
         return state
 
-    def monitor_metrics(self, state: State) -> dict[str, float]:
-        return {"num_turns": float(len(state.get("trajectory") or []))}
+    @cleanup(priority=100)
+    async def render_state(self, state: State) -> None:
+        """Close the generation timing and render ``state["completion"]`` before the other
+        cleanup handlers run (verifiers 0.1.14+; earlier releases render it just before)."""
+        timing.end_generation(state["timing"])
+        await self.render_completion(state)
+
+    def set_max_total_completion_tokens(self, max_total_completion_tokens: int) -> None:
+        self.max_total_completion_tokens = max_total_completion_tokens
+
+    def mark_timed_out(self, state: State) -> None:
+        state["timed_out"] = True
+        state["is_completed"] = True
+        state["stop_condition"] = "timeout_reached"
 
     @abstractmethod
     async def env_response(self, messages: Messages, state: State, **kwargs: Any) -> Messages:
@@ -64,6 +107,14 @@ class MultiTurnEnv(Environment):
     @stop
     async def has_final_env_response(self, state: State) -> bool:
         return state.get("final_env_response") is not None
+
+    @stop
+    async def max_total_completion_tokens_reached(self, state: State) -> bool:
+        if self.max_total_completion_tokens <= 0:
+            return False
+        usage = state.get("usage") or {}
+        spent = usage.get("output_tokens", usage.get("completion_tokens", 0)) or 0
+        return spent >= self.max_total_completion_tokens
 
     _BUILTIN_STOPS = ("has_error", "prompt_too_long", "max_turns_reached", "has_final_env_response")
 
@@ -109,14 +160,16 @@ class MultiTurnEnv(Environment):
         dict.__setitem__(state, "_finished", True)
         state["is_completed"] = True
         state["stop_condition"] = condition
-        timing = state["timing"]
-        elapsed = (time.time() - timing.get("start_time", time.time())) * 1000
-        timing["generation_ms"] = elapsed
-        timing["total_ms"] = elapsed
-        try:
-            await self.render_completion(state)
-        except Exception as exc:
-            record_error(state, exc, phase="render_completion")
+        if any(step.get("is_truncated") for step in state.get("trajectory") or []):
+            state["is_truncated"] = True
+        if condition == "has_error":
+            self.logger.error(f"Aborted rollout due to {error_chain(state.get('error'))}")
+        if not any(h.__name__ == "render_state" for h in self._cleanup_handlers):
+            timing.end_generation(state["timing"])
+            try:
+                await self.render_completion(state)
+            except Exception as exc:
+                record_error(state, exc, phase="render_completion")
         await self._cleanup(state)
 
     # --- the turn --------------------------------------------------------------------------------
@@ -130,7 +183,18 @@ class MultiTurnEnv(Environment):
             new_state = reply[1]  # the older ``(messages, state)`` return
             if new_state is not state:
                 state.update({k: v for k, v in dict.items(new_state) if k != "input"})
-        return concat_messages([messages, normalize_env_messages(reply, self.message_type)])
+            reply = reply[0]
+        return concat_messages([messages, self._env_messages(reply, "env_response")])
+
+    def _env_messages(self, reply: Any, what: str) -> Messages:
+        """An environment's reply in this release's message form."""
+        if self.release.typed_messages:
+            if reply is None:
+                return []
+            if isinstance(reply, dict):
+                reply = [reply]
+            return normalize_messages(reply, field_name=what)
+        return normalize_env_messages(reply, self.message_type, what)
 
     def _conversation(self, state: State) -> Messages:
         if not state["trajectory"]:
@@ -155,10 +219,7 @@ class MultiTurnEnv(Environment):
         final = state.get("final_env_response")
         if final:
             conversation = concat_messages(
-                [
-                    conversation,
-                    normalize_env_messages(final, self.message_type, "final_env_response"),
-                ]
+                [conversation, self._env_messages(final, "final_env_response")]
             )
         state["completion"] = conversation[len(state["prompt"]) :]
 
@@ -176,7 +237,7 @@ class MultiTurnEnv(Environment):
         self.check_not_empty(step)
 
     async def _call_model(self, state: State, prompt_messages: Messages) -> Any:
-        if self._model_call_takes_state:
+        if self._model_call_takes_state or self.release.typed_messages:
             return await self.get_model_response(state, prompt_messages)
         return await self.get_model_response(
             client=state["client"],
@@ -196,41 +257,78 @@ class MultiTurnEnv(Environment):
         sampling_args: SamplingArgs | None = None,
     ) -> State:
         state = await self.init_state(input, client, model, sampling_args)
+        timing.start_generation(state["timing"])
+        try:
+            if self.timeout_seconds is None:
+                state = await self._run_turns(state)
+            else:
+                try:
+                    state = await asyncio.wait_for(self._run_turns(state), self.timeout_seconds)
+                except TimeoutError:
+                    self.mark_timed_out(state)
+        finally:  # cancelled, timed out or interrupted: the state is still finished, once
+            if not dict.get(state, "_finished"):
+                if state.get("stop_condition") == "timeout_reached":
+                    await self._finish(state, "timeout_reached")
+                else:
+                    await self._finish(state, "has_error" if state.get("error") else "cancelled")
+            dict.pop(state, "_next_prompt", None)
+            dict.pop(state, "_finished", None)
+        return state
+
+    async def _setup(self, state: State) -> State:
+        started = time.time()
         try:
             result = await maybe_await(self.setup_state, state)
             if isinstance(result, dict) and result is not state:
                 state.update({k: v for k, v in dict.items(result) if k != "input"})
+            for handler in self._setup_handlers:
+                await call_with_named(handler, state, state=state, env=self)
         except Exception as exc:
             record_error(state, exc, phase="setup")
-        phase = "env_response"
-        try:
-            while not await self._check_completed(state):
-                try:
-                    phase = "env_response"
-                    prompt_messages = await self.get_prompt_messages(state)
-                    dict.__setitem__(state, "_next_prompt", prompt_messages)
-                    if state.get("final_env_response") is not None:
-                        continue
-                    phase = "model"
-                    t0 = time.perf_counter()
-                    try:
-                        response = await self._call_model(state, prompt_messages)
-                    finally:
-                        state["timing"]["model_ms"] += (time.perf_counter() - t0) * 1000
-                    phase = "add_model_response"
-                    await self.add_model_response(state, prompt_messages, response)
-                    dict.pop(state, "_next_prompt", None)
-                except OverlongPromptError:
-                    state["prompt_too_long"] = True
-                    state["is_truncated"] = True
-                except Exception as exc:
-                    record_error(state, exc, phase=phase)
-        finally:  # cancelled or interrupted: the state is still finished and cleaned up once
-            if not dict.get(state, "_finished"):
-                await self._finish(state, "has_error" if state.get("error") else "cancelled")
-            dict.pop(state, "_next_prompt", None)
-            dict.pop(state, "_finished", None)
+        finally:
+            timing.set_setup(state["timing"], started, time.time())
         return state
+
+    async def _run_turns(self, state: State) -> State:
+        state = await self._setup(state)
+        phase = "env_response"
+        while not await self._check_completed(state):
+            try:
+                phase = "env_response"
+                started = time.time()
+                prompt_messages = await self.get_prompt_messages(state)
+                if state["trajectory"]:
+                    timing.add_span(state["timing"], "env", started, time.time())
+                if self.release.typed_messages:
+                    prompt_messages = normalize_messages(prompt_messages, field_name="prompt")
+                dict.__setitem__(state, "_next_prompt", prompt_messages)
+                if state.get("final_env_response") is not None:
+                    continue
+                phase = "model"
+                started = time.time()
+                try:
+                    response = await self._call_model(state, prompt_messages)
+                finally:
+                    timing.add_span(state["timing"], "model", started, time.time())
+                phase = "add_model_response"
+                await self.add_model_response(state, prompt_messages, response)
+                dict.pop(state, "_next_prompt", None)
+            except OverlongPromptError:
+                state["prompt_too_long"] = True
+                state["is_truncated"] = True
+            except Exception as exc:
+                record_error(state, exc, phase=phase)
+        return state
+
+
+def error_chain(error: Any) -> str:
+    """``repr`` of an error and its causes, as classic logs show it (``A() -> B()``)."""
+    chain = []
+    while error is not None and len(chain) < 10:
+        chain.append(repr(error))
+        error = getattr(error, "__cause__", None)
+    return " -> ".join(chain) or "None"
 
 
 def _takes_messages(method: Any) -> bool:

@@ -8,13 +8,23 @@ It is destroyed when the rollout ends, whatever ended it; the provider is closed
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
-from typing import Any
+from typing import Any, TypedDict
 
 from verifiers.decorators import cleanup, teardown
 from verifiers.envs.stateful_tool_env import StatefulToolEnv
 from verifiers.sandbox.base import Sandbox, SandboxError, SandboxLimits, SandboxProvider
 from verifiers.types import Messages, State
+
+
+class SandboxState(TypedDict):
+    """``state["sandbox_state"]``: whether the rollout's sandbox is up, how long the rollout
+    waited for it, and how long each command took (seconds)."""
+
+    ready: bool
+    ready_wait_time: float
+    command_execution_times: list[float]
 
 
 class SandboxEnv(StatefulToolEnv):
@@ -44,6 +54,7 @@ class SandboxEnv(StatefulToolEnv):
         self._owns_provider = sandbox_provider is None
         self._provider_args = {"mode": sandbox_mode, "pool_size": pool_size}
         self._sandboxes: dict[str, asyncio.Task[Sandbox]] = {}
+        self._sandbox_states: dict[str, SandboxState] = {}
         self.add_tool(self.bash, args_to_skip=["sandbox_id"])
 
     @property
@@ -79,6 +90,9 @@ class SandboxEnv(StatefulToolEnv):
         sandbox_id = uuid.uuid4().hex
         state["sandbox_id"] = sandbox_id
         state["sandbox_mode"] = self.sandbox_mode
+        state["sandbox_state"] = self._sandbox_states[sandbox_id] = SandboxState(
+            ready=False, ready_wait_time=0.0, command_execution_times=[]
+        )
         self._sandboxes[sandbox_id] = asyncio.ensure_future(
             self.provider.create(self.sandbox_limits)
         )
@@ -88,6 +102,12 @@ class SandboxEnv(StatefulToolEnv):
         task = self._sandboxes.get(sandbox_id)
         if task is None:
             raise SandboxError("this rollout's sandbox is gone")
+        info = self._sandbox_states.get(sandbox_id)
+        if info is not None and not info["ready"]:
+            started = time.monotonic()
+            box = await task
+            info["ready"], info["ready_wait_time"] = True, time.monotonic() - started
+            return box
         return await task
 
     def update_tool_args(
@@ -117,13 +137,21 @@ class SandboxEnv(StatefulToolEnv):
         """Run ``action(sandbox)``; a SandboxError is noted for the rollout, then re-raised (the
         model sees it as the tool's error and the rollout goes on)."""
         try:
-            return await action(await self.sandbox(sandbox_id))
+            box = await self.sandbox(sandbox_id)
+            started = time.monotonic()
+            try:
+                return await action(box)
+            finally:
+                info = self._sandbox_states.get(sandbox_id)
+                if info is not None:
+                    info["command_execution_times"].append(time.monotonic() - started)
         except SandboxError as exc:
             self._sandbox_errors.setdefault(sandbox_id, []).append(f"SandboxError: {exc}")
             raise
 
     @cleanup
     async def destroy_sandbox(self, state: State) -> None:
+        self._sandbox_states.pop(state.get("sandbox_id") or "", None)
         crashed = self._sandbox_errors.pop(state.get("sandbox_id") or "", None)
         if crashed:
             state.setdefault("sandbox_errors", []).extend(crashed)

@@ -9,7 +9,9 @@ from typing import Any
 
 import orjson
 
+from verifiers.envs.timing import milliseconds
 from verifiers.errors import to_record
+from verifiers.messages.convert import to_plain
 from verifiers.results.schema import RunSummary, Usage
 from verifiers.types import State
 
@@ -36,16 +38,31 @@ def dumps_line(record: dict[str, Any]) -> bytes:
     )
 
 
+def record_usage(usage: Any) -> dict[str, int]:
+    """Token counts under this file's names, from either era's state (``prompt_tokens`` or
+    ``input_tokens``)."""
+    if not isinstance(usage, dict):
+        return {"prompt_tokens": 0, "completion_tokens": 0}
+    return {
+        "prompt_tokens": int(usage.get("prompt_tokens", usage.get("input_tokens", 0)) or 0),
+        "completion_tokens": int(
+            usage.get("completion_tokens", usage.get("output_tokens", 0)) or 0
+        ),
+    }
+
+
 def rollout_record(state: State, state_columns: list[str] | None = None) -> dict[str, Any]:
-    """The results row for one scored rollout (see ``RolloutRecord``)."""
+    """The results row for one scored rollout (see ``RolloutRecord``). Messages are saved in
+    OpenAI's shape whichever form the environment used (typed messages become dicts)."""
+    task = state.get("task", "default")
     record = {
         "example_id": state["example_id"],
         "rollout_index": state.get("rollout_index", 0),
-        "prompt": state["prompt"],
-        "completion": state.get("completion"),
+        "prompt": to_plain(state["prompt"]),
+        "completion": to_plain(state.get("completion")),
         "answer": state.get("answer", ""),
         "info": state.get("info") or {},
-        "task": state.get("task", "default"),
+        "task": task if isinstance(task, str) else "default",
         "reward": state.get("reward") or 0.0,
         "advantage": state.get("advantage"),
         "metrics": state.get("metrics") or {},
@@ -54,8 +71,8 @@ def rollout_record(state: State, state_columns: list[str] | None = None) -> dict
         "stop_condition": state.get("stop_condition"),
         "turns": len(state.get("trajectory") or []) or state.get("turn", 0),
         "is_truncated": bool(state.get("is_truncated")),
-        "timing": state.get("timing") or {},
-        "usage": state.get("usage") or {},
+        "timing": milliseconds(state.get("timing")),
+        "usage": record_usage(state.get("usage")),
     }
     for column in state_columns or []:
         if column in _DEFAULT_EXCLUDED and column != "trajectory":
@@ -68,7 +85,8 @@ def rollout_record(state: State, state_columns: list[str] | None = None) -> dict
 class SummaryAccumulator:
     """Keeps just the numbers a summary needs, so memory stays flat however long the run."""
 
-    def __init__(self) -> None:
+    def __init__(self, pass_threshold: float = 0.5) -> None:
+        self.pass_threshold = pass_threshold
         self.rewards: list[float] = []
         self.example_ids: list[int] = []
         self.metrics: dict[str, list[float]] = {}
@@ -107,7 +125,9 @@ class SummaryAccumulator:
             avg_reward=statistics.fmean(self.rewards),
             std_reward=statistics.pstdev(self.rewards) if n > 1 else 0.0,
             avg_metrics={k: statistics.fmean(v) for k, v in self.metrics.items() if v},
-            pass_at_k=pass_at_k(self.example_ids, self.rewards),
+            pass_at_k=pass_at_k(self.example_ids, self.rewards, self.pass_threshold),
+            pass_all_k=pass_all_k(self.example_ids, self.rewards, self.pass_threshold),
+            pass_threshold=self.pass_threshold,
             errors_by_type=dict(self.errors),
             reward_errors_by_function=dict(self.reward_errors),
             usage=Usage(prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens),
@@ -116,27 +136,52 @@ class SummaryAccumulator:
         )
 
 
-def pass_at_k(example_ids: list[int], rewards: list[float]) -> dict[str, float]:
-    """Unbiased pass@k (Chen et al. 2021) for k = 1, 2, 4, ... up to the rollouts per example.
-
-    Only defined when every reward is 0 or 1; otherwise empty.
-    """
-    if not rewards or any(r not in (0.0, 1.0) for r in rewards):
-        return {}
-    per_example: dict[int, list[float]] = {}
+def _per_example(
+    example_ids: list[int], rewards: list[float], threshold: float
+) -> dict[int, list[bool]]:
+    per_example: dict[int, list[bool]] = {}
     for example_id, reward in zip(example_ids, rewards, strict=True):
-        per_example.setdefault(example_id, []).append(reward)
-    n_min = min(len(v) for v in per_example.values())
-    result: dict[str, float] = {}
-    k = 1
+        per_example.setdefault(example_id, []).append(reward >= threshold)
+    return per_example
+
+
+def _k_values(per_example: dict[int, list[bool]]) -> list[int]:
+    n_min = min((len(v) for v in per_example.values()), default=0)
+    ks, k = [], 1
     while k <= n_min:
+        ks.append(k)
+        k *= 2
+    return ks
+
+
+def pass_at_k(
+    example_ids: list[int], rewards: list[float], threshold: float = 0.5
+) -> dict[str, float]:
+    """Unbiased pass@k (Chen et al. 2021: at least one of k rollouts succeeds) for k = 1, 2,
+    4, ... up to the rollouts per example; a rollout succeeds when its reward reaches
+    ``threshold``."""
+    per_example = _per_example(example_ids, rewards, threshold)
+    result: dict[str, float] = {}
+    for k in _k_values(per_example):
         estimates = []
         for values in per_example.values():
-            n, c = len(values), int(sum(values))
+            n, c = len(values), sum(values)
             estimates.append(1.0 if n - c < k else 1.0 - math.comb(n - c, k) / math.comb(n, k))
         result[str(k)] = statistics.fmean(estimates)
-        k *= 2
     return result
+
+
+def pass_all_k(
+    example_ids: list[int], rewards: list[float], threshold: float = 0.5
+) -> dict[str, float]:
+    """Unbiased pass^k (all of k rollouts succeed: C(c, k) / C(n, k)), same k values."""
+    per_example = _per_example(example_ids, rewards, threshold)
+    return {
+        str(k): statistics.fmean(
+            math.comb(sum(v), k) / math.comb(len(v), k) for v in per_example.values()
+        )
+        for k in _k_values(per_example)
+    }
 
 
 def make_dataset(
@@ -166,8 +211,8 @@ def make_dataset(
         state = results["state"][i] if i < len(results.get("state") or []) else {}
         row: dict[str, Any] = {
             "example_id": results["example_id"][i],
-            "prompt": results["prompt"][i],
-            "completion": results["completion"][i],
+            "prompt": to_plain(results["prompt"][i]),
+            "completion": to_plain(results["completion"][i]),
             "answer": results["answer"][i],
             "task": results["task"][i],
             "info": results["info"][i],

@@ -33,7 +33,7 @@ class RolloutRecord(BaseModel):
     completion: str | list[dict[str, Any]]
     answer: Any = ""
     info: dict[str, Any] = Field(default_factory=dict)
-    task: str = "default"
+    task: Any = "default"
     reward: float
     advantage: float | None = None
     metrics: dict[str, float] = Field(default_factory=dict)
@@ -56,6 +56,8 @@ class RunSummary(BaseModel):
     std_reward: float | None = None
     avg_metrics: dict[str, float] = Field(default_factory=dict)
     pass_at_k: dict[str, float] = Field(default_factory=dict)
+    pass_all_k: dict[str, float] = Field(default_factory=dict)
+    pass_threshold: float = 0.5
     errors_by_type: dict[str, int] = Field(default_factory=dict)
     reward_errors_by_function: dict[str, int] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)

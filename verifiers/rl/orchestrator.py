@@ -229,7 +229,11 @@ class Orchestrator:
             if cut and self.config.overlong == "mask":
                 continue  # still in the baseline, not trained on
             version = min(
-                (int(r.get("policy_version", at_start)) for r in state["responses"]),
+                (
+                    int(step["response"].get("policy_version", at_start))
+                    for step in state.get("trajectory") or []
+                    if step.get("response") is not None
+                ),
                 default=at_start,
             )
             versions.append(version)

@@ -7,6 +7,12 @@ parameters are plural (``prompts``, ``completions``, ``answers``, ``states``, ``
 score a whole group at once and return one value per rollout. A weight of 0 makes a metric.
 
 A function that raises scores 0 for that rollout; the error is kept in ``state["reward_errors"]``.
+
+For environments of verifiers 0.1.14+, whose state holds the row as a task payload
+(``state["task"]`` a dict), ``task`` is that payload and the row's other columns are passed by
+name too (a ``difficulty`` column reaches a ``difficulty`` parameter). Methods a subclass marks
+with ``@vf.reward`` / ``@vf.metric`` are added as reward functions, ``@vf.advantage`` computes the
+group's advantages, and ``@vf.cleanup`` / ``@vf.teardown`` run from ``cleanup`` / ``teardown``.
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from verifiers import decorators
 from verifiers.concurrency import NullAsyncContext, maybe_await
 from verifiers.errors import RewardFunctionError, to_record
 from verifiers.parsers.parser import Parser
-from verifiers.types import Messages, RolloutScore, RolloutScores, State
+from verifiers.types import TASK_INPUT_FIELDS, Messages, RolloutScore, RolloutScores, State
 
 GROUP_PARAMS = frozenset(
     {"prompts", "completions", "answers", "states", "tasks", "infos", "example_ids"}
@@ -54,7 +61,10 @@ class _Signature:
         self.is_group = (
             bool(self.params & GROUP_PARAMS)
             or getattr(func, "_vf_group", False)
+            or getattr(func, "reward_stage", None) == "group"
+            or getattr(func, "metric_stage", None) == "group"
             or sig.return_annotation in (list, "list")
+            or getattr(sig.return_annotation, "__origin__", None) is list
         )
         self.is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
             type(func).__call__
@@ -75,7 +85,13 @@ def group_reward_func(func: Callable[..., Any]) -> Callable[..., Any]:
 
 class Rubric:
     """Weighted reward functions. Override ``score_group`` (or ``score_rollout``) for custom
-    scoring; ``RubricGroup`` and the rollout engine call those, never the internals."""
+    scoring; ``RubricGroup`` and the rollout engine call those, never the internals.
+
+    Rollouts that ended in an error score 0 without calling the functions, unless the rubric
+    sets ``score_errored_rollouts`` (monitor rubrics do: a failed rollout still took turns).
+    """
+
+    score_errored_rollouts = False
 
     def __init__(
         self,
@@ -98,6 +114,15 @@ class Rubric:
             )
         for func, weight in zip(funcs, weights or [1.0] * len(funcs), strict=True):
             self.add_reward_func(func, weight)
+        self.score_object_providers: list[Callable[[State], dict[str, Any]]] = []
+        self.group_score_object_providers: list[Callable[[list[State]], dict[str, Any]]] = []
+        for method in decorators.collect(self, "reward"):
+            self.add_reward_func(method, getattr(method, "reward_weight", 1.0))
+        for method in decorators.collect(self, "metric"):
+            self.add_metric(method)
+        self._advantage_handlers = decorators.collect(self, "advantage")
+        self._cleanup_handlers = decorators.collect(self, "cleanup")
+        self._teardown_handlers = decorators.collect(self, "teardown")
 
     # --- classic accessors ---------------------------------------------------------------------
     @property
@@ -143,23 +168,73 @@ class Rubric:
     def add_class_object(self, name: str, obj: Any) -> None:
         self.class_objects[name] = obj
 
+    def add_score_object_provider(self, provider: Callable[[State], dict[str, Any]]) -> None:
+        """Extra named arguments for each rollout's reward functions, computed from its state."""
+        self.score_object_providers.append(provider)
+
+    def add_group_score_object_provider(
+        self, provider: Callable[[list[State]], dict[str, Any]]
+    ) -> None:
+        self.group_score_object_providers.append(provider)
+
+    @property
+    def has_group_rewards(self) -> bool:
+        return any(sig.is_group for sig in self._signatures)
+
+    @property
+    def has_advantages(self) -> bool:
+        return bool(self._advantage_handlers)
+
+    async def compute_advantages(self, states: list[State]) -> list[float] | None:
+        """The group's advantages from an ``@vf.advantage`` method (None: the engine's default)."""
+        for handler in self._advantage_handlers:
+            values = await maybe_await(handler, states)
+            if values is not None:
+                values = [float(v) for v in values]
+                if len(values) != len(states):
+                    raise RewardFunctionError(
+                        f"advantage function {handler.__name__} returned {len(values)} values "
+                        f"for {len(states)} rollouts"
+                    )
+                return values
+        return None
+
+    async def cleanup(self, state: State) -> None:
+        """Run this rubric's ``@vf.cleanup`` methods for a finished rollout."""
+        for handler in self._cleanup_handlers:
+            await maybe_await(handler, state)
+
+    async def teardown(self) -> None:
+        for handler in self._teardown_handlers:
+            await maybe_await(handler)
+
+    async def dummy_score_rollout(self, state: State) -> None:
+        """Reward 0 and no metrics (``score_rollouts=False``: generation without scoring)."""
+        state["reward"], state["metrics"] = 0.0, {}
+
+    async def dummy_score_group(self, states: list[State]) -> None:
+        for state in states:
+            await self.dummy_score_rollout(state)
+
     # --- scoring ---------------------------------------------------------------------------------
     async def score_group(self, states: list[State], score_sem: Any = None) -> None:
         """Score all rollouts of one example; writes ``reward``, ``metrics`` and timing into each
         state. Advantages are the engine's job (from the final summed reward), not the rubric's."""
         if not states:
             return
-        start = time.perf_counter()
+        start = time.time()
         async with score_sem if score_sem is not None else NullAsyncContext():
             rewards, metrics = await self.compute_scores(states)
-        write_scores(states, rewards, metrics, (time.perf_counter() - start) * 1000)
+        write_scores(states, rewards, metrics, start)
 
     async def compute_scores(
         self, states: list[State]
     ) -> tuple[list[float], dict[str, list[float]]]:
         """Weighted reward and each function's value per state. Errored rollouts score 0."""
         n = len(states)
-        live = [i for i, s in enumerate(states) if not s.get("error")]
+        live = [
+            i for i, s in enumerate(states) if self.score_errored_rollouts or not s.get("error")
+        ]
         rewards = [0.0] * n
         metrics: dict[str, list[float]] = {}
         live_states = [states[i] for i in live]
@@ -181,16 +256,25 @@ class Rubric:
         return rewards, metrics
 
     def _arguments(self, state: State) -> dict[str, Any]:
-        args = dict(self.class_objects)
+        args: dict[str, Any] = {}
+        task = state.get("task", "default")
+        if isinstance(task, dict):  # a 0.1.14+ task payload: its other columns by name too
+            row = state.get("input")
+            if isinstance(row, dict):
+                args.update({k: v for k, v in row.items() if k not in TASK_INPUT_FIELDS})
+            args.update({k: v for k, v in task.items() if k not in TASK_INPUT_FIELDS})
+        args.update(self.class_objects)
         args.update(
             prompt=state["prompt"],
             completion=state.get("completion"),
             answer=state.get("answer", ""),
             state=state,
-            task=state.get("task", "default"),
+            task=task,
             info=state.get("info") or {},
             example_id=state.get("example_id"),
         )
+        for provider in self.score_object_providers:
+            args.update(provider(state))
         return args
 
     async def _call_each(
@@ -228,6 +312,8 @@ class Rubric:
         args = dict(self.class_objects)
         for plural, singular in _PLURAL.items():
             args[plural] = [a[singular] for a in per_state]
+        for provider in self.group_score_object_providers:
+            args.update(provider(states))
         try:
             result = await maybe_await(func, **sig.select(args))
             values = list(result)
@@ -300,15 +386,12 @@ def scores_from_states(states: list[State]) -> tuple[list[float], dict[str, list
 
 
 def write_scores(
-    states: list[State], rewards: list[float], metrics: dict[str, list[float]], elapsed_ms: float
+    states: list[State], rewards: list[float], metrics: dict[str, list[float]], started: float = 0.0
 ) -> None:
+    """Store each state's reward and metrics (the engine records the scoring time)."""
     for i, state in enumerate(states):
         state["reward"] = rewards[i]
         state["metrics"] = {name: values[i] for name, values in metrics.items()}
-        timing = state.get("timing")
-        if isinstance(timing, dict):
-            timing["scoring_ms"] = elapsed_ms
-            timing["total_ms"] = timing.get("generation_ms", 0.0) + elapsed_ms
 
 
 def _as_reward(value: Any, name: str) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from verifiers.rubrics.rubric import Rubric, scores_from_states, write_scores
@@ -50,7 +51,7 @@ class RubricGroup(Rubric):
         n = len(states)
         total = [0.0] * n
         metrics: dict[str, list[float]] = {}
-        scoring_ms = 0.0
+        started = time.time()
         for rubric in self.rubrics:
             for state in states:
                 state["reward"], state["metrics"] = None, None
@@ -59,10 +60,35 @@ class RubricGroup(Rubric):
                 total[i] += float(state.get("reward") or 0.0)
                 for name, value in (state.get("metrics") or {}).items():
                     metrics.setdefault(name, [0.0] * n)[i] += float(value)
-            timing = states[0].get("timing") if states else None
-            if isinstance(timing, dict):
-                scoring_ms += float(timing.get("scoring_ms") or 0.0)
-        write_scores(states, total, metrics, scoring_ms)
+        write_scores(states, total, metrics, started)
+
+    @property
+    def has_group_rewards(self) -> bool:
+        return any(rubric.has_group_rewards for rubric in self.rubrics)
+
+    @property
+    def has_advantages(self) -> bool:
+        return bool(self._advantage_handlers) or any(r.has_advantages for r in self.rubrics)
+
+    async def compute_advantages(self, states: list[State]) -> list[float] | None:
+        own = await super().compute_advantages(states)
+        if own is not None:
+            return own
+        for rubric in self.rubrics:
+            values = await rubric.compute_advantages(states)
+            if values is not None:
+                return values
+        return None
+
+    async def cleanup(self, state: State) -> None:
+        await super().cleanup(state)
+        for rubric in self.rubrics:
+            await rubric.cleanup(state)
+
+    async def teardown(self) -> None:
+        await super().teardown()
+        for rubric in self.rubrics:
+            await rubric.teardown()
 
     async def compute_scores(
         self, states: list[State]

@@ -1,5 +1,32 @@
-"""Test helpers for environment authors: a scripted OpenAI-compatible server on loopback."""
+"""Test helpers for environment authors: a scripted model server on loopback (OpenAI chat and
+completions, Responses, Anthropic Messages), and where this SDK's commands live."""
 
-from verifiers.testing.server import ModelServer, Reply, echo, last_user_text, tokenize
+import sys
+from pathlib import Path
 
-__all__ = ["ModelServer", "Reply", "echo", "last_user_text", "tokenize"]
+from verifiers.testing.server import (
+    ModelServer,
+    Reply,
+    conversation,
+    echo,
+    last_user_text,
+    tokenize,
+)
+
+
+def cli(name: str) -> str:
+    """The path of one of this SDK's commands (``vf-eval``, ``prime``...) for the interpreter
+    running now: tests started as ``.venv/bin/python -m pytest`` have no activated virtualenv,
+    so the commands are not on PATH."""
+    return str(Path(sys.executable).parent / name)
+
+
+__all__ = [
+    "ModelServer",
+    "Reply",
+    "cli",
+    "conversation",
+    "echo",
+    "last_user_text",
+    "tokenize",
+]

@@ -1,4 +1,8 @@
-"""A scripted OpenAI-compatible HTTP server for tests: real sockets, real JSON, injected faults.
+"""A scripted model server for tests: real sockets, real JSON, injected faults.
+
+It speaks OpenAI chat completions (``/v1/chat/completions``), text completions
+(``/v1/completions``), the Responses API (``/v1/responses``) and Anthropic's Messages API
+(``/v1/messages``): one script, four wire formats, so an environment can be run against each API.
 
 Tests (yours too) start it on a free loopback port and script what it answers::
 
@@ -67,15 +71,91 @@ def tokenize(text: str) -> list[int]:
     return list(text.encode("utf-8"))
 
 
+def _text_of(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(
+            p.get("text", "")
+            for p in content
+            if isinstance(p, dict) and p.get("type") in ("text", "input_text", "output_text")
+        )
+    return content or "" if isinstance(content, str | type(None)) else str(content)
+
+
+def conversation(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """A request's conversation in chat-completions shape, whichever API sent it (Responses
+    input items and Anthropic turns are mapped back to messages)."""
+    if isinstance(request.get("input"), list | str):  # the Responses API
+        items = request["input"]
+        if isinstance(items, str):
+            return [{"role": "user", "content": items}]
+        out: list[dict[str, Any]] = []
+        for item in items:
+            kind = item.get("type", "message")
+            if kind == "message":
+                out.append({"role": item.get("role"), "content": _text_of(item.get("content"))})
+            elif kind == "function_call":
+                call = {
+                    "id": item.get("call_id"),
+                    "type": "function",
+                    "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+                }
+                if out and out[-1]["role"] == "assistant":
+                    out[-1].setdefault("tool_calls", []).append(call)
+                else:
+                    out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            elif kind == "function_call_output":
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": item.get("call_id"),
+                        "content": _text_of(item.get("output")),
+                    }
+                )
+        return out
+    messages = request.get("messages") or []
+    if "anthropic-version" in request.get("_headers", {}) or request.get("_api") == "messages":
+        out = [{"role": "system", "content": request["system"]}] if request.get("system") else []
+        for turn in messages:
+            content = turn.get("content")
+            if not isinstance(content, list):
+                out.append({"role": turn.get("role"), "content": content})
+                continue
+            results = [b for b in content if b.get("type") == "tool_result"]
+            for block in results:
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": block.get("tool_use_id"),
+                        "content": _text_of(block.get("content")),
+                    }
+                )
+            uses = [b for b in content if b.get("type") == "tool_use"]
+            text = _text_of(content)
+            if uses or (turn.get("role") != "user" or not results):
+                message: dict[str, Any] = {"role": turn.get("role"), "content": text or None}
+                if uses:
+                    message["tool_calls"] = [
+                        {
+                            "id": b.get("id"),
+                            "type": "function",
+                            "function": {
+                                "name": b.get("name"),
+                                "arguments": orjson.dumps(b.get("input") or {}).decode(),
+                            },
+                        }
+                        for b in uses
+                    ]
+                out.append(message)
+        return out
+    return messages
+
+
 def last_user_text(request: dict[str, Any]) -> str:
     if "prompt" in request:
         return str(request["prompt"])
-    for message in reversed(request.get("messages") or []):
+    for message in reversed(conversation(request)):
         if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):
-                return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-            return content or ""
+            return _text_of(message.get("content"))
     return ""
 
 
@@ -141,6 +221,102 @@ def _completion_body(request: dict[str, Any], reply: Reply, chat: bool) -> dict[
     return body
 
 
+def _responses_body(request: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    """A reply as the Responses API sends it (output items; ``incomplete`` for ``length``)."""
+    output: list[dict[str, Any]] = []
+    if reply.reasoning_content:
+        output.append(
+            {
+                "type": "reasoning",
+                "id": f"rs_{next(_ids)}",
+                "summary": [{"type": "summary_text", "text": reply.reasoning_content}],
+            }
+        )
+    if reply.content or not reply.tool_calls:
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{next(_ids)}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {"type": "output_text", "text": reply.content or "", "annotations": []}
+                ],
+            }
+        )
+    for call in reply.tool_calls or []:
+        function = call.get("function") or {}
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{next(_ids)}",
+                "call_id": call.get("id"),
+                "name": function.get("name"),
+                "arguments": function.get("arguments"),
+                "status": "completed",
+            }
+        )
+    length = reply.finish_reason == "length"
+    prompt_tokens = len(tokenize(_prompt_text({"messages": conversation(request)})))
+    completion_tokens = len(tokenize(reply.content or ""))
+    return {
+        "id": f"resp_{next(_ids)}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "model": request.get("model", "test-model"),
+        "status": "incomplete" if length else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if length else None,
+        "output": output,
+        "usage": {
+            "input_tokens": prompt_tokens,
+            "output_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def _messages_body(request: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    """A reply as Anthropic's Messages API sends it (content blocks, ``stop_reason``)."""
+    content: list[dict[str, Any]] = []
+    if reply.reasoning_content:
+        content.append(
+            {"type": "thinking", "thinking": reply.reasoning_content, "signature": "sig"}
+        )
+    if reply.content or not reply.tool_calls:
+        content.append({"type": "text", "text": reply.content or ""})
+    for call in reply.tool_calls or []:
+        function = call.get("function") or {}
+        args = function.get("arguments")
+        content.append(
+            {
+                "type": "tool_use",
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "input": orjson.loads(args) if isinstance(args, str) and args else {},
+            }
+        )
+    stop = (
+        "tool_use"
+        if reply.tool_calls
+        else "max_tokens"
+        if reply.finish_reason == "length"
+        else "end_turn"
+    )
+    return {
+        "id": f"msg_{next(_ids)}",
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model", "test-model"),
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": len(tokenize(_prompt_text({"messages": conversation(request)}))),
+            "output_tokens": len(tokenize(reply.content or "")),
+        },
+    }
+
+
 class ModelServer:
     """The server and its script. Use as a context manager, or ``start()``/``stop()``."""
 
@@ -199,20 +375,29 @@ class ModelServer:
         async def completions(request: Request) -> Response:
             return await self._complete(request, chat=False)
 
+        async def responses(request: Request) -> Response:
+            return await self._complete(request, chat=True, api="responses")
+
+        async def messages(request: Request) -> Response:
+            return await self._complete(request, chat=True, api="messages")
+
         return Starlette(
             routes=[
                 Route("/v1/models", models),
                 Route("/v1/chat/completions", chat, methods=["POST"]),
                 Route("/v1/completions", completions, methods=["POST"]),
+                Route("/v1/responses", responses, methods=["POST"]),
+                Route("/v1/messages", messages, methods=["POST"]),
             ]
         )
 
     def _authorized(self, request: Any) -> bool:
-        return (
-            self.api_key is None or request.headers.get("authorization") == f"Bearer {self.api_key}"
+        return self.api_key is None or (
+            request.headers.get("authorization") == f"Bearer {self.api_key}"
+            or request.headers.get("x-api-key") == self.api_key
         )
 
-    async def _complete(self, request: Any, chat: bool):
+    async def _complete(self, request: Any, chat: bool, api: str = "chat"):
         from starlette.responses import Response
 
         if not self._authorized(request):
@@ -221,10 +406,19 @@ class ModelServer:
             body = orjson.loads(await request.body())
         except orjson.JSONDecodeError:
             return _error(400, "request body is not valid JSON", "invalid_request_error")
-        if not isinstance(body, dict) or ("messages" not in body if chat else "prompt" not in body):
-            return _error(
-                400, f"missing '{'messages' if chat else 'prompt'}'", "invalid_request_error"
-            )
+        needed = {"chat": "messages", "messages": "messages", "responses": "input"}.get(
+            api, "prompt"
+        )
+        if not chat:
+            needed = "prompt"
+        if not isinstance(body, dict) or needed not in body:
+            return _error(400, f"missing '{needed}'", "invalid_request_error")
+        if api == "messages":
+            if request.headers.get("anthropic-version") is None:
+                return _error(400, "missing anthropic-version header", "invalid_request_error")
+            if not isinstance(body.get("max_tokens"), int):
+                return _error(400, "max_tokens: field required", "invalid_request_error")
+            body["_api"] = "messages"
         self.requests.append(body)
         reply = self.queue.popleft() if self.queue else self.handler(body)
         if inspect.isawaitable(reply):
@@ -249,6 +443,10 @@ class ModelServer:
                 "server_error",
                 reply.headers,
             )
+        if api == "responses":
+            return _json(_responses_body(body, reply), headers=reply.headers)
+        if api == "messages":
+            return _json(_messages_body(body, reply), headers=reply.headers)
         return _json(_completion_body(body, reply, chat), headers=reply.headers)
 
     # --- lifecycle -------------------------------------------------------------------------------

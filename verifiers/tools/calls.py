@@ -7,13 +7,10 @@ model what went wrong, so it can correct itself on the next turn.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
 from verifiers.errors import ToolCallError  # a call that cannot run; its message goes to the model
-from verifiers.tools.schema import ToolSpec
 
 DEFAULT_MAX_OUTPUT_CHARS = 8192
 
@@ -33,7 +30,7 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise ToolCallError(
                 f"arguments are not valid JSON ({exc.msg} at position {exc.pos}): {raw!r:.200}"
-            ) from None
+            ) from exc
     if isinstance(value, dict):
         return value
     raise ToolCallError(
@@ -41,62 +38,24 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     )
 
 
-def format_output(result: Any, max_chars: int) -> str:
-    if isinstance(result, str):
-        text = result
-    else:
-        try:
-            text = json.dumps(result, default=str)
-        except (TypeError, ValueError):
-            text = str(result)
+TOOL_CONTENT_PART_TYPES = frozenset({"text", "image_url"})
+
+
+def is_valid_tool_content_parts(value: Any) -> bool:
+    """True for a list of ``text`` / ``image_url`` content parts (sent to the model as they are)."""
+    return isinstance(value, list) and all(
+        isinstance(item, dict) and item.get("type") in TOOL_CONTENT_PART_TYPES for item in value
+    )
+
+
+def format_output(result: Any, max_chars: int) -> Any:
+    """A tool's result as message content: content parts as they are, anything else as
+    ``str(result)`` (as the classic SDK sends it), cut at ``max_chars`` with a note."""
+    if is_valid_tool_content_parts(result):
+        return result
+    text = result if isinstance(result, str) else str(result)
     if len(text) > max_chars:
         text = (
             text[:max_chars] + f"\n...[output truncated: {len(text) - max_chars} more characters]"
         )
     return text
-
-
-async def run_tool(spec: ToolSpec, args: dict[str, Any]) -> Any:
-    kwargs = spec.validate(args)
-    if spec.is_async:
-        return await spec.func(**kwargs)
-    return await asyncio.to_thread(spec.func, **kwargs)
-
-
-async def execute_tool_calls(
-    tool_calls: list[dict[str, Any]],
-    tools: dict[str, ToolSpec],
-    *,
-    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-    prepare: Callable[[str, dict[str, Any]], Any] | None = None,
-) -> list[dict[str, Any]]:
-    """Run all calls of one assistant message concurrently; one tool message per call, in order.
-
-    ``prepare(name, args)`` may rewrite the arguments first (StatefulToolEnv injects state there).
-    """
-
-    async def one(call: dict[str, Any]) -> dict[str, Any]:
-        call_id = call.get("id") or ""
-        function = call.get("function") or {}
-        name = function.get("name")
-        try:
-            if name not in tools:
-                available = ", ".join(sorted(tools)) or "none"
-                raise ToolCallError(f"unknown tool {name!r}; available tools: {available}")
-            args = parse_arguments(function.get("arguments"))
-            spec = tools[name]
-            args = {k: v for k, v in args.items() if k not in spec.hidden}
-            if prepare is not None:
-                prepared = prepare(name, args)
-                if asyncio.iscoroutine(prepared):
-                    prepared = await prepared
-                args = prepared
-            result = await run_tool(spec, args)
-            content = format_output(result, max_output_chars)
-        except (ToolCallError, ValueError) as exc:
-            content = f"Error: {exc}"
-        except Exception as exc:  # the tool itself failed: the model sees why
-            content = f"Error: {name} raised {type(exc).__name__}: {exc}"
-        return {"role": "tool", "tool_call_id": call_id, "name": name or "", "content": content}
-
-    return list(await asyncio.gather(*(one(call) for call in tool_calls)))

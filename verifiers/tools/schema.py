@@ -131,7 +131,9 @@ def tool_spec(func: Callable[..., Any], args_to_skip: list[str] | tuple[str, ...
         default = ... if param.default is inspect.Parameter.empty else param.default
         from pydantic import Field
 
-        field = (annotation, Field(default, description=docs.get(param.name) or None))
+        description = docs.get(param.name)
+        # a description the annotation carries (Annotated[str, Field(description=...)]) stands
+        field = (annotation, Field(default, description=description) if description else Field(default))
         full[param.name] = field
         if param.name not in args_to_skip:
             visible[param.name] = field

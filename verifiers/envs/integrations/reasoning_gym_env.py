@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from verifiers import classic
 from verifiers.envs.singleturn_env import SingleTurnEnv
 from verifiers.parsers.parser import Parser
 from verifiers.parsers.xml_parser import XMLParser
@@ -64,11 +65,18 @@ class ReasoningGymEnv(SingleTurnEnv):
         self.num_eval_examples = num_eval_examples
         self.seed = seed
         self.rg_dataset = build_dataset(gym, num_train_examples + num_eval_examples, seed)
+        # the source task is the row's ``task`` up to verifiers 0.1.13, ``info`` after (where
+        # ``task`` is the row's payload)
+        label = "info" if classic.current().refuses_string_task else "task"
         rows = [
             {
                 "question": entry["question"],
                 "answer": str(i),
-                "task": entry["metadata"]["source_dataset"],
+                **(
+                    {"info": {"source_dataset": entry["metadata"]["source_dataset"]}}
+                    if label == "info"
+                    else {"task": entry["metadata"]["source_dataset"]}
+                ),
             }
             for i, entry in enumerate(self.rg_dataset)
         ]

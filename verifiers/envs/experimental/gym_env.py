@@ -2,9 +2,13 @@
 
 Each episode is a row (its seed); the model's reply is parsed into an action, the environment
 steps, and its observation is the next user message. Step rewards land on the trajectory steps
-and the default rubric sums them. When the episode ends the observation is the
-``final_env_response``, and the reply at ``max_turns`` is still stepped (when the completion is
-rendered), so the last action counts like every other.
+and the default rubric sums them.
+
+By default the episode ends as in verifiers 0.1.11+: the final observation (marked "Episode
+already ended.") goes to the model for one more reply, then the rollout stops.
+``end_on_final_observation=True`` instead ends the rollout with the final observation as its
+``final_env_response`` (no wasted model call), and steps the reply at ``max_turns`` too, so the
+last action counts like every other.
 """
 
 from __future__ import annotations
@@ -58,9 +62,17 @@ class GymEnv(MultiTurnEnv):
         num_eval_episodes: int = 20,
         max_episode_steps: int | None = None,
         seed: int = 0,
+        system_prompt: str | None = None,
+        few_shot: list[dict[str, Any]] | None = None,
+        parser: Any = None,
         rubric: Rubric | None = None,
+        message_type: Any = "chat",
+        end_on_final_observation: bool = False,
         **kwargs: Any,
     ) -> None:
+        self.end_on_final_observation = end_on_final_observation
+        self.num_train_episodes = num_train_episodes
+        self.num_eval_episodes = num_eval_episodes
         self.env_cls = env_cls
         self.env_kwargs = dict(env_kwargs or {})
         self.action_parser = action_parser or (lambda text: text)
@@ -81,6 +93,10 @@ class GymEnv(MultiTurnEnv):
             eval_dataset=rows[num_train_episodes:] or None,
             rubric=rubric or EpisodicSumRubric(),
             max_turns=max_episode_steps or 1000,
+            system_prompt=system_prompt,
+            few_shot=few_shot,
+            parser=parser,
+            message_type=message_type,
             **kwargs,
         )
 
@@ -114,10 +130,20 @@ class GymEnv(MultiTurnEnv):
         state["gym_done"] = terminated or truncated
         return self.obs_to_text(obs)
 
+    def wrap_response(self, text: str) -> Messages:
+        """An observation as the environment's message."""
+        if self.release.typed_messages:
+            from verifiers.messages.models import UserMessage
+
+            return [UserMessage(content=text)]
+        return [{"role": "user", "content": text}]
+
     async def env_response(self, messages: Messages, state: State, **kwargs: Any) -> Messages:
         text = self._act(state)
-        reply = [{"role": "user", "content": text}]
-        if state["gym_done"]:
+        if state["gym_done"] and not self.end_on_final_observation:
+            text = f"{text}\nEpisode already ended."
+        reply = self.wrap_response(text)
+        if state["gym_done"] and self.end_on_final_observation:
             state["final_env_response"] = reply
         return reply
 
@@ -130,8 +156,14 @@ class GymEnv(MultiTurnEnv):
         and its observation ends the completion."""
         trajectory = state.get("trajectory") or []
         pending = state.get("gym_stepped", 0) < len(trajectory)
-        if trajectory and pending and not state.get("gym_done") and state.get("error") is None:
-            state["final_env_response"] = [{"role": "user", "content": self._act(state)}]
+        if (
+            self.end_on_final_observation
+            and trajectory
+            and pending
+            and not state.get("gym_done")
+            and state.get("error") is None
+        ):
+            state["final_env_response"] = self.wrap_response(self._act(state))
         await super().render_completion(state)
 
     @cleanup

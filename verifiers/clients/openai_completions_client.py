@@ -1,0 +1,116 @@
+"""``vf.OpenAICompletionsClient``: the text-completions API (``/completions``) as a ``vf.Client``.
+
+The conversation's text parts are joined with blank lines into one prompt, as verifiers 0.1.11+
+does; images and tools are refused with a message naming the API that supports them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verifiers.clients.client import Client
+from verifiers.clients.config import ClientConfig
+from verifiers.clients.http_client import OpenAICompatibleClient
+from verifiers.clients.openai_chat_completions_client import (
+    content_text,
+    finish_of,
+    reply_extras,
+    response_header,
+    tokens_of,
+    transport,
+    transport_from_config,
+    usage_of,
+)
+from verifiers.clients.responses import field, first_choice
+from verifiers.errors import EmptyModelResponseError, InvalidModelResponseError
+from verifiers.messages.convert import message_field
+from verifiers.messages.models import Messages, Response, ResponseMessage, Tool
+from verifiers.types import SamplingArgs
+
+NOT_TEXT = (
+    "The completions API takes text only (this prompt has {kind} content); use the chat "
+    "completions or Anthropic messages client instead."
+)
+
+
+def prompt_text(messages: Messages | str) -> str:
+    """One text prompt from a conversation (parts joined by blank lines)."""
+    if isinstance(messages, str):
+        return messages
+    parts = []
+    for message in messages:
+        content = message_field(message, "content", "")
+        if isinstance(content, list):
+            for part in content:
+                kind = field(part, "type")
+                if kind != "text":
+                    raise ValueError(NOT_TEXT.format(kind=kind))
+        parts.append(content_text(content))
+    return "\n\n".join(parts)
+
+
+class OpenAICompletionsClient(Client[Any, str, Any, None]):
+    def __init__(self, client_or_config: Any = None) -> None:
+        if client_or_config is None:
+            client_or_config = ClientConfig(client_type="openai_completions")
+        if isinstance(client_or_config, str):
+            client_or_config = OpenAICompatibleClient(client_or_config)
+        super().__init__(client_or_config)
+        self._transport = transport(self._client)
+
+    def setup_client(self, config: ClientConfig) -> OpenAICompatibleClient:
+        return transport_from_config(config)
+
+    async def close(self) -> None:
+        closer = getattr(self._transport, "aclose", None)
+        if closer is not None:
+            await closer()
+
+    async def to_native_prompt(self, messages: Messages) -> tuple[str, dict[str, Any]]:
+        return prompt_text(messages), {}
+
+    async def to_native_tool(self, tool: Tool) -> None:
+        raise ValueError("Tools are not supported by the completions API; use chat completions")
+
+    async def get_native_response(
+        self,
+        prompt: str,
+        model: str,
+        sampling_args: SamplingArgs,
+        tools: list[None] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        if tools:
+            raise ValueError("Tools are not supported by the completions API; use chat completions")
+        args = {k: v for k, v in dict(sampling_args or {}).items() if v is not None}
+        return await self._transport.complete(
+            model=model,
+            prompt=prompt,
+            sampling_args=args,
+            headers=kwargs.get("extra_headers") or None,
+        )
+
+    async def raise_from_native_response(self, response: Any) -> None:
+        if response is None:
+            raise EmptyModelResponseError("Model returned no response")
+        choices = field(response, "choices")
+        if choices is None:
+            raise EmptyModelResponseError("Model returned no response choices")
+        if len(choices) != 1:
+            raise InvalidModelResponseError(f"Model returned {len(choices)} choices, expected 1")
+        if not field(choices[0], "text"):
+            raise EmptyModelResponseError("Model returned no content")
+
+    async def from_native_response(self, response: Any) -> Response:
+        choice = first_choice(response)
+        return Response(
+            **response_header(response),
+            **reply_extras(response),
+            usage=usage_of(field(response, "usage"), reasoning=0),
+            message=ResponseMessage(
+                content=field(choice, "text", ""),
+                finish_reason=finish_of(choice) if finish_of(choice) != "tool_calls" else None,
+                is_truncated=field(choice, "finish_reason") == "length",
+                tokens=tokens_of(response, "completion"),
+            ),
+        )

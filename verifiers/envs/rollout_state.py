@@ -1,0 +1,140 @@
+"""A new rollout's state, with the keys and types its environment's release expects.
+
+Every state holds the dataset row once (``state["input"]``; ``prompt``, ``answer``, ``info``,
+``example_id`` read and write through to it), the client, model and sampling args, an empty
+trajectory and the bookkeeping the engine fills in. What differs by release:
+
+- dict era: message dicts, ``oai_tools``, ``task`` a string, timing in milliseconds,
+  ``responses`` (the raw replies), usage as ``prompt_tokens``/``completion_tokens``;
+- typed era: typed messages (a completion prompt becomes ``[vf.TextMessage]``), ``tool_defs``
+  as ``vf.Tool``, timing a ``vf.RolloutTiming``, usage as ``input_tokens``/``output_tokens``;
+  from 0.1.14 ``task`` is the row as a JSON task payload (a plain string task is refused).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from verifiers.envs.timing import new_timing
+from verifiers.messages.convert import normalize_messages, tool_from_raw
+from verifiers.types import State
+
+PLAIN_STRING_TASK = (
+    "Serialized task payloads must be JSON objects. Plain string task routes are no longer "
+    "supported; use info['env_id'] for routing. (This environment runs as verifiers {release}; "
+    "an environment written for 0.1.13 or earlier declares that in its `verifiers` requirement.)"
+)
+OAI_TOOLS_IN_INFO = (
+    "info['oai_tools'] is no longer supported. Use info['tool_defs'] with provider-agnostic tool "
+    "definitions: [{'name': ..., 'description': ..., 'parameters': {...}}]."
+)
+
+
+def task_payload(row: Mapping[str, Any], release: Any) -> dict[str, Any]:
+    """The row's task payload (verifiers 0.1.14+): ``info["task"]`` or a JSON ``task`` column
+    when present, else the row itself."""
+    info = row.get("info")
+    source = info.get("task") if isinstance(info, Mapping) else None
+    if source is None:
+        source = row.get("task")
+    if source is None:
+        return dict(row)
+    if isinstance(source, str):
+        try:
+            source = json.loads(source)
+        except json.JSONDecodeError:
+            raise ValueError(PLAIN_STRING_TASK.format(release=release)) from None
+    if not isinstance(source, Mapping):
+        raise TypeError("Serialized task payloads must decode to a mapping.")
+    return dict(source)
+
+
+def _row(input: Any) -> dict[str, Any]:
+    row = copy.deepcopy(dict(input))
+    if isinstance(row.get("info"), str):
+        row["info"] = json.loads(row["info"]) if row["info"].strip() else {}
+    return row
+
+
+def new_state(env: Any, input: Any, client: Any, model: str, sampling_args: Any) -> State:
+    if env.release.typed_messages:
+        return _typed_state(env, _row(input), client, model, sampling_args)
+    return _dict_state(env, _row(input), client, model, sampling_args)
+
+
+def _common(state: State, client: Any, model: str, sampling_args: Any) -> None:
+    state.update(
+        client=client,
+        model=model,
+        sampling_args=sampling_args,
+        is_completed=False,
+        is_truncated=False,
+        stop_condition=None,
+        trajectory=[],
+        trajectory_id=uuid.uuid4().hex,
+        completion=None,
+        reward=None,
+        metrics=None,
+        error=None,
+    )
+
+
+def _dict_state(
+    env: Any, row: dict[str, Any], client: Any, model: str, sampling_args: Any
+) -> State:
+    row.setdefault("info", {})
+    row.setdefault("task", env.env_id or "default")
+    row.setdefault("example_id", 0)
+    info = row["info"] if isinstance(row["info"], dict) else {}
+    state = State(input=row)
+    _common(state, client, model, sampling_args)
+    state.update(
+        oai_tools=info.get("oai_tools") or env.oai_tools,
+        responses=[],
+        turn=0,
+        advantage=None,
+        prompt_too_long=False,
+        usage={"prompt_tokens": 0, "completion_tokens": 0},
+        timing=new_timing(typed=False),
+    )
+    if env.release.final_env_response_key:
+        state["final_env_response"] = None
+    return state
+
+
+def _typed_state(
+    env: Any, row: dict[str, Any], client: Any, model: str, sampling_args: Any
+) -> State:
+    info = row.get("info")
+    if isinstance(info, dict) and "oai_tools" in info:
+        raise ValueError(OAI_TOOLS_IN_INFO)
+    row.setdefault("example_id", 0)
+    if env.release.refuses_string_task:
+        payload = task_payload(row, env.release)
+        row = dict(payload)
+        row.setdefault("example_id", 0)
+        state = State(input=row)
+        dict.__setitem__(state, "task", payload)
+    else:
+        row.setdefault("task", env.env_id or "default")
+        state = State(input=row)
+    prompt = row.get("prompt")
+    if isinstance(prompt, str | list):
+        state["prompt"] = normalize_messages(prompt, field_name="input.prompt")
+    _common(state, client, model, sampling_args)
+    info = state.get("info")
+    if isinstance(info, dict) and "tool_defs" in info:
+        tools = info["tool_defs"]
+    else:
+        tools = env.tool_defs if env.tool_defs is not None else (env.oai_tools or [])
+    state.update(
+        tool_defs=[tool_from_raw(t) for t in tools or []],
+        usage={"input_tokens": 0.0, "output_tokens": 0.0},
+        final_env_response=None,
+        timing=new_timing(typed=True),
+    )
+    return state

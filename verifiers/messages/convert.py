@@ -1,0 +1,259 @@
+"""Between raw message dicts, typed messages and the OpenAI wire shape.
+
+``normalize_messages`` turns whatever an environment wrote (OpenAI-style dicts, typed messages, a
+plain string) into typed messages; ``to_wire`` turns either kind into the JSON an OpenAI-compatible
+server expects, so the lean HTTP client sends typed and dict conversations alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from verifiers.messages.models import (
+    AssistantMessage,
+    ImageUrlContentPart,
+    InputAudioContentPart,
+    Message,
+    MessageModel,
+    Messages,
+    SystemMessage,
+    TextContentPart,
+    TextMessage,
+    Tool,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+
+_BY_ROLE: dict[str, type[MessageModel]] = {
+    "text": TextMessage,
+    "system": SystemMessage,
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "tool": ToolMessage,
+}
+_PART_TYPES: dict[str, type[MessageModel]] = {
+    "text": TextContentPart,
+    "image_url": ImageUrlContentPart,
+    "input_audio": InputAudioContentPart,
+}
+
+
+def _typed_content(content: Any) -> Any:
+    if not isinstance(content, list):
+        return content
+    parts = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") in _PART_TYPES:
+            part = {k: v for k, v in part.items() if v is not None}
+            parts.append(_PART_TYPES[part["type"]].model_validate(part))
+        else:
+            parts.append(part)
+    return parts
+
+
+def tool_call_from_raw(call: Any) -> Any:
+    """A tool call in any common shape (OpenAI nested, flat, object) as a ``ToolCall``.
+
+    Arguments that are not a string are JSON-encoded, as the model would have written them; a
+    call without an id takes its function name (so its tool message still pairs with it).
+    Anything unrecognisable is returned unchanged.
+    """
+    if isinstance(call, ToolCall):
+        return call
+    if not isinstance(call, Mapping):
+        function = getattr(call, "function", None)
+        if function is None:
+            return call
+        call = {
+            "id": getattr(call, "id", None),
+            "function": {
+                "name": getattr(function, "name", None),
+                "arguments": getattr(function, "arguments", None),
+            },
+        }
+    if "name" in call and "arguments" in call and "function" not in call:
+        name, arguments = call.get("name"), call.get("arguments")
+    else:
+        function = call.get("function")
+        if not isinstance(function, Mapping):
+            return call
+        name, arguments = function.get("name"), function.get("arguments")
+    if not isinstance(name, str):
+        return call
+    if not isinstance(arguments, str):
+        try:
+            arguments = json.dumps(arguments if arguments is not None else {})
+        except (TypeError, ValueError):
+            arguments = str(arguments)
+    call_id = call.get("id")
+    return ToolCall(
+        id=call_id if isinstance(call_id, str) else name, name=name, arguments=arguments
+    )
+
+
+def from_raw_message(message: Mapping[str, Any]) -> Message:
+    """One raw message dict as the typed message of its role."""
+    data = dict(message)
+    role = data.get("role")
+    cls = _BY_ROLE.get(role) if isinstance(role, str) else None
+    if cls is None:
+        raise ValueError(f"Unknown role: {role!r}")
+    data["content"] = _typed_content(data.get("content"))
+    if role == "assistant" and isinstance(data.get("tool_calls"), list):
+        data["tool_calls"] = [tool_call_from_raw(c) for c in data["tool_calls"]]
+    if role != "assistant" and data.get("content") is None and "content" in data:
+        data["content"] = ""
+    return cls.model_validate(data)  # type: ignore[return-value]
+
+
+def normalize_messages(value: str | Sequence[Any], *, field_name: str = "messages") -> Messages:
+    """Raw dicts, typed messages or a plain string as a list of typed messages."""
+    if isinstance(value, str):
+        return [TextMessage(content=value)]
+    out: Messages = []
+    for message in value:
+        if isinstance(message, MessageModel) and hasattr(message, "role"):
+            out.append(message)  # type: ignore[arg-type]
+        elif isinstance(message, Mapping):
+            out.append(from_raw_message(message))
+        elif hasattr(message, "role") and hasattr(message, "content"):
+            out.append(message)
+        else:
+            raise TypeError(
+                f"Invalid {field_name} item type: {type(message).__name__}. "
+                "Expected a message dict or a vf message (vf.UserMessage, ...)."
+            )
+    return out
+
+
+def is_typed(messages: Any) -> bool:
+    return isinstance(messages, list) and all(isinstance(m, MessageModel) for m in messages)
+
+
+def message_role(message: Any) -> str | None:
+    value = message.get("role") if isinstance(message, Mapping) else getattr(message, "role", None)
+    return value if isinstance(value, str) else None
+
+
+def message_field(message: Any, key: str, default: Any = None) -> Any:
+    """``message[key]`` for dicts, the attribute for typed messages."""
+    if isinstance(message, Mapping):
+        return message.get(key, default)
+    value = getattr(message, key, default)
+    return default if value is None else value
+
+
+def _wire_content(content: Any) -> Any:
+    if isinstance(content, list):
+        return [
+            p.model_dump(exclude_none=True)
+            if isinstance(p, MessageModel)
+            else ({k: v for k, v in p.items() if v is not None} if isinstance(p, dict) else p)
+            for p in content
+        ]
+    return content
+
+
+def wire_tool_call(call: Any) -> dict[str, Any]:
+    if isinstance(call, ToolCall):
+        return {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        }
+    if isinstance(call, MessageModel):
+        return call.model_dump(exclude_none=True)
+    return dict(call) if isinstance(call, Mapping) else call
+
+
+def to_wire_message(message: Any) -> dict[str, Any]:
+    """One message as an OpenAI chat-completions message.
+
+    Typed messages are sent as verifiers 0.1.11+ sends them (an assistant message always carries
+    ``content``, ``tool_calls`` and ``reasoning_content``, ``null`` when empty; a ``text``
+    message is a user turn); dicts are sent as written, minus the ``None`` keys Arrow adds to
+    multimodal content parts.
+    """
+    if isinstance(message, Mapping) and not isinstance(message, MessageModel):
+        out = dict(message)
+        if "content" in out:
+            out["content"] = _wire_content(out["content"])
+        return out
+    if isinstance(message, AssistantMessage):
+        calls = message.tool_calls
+        out = {
+            "role": "assistant",
+            "content": _wire_content(message.content),
+            "tool_calls": [wire_tool_call(c) for c in calls] if calls is not None else None,
+            "reasoning_content": message.reasoning_content,
+        }
+        for key, value in (message.model_extra or {}).items():
+            if key not in ("finish_reason", "is_truncated", "tokens"):
+                out.setdefault(key, value)
+        return out
+    if isinstance(message, ToolMessage):
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id,
+            "content": _wire_content(message.content),
+        }
+    if isinstance(message, TextMessage):
+        return {"role": "user", "content": message.content}
+    if isinstance(message, MessageModel):
+        return {"role": message["role"], "content": _wire_content(message.get("content"))}
+    raise TypeError(f"not a chat message: {type(message).__name__}")
+
+
+def to_wire(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    return [to_wire_message(m) for m in messages]
+
+
+def to_plain_message(message: Any) -> Any:
+    """A message as the JSON saved in results: OpenAI shape, ``None`` fields left out."""
+    if isinstance(message, MessageModel):
+        wire = to_wire_message(message)
+        if isinstance(message, TextMessage):
+            wire["role"] = "text"
+        return {k: v for k, v in wire.items() if v is not None}
+    return message
+
+
+def to_plain(messages: Any) -> Any:
+    """Messages (a list, or a completion string) as plain JSON-ready values."""
+    if isinstance(messages, list):
+        return [to_plain_message(m) for m in messages]
+    return messages
+
+
+def tool_from_raw(tool: Any) -> Tool:
+    """A tool definition in the neutral shape, from itself or from OpenAI's ``{"type":
+    "function", "function": {...}}``."""
+    if isinstance(tool, Tool):
+        return tool
+    if isinstance(tool, Mapping) and tool.get("type") == "function" and "function" in tool:
+        function = dict(tool["function"])
+        return Tool(
+            name=function["name"],
+            description=function.get("description") or "",
+            parameters=function.get("parameters") or {"type": "object", "properties": {}},
+            **({"strict": function["strict"]} if function.get("strict") is not None else {}),
+        )
+    return Tool.model_validate(tool)
+
+
+def wire_tool(tool: Any) -> dict[str, Any]:
+    """A tool definition as OpenAI's chat-completions API takes it."""
+    if isinstance(tool, Mapping) and tool.get("type") == "function":
+        return dict(tool)
+    tool = tool_from_raw(tool)
+    function: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+    }
+    if tool.strict is not None:
+        function["strict"] = tool.strict
+    return {"type": "function", "function": function}
