@@ -12,8 +12,9 @@ import io
 import tarfile
 import zipfile
 from dataclasses import dataclass, field
-from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
+
+from packaging.metadata import parse_email
 
 from verifiers.content_hash import content_hash
 from verifiers.package_confinement import (
@@ -64,16 +65,17 @@ def safe_member_name(name: str) -> str:
 
 
 def parse_metadata(raw: bytes) -> PackageMetadata:
-    headers = HeaderParser().parsestr(raw.decode("utf-8", "replace"))
-    name, version = headers.get("Name"), headers.get("Version")
+    """Core metadata (``METADATA`` / ``PKG-INFO``) read by ``packaging.metadata``."""
+    fields, _ = parse_email(raw)
+    name, version = fields.get("name"), fields.get("version")
     if not name or not version:
         raise UnsafeArchiveError("invalid_metadata", "package metadata has no Name or Version")
     return PackageMetadata(
         name=name.strip(),
         version=version.strip(),
-        summary=headers.get("Summary"),
-        requires_python=headers.get("Requires-Python"),
-        requires_dist=headers.get_all("Requires-Dist") or [],
+        summary=fields.get("summary"),
+        requires_python=fields.get("requires_python"),
+        requires_dist=list(fields.get("requires_dist") or []),
         raw=raw,
     )
 
