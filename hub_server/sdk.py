@@ -3,10 +3,13 @@
 The distribution is named ``verifiers``, like PyPI's unrelated v1-only project: any install by
 name (``pip install verifiers``, with or without an extra index) can resolve to PyPI's package.
 The hub therefore serves the wheel of the SDK it runs at ``/sdk/`` (JSON: version, filename,
-sha256, URL and the install command) and ``/sdk/<filename>``, and the documented install is a
-direct URL requirement pinned by its sha256, which no index can substitute::
+sha256, URL and the install commands) and ``/sdk/<filename>``, and the documented install is a
+direct URL requirement pinned by its sha256, which no index can substitute, then the local model
+stack from the SDK's own installer (torch pinned, its CPU build without a GPU, and the embedded
+model: an extra cannot say which torch build, so ``verifiers[local]`` would pull CUDA's)::
 
-    pip install "verifiers[local] @ http://HUB/sdk/verifiers-0.3.1.post1-py3-none-any.whl#sha256=…"
+    pip install "verifiers @ http://HUB/sdk/verifiers-0.3.1.post1-py3-none-any.whl#sha256=…"
+    python -m verifiers.local_stack
 
 The wheel is the one given to ``prime hub serve --sdk-wheel`` or, for a hub run from a source
 checkout, built with ``uv build`` when the hub starts (in the background, never because a request
@@ -29,7 +32,8 @@ from pathlib import Path
 
 from verifiers.sdk_guard import sdk_version
 
-SDK_EXTRA = "local"  # what a machine that runs models needs; the core installs without it
+# what a machine that runs models adds after the SDK (verifiers/local_stack.py)
+LOCAL_STACK_COMMAND = "python -m verifiers.local_stack"
 
 
 class SDKWheelUnavailable(RuntimeError):
@@ -48,7 +52,7 @@ class SDKWheel:
 
     def install_command(self, base_url: str) -> str:
         url = f"{base_url}/sdk/{self.filename}#sha256={self.sha256}"
-        return f'pip install "verifiers[{SDK_EXTRA}] @ {url}"'
+        return f'pip install "verifiers @ {url}"'
 
 
 def source_checkout() -> Path | None:

@@ -836,7 +836,7 @@ def test_a_second_machine_installs_this_sdk_from_the_hub_then_an_environment(hub
     info = resp.json()
     assert info["version"] == installed_version(Path(sys.executable), "verifiers")
     assert info["install"] == (
-        f'pip install "verifiers[local] @ {info["url"]}#sha256={info["sha256"]}"'
+        f'pip install "verifiers @ {info["url"]}#sha256={info["sha256"]}"'
     )
     wheel = httpx.get(info["url"]).content
     assert hashlib.sha256(wheel).hexdigest() == info["sha256"]
@@ -849,8 +849,9 @@ def test_a_second_machine_installs_this_sdk_from_the_hub_then_an_environment(hub
         capture_output=True,
     )
     python = venv / "bin" / "python"
-    # the documented command, without the [local] extra (no model runs on this machine)
-    core = info["install"].removeprefix("pip install ").strip('"').replace("[local]", "")
+    assert info["local_models"] == "python -m verifiers.local_stack"  # not run: no model here
+    # the documented command, as the hub prints it
+    core = info["install"].removeprefix("pip install ").strip('"')
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", core], check=True, timeout=600)
     where = subprocess.run(
         [str(python), "-c", "import verifiers; print(verifiers.__file__)"],

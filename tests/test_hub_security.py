@@ -635,7 +635,7 @@ def test_a_hub_serves_the_sdk_wheel_it_is_given(tmp_path):
     digest = hashlib.sha256(wheel_file.read_bytes()).hexdigest()
     assert info["version"] == "9.8.7" and info["sha256"] == digest
     assert info["install"] == (
-        f'pip install "verifiers[local] @ http://hub.test/sdk/{wheel_file.name}#sha256={digest}"'
+        f'pip install "verifiers @ http://hub.test/sdk/{wheel_file.name}#sha256={digest}"'
     )
     settings = HubSettings(
         data_dir=tmp_path / "d2", sdk_wheel=tmp_path / "nope.whl", public_url="http://hub.test"

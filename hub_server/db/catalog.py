@@ -29,6 +29,11 @@ SORTS = {
     "name": "e.owner, e.name",
     "downloads": "e.downloads DESC, e.id DESC",
 }
+FTS_MATCH = "e.id IN (SELECT rowid FROM environments_fts WHERE environments_fts MATCH ?)"
+# Above this many matches a page is found faster along the sort's index than by sorting them all
+# (measured at 10,000 environments: 5.4 -> 0.6 ms for a word in a quarter of them); below it,
+# sorting the few matches beats walking an index that rarely meets one.
+WALK_SORT_INDEX_ABOVE = 500
 SUMMARY_COLUMNS = (
     "e.id, e.owner, e.name, e.distribution, e.visibility, e.description, e.tags, "
     "e.latest_version, e.created_at, e.updated_at, e.downloads, e.serial"
@@ -124,15 +129,17 @@ class Catalog:
                 where.append("e.search @@ to_tsquery('simple', ?)")
                 params.append(" & ".join(f"{t}:*" for t in terms))
             else:
-                where.append(
-                    "e.id IN (SELECT rowid FROM environments_fts WHERE environments_fts MATCH ?)"
-                )
+                where.append(FTS_MATCH)
                 params.append(" ".join(f'"{t}"*' for t in terms))
         clause = " AND ".join(where) or "1=1"
         with self.database.read() as db:
             total = db.execute(
                 f"SELECT COUNT(*) AS n FROM environments e WHERE {clause}", params
             ).fetchone()["n"]
+            if total > WALK_SORT_INDEX_ABOVE:
+                # many matches: walk the sort's index and stop at the page instead of sorting
+                # every match (SQLite would look the matches up by rowid, then sort them all)
+                clause = clause.replace(FTS_MATCH, "+" + FTS_MATCH)
             rows = db.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM environments e WHERE {clause} "
                 f"ORDER BY {SORTS[sort]} LIMIT ? OFFSET ?",

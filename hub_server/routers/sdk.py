@@ -7,7 +7,7 @@ from fastapi.responses import FileResponse
 
 from hub_server.errors import HubError
 from hub_server.routers.deps import ViewsDep
-from hub_server.sdk import SDKWheel, SDKWheelUnavailable
+from hub_server.sdk import LOCAL_STACK_COMMAND, SDKWheel, SDKWheelUnavailable
 
 router = APIRouter(tags=["sdk"])
 
@@ -34,6 +34,7 @@ def sdk_info(request: Request, views: ViewsDep) -> dict[str, str]:
         "sha256": wheel.sha256,
         "url": views.url(f"/sdk/{wheel.filename}"),
         "install": wheel.install_command(views.base),
+        "local_models": LOCAL_STACK_COMMAND,  # then, to run models here: torch and the embedded one
     }
 
 
