@@ -1,121 +1,341 @@
-"""Hub performance: push, install into a fresh virtualenv (cold and warm), simple-index throughput.
+"""Hub costs at size: 10,000 environments x 3 versions pushed through the real publish route.
 
-    python benchmarks/hub.py
+    python benchmarks/hub.py                          # the embedded backend (SQLite + files)
+    python benchmarks/hub.py --backend postgresql     # PostgreSQL + S3 (moto), started here
+    python benchmarks/hub.py --envs 2000              # a smaller hub
 
-Starts a hub on loopback with a temporary data dir. Targets on 2 cores: warm install under 3 s,
-simple index at least 1,000 requests/s at concurrency 64.
+Starts a hub process on loopback, creates owners, pushes every version over HTTP (multipart, as
+``prime env push`` uploads), then measures at concurrency 32 (the index also at 64): simple-index
+requests/s and p99, search p99, environment-page p99, push rate at the start and at the end, the
+hub process's CPU per request (from /proc, so the load generator's own CPU is not counted), its
+RSS, and the index rate while 4 pushes run. Search CPU is compared with a 20-environment hub.
+
+Targets on 2 cores: search p99 <= 50 ms and search CPU within 2x of the 20-environment figure;
+push CPU at the end within 1.5x of an empty hub's; index under 4 pushes >= 0.7x its idle rate;
+index >= 2,000 req/s at concurrency 64 (embedded), >= 1,000 (PostgreSQL).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import io
 import os
+import random
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import zipfile
+from contextlib import ExitStack
 from pathlib import Path
 
+import aiohttp
+import httpx
 from rich.console import Console
 from rich.table import Table
 
-from hub_client.client import HubClient
-from hub_client.install import EnvSpec, install
-from hub_server import Hub
-from hub_server.process import start_hub
-from verifiers.scaffold import scaffold
-
-REPO = Path(__file__).resolve().parent.parent
+WORDS = ["maze", "math", "chess", "poem", "code", "sort", "graph", "word", "logic", "trivia"]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def uv() -> str:
-    from uv import find_uv_bin
+def free_port() -> int:
+    import socket
 
-    return find_uv_bin()
-
-
-def fresh_venv(path: Path) -> str:
-    subprocess.run(
-        [uv(), "venv", "--python", sys.executable, str(path)], check=True, capture_output=True
-    )
-    subprocess.run(
-        [uv(), "pip", "install", "--python", str(path / "bin" / "python"), "-e", str(REPO)],
-        check=True,
-        capture_output=True,
-    )
-    return str(path / "bin" / "python")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
-async def index_rate(url: str, concurrency: int, seconds: float) -> float:
-    """Requests/s of the simple index (aiohttp client: httpx itself tops out near 200 req/s here)."""
-    import aiohttp
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
-    done = 0
-    stop = time.perf_counter() + seconds
-    headers = {"Accept": "application/vnd.pypi.simple.v1+json"}
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def make_wheel(name: str, version: str) -> tuple[str, bytes]:
+    dist = name.replace("-", "_")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(f"{dist}/__init__.py", "def load_environment(**kw):\n    return None\n")
+        z.writestr(
+            f"{dist}-{version}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+            f"Summary: a {random.choice(WORDS)} environment about {random.choice(WORDS)}\n",
+        )
+        z.writestr(
+            f"{dist}-{version}.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        z.writestr(f"{dist}-{version}.dist-info/RECORD", "")
+    return f"{dist}-{version}-py3-none-any.whl", buf.getvalue()
+
+
+class Hub:
+    """A hub process with its backend; ``extra`` are the serve flags selecting that backend."""
+
+    def __init__(self, work: Path, extra: list[str]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.data = work / "data"
+        self.extra = extra
+        base = [sys.executable, "-m", "hub_client.cli", "hub"]
+        admin = subprocess.run(
+            [*base, "create-user", "bench", "--admin", "--data-dir", str(self.data), *extra],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        self.admin = admin.stdout.strip().splitlines()[-1]
+        self.process = subprocess.Popen(
+            [*base, "serve", "--port", str(self.port), "--data-dir", str(self.data), *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError("the hub did not start")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(20)
+
+    def owners(self, count: int) -> list[tuple[str, str]]:
+        client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.admin}"})
+        made = []
+        for i in range(count):
+            resp = client.post("/api/v1/users", json={"name": f"owner{i}"})
+            resp.raise_for_status()
+            made.append((f"owner{i}", resp.json()["token"]))
+        return made
+
+
+async def push_all(
+    url: str, jobs: list[tuple[str, str, str, str]], concurrency: int
+) -> list[float]:
+    """Publish (owner, token, name, version) jobs; returns each push's latency."""
+    latencies: list[float] = []
+    queue = list(reversed(jobs))
+    async with aiohttp.ClientSession() as session:
 
         async def worker() -> None:
-            nonlocal done
-            while time.perf_counter() < stop:
-                async with session.get(url, headers=headers) as resp:
-                    resp.raise_for_status()
-                    await resp.read()
-                done += 1
+            while queue:
+                owner, token, name, version = queue.pop()
+                filename, data = make_wheel(name, version)
+                form = aiohttp.FormData()
+                form.add_field("wheel", data, filename=filename)
+                form.add_field("tags", f'["{random.choice(WORDS)}"]')
+                start = time.perf_counter()
+                async with session.post(
+                    f"{url}/api/v1/environments/{owner}/{name}/versions",
+                    data=form,
+                    headers={"Authorization": f"Bearer {token}"},
+                ) as resp:
+                    if resp.status != 201:
+                        raise RuntimeError(f"push {owner}/{name} {version}: {await resp.text()}")
+                latencies.append(time.perf_counter() - start)
 
-        start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return done / (time.perf_counter() - start)
+    return latencies
+
+
+async def load(urls: list[str], concurrency: int, seconds: float, accept: str = "") -> list[float]:
+    """GET the urls round-robin from ``concurrency`` workers; returns each request's latency."""
+    latencies: list[float] = []
+    stop = time.perf_counter() + seconds
+    headers = {"Accept": accept} if accept else {}
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker(offset: int) -> None:
+            i = offset
+            while time.perf_counter() < stop:
+                start = time.perf_counter()
+                async with session.get(urls[i % len(urls)], headers=headers) as resp:
+                    await resp.read()
+                    if resp.status != 200:
+                        raise RuntimeError(f"GET {urls[i % len(urls)]}: HTTP {resp.status}")
+                latencies.append(time.perf_counter() - start)
+                i += concurrency
+
+        await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return latencies
+
+
+def p99(values: list[float]) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(0.99 * len(values)))] * 1000
+
+
+def measure(hub: Hub, urls: list[str], concurrency: int, seconds: float, accept: str = "") -> dict:
+    before = cpu_seconds(hub.process.pid)
+    start = time.perf_counter()
+    latencies = asyncio.run(load(urls, concurrency, seconds, accept))
+    wall = time.perf_counter() - start
+    cpu = cpu_seconds(hub.process.pid) - before
+    return {
+        "rate": len(latencies) / wall,
+        "p99": p99(latencies),
+        "cpu_ms": 1000 * cpu / len(latencies),
+    }
+
+
+def timed_pushes(hub: Hub, jobs: list, concurrency: int = 4) -> dict:
+    before = cpu_seconds(hub.process.pid)
+    start = time.perf_counter()
+    asyncio.run(push_all(hub.url, jobs, concurrency))
+    wall = time.perf_counter() - start
+    cpu = cpu_seconds(hub.process.pid) - before
+    return {"rate": len(jobs) / wall, "cpu_ms": 1000 * cpu / len(jobs)}
+
+
+def index_while_pushing(hub: Hub, urls: list[str], pushes: list, seconds: float) -> float:
+    async def both() -> float:
+        pushing = asyncio.create_task(push_all(hub.url, pushes, 4))
+        start = time.perf_counter()
+        latencies = await load(urls, 32, seconds, "application/vnd.pypi.simple.v1+json")
+        rate = len(latencies) / (time.perf_counter() - start)
+        pushing.cancel()
+        try:
+            await pushing
+        except (asyncio.CancelledError, RuntimeError):
+            pass
+        return rate
+
+    return asyncio.run(both())
+
+
+def jobs_for(owners: list[tuple[str, str]], envs: range, versions: list[str]) -> list[tuple]:
+    return [
+        (owners[i % len(owners)][0], owners[i % len(owners)][1], f"env-{i}", v)
+        for v in versions
+        for i in envs
+    ]
+
+
+def search_urls(hub: Hub) -> list[str]:
+    return [f"{hub.url}/api/v1/environments?q={w}" for w in WORDS] + [
+        f"{hub.url}/api/v1/environments?q={w}&sort=downloads&page=2" for w in WORDS
+    ]
+
+
+def small_hub_search_cpu(work: Path, extra: list[str], seconds: float) -> float:
+    hub = Hub(work / "small", extra)
+    try:
+        owners = hub.owners(2)
+        asyncio.run(push_all(hub.url, jobs_for(owners, range(20), ["1.0.0"]), 4))
+        return measure(hub, search_urls(hub), 32, seconds)["cpu_ms"]
+    finally:
+        hub.stop()
+
+
+def backend_flags(backend: str, work: Path, stack: ExitStack) -> list[str]:
+    if backend == "embedded":
+        return []
+    from hub_server.testing import moto_server, postgres_server
+
+    database = stack.enter_context(postgres_server())
+    s3 = stack.enter_context(moto_server())
+    return ["--db", database.url, "--blobs", s3.bucket_url("bench"), "--s3-endpoint", s3.url]
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=["embedded", "postgresql"], default="embedded")
+    parser.add_argument("--envs", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    args = parser.parse_args()
+    random.seed(0)
     work = Path(tempfile.mkdtemp(prefix="vf-hub-bench-"))
-    token = Hub(work / "data").create_user("bench")
-    server = start_hub(work / "data")
-    url = server.url
-    try:
-        root = scaffold("bench-env", work / "envs")
-        env = {
-            **os.environ,
-            "PRIME_HUB_URL": url,
-            "PRIME_API_KEY": token,
-            "PRIME_CONFIG_DIR": str(work / "cfg"),
-        }
-        start = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", "hub_client.cli", "env", "push", "--path", str(root)],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
-        push = time.perf_counter() - start
+    rows: list[tuple[str, str, str]] = []
+    with ExitStack() as stack:
+        stack.callback(shutil.rmtree, work, True)
+        extra = backend_flags(args.backend, work, stack)
+        small_search_cpu = small_hub_search_cpu(work, extra, args.seconds / 2)
+        if args.backend != "embedded":  # a fresh database for the big hub
+            stack.close()
+            work.mkdir(parents=True, exist_ok=True)
+            extra = backend_flags(args.backend, work, stack)
+        hub = Hub(work / "big", extra)
+        stack.callback(hub.stop)
+        owners = hub.owners(100)
+        first = jobs_for(owners, range(200), ["1.0.0"])
+        start_push = timed_pushes(hub, first)
+        t0 = time.perf_counter()
+        fill = [j for j in jobs_for(owners, range(args.envs), ["1.0.0", "1.1.0", "2.0.0"])]
+        fill = [j for j in fill if not (j[3] == "1.0.0" and int(j[2][4:]) < 200)]
+        tail, fill = fill[-200:], fill[:-200]
+        asyncio.run(push_all(hub.url, fill, 8))
+        populate_s = time.perf_counter() - t0
+        end_push = timed_pushes(hub, tail)
+        env_urls = [
+            f"{hub.url}/simple/{o}/env-{i}/env-{i}/"
+            for i in random.sample(range(args.envs), 500)
+            for o in [owners[i % len(owners)][0]]
+        ]
+        json_index = "application/vnd.pypi.simple.v1+json"
+        index32 = measure(hub, env_urls, 32, args.seconds, json_index)
+        index64 = measure(hub, env_urls, 64, args.seconds, json_index)
+        search = measure(hub, search_urls(hub), 32, args.seconds)
+        pages = [u.replace("/simple/", "/e/").rsplit("/", 2)[0] for u in env_urls]
+        page = measure(hub, pages, 32, args.seconds)
+        rss = rss_mib(hub.process.pid)
+        extra_jobs = jobs_for(owners, range(args.envs), ["3.0.0"])
+        busy = index_while_pushing(hub, env_urls, extra_jobs, args.seconds)
 
-        hub = HubClient(url, token)
-        timings = {}
-        for label in ("cold", "warm"):
-            if label == "cold":
-                subprocess.run([uv(), "cache", "clean", "bench-env"], capture_output=True)
-            python = fresh_venv(work / f"venv-{label}")
-            start = time.perf_counter()
-            install(
-                hub, [EnvSpec.parse("bench/bench-env@0.1.0")], work / f"{label}.lock", python=python
-            )
-            timings[label] = time.perf_counter() - start
-        rate = asyncio.run(index_rate(f"{url}/simple/bench/bench-env/bench-env/", 64, 5))
-    finally:
-        server.stop()
-        shutil.rmtree(work, ignore_errors=True)
-
-    table = Table(title="Environments Hub on loopback")
-    for col in ("measure", "value", "target"):
-        table.add_column(col, justify="right")
-    table.add_row("prime env push (uv build + upload)", f"{push:.2f} s", "")
-    table.add_row(
-        "prime env install, cold (fresh venv, env not cached)", f"{timings['cold']:.2f} s", ""
-    )
-    table.add_row("prime env install, warm (fresh venv)", f"{timings['warm']:.2f} s", "< 3 s")
-    table.add_row("simple index requests/s, concurrency 64", f"{rate:,.0f}", ">= 1,000")
+    index_target = 2000 if args.backend == "embedded" else 1000
+    rows = [
+        ("versions pushed", f"{3 * args.envs:,} in {populate_s:.0f} s", ""),
+        ("simple index req/s, c=32", f"{index32['rate']:,.0f}", ""),
+        ("simple index p99, c=32", f"{index32['p99']:.1f} ms", ""),
+        ("simple index req/s, c=64", f"{index64['rate']:,.0f}", f">= {index_target:,}"),
+        ("simple index server CPU/request", f"{index32['cpu_ms']:.2f} ms", ""),
+        ("search p99, c=32", f"{search['p99']:.1f} ms", "<= 50 ms"),
+        ("search req/s, c=32", f"{search['rate']:,.0f}", ""),
+        (
+            "search server CPU/request (20 envs)",
+            f"{search['cpu_ms']:.2f} ms ({small_search_cpu:.2f} ms)",
+            f"<= 2x ({search['cpu_ms'] / small_search_cpu:.2f}x)",
+        ),
+        ("environment page p99, c=32", f"{page['p99']:.1f} ms", ""),
+        ("environment page server CPU/request", f"{page['cpu_ms']:.2f} ms", ""),
+        ("push rate, empty hub (c=4)", f"{start_push['rate']:.0f}/s", ""),
+        (
+            f"push rate at {3 * args.envs:,} versions (c=4)",
+            f"{end_push['rate']:.0f}/s",
+            "",
+        ),
+        (
+            "push server CPU, empty -> full",
+            f"{start_push['cpu_ms']:.1f} -> {end_push['cpu_ms']:.1f} ms",
+            f"<= 1.5x ({end_push['cpu_ms'] / start_push['cpu_ms']:.2f}x)",
+        ),
+        ("hub RSS after the load", f"{rss:.0f} MiB", ""),
+        (
+            "index req/s while 4 pushes run, c=32",
+            f"{busy:,.0f} ({busy / index32['rate']:.2f}x idle)",
+            ">= 0.7x",
+        ),
+    ]
+    table = Table(title=f"Environments Hub, {args.backend} backend, {args.envs:,} environments")
+    for column in ("measure", "value", "target"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(*row)
     Console(width=120).print(table)
 
 

@@ -163,9 +163,23 @@ class HubClient:
     def delete(self, owner: str, name: str) -> None:
         self._call("DELETE", f"/api/v1/environments/{owner}/{name}")
 
+    def delete_version(self, owner: str, name: str, version: str) -> None:
+        self._call("DELETE", f"/api/v1/environments/{owner}/{name}/versions/{version}")
+
+    def is_own_origin(self, url: str) -> bool:
+        """Whether ``url`` (absolute, or relative to the hub) is on the hub's own origin."""
+        target = self.http.base_url.join(url)
+        hub = self.http.base_url
+        return (target.scheme, target.host, target.port) == (hub.scheme, hub.host, hub.port)
+
     def download(self, url: str) -> bytes:
+        """GET a file the hub linked to; the token goes only to the hub's own origin (a link
+        elsewhere, say a mirror, is fetched without it; its sha256 is checked by the caller)."""
         try:
-            resp = self.http.get(url)
+            if self.is_own_origin(url):
+                resp = self.http.get(url)
+            else:
+                resp = httpx.get(url, timeout=self.http.timeout, follow_redirects=False)
         except httpx.HTTPError as exc:
             raise HubAPIError(0, "unreachable", f"download of {url} failed: {exc}") from exc
         if resp.status_code >= 400:

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
 from hub_client.client import HubAPIError, HubClient
 from hub_protocol.wire import VersionInfo
 from verifiers.env_id import EnvId, EnvIdError
@@ -107,7 +109,12 @@ def uv_binary() -> str:
 def pip_install(
     hub: HubClient, wheel_pins: list[tuple[str, VersionInfo, str, str]], python: str
 ) -> None:
-    """``uv pip install`` each ``dist==version --hash=sha256:...`` from its environment's index."""
+    """Install each ``dist==version --hash=sha256:...`` from its environment's index, confined
+    (``verifiers.confined_install``): every wheel the resolver picks, the environment's and its
+    dependencies', is checked before anything is installed."""
+    from verifiers.confined_install import ConfinementError, InstallFailed, Requested
+    from verifiers.confined_install import install as confined_install
+
     with tempfile.TemporaryDirectory() as tmp:
         requirements = Path(tmp) / "requirements.txt"
         requirements.write_text(
@@ -120,23 +127,29 @@ def pip_install(
         indexes = " ".join(
             index_url(hub.url, info.owner, info.name, hub.token) for _, info, _, _ in wheel_pins
         )
-        cmd = [
-            uv_binary(),
-            "pip",
-            "install",
-            "--python",
-            python,
-            "--reinstall-package",
-            *[d for d, *_ in wheel_pins],
-            *keep_sdk_args(tmp),
-            "-r",
-            str(requirements),
+        requested = [
+            Requested(
+                dist, {canonicalize_name(info.name), f"{info.owner}/{canonicalize_name(info.name)}"}
+            )
+            for dist, info, _, _ in wheel_pins
         ]
-        env = {**os.environ, "UV_EXTRA_INDEX_URL": indexes}
-        result = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if result.returncode != 0:
-            detail = redact(result.stderr.strip()[-2000:], hub.token)
-            raise InstallError(f"uv pip install failed:\n{detail}")
+        try:
+            confined_install(
+                uv_binary(),
+                python,
+                ["-r", str(requirements)],
+                requested,
+                resolve_args=[
+                    "--reinstall-package",
+                    *[d for d, *_ in wheel_pins],
+                    *keep_sdk_args(tmp),
+                ],
+                env={**os.environ, "UV_EXTRA_INDEX_URL": indexes},
+            )
+        except InstallFailed as exc:
+            raise InstallError(f"uv pip install failed:\n{redact(str(exc), hub.token)}") from None
+        except ConfinementError as exc:
+            raise InstallError(redact(str(exc), hub.token)) from None
 
 
 def prefix_of(python: str) -> str:
@@ -195,7 +208,11 @@ def choose_wheel(info: VersionInfo) -> tuple[str, str]:
 
 
 def distribution_of(filename: str) -> str:
-    return filename.split("-")[0].replace("_", "-").lower()
+    """The wheel's distribution, PEP 503-normalized (``foo.bar`` and ``foo_bar`` are ``foo-bar``)."""
+    try:
+        return canonicalize_name(parse_wheel_filename(filename)[0])
+    except InvalidWheelFilename as exc:
+        raise InstallError(f"{filename!r} is not a wheel filename: {exc}") from None
 
 
 def install(
@@ -203,6 +220,9 @@ def install(
 ) -> list[LockEntry]:
     python = python or sys.executable
     entries = read_lock(lock_path)
+    from verifiers.provenance import read_records
+
+    installed_from = read_records(prefix_of(python))  # what this Python has, whatever the lock says
     pins, new_entries = [], []
     for spec in specs:
         info = hub.version(spec.owner, spec.name, spec.version or "latest")
@@ -217,15 +237,19 @@ def install(
         filename, sha = choose_wheel(info)
         dist = distribution_of(filename)
         clash = [
-            e
+            (e.owner, e.name)
             for e in entries
-            if e.distribution == dist and (e.owner, e.name) != (spec.owner, spec.name)
+            if canonicalize_name(e.distribution) == dist
+            and (e.owner, e.name) != (spec.owner, spec.name)
         ]
+        record = installed_from.get(dist)
+        if record and (record.get("owner"), record.get("name")) != (spec.owner, spec.name):
+            clash.append((record.get("owner"), record.get("name")))
         if clash:
-            other = clash[0]
+            owner, name = clash[0]
             raise InstallError(
-                f"{spec.owner}/{spec.name} and {other.owner}/{other.name} both install the distribution {dist!r}; "
-                f"uninstall {other.owner}/{other.name} first (prime env uninstall) or use a separate virtualenv"
+                f"{spec.owner}/{spec.name} and {owner}/{name} both install the distribution {dist!r}; "
+                f"uninstall {owner}/{name} first (prime env uninstall) or use a separate virtualenv"
             )
         pins.append((dist, info, sha, filename))
         new_entries.append(LockEntry(spec.owner, spec.name, info.version, dist, filename, sha))

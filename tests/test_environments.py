@@ -135,7 +135,7 @@ async def test_wordle_invalid_guess_is_explained_and_costs_a_turn(server, client
 
 
 def test_each_environment_package_has_readme_sections():
-    for module in ("reverse_text", "gsm8k_mini", "alphabet_sort", "wordle"):
+    for module in ("reverse_text", "gsm8k_mini", "alphabet_sort", "wordle", "calculator"):
         readme = files(module).joinpath("..").joinpath("README.md")
         text = readme.read_text() if readme.is_file() else ""
         if not text:  # editable installs resolve to the source tree
@@ -153,7 +153,7 @@ def test_environments_register_entry_points():
     from importlib.metadata import entry_points
 
     names = {ep.name for ep in entry_points(group="verifiers.environments")}
-    assert {"reverse-text", "gsm8k-mini", "alphabet-sort", "wordle"} <= names
+    assert {"reverse-text", "gsm8k-mini", "alphabet-sort", "wordle", "calculator"} <= names
     json.dumps(sorted(names))
 
 
@@ -206,3 +206,12 @@ async def test_math_python_solves_with_the_sandboxed_repl(server, client):
     assert out.reward == [1.0] * 3
     assert out.metrics["total_tool_calls"] == [1.0] * 3
     assert env.run_metadata()["sandbox_mode"] in ("bwrap", "landlock")
+
+
+def test_the_calculator_evaluates_arithmetic_and_refuses_anything_else():
+    from calculator import calculate
+
+    assert calculate("37 * 41 + 12") == "1529" and calculate("(7 - 10) / 4") == "-0.75"
+    for hostile in ("__import__('os').system('id')", "x * 2", "[1] * 9**9", "open('f')"):
+        with pytest.raises((ValueError, SyntaxError)):
+            calculate(hostile)

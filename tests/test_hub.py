@@ -21,18 +21,17 @@ import pytest
 
 from hub_client.client import HubAPIError, HubClient
 from hub_client.versions import bump, set_version
-from hub_server import Hub
 from hub_server.process import start_hub
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
+def hub(tmp_path_factory, hub_backend):
     data = tmp_path_factory.mktemp("hub-data")
-    admin = Hub(data).create_user("admin", is_admin=True)
-    with start_hub(data) as server:
-        yield {"url": server.url, "admin": admin, "data": str(data)}
+    admin = hub_backend.create_user(data, "admin", is_admin=True)
+    with start_hub(data, backend=hub_backend.flags, sdk=True) as server:
+        yield {"url": server.url, "admin": admin, "data": data, "backend": hub_backend}
 
 
 def new_user(hub, name: str) -> str:
@@ -68,7 +67,7 @@ def scaffold(tmp_path, name):
 
 
 def built(tmp_path, root) -> tuple[Path, Path]:
-    from hub_client.cli import build
+    from hub_client.commands_env import build
 
     out = tmp_path / f"dist-{root.name}"
     out.mkdir(exist_ok=True)
@@ -565,6 +564,21 @@ def test_search_listing_and_openapi(hub):
     )
 
 
+def test_unknown_routes_and_methods_answer_with_stable_codes(hub):
+    missing = httpx.get(f"{hub['url']}/api/v1/nothing-here")
+    assert missing.status_code == 404 and error_code(missing) == "not_found"
+    wrong = httpx.put(
+        f"{hub['url']}/api/v1/environments", headers={"Authorization": f"Bearer {hub['admin']}"}
+    )
+    assert wrong.status_code == 405 and error_code(wrong) == "method_not_allowed"
+
+
+def test_an_admin_users_first_token_says_it_holds_admin(hub):
+    created = HubClient(hub["url"], hub["admin"]).create_user("second-admin", is_admin=True)
+    assert created.scopes == ["admin", "publish", "read"]
+    assert HubClient(hub["url"], created.token).me().is_admin
+
+
 def test_login_stores_the_token_privately(hub, tmp_path):
     token = new_user(hub, "ned")
     env = {**os.environ, "PRIME_CONFIG_DIR": str(tmp_path / "cfg")}
@@ -610,6 +624,12 @@ def test_version_bumps_follow_pep_440_and_touch_only_project_version(tmp_path):
         and bump("1.2.4rc2", "patch") == "1.2.4"
         and bump("1.2.3.post1", "post") == "1.2.3.post2"
     )
+    assert bump("1!1.0", "patch") == "1!1.0.1" and bump("1.2.3a1", "rc") == "1.2.3rc1"
+    from packaging.version import Version
+
+    for version in ("1!1.0", "1.2.3a1", "2.0.0rc1", "1.0.dev1", "1.2.3b2", "0.1", "1.2.3.post1"):
+        for kind in ("major", "minor", "patch", "rc", "post"):
+            assert Version(bump(version, kind)) > Version(version), (version, kind)
     text = '[project]\nname = "x"\nversion = "0.1.0"\n\n[tool.other]\nversion = "9.9.9"\n'
     (tmp_path / "pyproject.toml").write_text(text)
     set_version(tmp_path, "0.1.1")
@@ -654,14 +674,12 @@ def test_a_tampered_stored_file_fails_the_install(hub, tmp_path):
     wheel, sdist = built(tmp_path, root)
     info = HubClient(hub["url"], quinn).publish("quinn", "tamper-env", wheel, sdist)
     sha = next(f.sha256 for f in info.files if f.kind == "wheel")
-    blob = Path(hub["data"]) / "files" / sha[:2] / sha
-    original = blob.read_bytes()
     # a valid wheel of the same name and version, with other code in it: only the hash can tell
     module = root / "tamper_env.py"
     module.write_text(module.read_text() + "\nimport os  # injected\n")
     (tmp_path / "evil").mkdir()
     evil_wheel, _ = built(tmp_path / "evil", root)
-    blob.write_bytes(evil_wheel.read_bytes())
+    original = hub["backend"].replace_blob(hub["data"], sha, evil_wheel.read_bytes())
     try:
         with pytest.raises(InstallError, match=r"(?i)hash"):
             install(
@@ -671,54 +689,67 @@ def test_a_tampered_stored_file_fails_the_install(hub, tmp_path):
                 python=str(fresh_venv(tmp_path / "venv-t")),
             )
     finally:
-        blob.write_bytes(original)
+        hub["backend"].replace_blob(hub["data"], sha, original)
     assert not (tmp_path / "t.lock").exists()
 
 
-def test_concurrent_pushes_leave_a_consistent_store(hub):
+def test_concurrent_pushes_across_two_hub_processes_leave_one_consistent_store(hub):
+    """Two hub processes on one store: 20 pushes of different versions and 20 of one version,
+    alternating between them; each process's index shows the other's publishes at once."""
     from concurrent.futures import ThreadPoolExecutor
 
     rita = new_user(hub, "rita")
-    with ThreadPoolExecutor(20) as pool:
-        different = list(
-            pool.map(
-                lambda i: (
-                    publish_raw(
-                        hub, rita, "rita", "busy-env", make_wheel("busy-env", f"1.0.{i}")
-                    ).status_code
-                ),
-                range(20),
+    with start_hub(hub["data"], backend=hub["backend"].flags) as second:
+        hubs = [hub, {"url": second.url}]
+        index = "/simple/rita/busy-env/busy-env/"
+        accept = {"Accept": "application/vnd.pypi.simple.v1+json"}
+        with ThreadPoolExecutor(20) as pool:
+            different = list(
+                pool.map(
+                    lambda i: (
+                        publish_raw(
+                            hubs[i % 2],
+                            rita,
+                            "rita",
+                            "busy-env",
+                            make_wheel("busy-env", f"1.0.{i}"),
+                        ).status_code
+                    ),
+                    range(20),
+                )
             )
-        )
-        same = list(
-            pool.map(
-                lambda i: publish_raw(
-                    hub,
-                    rita,
-                    "rita",
-                    "busy-env",
-                    make_wheel("busy-env", "3.0.0", extra=[(f"f{i}.py", b"x")]),
-                ),
-                range(20),
+            seen = httpx.get(second.url + index, headers=accept).json()["versions"]
+            same = list(
+                pool.map(
+                    lambda i: publish_raw(
+                        hubs[i % 2],
+                        rita,
+                        "rita",
+                        "busy-env",
+                        make_wheel("busy-env", "3.0.0", extra=[(f"f{i}.py", b"x")]),
+                    ),
+                    range(20),
+                )
             )
+        assert different == [201] * 20 and len(seen) == 20
+        winners = [r for r in same if r.status_code == 201]
+        assert len(winners) == 1 and all(
+            error_code(r) in ("version_exists", "file_exists") for r in same if r.status_code != 201
         )
-    assert different == [201] * 20
-    winners = [r for r in same if r.status_code == 201]
-    assert len(winners) == 1 and all(
-        error_code(r) in ("version_exists", "file_exists") for r in same if r.status_code != 201
-    )
-    versions = HubClient(hub["url"]).versions("rita", "busy-env")
-    assert len(versions) == 21 and all(len(v.files) == 1 for v in versions)
-    stored = next(v for v in versions if v.version == "3.0.0").files[0].sha256
-    assert stored == winners[0].json()["files"][0]["sha256"]
+        for url in (hub["url"], second.url):  # both processes tell the same story
+            versions = HubClient(url).versions("rita", "busy-env")
+            assert len(versions) == 21 and all(len(v.files) == 1 for v in versions)
+            stored = next(v for v in versions if v.version == "3.0.0").files[0].sha256
+            assert stored == winners[0].json()["files"][0]["sha256"]
+            assert "3.0.0" in httpx.get(url + index, headers=accept).json()["versions"]
 
 
-def test_killing_the_server_mid_upload_leaves_no_partial_version(tmp_path):
+def test_killing_the_server_mid_upload_leaves_no_partial_version(tmp_path, fresh_backend):
     import socket
 
     data = tmp_path / "hub"
-    token = Hub(data).create_user("sam")
-    server = start_hub(data)
+    token = fresh_backend.create_user(data, "sam")
+    server = start_hub(data, backend=fresh_backend.flags)
     port = int(server.url.rsplit(":", 1)[1])
     name, wheel = make_wheel("half-env", extra=[("big.bin", os.urandom(4 * 1024 * 1024))])
     body = (
@@ -737,7 +768,7 @@ def test_killing_the_server_mid_upload_leaves_no_partial_version(tmp_path):
     time.sleep(0.3)
     server.kill()
     sock.close()
-    with start_hub(data, port=port) as again:
+    with start_hub(data, port=port, backend=fresh_backend.flags) as again:
         resp = httpx.get(
             f"{again.url}/api/v1/environments/sam/half-env/versions/1.0.0",
             headers={"Authorization": f"Bearer {token}"},
@@ -798,10 +829,14 @@ def test_a_second_machine_installs_this_sdk_from_the_hub_then_an_environment(hub
     ``prime env install`` and ``vf-eval`` from that virtualenv."""
     from uv import find_uv_bin
 
-    info = httpx.get(f"{hub['url']}/sdk/", timeout=300).json()
+    deadline = time.monotonic() + 300  # the hub builds its SDK wheel in the background at start
+    while (resp := httpx.get(f"{hub['url']}/sdk/")).status_code != 200:
+        assert time.monotonic() < deadline and "being built" in resp.text, resp.text
+        time.sleep(0.5)
+    info = resp.json()
     assert info["version"] == installed_version(Path(sys.executable), "verifiers")
     assert info["install"] == (
-        f'pip install "verifiers[local] @ {info["url"]}#sha256={info["sha256"]}"'
+        f'pip install "verifiers @ {info["url"]}#sha256={info["sha256"]}"'
     )
     wheel = httpx.get(info["url"]).content
     assert hashlib.sha256(wheel).hexdigest() == info["sha256"]
@@ -814,8 +849,9 @@ def test_a_second_machine_installs_this_sdk_from_the_hub_then_an_environment(hub
         capture_output=True,
     )
     python = venv / "bin" / "python"
-    # the documented command, without the [local] extra (no model runs on this machine)
-    core = info["install"].removeprefix("pip install ").strip('"').replace("[local]", "")
+    assert info["local_models"] == "python -m verifiers.local_stack"  # not run: no model here
+    # the documented command, as the hub prints it
+    core = info["install"].removeprefix("pip install ").strip('"')
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", core], check=True, timeout=600)
     where = subprocess.run(
         [str(python), "-c", "import verifiers; print(verifiers.__file__)"],

@@ -19,18 +19,17 @@ import httpx
 import pytest
 
 from hub_client.client import HubAPIError, HubClient
-from hub_server import Hub
 from hub_server.process import start_hub
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
+def hub(tmp_path_factory, hub_backend):
     data = tmp_path_factory.mktemp("hub-sec")
-    admin = Hub(data).create_user("root", is_admin=True)
+    admin = hub_backend.create_user(data, "root", is_admin=True)
     os.environ["PRIME_HUB_READ_TIMEOUT"] = "2"
     try:
-        with start_hub(data) as server:
-            yield {"url": server.url, "admin": admin, "data": data}
+        with start_hub(data, backend=hub_backend.flags) as server:
+            yield {"url": server.url, "admin": admin, "data": data, "backend": hub_backend}
     finally:
         os.environ.pop("PRIME_HUB_READ_TIMEOUT", None)
 
@@ -145,14 +144,13 @@ def test_plain_team_members_cannot_delete_or_add_members(hub):
 
 
 def test_an_expired_token_is_refused(hub):
-    import sqlite3
-
     _, token = user(hub)
     client = HubClient(hub["url"], token)
     short = client.create_token("short", ["read"], expires_in_days=1)
     assert HubClient(hub["url"], short.token).me()
-    with sqlite3.connect(hub["data"] / "hub.sqlite3") as db:  # a day passes
-        db.execute("UPDATE tokens SET expires_at='2000-01-01T00:00:00Z' WHERE id=?", (short.id,))
+    hub["backend"].execute(  # a day passes
+        hub["data"], "UPDATE tokens SET expires_at='2000-01-01T00:00:00Z' WHERE id=?", (short.id,)
+    )
     with pytest.raises(HubAPIError) as expired:
         HubClient(hub["url"], short.token).me()
     assert expired.value.code == "token_expired" and client.me()
@@ -623,18 +621,25 @@ def test_a_hub_serves_the_sdk_wheel_it_is_given(tmp_path):
 
     from fastapi.testclient import TestClient
 
-    from hub_server.app import create_app
+    from hub_server import HubSettings, create_app
 
     wheel_file = tmp_path / "verifiers-9.8.7-py3-none-any.whl"
     wheel_file.write_bytes(b"PK-not-really-a-wheel")
-    client = TestClient(create_app(tmp_path / "data", sdk_wheel=wheel_file))
-    info = client.get("/sdk/").json()
+    settings = HubSettings(
+        data_dir=tmp_path / "data", sdk_wheel=wheel_file, public_url="http://hub.test"
+    )
+    with TestClient(create_app(settings)) as client:
+        info = client.get("/sdk/").json()
+        assert client.get(f"/sdk/{wheel_file.name}").content == wheel_file.read_bytes()
+        assert client.get("/sdk/verifiers-0.0.1-py3-none-any.whl").status_code == 404
     digest = hashlib.sha256(wheel_file.read_bytes()).hexdigest()
     assert info["version"] == "9.8.7" and info["sha256"] == digest
-    assert info["install"].endswith(f'/sdk/{wheel_file.name}#sha256={digest}"')
-    assert client.get(f"/sdk/{wheel_file.name}").content == wheel_file.read_bytes()
-    assert client.get("/sdk/verifiers-0.0.1-py3-none-any.whl").status_code == 404
-    missing = TestClient(create_app(tmp_path / "data2", sdk_wheel=tmp_path / "nope.whl")).get(
-        "/sdk/"
+    assert info["install"] == (
+        f'pip install "verifiers @ http://hub.test/sdk/{wheel_file.name}#sha256={digest}"'
     )
+    settings = HubSettings(
+        data_dir=tmp_path / "d2", sdk_wheel=tmp_path / "nope.whl", public_url="http://hub.test"
+    )
+    with TestClient(create_app(settings)) as client:
+        missing = client.get("/sdk/")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "sdk_unavailable"

@@ -145,3 +145,78 @@ def test_vf_report_compares_runs(tmp_path, server, browser):
     )
     assert missing.returncode == 2 and "not a vf-eval run directory" in missing.stderr
     page.close()
+
+
+def test_vf_report_writes_a_page_for_odd_and_extreme_runs(tmp_path, browser):
+    """String metrics, list completions (strings, numbers, messages with odd tool calls),
+    NaN / infinite / huge / missing / textual rewards: vf-report still writes a page, the page
+    parses and draws every rollout, and the values show as they are."""
+    run = tmp_path / "run"
+    run.mkdir()
+    rewards = [float("nan"), float("inf"), float("-inf"), 1e308, -1e308, "bad", None, 0.5]
+    rows = []
+    for index, reward in enumerate(rewards):
+        rows.append(
+            {
+                "example_id": index,
+                "rollout_index": 0,
+                "prompt": [{"role": "user", "content": "q"}],
+                "completion": [
+                    "a plain string choice",
+                    7,
+                    {
+                        "role": "assistant",
+                        "content": ["part"],
+                        "tool_calls": ["junk", {"function": 3}],
+                    },
+                ]
+                if index % 2
+                else "completion text",
+                "answer": {"x": [1, 2]},
+                "reward": reward,
+                "metrics": {"verdict": "pass", "score": float("nan"), "n": 3},
+                "timing": {"generation_ms": "slow"} if index == 1 else [],
+                "usage": "none",
+            }
+        )
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "metadata.json").write_text(
+        json.dumps(
+            {
+                "env_id": "odd",
+                "model": "m",
+                "duration_s": "long",
+                "summary": {
+                    "num_rollouts": len(rows),
+                    "avg_reward": float("nan"),
+                    "std_reward": None,
+                    "avg_metrics": {"verdict": "pass", "score": float("inf"), "n": 3.0},
+                    "pass_at_k": {"1": "n/a"},
+                    "usage": {},
+                },
+            }
+        )
+    )
+    made = subprocess.run(
+        [sys.executable, "-m", "verifiers.results.report", str(run)],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    page = browser.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(str(exc)))
+    page.goto((run / "report.html").as_uri())
+    assert problems == []
+    assert page.locator(".rollout").count() == len(rows)
+    text = page.locator("body").inner_text()
+    for shown in (
+        "verdict pass",
+        "a plain string choice",
+        "reward inf",
+        "reward nan",
+        "reward bad",
+    ):
+        assert shown in text, shown
+    assert "without a finite reward" in text
+    page.close()

@@ -201,7 +201,15 @@ def letter_orchestrator(server, cls, **overrides):
     from verifiers.clients import OpenAICompatibleClient
     from verifiers.rl.toy import letter_env
 
-    settings = dict(examples_per_step=4, rollouts_per_example=4, max_tokens=6, seed=3)
+    # every group trains (a random tiny policy often scores 0 on a whole group): the loop tests
+    # need a trained step every step
+    settings = dict(
+        examples_per_step=4,
+        rollouts_per_example=4,
+        max_tokens=6,
+        seed=3,
+        filter_zero_advantage=False,
+    )
     return cls(
         letter_env(),
         OpenAICompatibleClient(server.base_url),
@@ -225,6 +233,8 @@ def run_loop(
     transport="filesystem",
     probe=None,
     temperature=1.0,
+    trainer_settings=None,
+    decode=None,
 ):
     from transformers import AutoModelForCausalLM
 
@@ -248,7 +258,7 @@ def run_loop(
     try:
         trainer = Trainer(
             AutoModelForCausalLM.from_pretrained(policy_dir),
-            TrainerConfig(lr=lr),
+            TrainerConfig(lr=lr, **(trainer_settings or {})),
             temperature=temperature,
         )
         start = 0
@@ -273,7 +283,9 @@ def run_loop(
             orchestrator,
             trainer,
             weights,
-            LoopSettings(steps, lag, checkpoint_every, tmp / "run", keep_checkpoints=0),
+            LoopSettings(
+                steps, lag, checkpoint_every, tmp / "run", keep_checkpoints=0, decode=decode
+            ),
             start_step=start,
         )
         if probe is not None:
@@ -299,7 +311,8 @@ def test_no_trained_sample_exceeds_the_staleness_bound(policy_dir, tmp_path):
     history, _ = run_loop(
         policy_dir, tmp_path, steps=4, lag=1, concurrent=8, orchestrator_cls=Laggy
     )
-    assert all(h["stale_dropped"] > 0 for h in history)
+    trained = [h for h in history if h["groups_trained"]]  # a step may draw no signal at all
+    assert trained and all(h["stale_dropped"] > 0 for h in trained)
     normal, _ = run_loop(policy_dir, tmp_path / "b", steps=4, lag=1, concurrent=8)
     assert all(h["max_lag"] <= 1 and h["stale_dropped"] == 0 for h in normal)
 
@@ -365,12 +378,9 @@ def test_generation_runs_up_to_max_off_policy_steps_ahead(policy_dir, tmp_path):
     history, _ = run_loop(policy_dir, tmp_path, steps=5, lag=2, orchestrator_cls=Recording)
     assert started == {0: 0, 1: 0, 2: 0, 3: 1, 4: 2}
     assert all(h["max_lag"] <= 2 for h in history)
-    # every rollout is trained (empty replies included), dropped as stale, or in a group whose
-    # rewards were all equal (no advantage: left out of the batch)
-    accounted = [
-        h["samples"] + h["stale_dropped"] + 4 * h["zero_advantage_groups"] for h in history
-    ]
-    assert sum(accounted) == 5 * 16
+    # every rollout is trained (empty replies and no-advantage groups included: the loop tests
+    # keep them) or dropped as stale
+    assert sum(h["samples"] + h["stale_dropped"] for h in history) == 5 * 16
 
 
 def test_trainer_logprobs_are_of_the_sampling_distribution_at_any_temperature(policy_dir, tmp_path):
@@ -429,6 +439,43 @@ def test_broadcast_transport_serves_exactly_the_trained_weights(policy_dir, tmp_
         "inference_ranks": 1,
     }
     assert not (tmp_path / "group" / "weights").exists()  # nothing went through the disk
+
+
+def test_lora_trains_only_the_adapters_and_the_server_serves_exactly_them(policy_dir, tmp_path):
+    """LoRA through peft: the base weights do not move, only adapter tensors reach the server
+    (peft's layout), and vf-serve merges them into its base so exactly: the next step's rollouts
+    have trainer/inference ratio 1."""
+    from transformers import AutoModelForCausalLM
+
+    from verifiers.weights.files import read_safetensors
+
+    start = AutoModelForCausalLM.from_pretrained(policy_dir).state_dict()
+    lora = {"lora": {"rank": 4, "alpha": 8}, "kl_beta": 0.1}
+    history, trainer = run_loop(
+        policy_dir, tmp_path, steps=3, lag=0, lr=2e-2, trainer_settings=lora
+    )
+    changed, fixed = [], []
+    for name, value in trainer.model.named_parameters():
+        plain = name.removeprefix("base_model.model.").replace(".base_layer", "")
+        if "lora_" in name:
+            changed.append(name)
+        else:
+            assert torch.equal(value, start[plain]), f"{name} moved"
+            fixed.append(name)
+    assert (
+        changed
+        and fixed
+        and all(p.requires_grad == ("lora_" in n) for n, p in trainer.model.named_parameters())
+    )
+    pushed = read_safetensors(tmp_path / "weights" / "adapter")
+    assert pushed and all(".lora_" in k for k in pushed)
+    assert not list((tmp_path / "weights").glob("*.safetensors"))  # no full weights written
+    assert all(abs(h["mean_ratio"] - 1) < 1e-4 for h in history[1:])  # served = trained
+    assert all(h["mismatch_kl"] < 1e-6 for h in history[1:])
+    assert history[-1]["ref_kl"] > 0  # the reference is the base with the adapter off
+    merged = trainer.merged_state()
+    moved = [k for k, v in merged.items() if not torch.equal(v, start[k])]
+    assert moved and all(k.endswith("proj.weight") for k in moved)
 
 
 def test_broadcast_refuses_weights_that_do_not_fit_the_served_model(policy_dir, tmp_path):
@@ -549,9 +596,10 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
     )
     assert first.returncode == 0, first.stdout + first.stderr
     out = tmp_path / "out"
-    assert [
-        json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
-    ] == [0, 1]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1]
+    # the environment (loaded by id) ran in worker processes, as vf-eval runs it
+    assert all(r["env_workers"] >= 1 and r["env_worker_restarts"] == 0 for r in records)
     assert (out / "metrics.png").stat().st_size > 1000 and (
         out / "checkpoints" / "step_000002" / "trainer.pt"
     ).exists()
@@ -564,6 +612,7 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
         "name": "grpo",
         "clip_low": 0.2,
         "clip_high": 0.2,
+        "delta": None,
         "advantage": "group_mean_std",
     }
     assert "loss grpo (clip_low 0.2, clip_high 0.2; sequence_mean" in first.stdout
@@ -930,7 +979,7 @@ def test_vf_rl_config_mistakes_are_one_line_and_exit_2(tmp_path, argv, message):
 
 
 def test_only_the_newest_checkpoints_are_kept(tmp_path):
-    from verifiers.rl.loop import latest_checkpoint, prune_checkpoints
+    from verifiers.rl.command import latest_checkpoint, prune_checkpoints
 
     for step in (1, 2, 3, 4):
         (tmp_path / "checkpoints" / f"step_{step:06d}").mkdir(parents=True)
@@ -990,10 +1039,12 @@ def scripted_batch(rows, **orchestrator):
     )
     with ModelServer(handler) as server:
         settings = dict(examples_per_step=4, rollouts_per_example=4, max_tokens=4, max_concurrent=1)
+        advantage = orchestrator.pop("advantage", None)
         orch = Orchestrator(
             env,
             OpenAICompatibleClient(server.base_url),
             "m",
+            advantage=advantage,
             **{**settings, **orchestrator},
         )
 
@@ -1040,7 +1091,10 @@ def test_truncated_completions_are_kept_masked_or_penalized():
 
     in_baseline = dict(zip(rewards[:3], group_mean(rewards, scale=True)[:3], strict=True))
     assert all(s.advantage == pytest.approx(in_baseline[round(s.reward, 3)]) for s in mask.samples)
-    penalized = scripted_batch(["long"] * 4, overlong="penalize", overlong_penalty=1.0)
+    # the soft penalty starts at max_tokens - buffer = 6: the 4-token replies keep their reward
+    penalized = scripted_batch(
+        ["long"] * 4, overlong="penalize", overlong_penalty=1.0, max_tokens=8, overlong_buffer=2
+    )
     lowest = min(s.advantage for s in penalized.samples)
     # the truncated "AAAA" scores 1 - 1 = 0 for its advantage: below the correct, untruncated ones
     truncated = [s for s in penalized.samples if s.reward == 1.0 and s.advantage < 0]
@@ -1055,6 +1109,63 @@ def test_dynamic_sampling_refills_the_batch_from_further_examples():
     # rounds of further examples until the step has its 4 groups, and no more than 4
     assert refilled.stats["groups_trained"] == 4 and refilled.stats["sampling_rounds"] > 1
     assert len(refilled.samples) == 16
+
+
+def test_dynamic_sampling_never_draws_an_example_twice_in_a_step():
+    """Refills are further examples: each round takes the next slice of one shuffle per step
+    (independent draws per round repeated examples, so a group could train twice)."""
+    import verifiers as vf
+    from verifiers.rl.orchestrator import Orchestrator
+
+    env = vf.SingleTurnEnv(
+        dataset=[{"question": f"q{i}", "answer": "a"} for i in range(10)], rubric=vf.Rubric()
+    )
+    orch = Orchestrator(env, None, "m", examples_per_step=3, dynamic_sampling=True)
+    for step in range(20):
+        drawn = [row["question"] for r in range(4) for row in orch.examples_for(step, r)]
+        assert len(drawn) == len(set(drawn)) == 10  # 3 + 3 + 3 + the last 1, each once
+        assert orch.examples_for(step, 4) == []
+
+
+def test_overlong_penalty_is_dapos_soft_linear_punishment():
+    """0 up to max_tokens - L_cache, then linear to -penalty at max_tokens; truncated: all of it
+    (a flat penalty on truncated replies before)."""
+    import verifiers as vf
+    from verifiers.rl.orchestrator import Orchestrator
+
+    env = vf.SingleTurnEnv(dataset=[{"question": "q", "answer": "a"}], rubric=vf.Rubric())
+    orch = Orchestrator(
+        env, None, "m", max_tokens=20, overlong="penalize", overlong_buffer=8, overlong_penalty=0.5
+    )
+
+    def state(*turns, truncated=False):
+        trajectory = [{"tokens": {"completion_ids": [1] * n}} for n in turns]
+        return {"trajectory": trajectory, "is_truncated": truncated}
+
+    assert orch.overlong_penalty(state(12)) == 0.0  # 20 - 8 = 12: the penalty starts after
+    assert orch.overlong_penalty(state(16)) == pytest.approx(-0.25)  # halfway into the buffer
+    assert orch.overlong_penalty(state(10, 18)) == pytest.approx(-0.375)  # its longest turn
+    assert orch.overlong_penalty(state(20, truncated=True)) == -0.5
+    default = Orchestrator(env, None, "m", max_tokens=20, overlong="penalize")
+    assert default.config.overlong_start() == 16  # L_cache = a fifth of max_tokens (DAPO)
+
+
+def test_batch_level_reward_scaling_divides_by_the_std_of_the_whole_batch():
+    import statistics
+
+    from verifiers.rl.advantages import batch_advantages
+
+    groups = [[1.0, 0.0], [0.5, 0.5, 0.0, 1.0]]
+    pooled = statistics.stdev([r for g in groups for r in g])
+    expected = [[0.5 / (pooled + 1e-4), -0.5 / (pooled + 1e-4)]]
+    assert batch_advantages("group_mean_batch_std", groups)[0] == pytest.approx(expected[0])
+    per_group = batch_advantages("group_mean_std", groups)
+    assert per_group[0] != pytest.approx(expected[0])  # the group's own std (0.707) differs
+    batch = scripted_batch(["long"] * 4, advantage="group_mean_batch_std")
+    rewards = [1.0, 0.0, 0.5, 1.0]
+    scale = statistics.stdev(rewards * 4) + 1e-4  # every reward the step drew
+    mean = statistics.fmean(rewards)
+    assert by_reward(batch) == sorted((r, round((r - mean) / scale, 4)) for r in rewards * 4)
 
 
 def test_serve_and_rl_do_not_import_each_other():
@@ -1079,3 +1190,36 @@ def test_serve_and_rl_do_not_import_each_other():
         for _, m in imports("weights")
         if within(m, "verifiers.rl") or within(m, "verifiers.serve")
     ]
+
+
+def test_ctrl_c_promises_a_resume_only_when_a_checkpoint_exists(policy_dir, tmp_path):
+    """vf-rl interrupted before any checkpoint said 'continue with --resume (from the last
+    checkpoint)', and --resume then refused: there was none."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    config = tmp_path / "rl.toml"
+    config.write_text(
+        f'model = "{policy_dir}"\nenv_id = "reverse-text"\noutput_dir = "{out}"\nsteps = 50\n'
+        "[orchestrator]\nexamples_per_step = 2\nrollouts_per_example = 2\nmax_tokens = 8\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "400"},
+    )
+    deadline = time.monotonic() + 240
+    while not (out / "metrics.jsonl").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, output
+    assert "no checkpoint was written" in output and "--resume" not in output, output
+    from verifiers.rl.command import interrupted_hint
+
+    (out / "checkpoints" / "step_000003").mkdir(parents=True)
+    assert interrupted_hint(out) == "continue with --resume (from step_000003)"

@@ -3,6 +3,7 @@ next snippet in the same sandbox still works; sandboxes never outlive their roll
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -21,7 +22,8 @@ import pytest
 
 import verifiers as vf
 from verifiers.sandbox import LocalSandboxProvider, SandboxError, SandboxLimits
-from verifiers.sandbox.local import SandboxUnavailableError, landlock_abi, probe_mode
+from verifiers.sandbox.base import SandboxUnavailableError
+from verifiers.sandbox.provider import landlock_abi, probe_mode
 from verifiers.testing import Reply
 
 
@@ -303,6 +305,11 @@ async def test_kernel_escape_hatches_are_closed(sandbox):
 
     if ctypes.util.find_library("seccomp"):
         assert sandbox.seccomp == "libseccomp"  # the maintained library builds the filter
+    await _escape_hatches_closed(sandbox)
+    await still_works(sandbox)
+
+
+async def _escape_hatches_closed(sandbox) -> None:
     code = textwrap.dedent("""
         import ctypes, os
         libc = ctypes.CDLL(None, use_errno=True)
@@ -320,7 +327,6 @@ async def test_kernel_escape_hatches_are_closed(sandbox):
         "import ctypes; print(ctypes.CDLL(None).syscall(0x40000000 + 39))"  # x32 getpid
     )
     assert x32.stdout == "" and x32.exit_code != 0
-    await still_works(sandbox)
 
 
 async def test_host_unix_sockets_are_unreachable(sandbox):
@@ -353,24 +359,90 @@ async def test_host_unix_sockets_are_unreachable(sandbox):
     await still_works(sandbox)
 
 
-async def test_network_true_means_network_not_host_ipc():
-    provider = LocalSandboxProvider(pool_size=0, limits=SandboxLimits(network=True, wall_time_s=5))
-    box = await provider.create()
+def _outside_address() -> str | None:
+    """This host's address on its network (not loopback), if it has one: a UDP connect sends
+    nothing, it only picks the route."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(1)
-        port = listener.getsockname()[1]
-        threading.Thread(target=listener.accept, daemon=True).start()
-        tcp = await box.run_python(
-            f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('tcp')"
+        probe.connect(("192.0.2.1", 9))  # TEST-NET-1: never answered, only routed
+        address = probe.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return None if address.startswith("127.") else address
+
+
+def _listener(host: str) -> tuple[socket.socket, int, list]:
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    listener.bind((host, 0))
+    listener.listen(4)
+    accepted: list = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(listener.accept())
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, listener.getsockname()[1], accepted
+
+
+async def test_network_true_reaches_the_network_but_not_the_hosts_loopback():
+    """A hub, a model server, PostgreSQL: what this host keeps on 127.0.0.1 (or ::1) stays out
+    of reach of network=True; the sandbox's own loopback and the network beyond it work, and
+    host IPC stays closed. Landlock mode (no network namespace) refuses network=True."""
+    if "bwrap" not in [m if isinstance(m, str) else None for m in available_modes()]:
+        pytest.skip("network=True needs bubblewrap")
+    if shutil.which("slirp4netns") is None:
+        pytest.skip("network=True needs slirp4netns (apt-get install slirp4netns; setup.sh does)")
+    provider = LocalSandboxProvider(
+        mode="bwrap", pool_size=0, limits=SandboxLimits(network=True, wall_time_s=5)
+    )
+    box = await provider.create()
+    listeners = []
+    try:
+        for host in ("127.0.0.1", "::1"):
+            try:
+                listener, port, accepted = _listener(host)
+            except OSError:
+                continue  # no IPv6 loopback here
+            listeners.append(listener)
+            reach = await box.run_python(
+                f"import socket; socket.create_connection(({host!r}, {port}), timeout=2); print('reached')"
+            )
+            assert "reached" not in reach.stdout and reach.exit_code != 0, (host, reach)
+            assert accepted == [], host
+        inside = await box.run_python(
+            textwrap.dedent("""
+                import socket, threading
+                server = socket.socket(); server.bind(("127.0.0.1", 0)); server.listen(1)
+                threading.Thread(target=server.accept, daemon=True).start()
+                socket.create_connection(server.getsockname(), timeout=2); print("own loopback")
+            """)
         )
-        assert tcp.stdout == "tcp\n", tcp.stderr
+        assert inside.stdout == "own loopback\n", inside
+        outside = _outside_address()
+        if outside is not None:
+            listener, port, accepted = _listener(outside)
+            listeners.append(listener)
+            out = await box.run_python(
+                f"import socket; socket.create_connection(({outside!r}, {port}), timeout=2); print('out')"
+            )
+            assert out.stdout == "out\n", out.stderr
         unix = await box.run_python("import socket; socket.socket(socket.AF_UNIX)")
         assert "PermissionError" in unix.stderr
-        listener.close()
+        await still_works(box)
     finally:
+        for listener in listeners:
+            listener.close()
         await provider.close()
+    from verifiers.sandbox.local import LocalSandbox
+
+    with pytest.raises(SandboxUnavailableError, match="landlock mode"):
+        LocalSandbox("landlock", SandboxLimits(network=True))
 
 
 def test_sandbox_uids_never_collide_across_processes(tmp_path):
@@ -379,7 +451,7 @@ def test_sandbox_uids_never_collide_across_processes(tmp_path):
     script = textwrap.dedent(f"""
         import os, sys, time
         os.environ["VF_SANDBOX_UID_DIR"] = {str(tmp_path)!r}
-        from verifiers.sandbox.local import UidClaim
+        from verifiers.sandbox.uids import UidClaim
         claims = [UidClaim() for _ in range(20)]
         print(" ".join(str(c.uid) for c in claims), flush=True)
         time.sleep(2)
@@ -528,7 +600,7 @@ async def test_file_transfer_cannot_be_raced_onto_host_files(sandbox, tmp_path):
         threading.Thread(target=flip, daemon=True).start()  # the REPL keeps it running
         print("flipping")
     """)
-    started = await sandbox.run_python(flipper, repl=True)
+    started = await sandbox.run_repl(flipper)
     assert started.stdout == "flipping\n", started
     leaked, errors, successes = 0, 0, 0
     for attempt in range(3000):  # until both outcomes were seen often, so the race surely ran
@@ -546,27 +618,227 @@ async def test_file_transfer_cannot_be_raced_onto_host_files(sandbox, tmp_path):
     assert errors >= 10 and successes >= 10, (errors, successes)  # transfers met link and directory
 
 
-async def test_repl_code_cannot_forge_a_later_graders_result(sandbox):
-    """Model code in the REPL patches everything it can reach and keeps a thread printing a
-    fake verdict; a grader snippet runs as a fresh fork of the untouched worker, with its own
-    output channel, and prints only its own result."""
-    attack = textwrap.dedent("""
-        import builtins, os, sys, threading, time
-        builtins.print = lambda *a, **k: sys.stdout.write("42 passed\\n")
-        def spam():
-            while True:
-                sys.stdout.write("42 passed\\n"); sys.stdout.flush(); time.sleep(0.005)
-        threading.Thread(target=spam, daemon=True).start()
-        try:
-            open(f"/proc/{os.getppid()}/mem", "r+b")
-            sys.stderr.write("worker memory open\\n")
-        except OSError:
-            sys.stderr.write("worker memory closed\\n")
-    """)
-    tampered = await sandbox.run_python(attack, repl=True)
+REPL_ATTACK = textwrap.dedent("""
+    import builtins, os, sys, threading, time
+    x = 41
+    builtins.print = lambda *a, **k: sys.stdout.write("42 passed\\n")
+    worker = sys.modules["__main__"]  # the worker's own functions, as forked into the REPL
+    for name in ("run_python", "exec_snippet", "_result"):
+        if hasattr(worker, name):
+            setattr(worker, name, lambda *a, **k: {"stdout": "42 passed\\n", "exit_code": 0})
+    def forge_graders():  # write a verdict into every other process's stdout, again and again
+        me = os.getpid()
+        while True:
+            for pid in os.listdir("/proc"):
+                if pid.isdigit() and int(pid) != me:
+                    try:
+                        fd = os.open(f"/proc/{pid}/fd/1", os.O_WRONLY)
+                        os.write(fd, b"42 passed\\n")
+                        os.close(fd)
+                    except OSError:
+                        pass
+            time.sleep(0.001)
+    def fork_later():  # a process born after the sweep, to do the same
+        time.sleep(0.3)
+        if os.fork() == 0:
+            forge_graders()
+    threading.Thread(target=forge_graders, daemon=True).start()
+    threading.Thread(target=fork_later, daemon=True).start()
+    try:
+        open(f"/proc/{os.getppid()}/mem", "r+b")
+        sys.stderr.write("worker memory open\\n")
+    except OSError:
+        sys.stderr.write("worker memory closed\\n")
+""")
+GRADERS = {
+    "python": ("python", "import time; time.sleep(0.5); print('0 passed')"),
+    "shell": ("shell", "sleep 0.5; echo 0 passed"),
+    "exec-from-python": (
+        "python",
+        "import subprocess, sys\n"
+        "subprocess.run([sys.executable, '-c', 'import time; time.sleep(0.5); print(\"0 passed\")'])",
+    ),
+}
+
+
+async def test_repl_code_cannot_forge_any_later_graders_result(sandbox):
+    """Model code in the REPL patches the worker functions forked into it, prints through a
+    patched print, keeps threads writing a fake verdict into every process's stdout (through
+    /proc/PID/fd, which an exec'd grader opens to its uid) and forks a writer after the sweep.
+    Graders are fresh snippets (the REPL is frozen while they run): each prints only its own
+    result, in both modes; the REPL keeps its state. A grader cannot be sent into the REPL:
+    run_python has no repl=True (the REPL is run_repl, the model's tool)."""
+    tampered = await sandbox.run_repl(REPL_ATTACK)
     assert "worker memory closed" in tampered.stderr, tampered
-    verdict = await sandbox.run_python("print('0 passed')")
-    assert verdict.stdout == "0 passed\n" and verdict.exit_code == 0
+    for name, (language, code) in GRADERS.items():
+        run = sandbox.run_shell if language == "shell" else sandbox.run_python
+        for _ in range(2):
+            verdict = await run(code)
+            assert verdict.stdout == "0 passed\n" and verdict.exit_code == 0, (name, verdict)
+    # the REPL is the model's own, patched by it: whatever it answers is still a clean result,
+    # and a reset gives a fresh one
+    assert isinstance((await sandbox.run_repl("print(x + 1)")).exit_code, int)
+    await sandbox.reset_repl()
+    assert (await sandbox.run_repl("x = 2\nprint(x)")).stdout == "2\n"
+    with pytest.raises(TypeError):
+        await sandbox.run_python("print('0 passed')", repl=True)
+
+
+async def test_the_disk_budget_holds_for_the_sandbox_not_per_directory(sandbox):
+    """40 MiB in the work dir and 40 MiB in /tmp under disk_mb=64: the second write fails,
+    the host disk never sees either, and the sandbox goes on."""
+    if sandbox.disk != "tmpfs":
+        pytest.skip("not root: no tmpfs can be mounted; the per-file size limit holds")
+    limited = SandboxLimits(disk_mb=64, max_files=1000, wall_time_s=20, cpu_time_s=20)
+    provider = LocalSandboxProvider(mode=sandbox.mode, pool_size=0, limits=limited)
+    box = await provider.create()
+    try:
+        code = textwrap.dedent("""
+            def fill(path):
+                try:
+                    with open(path, "wb") as f:
+                        for _ in range(40):
+                            f.write(b"x" * (1 << 20))
+                    return "ok"
+                except OSError as exc:
+                    return type(exc).__name__
+            import os
+            print(fill("work.bin"), fill(os.path.join(os.environ["TMPDIR"], "tmp.bin")))
+        """)
+        result = await box.run_python(code)
+        assert result.stdout.split() == ["ok", "OSError"], result
+        assert (await box.run_python("import os; os.remove('work.bin'); print(1)")).stdout == "1\n"
+        again = await box.run_python(
+            "import os; open(os.environ['TMPDIR'] + '/b.bin', 'wb').write(b'x' * (20 << 20)); print(2)"
+        )
+        assert again.stdout == "2\n", again  # freed space is the sandbox's again
+    finally:
+        await provider.close()
+
+
+def test_sandbox_uids_are_nobodys_and_outside_every_subordinate_range(tmp_path, monkeypatch):
+    """Subordinate ranges (/etc/subuid, /etc/subgid, and what useradd would hand out, 100000
+    to 600100000 by default) are some user's container root: no sandbox uid falls there, nor
+    on an existing user or group; a uid the host lists is skipped."""
+    from verifiers.sandbox import uids
+
+    base = uids.UID_BASE
+    subuid = tmp_path / "subuid"
+    subuid.write_text(f"alice:{base}:{uids.UID_COUNT - 3}\n")  # all but the last three
+    monkeypatch.setattr(uids, "SUBORDINATE_FILES", (str(subuid),))
+    monkeypatch.setattr(uids, "UID_LOCK_DIR", tmp_path / "locks")
+    uids.taken_ranges.cache_clear()
+    try:
+        claims = [uids.UidClaim() for _ in range(3)]
+        got = sorted(c.uid for c in claims)
+        assert got == [base + uids.UID_COUNT - 3 + i for i in range(3)]
+        with pytest.raises(SandboxUnavailableError, match="in use or belong"):
+            uids.UidClaim()
+        for claim in claims:
+            claim.release()
+    finally:
+        uids.taken_ranges.cache_clear()
+    claim = uids.UidClaim()
+    try:
+        low, high = 100_000, 600_100_000
+        assert not low <= claim.uid <= high and uids.is_free(claim.uid)
+        import pwd
+
+        assert claim.uid not in {p.pw_uid for p in pwd.getpwall()}
+    finally:
+        claim.release()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as a second local user")
+async def test_another_local_user_cannot_read_a_sandboxs_files(sandbox):
+    """What the sandbox writes (a solution, a key it was given) is its own: another local
+    user (nobody) can neither list its work dir or /tmp nor read a file in them."""
+    await sandbox.upload("secret.txt", b"the model's answer")
+    await sandbox.run_python("import os; open(os.environ['TMPDIR'] + '/t.txt', 'w').write('x')")
+    probe = textwrap.dedent(f"""
+        import os, json
+        out = {{}}
+        for path in ({str(sandbox.workdir_host)!r}, {str(sandbox.tmp_host)!r}):
+            try:
+                out[path] = os.listdir(path)
+            except OSError as exc:
+                out[path] = type(exc).__name__
+        try:
+            out["file"] = open({str(sandbox.workdir_host / "secret.txt")!r}).read()
+        except OSError as exc:
+            out["file"] = type(exc).__name__
+        print(json.dumps(out))
+    """)
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    seen = await asyncio.to_thread(
+        subprocess.run,
+        ["/usr/bin/python3", "-I", "-S", "-c", probe],
+        capture_output=True,
+        text=True,
+        user=nobody.pw_uid,
+        group=nobody.pw_gid,
+        extra_groups=[],
+        cwd="/",
+    )
+    outcome = json.loads(seen.stdout)
+    assert all(v == "PermissionError" for v in outcome.values()), seen.stdout + seen.stderr
+    assert await sandbox.download("secret.txt") == b"the model's answer"
+
+
+async def test_legacy_syscalls_are_refused(sandbox):
+    """modify_ldt (16-bit segments), personality flags (READ_IMPLIES_EXEC makes every mapping
+    executable, ADDR_NO_RANDOMIZE turns ASLR off), uselib, pidfd_getfd: EPERM; asking for the
+    current persona, or the default one, still works."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("syscall numbers below are x86_64's")
+    await _legacy_refused(sandbox)
+    await still_works(sandbox)
+
+
+async def _legacy_refused(sandbox) -> None:
+    code = textwrap.dedent("""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        def call(*args):
+            result = libc.syscall(*args)
+            return "ok" if result >= 0 else ctypes.get_errno()
+        buf = ctypes.create_string_buffer(16)
+        print(call(154, 0, buf, 16))               # modify_ldt(read)
+        print(call(135, 0x0400000))                # personality(READ_IMPLIES_EXEC)
+        print(call(135, 0x0040000))                # personality(ADDR_NO_RANDOMIZE)
+        print(call(135, ctypes.c_ulong(0x1_0040_0000)))  # the same, with upper bits set
+        print(call(134, b"/lib/x"))                # uselib
+        print(call(438, 0, 0, 0))                  # pidfd_getfd
+        print(call(135, ctypes.c_ulong(0xFFFFFFFF)), call(135, 0))  # query, default persona
+    """)
+    result = await sandbox.run_python(code)
+    assert result.stdout.split() == ["1", "1", "1", "1", "1", "1", "ok", "ok"], result
+
+
+async def test_the_hand_built_filter_refuses_the_same(monkeypatch):
+    """Without libseccomp the hand-assembled BPF program stands in: the same escapes, legacy
+    calls and x32 syscalls are refused, and snippets still run."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("syscall numbers in the probes are x86_64's")
+    from verifiers.sandbox import seccomp
+
+    monkeypatch.setattr(seccomp, "_libseccomp", lambda: None)
+    seccomp.program.cache_clear()
+    try:
+        provider = LocalSandboxProvider(pool_size=0, limits=SandboxLimits(wall_time_s=5))
+        box = await provider.create()
+        try:
+            assert box.seccomp == "bpf"
+            await _escape_hatches_closed(box)
+            await _legacy_refused(box)
+            await still_works(box)
+        finally:
+            await provider.close()
+    finally:
+        seccomp.program.cache_clear()
 
 
 async def test_fork_hoppers_are_gone_before_the_next_snippet(sandbox):
@@ -603,11 +875,11 @@ async def test_fork_hoppers_are_gone_before_the_next_snippet(sandbox):
 
 
 async def test_repl_keeps_state_and_recovers_from_timeouts(sandbox):
-    assert (await sandbox.run_python("x = 41", repl=True)).exit_code == 0
-    assert (await sandbox.run_python("print(x + 1)", repl=True)).stdout == "42\n"
-    hung = await sandbox.run_python("while True: pass", repl=True, timeout=1)
+    assert (await sandbox.run_repl("x = 41")).exit_code == 0
+    assert (await sandbox.run_repl("print(x + 1)")).stdout == "42\n"
+    hung = await sandbox.run_repl("while True: pass", timeout=1)
     assert hung.timed_out and "state is lost" in hung.stderr
-    assert "NameError" in (await sandbox.run_python("print(x)", repl=True)).stderr
+    assert "NameError" in (await sandbox.run_repl("print(x)")).stderr
 
 
 def test_unsafe_mode_is_never_chosen_automatically():
@@ -714,7 +986,7 @@ def test_landlock_runs_an_interpreter_the_sandbox_uid_can_reach(monkeypatch):
     used instead, or VF_SANDBOX_PYTHON; the worker script is copied where that uid can read it."""
     import stat
 
-    from verifiers.sandbox.local import _public_worker, _reachable, sandbox_python
+    from verifiers.sandbox.view import _reachable, public_worker, sandbox_python
 
     sandbox_python.cache_clear()
     try:
@@ -728,7 +1000,7 @@ def test_landlock_runs_an_interpreter_the_sandbox_uid_can_reach(monkeypatch):
         assert sandbox_python("landlock").executable == os.path.realpath(sys.executable)
     finally:
         sandbox_python.cache_clear()
-    worker = _public_worker()
+    worker = public_worker()
     assert stat.S_IMODE(worker.stat().st_mode) == 0o644
     assert _reachable([str(worker.parent)])
 

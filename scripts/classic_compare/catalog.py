@@ -34,7 +34,6 @@ RELEASE_0_1_8: dict[str, dict] = {
         "requests differ from run to run (ours are reproducible with a seed)"
     },
     "doublecheck": {"args": {"num_train_examples": 4}},
-    "alphabet_sort": {},
     "reasoning_gym_env": {"args": {"num_train_examples": 4, "num_eval_examples": 4}},
     "mcp_env": {"args": MCP_SERVERS},
     "continuation_quality": {

@@ -16,14 +16,10 @@ STRING_TASK = (
     "this SDK run as 0.3.1 refuses it the same way (as written for its floor, 0.1.11, it runs)"
 )
 ART_E = (
-    "three differences, rewards equal: (1) a tool description of a docstring whose first "
-    "paragraph spans two lines: 0.3.1 (openai-agents' function_schema) keeps the line break, "
-    "this SDK joins the lines with a space; (2) this SDK validates tool arguments against the "
-    "schema before calling (search_inbox gets 'invalid arguments ... keywords: Input should be "
-    "a valid list'), 0.3.1 calls the function with them as they are (it returns []); (3) its "
-    "tool_count_reward fails under both (0.3.1 has no vf.ToolRubric; this SDK's has no "
-    "total_tool_calls method) and scores 0, and this SDK keeps the error in "
-    "state['reward_errors'] where 0.3.1 only logs it"
+    "one difference: its tool_count_reward calls vf.ToolRubric().total_tool_calls, which 0.3.1 "
+    "no longer has (vf.ToolRubric went after 0.1.8), so there it raises and scores 0; this SDK "
+    "keeps 0.1.8's ToolRubric, so it scores the call count (0.33 where a tool was called). "
+    "Requests, tools and the other metrics are identical"
 )
 JUDGE = {
     "judge_base_url": "{url}",

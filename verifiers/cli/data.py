@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dedup", action="store_true", help="drop repeated completions")
     args = parser.parse_args(argv)
     from verifiers.data.rollouts import RolloutFilter, rollouts_to_dataset
+    from verifiers.errors import NothingSelectedError
 
     try:
         spec = RolloutFilter(
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValidationError) as exc:
         print(f"vf-data: {exc}", file=sys.stderr)
         return 2
+    except NothingSelectedError as exc:
+        print(f"vf-data: {exc}", file=sys.stderr)
+        return 1
     print(
         f"wrote {card.rows} rows (of {card.rollouts_read} rollouts; filter: "
         f"{card.filter.describe()}) to {args.output}"

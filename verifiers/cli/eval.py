@@ -18,8 +18,6 @@ import logging
 import os
 import sys
 import time
-import tomllib
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +25,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from verifiers.cli.endpoints import CLIError, Endpoint, resolve_endpoint
+from verifiers.cli.eval_defaults import EvalDefaults, eval_defaults
 
-BUILTIN_DEFAULTS = {"num_examples": 5, "rollouts_per_example": 3, "max_concurrent": 32}
+DEFAULTS = EvalDefaults()  # the built-in defaults, for --help
 API_CHOICES = ("chat", "completions", "responses", "anthropic")
 
 
@@ -82,21 +81,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--num-examples",
         type=int,
         default=None,
-        help="examples to evaluate (-1: all; default 5)",
+        help=f"examples to evaluate (-1: all; default {DEFAULTS.num_examples})",
     )
     p.add_argument(
         "-r",
         "--rollouts-per-example",
         type=int,
         default=None,
-        help="rollouts per example (default 3)",
+        help=f"rollouts per example (default {DEFAULTS.rollouts_per_example})",
     )
     p.add_argument(
         "-c",
         "--max-concurrent",
         type=int,
         default=None,
-        help="rollouts in flight at once (default 32)",
+        help=f"rollouts in flight at once (default {DEFAULTS.max_concurrent})",
     )
     p.add_argument("-t", "--max-tokens", type=int, default=None, help="max tokens per model reply")
     p.add_argument("-T", "--temperature", type=float, default=None, help="sampling temperature")
@@ -196,22 +195,6 @@ def parse_headers(values: list[str]) -> dict[str, str]:
             raise CLIError(f"--header must look like 'Name: value', got {value!r}")
         headers[name.strip()] = content.strip()
     return headers
-
-
-def package_eval_defaults(dist_name: str | None) -> dict[str, Any]:
-    """``[tool.verifiers.eval]`` of the environment's pyproject, shipped in its wheel's metadata."""
-    if not dist_name:
-        return {}
-    try:
-        text = distribution(dist_name).read_text("extra_metadata/pyproject.toml")
-    except PackageNotFoundError:
-        return {}
-    if not text:
-        return {}
-    try:
-        return tomllib.loads(text).get("tool", {}).get("verifiers", {}).get("eval", {})
-    except tomllib.TOMLDecodeError:
-        return {}
 
 
 def check_reachable(
@@ -389,17 +372,17 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
         raise CLIError(str(exc)) from exc
     if args.rescore:
         return _rescore(args, env, console)
-    defaults = {**BUILTIN_DEFAULTS, **package_eval_defaults(getattr(env, "env_distribution", None))}
-    n = _pick(args.num_examples, previous.get("num_examples"), defaults["num_examples"])
+    defaults = eval_defaults(getattr(env, "env_distribution", None))
+    n = _pick(args.num_examples, previous.get("num_examples"), defaults.num_examples)
     r = _pick(
         args.rollouts_per_example,
         previous.get("rollouts_per_example"),
-        defaults["rollouts_per_example"],
+        defaults.rollouts_per_example,
     )
-    concurrency = _pick(args.max_concurrent, None, defaults["max_concurrent"])
+    concurrency = _pick(args.max_concurrent, None, defaults.max_concurrent)
     for key in ("max_tokens", "temperature"):
-        if key in defaults and key not in sampling:
-            sampling[key] = defaults[key]
+        if getattr(defaults, key) is not None and key not in sampling:
+            sampling[key] = getattr(defaults, key)
     sampling.setdefault("temperature", 1.0)  # the API default, sent and recorded explicitly
     endpoint = resolve_endpoint(
         args.model or previous.get("model"), args.api_base_url, args.api_key_var, args.endpoints

@@ -1,4 +1,10 @@
-"""vf-install: install a local environment package (editable) into the current Python environment."""
+"""vf-install: install a local environment package (editable) into the current Python environment.
+
+The install is confined (``verifiers.confined_install``): the project and every dependency uv
+picks are staged and checked before anything lands, and dependencies install from wheels only.
+Building the project runs its build backend: vf-install only source you trust (a hub
+environment installs with ``prime env install``, from its published wheel, with nothing built).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
+from verifiers.confined_install import ConfinementError, InstallFailed, Requested, install
 from verifiers.sdk_guard import installed_sdk_requirement, keep_sdk_args, kept_sdk_line
 
 
@@ -35,13 +44,18 @@ def uv_binary() -> str | None:
         return shutil.which("uv")
 
 
-def install_command(directory: Path, workdir: Path, editable: bool = True) -> list[str]:
-    """The uv (or pip) command; uv leaves the installed SDK out of the resolution."""
-    target = ["-e", str(directory)] if editable else [str(directory)]
-    uv = uv_binary()
-    if uv:
-        return [uv, "pip", "install", "--python", sys.executable, *keep_sdk_args(workdir), *target]
-    return [sys.executable, "-m", "pip", "install", *target]
+def build_wheel(uv: str, directory: Path, out: Path) -> Path:
+    """The project's wheel (its own build backend runs: this is the source being installed;
+    no dependency is ever built)."""
+    result = subprocess.run(
+        [uv, "build", "--wheel", "--out-dir", str(out), str(directory)],
+        capture_output=True,
+        text=True,
+    )
+    wheels = sorted(out.glob("*.whl"))
+    if result.returncode != 0 or not wheels:
+        raise InstallFailed((result.stderr or result.stdout).strip()[-3000:])
+    return wheels[0]
 
 
 def distribution_name(directory: Path) -> str | None:
@@ -77,26 +91,42 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"vf-install: {exc}", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory() as workdir:
-        command = install_command(directory, Path(workdir), editable=not args.no_editable)
-        if not command[0].endswith("uv"):
-            print(
-                "vf-install: uv not found, installing with pip, which cannot keep this SDK if the "
-                "environment pins another verifiers; `pip install uv` first",
-                file=sys.stderr,
-            )
-        if not args.quiet:
-            print("$ " + " ".join(command), file=sys.stderr)
-        result = subprocess.run(command, capture_output=args.quiet, text=True)
-    if result.returncode != 0:
-        if args.quiet:
-            print("$ " + " ".join(command), file=sys.stderr)
-            print((result.stdout or "") + (result.stderr or ""), file=sys.stderr, end="")
-        print(
-            f"vf-install: installing {directory} failed (exit {result.returncode})", file=sys.stderr
-        )
-        return result.returncode
     name = distribution_name(directory)
+    uv = uv_binary()
+    if uv is None or name is None:
+        print(
+            "vf-install: "
+            + (
+                "uv is needed (pip install uv)"
+                if uv is None
+                else f"{directory}/pyproject.toml names no [project] name"
+            ),
+            file=sys.stderr,
+        )
+        return 2
+    requested = Requested(
+        name, {canonicalize_name(name)}, directory.resolve() if not args.no_editable else None
+    )
+    with tempfile.TemporaryDirectory() as workdir:
+        try:
+            target = (
+                ["-e", str(directory)]
+                if not args.no_editable
+                else [str(build_wheel(uv, directory, Path(workdir)))]
+            )
+            installed = install(
+                uv,
+                sys.executable,
+                target,
+                [requested],
+                resolve_args=keep_sdk_args(workdir),
+            )
+        except (ConfinementError, InstallFailed) as exc:
+            print(f"vf-install: installing {directory} failed: {exc}", file=sys.stderr)
+            return 1
+    if not args.quiet:
+        for dist, version in installed:
+            print(f" + {dist}=={version}", file=sys.stderr)
     line = kept_sdk_line(name, installed_sdk_requirement(name)) if name else None
     if line:
         print(line)

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from verifiers.errors import NothingSelectedError
 from verifiers.results.writer import read_rows
 
 
@@ -138,6 +139,8 @@ def rollouts_to_dataset(
         for row in read_rows(results_path):
             rows.append({**row, "_source": index})
     chosen = select(rows, spec)
+    if not chosen:  # before anything is written: no empty dataset directory is left behind
+        raise NothingSelectedError(_why_nothing(rows, spec, out_dir))
     records = []
     for row in chosen:
         messages = conversation(row)
@@ -172,6 +175,19 @@ def rollouts_to_dataset(
     return card
 
 
+def _why_nothing(rows: list[dict[str, Any]], spec: RolloutFilter, out_dir: str | Path) -> str:
+    if not rows:
+        return f"the runs hold no rollouts; nothing written to {out_dir}"
+    errors = sum(1 for r in rows if r.get("error"))
+    rewards = [float(r.get("reward") or 0.0) for r in rows if not r.get("error")]
+    best = f"; the best reward is {max(rewards):.3f}" if rewards else ""
+    return (
+        f"the filter ({spec.describe()}) kept none of the {len(rows)} rollouts read "
+        f"({errors} errored{best}); nothing written to {out_dir}. Loosen it (--min-reward, "
+        "--max-completion-tokens, --keep-errors)"
+    )
+
+
 def _json(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages with tool-call arguments as JSON text, so every row has one Arrow type."""
     out = []
@@ -193,6 +209,7 @@ def _json(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "content": m.get("content") or "",
                 "tool_calls": calls,
                 "tool_call_id": m.get("tool_call_id") or "",
+                "name": m.get("name") or "",  # a tool message's tool (templates render it)
             }
         )
     return out
@@ -219,6 +236,7 @@ def _features() -> Any:
             }
         ),
         "tool_call_id": datasets.Value("string"),
+        "name": datasets.Value("string"),
     }
     return datasets.Features(
         {

@@ -127,6 +127,8 @@ class Environment(ABC):
         # Where the code came from: set by load_environment, recorded in results metadata.
         self.env_version: str | None = None
         self.env_distribution: str | None = None
+        # the id vf.load_environment built it from (None when built directly): what workers load
+        self.loaded_as: str | None = None
         self.env_content_hash: str | None = None
         for key, value in kwargs.items():
             setattr(self, key, value)

@@ -27,5 +27,5 @@ class PythonEnv(SandboxEnv):
         Args:
             code: Python source to execute; state persists between calls.
         """
-        result = await self.in_sandbox(sandbox_id, lambda box: box.run_python(code, repl=True))
+        result = await self.in_sandbox(sandbox_id, lambda box: box.run_repl(code))
         return result.output

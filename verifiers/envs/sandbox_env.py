@@ -60,7 +60,7 @@ class SandboxEnv(StatefulToolEnv):
     @property
     def provider(self) -> SandboxProvider:
         if self._provider is None:
-            from verifiers.sandbox.local import LocalSandboxProvider
+            from verifiers.sandbox.provider import LocalSandboxProvider
 
             self._provider = LocalSandboxProvider(limits=self.sandbox_limits, **self._provider_args)
         return self._provider
@@ -68,7 +68,7 @@ class SandboxEnv(StatefulToolEnv):
     @property
     def sandbox_mode(self) -> str:
         if self._provider is None and self._owns_provider:
-            from verifiers.sandbox.local import probe_mode
+            from verifiers.sandbox.provider import probe_mode
 
             return (
                 self._provider_args["mode"]

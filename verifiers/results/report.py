@@ -55,39 +55,48 @@ SUMMARY_DEFAULTS: dict[str, Any] = {
 def load_run(run_dir: Path) -> dict[str, Any]:
     meta = {**META_DEFAULTS, **json.loads((run_dir / "metadata.json").read_text())}
     meta["summary"] = {**SUMMARY_DEFAULTS, **(meta["summary"] or {})}
+    meta["summary"]["usage"] = {**SUMMARY_DEFAULTS["usage"], **(meta["summary"]["usage"] or {})}
     rows = (
         list(read_rows(run_dir / "results.jsonl")) if (run_dir / "results.jsonl").exists() else []
     )
     return {"dir": str(run_dir), "meta": meta, "rows": rows}
 
 
+def finite(value: Any) -> float | None:
+    """A reward or metric as a finite number, or None (missing, text, NaN, infinite)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
 def histogram(values: list[float], bins: int = BINS) -> dict[str, Any]:
-    """Counts over [min, max] (or [0, 1] when all rewards lie in it), for the SVG."""
-    if not values:
-        return {"counts": [], "low": 0.0, "high": 1.0, "peak": 0}
-    low, high = min(values), max(values)
+    """Counts of the finite values over [min, max] (or [0, 1] when all lie in it), for the
+    SVG; ``skipped`` counts the rest (NaN, infinite, not a number)."""
+    numbers = [v for v in map(finite, values) if v is not None]
+    skipped = len(values) - len(numbers)
+    if not numbers:
+        return {"counts": [], "low": 0.0, "high": 1.0, "peak": 0, "skipped": skipped}
+    low, high = min(numbers), max(numbers)
     if low >= 0.0 and high <= 1.0:
         low, high = 0.0, 1.0
     if math.isclose(low, high):
         low, high = low - 0.5, high + 0.5
+    half_span = high / 2 - low / 2  # halves: max - min may overflow a float
     counts = [0] * bins
-    for v in values:
-        counts[min(bins - 1, int((v - low) / (high - low) * bins))] += 1
-    return {"counts": counts, "low": low, "high": high, "peak": max(counts)}
+    for v in numbers:
+        counts[min(bins - 1, int((v / 2 - low / 2) / half_span * bins))] += 1
+    return {"counts": counts, "low": low, "high": high, "peak": max(counts), "skipped": skipped}
 
 
 def timing(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     """Mean and 95th-percentile generation time and mean scoring time per rollout (ms)."""
-    generation = sorted(
-        float(t["generation_ms"])
-        for r in rows
-        if (t := r.get("timing") or {}).get("generation_ms") is not None
-    )
-    scoring = [
-        float(t["scoring_ms"])
-        for r in rows
-        if (t := r.get("timing") or {}).get("scoring_ms") is not None
-    ]
+
+    def times(key: str) -> list[float]:
+        found = (finite(r["timing"].get(key)) for r in rows if isinstance(r.get("timing"), dict))
+        return sorted(t for t in found if t is not None)
+
+    generation, scoring = times("generation_ms"), times("scoring_ms")
     return {
         "generation_ms": sum(generation) / len(generation) if generation else None,
         "generation_p95_ms": generation[int(0.95 * (len(generation) - 1))] if generation else None,
@@ -98,54 +107,95 @@ def timing(rows: list[dict[str, Any]]) -> dict[str, float | None]:
 def _rollout(row: dict[str, Any]) -> dict[str, Any]:
     """What the page shows of a rollout (compact keys keep 10,000 rollouts small)."""
     error = row.get("error")
+    reward = row.get("reward")
+    metrics = row.get("metrics")
     return {
         "e": row.get("example_id"),
         "i": row.get("rollout_index"),
-        "r": row.get("reward"),
-        "m": row.get("metrics") or {},
+        "r": finite(reward),
+        "rs": None if finite(reward) is not None or reward is None else str(reward),
+        "m": metrics if isinstance(metrics, dict) else {},
         "x": (error.get("type") if isinstance(error, dict) else str(error)) if error else None,
         "xm": (error.get("message") if isinstance(error, dict) else None) if error else None,
         "a": row.get("answer"),
         "p": _messages(row.get("prompt")),
         "c": _messages(row.get("completion")),
-        "t": (row.get("usage") or {}).get("completion_tokens"),
-        "g": (row.get("timing") or {}).get("generation_ms"),
+        "t": finite(_field(row, "usage", "completion_tokens")),
+        "g": finite(_field(row, "timing", "generation_ms")),
     }
 
 
+def _field(row: dict[str, Any], section: str, key: str) -> Any:
+    part = row.get(section)
+    return part.get(key) if isinstance(part, dict) else None
+
+
 def _messages(value: Any) -> list[dict[str, Any]]:
+    """Messages as the page draws them, whatever a row holds: text, a list of messages, of
+    strings (completion-style choices) or of anything else (shown as JSON)."""
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
     out = []
-    for m in value or []:
-        calls = [
+    for m in value if isinstance(value, list) else [] if value is None else [value]:
+        if not isinstance(m, dict):
+            out.append({"role": "", "content": _text(m), "calls": []})
+            continue
+        calls = m.get("tool_calls")
+        out.append(
             {
-                "name": (c.get("function") or {}).get("name"),
-                "arguments": (c.get("function") or {}).get("arguments"),
+                "role": _text(m.get("role") or ""),
+                "content": _text(m.get("content") or ""),
+                "calls": [
+                    {"name": _text(f.get("name")), "arguments": f.get("arguments")}
+                    for c in (calls if isinstance(calls, list) else [])
+                    if isinstance(f := (c.get("function") if isinstance(c, dict) else None), dict)
+                ],
             }
-            for c in m.get("tool_calls") or []
-        ]
-        out.append({"role": m.get("role"), "content": m.get("content") or "", "calls": calls})
+        )
     return out
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and infinities as text: they are not JSON, and the page must parse."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def number(value: Any, spec: str = "%.4f") -> str:
+    """A Jinja filter: a finite number formatted, anything else (text, NaN) as itself."""
+    numeric = finite(value)
+    if numeric is None:
+        return "-" if value is None else str(value)
+    return spec % numeric if abs(numeric) < 1e9 else f"{numeric:.4g}"
 
 
 def _script_json(value: Any) -> str:
     """JSON safe inside <script>: no "</script>", no "<!--", no line separators."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(_json_safe(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 def render(run_dirs: list[str | Path]) -> str:
     runs = [load_run(Path(d)) for d in run_dirs]
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    environment.filters["number"] = number
     template = environment.from_string(TEMPLATE.read_text())
     views = []
     for index, run in enumerate(runs):
-        rewards = [float(r.get("reward") or 0.0) for r in run["rows"]]
+        rewards = [r.get("reward") for r in run["rows"]]
         views.append(
             {
                 "index": index,
-                "meta": run["meta"],
+                "meta": _json_safe(run["meta"]),
                 "summary": run["meta"].get("summary") or {},
                 "histogram": histogram(rewards),
                 "timing": timing(run["rows"]),

@@ -7,6 +7,7 @@ truncated last line) is dropped and rerun, so no rollout is lost or duplicated.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -36,7 +37,10 @@ def read_rows(path: Path) -> Iterator[dict[str, Any]]:
             try:
                 row = orjson.loads(line)
             except orjson.JSONDecodeError:
-                continue
+                try:  # NaN / Infinity (another writer's json.dumps): valid Python JSON
+                    row = json.loads(line)
+                except ValueError:
+                    continue
             if isinstance(row, dict) and "example_id" in row and "rollout_index" in row:
                 yield row
 

@@ -9,10 +9,12 @@ chat template re-renders history differently, the next turn starts a new sample.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from verifiers.rl.head import chunked_head
 
 logger = logging.getLogger("verifiers.rl")
 
@@ -25,6 +27,8 @@ class Sample:
     advantage: float
     reward: float
     policy_version: int  # the oldest policy that produced any of its tokens
+    record: bool = False  # keep the trainer's logprobs of it (a group vf-report shows)
+    trainer_logprobs: list[float] | None = None  # set by the trainer when ``record``
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -90,14 +94,27 @@ class MicroBatch:
     advantages: torch.Tensor  # [B, L] (per token: packed rows mix samples)
     segment_ids: torch.Tensor  # [B, L] sample index within the row
     sequence_lengths: torch.Tensor  # [B, L] loss tokens of each token's sample
+    members: list[list[Sample]] = field(default_factory=list)  # per row, its samples in order
 
     def to(self, device: torch.device) -> MicroBatch:
-        return MicroBatch(
-            **{
-                name: None if getattr(self, name) is None else getattr(self, name).to(device)
-                for name in self.__dataclass_fields__
-            }
-        )
+        moved = {
+            name: None if getattr(self, name) is None else getattr(self, name).to(device)
+            for name in self.__dataclass_fields__
+            if name != "members"
+        }
+        return MicroBatch(**moved, members=self.members)
+
+    def record_logprobs(self, logprobs: torch.Tensor) -> None:
+        """Give each ``record`` sample its trainer logprobs (one host copy per micro-batch)."""
+        if not any(s.record for row in self.members for s in row):
+            return
+        values = logprobs.detach().float().cpu()
+        for row, samples in enumerate(self.members):
+            start = 0
+            for sample in samples:
+                if sample.record:
+                    sample.trainer_logprobs = values[row, start : start + len(sample)].tolist()
+                start += len(sample)
 
     @property
     def packed(self) -> bool:
@@ -149,7 +166,7 @@ def padded(
             batch["old_logprobs"][i, :n] = torch.tensor(s.old_logprobs, dtype=torch.float32)
             batch["advantages"][i, :n] = s.advantage
             batch["sequence_lengths"][i, :n] = float(sum(s.loss_mask))
-        out.append(MicroBatch(**batch))
+        out.append(MicroBatch(**batch, members=[[s] for s in chunk]))
     return out
 
 
@@ -211,6 +228,7 @@ def packed(samples: list[Sample], max_tokens: int, pad_id: int = 0) -> list[Micr
                 advantages=torch.tensor([adv], dtype=torch.float32),
                 segment_ids=torch.tensor([seg]),
                 sequence_lengths=torch.tensor([lengths], dtype=torch.float32),
+                members=[list(row)],
             )
         )
     return out
@@ -268,34 +286,32 @@ def model_inputs(model: Any, batch: MicroBatch, dtype: torch.dtype) -> dict[str,
 
 
 def token_logprobs(
-    model: Any, batch: MicroBatch, temperature: float = 1.0, chunk: int = 1024
+    model: Any,
+    batch: MicroBatch,
+    temperature: float = 1.0,
+    chunk: int = 1024,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log π(token_t | tokens_<t) and the policy's entropy at each position that predicts a loss
-    token (0 elsewhere), both ``[B, L]``; the entropy has no gradient.
+    token (0 elsewhere), both ``[B, L]``; the entropy has a gradient only with ``entropy_grad``.
 
     π is the distribution tokens were sampled from, softmax(logits / temperature): the one whose
     logprobs the inference server reports (vf-serve; vLLM with processed_logprobs), so the
     importance ratio is 1 when the weights are the same. Only positions that predict a loss token
-    are projected onto the vocabulary (``logits_to_keep``), in chunks of ``chunk`` positions, as
-    logit - logsumexp: no fp32 [L, V] tensor over prompt tokens is ever built.
+    reach the head (``logits_to_keep``), and the head runs ``chunk`` positions at a time forward
+    and backward (``verifiers.rl.head``): no [L, V] logits exist, over prompt tokens or any.
     """
     targets = batch.loss_mask[:, 1:].sum(0) > 0
     keep = torch.nonzero(targets).squeeze(-1)  # logits at t predict token t + 1
     if keep.numel() == 0:  # nothing to train, but the graph must still reach every parameter
         keep = torch.zeros(1, dtype=torch.long, device=targets.device)
     dtype = next(model.parameters()).dtype
-    logits = model(**model_inputs(model, batch, dtype), logits_to_keep=keep).logits
-    picked_all, entropy_all = [], []
-    for start in range(0, keep.numel(), chunk):
-        part = logits[:, start : start + chunk].float() / temperature
-        tokens = batch.input_ids[:, keep[start : start + chunk] + 1]
-        lse = torch.logsumexp(part, dim=-1)
-        picked_all.append(part.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - lse)
-        with torch.no_grad():
-            entropy_all.append(lse - (torch.softmax(part, dim=-1) * part).sum(-1))
+    tokens = batch.input_ids[:, keep + 1]
+    with chunked_head(model, tokens, temperature, chunk, entropy_grad):
+        out = model(**model_inputs(model, batch, dtype), logits_to_keep=keep).logits
     shape = batch.input_ids.shape
     logprobs = torch.zeros(shape, dtype=torch.float32, device=batch.input_ids.device)
     entropy = torch.zeros(shape, dtype=torch.float32, device=batch.input_ids.device)
-    logprobs[:, keep + 1] = torch.cat(picked_all, dim=1)
-    entropy[:, keep + 1] = torch.cat(entropy_all, dim=1)
+    logprobs[:, keep + 1] = out[..., 0]
+    entropy[:, keep + 1] = out[..., 1]
     return logprobs, entropy

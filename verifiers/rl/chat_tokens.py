@@ -35,8 +35,9 @@ def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ]
         if calls:
             clean["tool_calls"] = calls
-        if message.get("tool_call_id"):
-            clean["tool_call_id"] = message["tool_call_id"]
+        for key in ("tool_call_id", "name"):
+            if message.get(key):
+                clean[key] = message[key]
         out.append(clean)
     return out
 

@@ -12,66 +12,22 @@ printed. Every setting, with its default:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
+from verifiers.rl.command import (
+    command_main,
+    load_policy,
+    parse_overrides,
+    prepare_weights_dir,
+    resume_or_follow,
+    run_dir_problem,
+)
 from verifiers.rl.config import InferenceConfig, RLConfig, summary
-
-
-class UsageError(ValueError):
-    """A command line or config file vf-rl cannot use (exit 2, one line)."""
-
-
-def parse_overrides(
-    argv: list[str], doc: str | None, defaults: dict[str, Any], example: str
-) -> tuple[dict[str, Any], bool]:
-    """``@ file.toml`` (or a bare .toml path), then ``--dotted.key value`` overrides and
-    ``--resume``: the raw settings (validated by the caller's config model) and the resume flag.
-    ``--help`` prints ``doc`` and ``defaults``."""
-    data: dict[str, Any] = {}
-    resume = False
-    rest = list(argv)
-    if rest and rest[0] == "@":
-        rest.pop(0)
-    if rest and rest[0].endswith(".toml"):
-        path = Path(rest.pop(0))
-        try:
-            data = tomllib.loads(path.read_text())
-        except FileNotFoundError:
-            raise UsageError(f"no config file {path}; start from {example}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"{path} is not valid TOML: {exc}") from None
-    while rest:
-        flag = rest.pop(0)
-        if flag == "--resume":
-            resume = True
-            continue
-        if flag in ("-h", "--help"):
-            print(doc)
-            print(json.dumps(defaults, indent=2))
-            sys.exit(0)
-        if not flag.startswith("--") or not rest:
-            raise UsageError(f"expected '--key value', got {flag!r}")
-        value = rest.pop(0)
-        try:
-            parsed: Any = json.loads(value)
-        except json.JSONDecodeError:
-            parsed = value
-        target = data
-        keys = flag[2:].replace("-", "_").split(".")
-        for key in keys[:-1]:
-            if isinstance(target.get(key), str):  # loss = "dapo", then --trainer.loss.clip_high
-                target[key] = {"name": target[key]}
-            target = target.setdefault(key, {})
-        target[keys[-1]] = parsed
-    return data, resume
 
 
 def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
@@ -111,8 +67,16 @@ def trainer_device(config: RLConfig, cuda_available: bool) -> str:
 
 
 def device_problem(config: RLConfig, device: str) -> str | None:
-    """Device combinations that cannot work, said before anything starts."""
+    """Device and adapter combinations that cannot work, said before anything starts."""
     inference = config.inference
+    if config.trainer.lora is not None and (
+        inference.backend != "vf-serve" or inference.weight_transport != "filesystem"
+    ):
+        return (
+            "trainer.lora pushes adapters to vf-serve through the filesystem transport (it merges "
+            "them into its base); set inference.backend = 'vf-serve' and weight_transport = "
+            "'filesystem', or train without LoRA"
+        )
     if inference.backend == "vllm" and not inference.device.startswith("cuda"):
         return "inference.backend = 'vllm' needs inference.device = 'cuda' or 'cuda:N'"
     if inference.weight_transport == "nccl":
@@ -133,8 +97,9 @@ def model_problem(
     the model's positions, or one GPU shared by the trainer and a vLLM that reserves too much.
 
     On a shared GPU the trainer needs its fp32 weights, gradients and two Adam moments (16 bytes
-    a parameter), a logits chunk (``logprob_chunk`` × vocab in fp32, with its gradient) and room
-    for activations (a quarter more); vLLM takes ``gpu_memory_utilization`` of the whole GPU."""
+    a parameter), the LM head's peak (``verifiers.rl.head.head_budget_bytes``: one chunk of
+    ``logprob_chunk`` positions, measured by benchmarks/lm_head_memory.py) and room for
+    activations (a quarter more); vLLM takes ``gpu_memory_utilization`` of the whole GPU."""
     model = json.loads((model_dir / "config.json").read_text())
     inference = config.inference
     positions = model.get("max_position_embeddings")
@@ -160,9 +125,17 @@ def model_problem(
         import torch
 
         gpu_bytes = torch.cuda.get_device_properties(_gpu_index(device)).total_memory
+    from verifiers.rl.head import head_budget_bytes
+
     params = parameter_count(model_dir)
-    logits = config.trainer.logprob_chunk * int(model.get("vocab_size", 0)) * 4 * 3
-    needed = int((16 * params + logits) * 1.25)
+    positions = config.trainer.max_tokens_per_micro_batch
+    head = head_budget_bytes(
+        positions,
+        config.trainer.logprob_chunk,
+        int(model.get("vocab_size", 0)),
+        int(model.get("hidden_size", 0)),
+    )
+    needed = int((16 * params + head) * 1.25)
     left = int(gpu_bytes * (1 - inference.gpu_memory_utilization))
     if needed > left:
         most = max(0.05, 1 - needed / gpu_bytes)
@@ -199,56 +172,9 @@ def make_trainer(config: RLConfig, model: Any, pad_id: int = 0, dist: Any = None
         config.trainer,
         total_steps=config.steps,
         temperature=config.orchestrator.temperature,
-        max_completion_tokens=config.max_completion_tokens(),
         pad_id=pad_id,
         dist=dist,
     )
-
-
-def prepare_weights_dir(model_dir: Path, weights: Path) -> None:
-    """``weights`` as a complete model directory (config, tokenizer, chat template) that the
-    trained weights are written into: ``vf-eval -m``, ``vf-serve`` and ``model =`` load it."""
-    weights.mkdir(parents=True, exist_ok=True)
-    for item in model_dir.iterdir():
-        if item.is_file() and not item.name.endswith(".safetensors"):
-            shutil.copy2(item, weights / item.name)
-
-
-def run_dir_problem(out: Path, resume: bool) -> str | None:
-    """Two runs never share one output dir: their metrics, plots and checkpoints would mix."""
-    from verifiers.rl.loop import latest_checkpoint
-
-    if resume:
-        if latest_checkpoint(out) is None:
-            return (
-                f"--resume: no checkpoint in {out / 'checkpoints'} (set checkpoint_every to "
-                "write them); run without --resume to start a new run"
-            )
-        return None
-    if (out / "metrics.jsonl").exists() or latest_checkpoint(out) is not None:
-        return (
-            f"{out} already holds a run: continue it with --resume, or choose another --output_dir"
-        )
-    return None
-
-
-def truncate_history(out: Path, step: int) -> None:
-    """Drop the records of steps after the checkpoint a run resumes from (they are redone)."""
-    for name, keep in (
-        ("metrics.jsonl", lambda r: r["step"] < step),
-        ("eval.jsonl", lambda r: r["step"] <= step),
-    ):
-        path = out / name
-        if not path.exists():
-            continue
-        kept = []
-        for line in path.read_text().splitlines():
-            try:
-                if keep(json.loads(line)):
-                    kept.append(line)
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
-        path.write_text("".join(f"{line}\n" for line in kept))
 
 
 def make_transport(
@@ -273,45 +199,6 @@ def make_transport(
     )
 
 
-def command_main(
-    prog: str,
-    parse: Any,
-    run: Any,
-    argv: list[str] | None,
-    before_run: Any = None,
-) -> int:
-    """A trainer command from argv to exit code: config mistakes are one line and exit 2,
-    Ctrl-C says how to resume (130), and a torchrun worker exits without gloo's teardown."""
-    # Two processes (trainer, inference server) share the cores: spinning OpenMP threads would
-    # slow both many times over. Must be set before torch is imported.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    try:
-        config, resume = parse(sys.argv[1:] if argv is None else argv)
-    except ValidationError as exc:
-        print(f"{prog}: invalid config: {exc}", file=sys.stderr)
-        return 2
-    except UsageError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    if before_run is not None:
-        before_run(config)
-    from rich.console import Console
-
-    console = Console()
-    try:
-        code = run(config, resume, console)
-    except KeyboardInterrupt:
-        console.print(
-            "[yellow]interrupted[/yellow]; continue with --resume (from the last checkpoint)"
-        )
-        code = 130
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker: skip gloo's teardown
-        from verifiers.rl.distributed import shutdown
-
-        shutdown(exit_code=code)
-    return code
-
-
 def _nccl_settings(config: RLConfig) -> None:
     if config.inference.weight_transport == "nccl":
         # vLLM runs NCCL with cuMem off; a trainer with it on can hang in the weight broadcast.
@@ -325,22 +212,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(config: RLConfig, resume: bool, console: Any) -> int:
     import torch
-    from rich.live import Live
     from rich.markup import escape
-    from rich.table import Table
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     import verifiers as vf
-    from verifiers.clients import OpenAICompatibleClient
     from verifiers.errors import VFError
     from verifiers.local_models import ModelNotAvailableError, resolve_model_dir
-    from verifiers.rl.batching import MissingTokensError, PackingError
-    from verifiers.rl.distributed import init_from_env, shutdown
-    from verifiers.rl.inference import start_inference
-    from verifiers.rl.loop import LoopSettings, latest_checkpoint, plot, train
-    from verifiers.rl.orchestrator import Orchestrator
-    from verifiers.weights.access import new_secret
-    from verifiers.weights.errors import InferenceServerError
+    from verifiers.rl.batching import PackingError
+    from verifiers.rl.distributed import init_from_env
 
     ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 also runs rollouts
     out = Path(config.output_dir)
@@ -363,22 +242,14 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     (out / "config.json").write_text(config.model_dump_json(indent=2))  # what actually runs
     console.print(f"{escape(summary(config))}\nconfig: {out / 'config.json'}", soft_wrap=True)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32").to(device)
     try:
-        trainer = make_trainer(config, policy, tokenizer.pad_token_id or 0, ctx)
-    except PackingError as exc:
+        trainer = make_trainer(
+            config, load_policy(model_dir, device), tokenizer.pad_token_id or 0, ctx
+        )
+    except (PackingError, ValueError) as exc:
         console.print(f"vf-rl: {escape(str(exc))}", soft_wrap=True)
         return 2
-    start_step = 0
-    checkpoint = latest_checkpoint(out) if resume else None
-    if checkpoint is not None:  # every rank loads its shards (DCP reshards to this world size)
-        start_step = trainer.load_checkpoint(checkpoint)["step"]
-    if ctx is not None and not ctx.is_main:
-        trainer.follow()
-        shutdown(exit_code=0)
-    if checkpoint is not None:
-        truncate_history(out, start_step)  # steps after the checkpoint are trained again
-        console.print(f"resuming from {checkpoint} (step {start_step})")
+    start_step = resume_or_follow(trainer, out, resume, ctx, console)
     if config.checkpoint_every:
         kept = f"the newest {config.keep_checkpoints}" if config.keep_checkpoints else "all"
         console.print(
@@ -386,7 +257,37 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
         )
     # The weights dir is a complete model directory (vf-eval -m / vf-serve can load it).
     prepare_weights_dir(model_dir, out / "weights")
+    return _serve_and_train(config, env, trainer, tokenizer, model_dir, device, start_step, console)
+
+
+def _serve_and_train(
+    config: RLConfig,
+    env: Any,
+    trainer: Any,
+    tokenizer: Any,
+    model_dir: Path,
+    device: str,
+    start_step: int,
+    console: Any,
+) -> int:
+    """Start the inference server, run the loop, export the model: rank 0's part of a run."""
+    from rich.markup import escape
+
+    from verifiers.clients import OpenAICompatibleClient
+    from verifiers.rl.batching import MissingTokensError
+    from verifiers.rl.distributed import shutdown
+    from verifiers.rl.inference import start_inference
+    from verifiers.rl.loop import LoopSettings, plot, train
+    from verifiers.rl.orchestrator import Orchestrator
+    from verifiers.rl.tracking import start_trackers
+    from verifiers.weights.access import new_secret
+    from verifiers.weights.errors import InferenceServerError
+
+    out = Path(config.output_dir)
     log = out / "logs" / "inference.log"
+    trackers = start_trackers("vf-rl", config, trainer, console)
+    if trackers is None:
+        return 2
     try:
         with console.status(f"starting the inference server ({config.inference.backend})"):
             server = start_inference(
@@ -399,6 +300,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     except RuntimeError as exc:
         console.print(f"vf-rl: the inference server did not start: {escape(str(exc))}")
         trainer.stop_followers()
+        trackers.close()
         return 1
     weights = None
     try:
@@ -419,7 +321,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
             trainer_device=device,
             secret=server.weights_secret,
         )
-        if checkpoint is not None:
+        if start_step:
             weights.push(trainer)
         orchestrator = Orchestrator(
             env,
@@ -430,43 +332,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
             config=config.orchestrator,
             advantage=config.trainer.loss.advantage,
         )
-        table = Table(title=f"vf-rl · {config.env_id} · {config.model}")
-        for col in (
-            "step",
-            "reward",
-            "loss",
-            "samples",
-            "stale",
-            "lag",
-            "gen s",
-            "train s",
-            "step s",
-            "tok/s",
-        ):
-            table.add_column(col, justify="right")
-        with Live(table, console=console, refresh_per_second=4):
-
-            def on_step(r: dict[str, Any]) -> None:
-                table.add_row(
-                    str(r["step"]),
-                    f"{r['reward']:.3f}",
-                    f"{r.get('loss', 0):.4f}",
-                    str(r["samples"]),
-                    str(r["stale_dropped"]),
-                    str(r["max_lag"]),
-                    f"{r['generation_s']:.1f}",
-                    f"{r['train_s']:.1f}",
-                    f"{r['step_s']:.1f}",
-                    f"{r['tokens_per_s']:,.0f}",
-                )
-
-            def on_eval(r: dict[str, Any]) -> None:
-                console.print(
-                    f"held-out reward after {r['step']} steps: {r['eval_reward']:.3f} "
-                    f"± {r['eval_reward_std']:.3f} ({r['eval_rollouts']} rollouts, "
-                    f"{r['eval_errors']} errors, {r['eval_s']:.1f} s)"
-                )
-
+        with _progress_table(config, console) as (on_step, on_eval):
             train(
                 orchestrator,
                 trainer,
@@ -478,13 +344,13 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
                     output_dir=out,
                     keep_checkpoints=config.keep_checkpoints,
                     eval=eval_settings(config, env),
+                    decode=lambda ids: [tokenizer.decode([i]) for i in ids],
                 ),
                 start_step=start_step,
-                on_step=on_step,
-                on_eval=on_eval,
+                on_step=lambda r: (on_step(r), trackers.log(r, r["step"])),
+                on_eval=lambda r: (on_eval(r), trackers.log(r, r["step"], prefix="eval")),
             )
-        if config.inference.weight_transport != "filesystem":  # the trained model, on disk too
-            trainer.save_weights(out / "weights")
+        exported = export_run(config, env, trainer, out)
     except (InferenceServerError, MissingTokensError) as exc:
         console.print(f"[red]vf-rl: {escape(str(exc))}[/red]; training stopped")
         return 1
@@ -493,11 +359,83 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
             weights.close()
         trainer.stop_followers()
         server.stop()
-        if ctx is not None:
+        trackers.close()
+        if trainer.dist is not None:
             shutdown()
     picture = plot(out)
-    console.print(f"metrics: {out / 'metrics.jsonl'}" + (f"; plot: {picture}" if picture else ""))
+    console.print(
+        f"weights: {out / 'weights'} ({', '.join(exported)}; vf-eval ENV -m {out / 'weights'}); "
+        f"metrics: {out / 'metrics.jsonl'}"
+        + (f"; plot: {picture}" if picture else "")
+        + f"; report: vf-report {out}",
+        soft_wrap=True,
+    )
     return 0
+
+
+def export_run(config: RLConfig, env: Any, trainer: Any, out: Path) -> list[str]:
+    """``weights/`` as the finished model: bf16 shards (LoRA merged) and a model card."""
+    from verifiers.rl.export import export_model, model_card
+    from verifiers.rl.records import run_records
+
+    state = trainer.merged_state()  # a collective under FSDP2: every rank takes part
+    if state is None:
+        return []
+    files = export_model(state, out / "weights")
+    loss = config.trainer.loss
+    lora = config.trainer.lora
+    run = {
+        "command": "vf-rl",
+        "output_dir": str(out),
+        "steps": config.steps,
+        "loss": loss.name,
+        "learning rate": config.trainer.lr,
+        "examples × rollouts per step": (
+            f"{config.orchestrator.examples_per_step} × {config.orchestrator.rollouts_per_example}"
+        ),
+        "adapters": f"LoRA r {lora.rank}, α {lora.alpha} (merged)" if lora else "none (full)",
+        "seed": config.seed,
+    }
+    _, evals = run_records(out)
+    card = model_card(base_model=config.model, env=env, run=run, evals=evals)
+    (out / "weights" / "README.md").write_text(card)
+    return files
+
+
+@contextlib.contextmanager
+def _progress_table(config: RLConfig, console: Any) -> Any:
+    """A live table of the steps as they finish, and a line per held-out eval."""
+    from rich.live import Live
+    from rich.table import Table
+
+    table = Table(title=f"vf-rl · {config.env_id} · {config.model}")
+    columns = ("step", "reward", "loss", "samples", "stale", "lag", "gen s", "train s", "step s")
+    for col in (*columns, "tok/s"):
+        table.add_column(col, justify="right")
+
+    def on_step(r: dict[str, Any]) -> None:
+        table.add_row(
+            str(r["step"]),
+            f"{r['reward']:.3f}",
+            f"{r.get('loss', 0):.4f}",
+            str(r["samples"]),
+            str(r["stale_dropped"]),
+            str(r["max_lag"]),
+            f"{r['generation_s']:.1f}",
+            f"{r['train_s']:.1f}",
+            f"{r['step_s']:.1f}",
+            f"{r['tokens_per_s']:,.0f}",
+        )
+
+    def on_eval(r: dict[str, Any]) -> None:
+        console.print(
+            f"held-out reward after {r['step']} steps: {r['eval_reward']:.3f} "
+            f"± {r['eval_reward_std']:.3f} ({r['eval_rollouts']} rollouts, "
+            f"{r['eval_errors']} errors, {r['eval_s']:.1f} s)"
+        )
+
+    with Live(table, console=console, refresh_per_second=4):
+        yield on_step, on_eval
 
 
 if __name__ == "__main__":

@@ -108,6 +108,8 @@ def start_inference(
             "policy",
             "--max-batch-size",
             str(inference.max_batch_size),
+            "--client-max-tokens",  # its one client is this trainer: no per-client budget
+            "0",
             *inference.extra_args,
         ],
     )

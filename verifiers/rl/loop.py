@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verifiers.rl.command import prune_checkpoints
 from verifiers.rl.orchestrator import Batch, Orchestrator
+from verifiers.rl.records import run_records
 from verifiers.rl.trainer import Trainer
 from verifiers.weights.transport import WeightTransport
 
@@ -44,6 +46,8 @@ class LoopSettings:
     output_dir: Path
     keep_checkpoints: int  # the newest N stay on disk (0: all); each is GBs for a 135M model
     eval: EvalSettings = field(default_factory=EvalSettings)  # default: no held-out eval
+    # token ids → one display string per token, for the groups samples.jsonl records
+    decode: Callable[[list[int]], list[str]] | None = None
 
 
 def train(
@@ -68,6 +72,7 @@ async def _train(
     metrics_file = settings.output_dir / "metrics.jsonl"
     settings.output_dir.mkdir(parents=True, exist_ok=True)
     orchestrator.served_version = trainer.version  # a resumed run's weights were pushed already
+    await orchestrator.start_workers()
     evaluating: asyncio.Task | None = None
 
     async def evaluate(step: int, version: int) -> None:
@@ -138,6 +143,8 @@ async def _train(
             history.append(record)
             with metrics_file.open("a") as f:
                 f.write(json.dumps(record) + "\n")
+            if batch.recorded and fresh:
+                write_groups(settings.output_dir / "samples.jsonl", step, batch, settings.decode)
             if on_step:
                 on_step(record)
             if settings.checkpoint_every and (step + 1) % settings.checkpoint_every == 0:
@@ -155,6 +162,7 @@ async def _train(
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        await orchestrator.close()
         await orchestrator.env.end_run()
         aclose = getattr(orchestrator.client, "aclose", None)
         if aclose is not None:
@@ -162,20 +170,34 @@ async def _train(
     return history
 
 
-def latest_checkpoint(output_dir: Path) -> Path | None:
-    checkpoints = sorted((output_dir / "checkpoints").glob("step_*"))
-    return checkpoints[-1] if checkpoints else None
-
-
-def prune_checkpoints(directory: Path, keep: int) -> list[Path]:
-    """Delete all but the newest ``keep`` checkpoints (``keep`` 0 keeps every one)."""
-    import shutil
-
-    checkpoints = sorted(directory.glob("step_*"))
-    removed = checkpoints[:-keep] if keep > 0 else []
-    for old in removed:
-        shutil.rmtree(old, ignore_errors=True)
-    return removed
+def write_groups(
+    path: Path, step: int, batch: Batch, decode: Callable[[list[int]], list[str]] | None
+) -> None:
+    """The step's recorded groups, one line each: every sample's tokens, loss mask, advantage,
+    reward, and the inference and trainer logprobs of its tokens (what the trainer learned
+    from, as vf-report shows it)."""
+    with path.open("a") as f:
+        for group in batch.recorded:
+            samples = [
+                {
+                    "reward": s.reward,
+                    "advantage": s.advantage,
+                    "policy_version": s.policy_version,
+                    "token_ids": s.input_ids,
+                    "tokens": decode(s.input_ids) if decode else None,
+                    "loss_mask": s.loss_mask,
+                    "inference_logprobs": s.old_logprobs,
+                    "trainer_logprobs": s.trainer_logprobs,
+                }
+                for s in group["samples"]
+            ]
+            record = {
+                "step": step,
+                "example_id": group["example_id"],
+                "group_rewards": group["group_rewards"],
+                "samples": samples,
+            }
+            f.write(json.dumps(record) + "\n")
 
 
 PANELS = (
@@ -220,20 +242,3 @@ def plot(output_dir: Path) -> Path | None:
     for ax in axes[1]:
         ax.set_xlabel("step (policy version)")
     return save_figure(plt, fig, output_dir / "metrics.png")
-
-
-def run_records(output_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A run's per-step records and held-out evals, as written (torn lines skipped)."""
-    return _read_jsonl(output_dir / "metrics.jsonl"), _read_jsonl(output_dir / "eval.jsonl")
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:  # a line torn by a kill
-            continue
-    return records

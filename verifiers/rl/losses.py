@@ -7,11 +7,13 @@ data-parallel ranks add up to exactly the full-batch loss:
 
 - ``sequence_mean`` (GRPO, GSPO): Σ_i (1/|o_i|) Σ_t ℓ_it / N_seq
 - ``token_mean`` (DAPO, CISPO): Σ_i Σ_t ℓ_it / N_tok
-- ``constant`` (Dr. GRPO): Σ_i Σ_t ℓ_it / (N_seq · L_max)
+- ``constant`` (Dr. GRPO): Σ_i Σ_t ℓ_it / (B · L_max), B and L_max fixed by the config
 
-Inputs: the trainer's ``logprobs`` (with gradient), the ``old_logprobs`` the inference server
-reported when sampling, ``advantages`` (per token: packed rows mix sequences), a 0/1 ``mask`` of
-the tokens that take part, and ``segment_ids`` telling the sequences of a packed row apart.
+Inputs: the trainer's ``logprobs`` (with gradient), the ``old_logprobs`` the ratio is taken
+against (the inference server's, or the trainer's own at the step's start under truncated IS),
+``advantages`` (per token: packed rows mix sequences), a 0/1 ``mask`` of the tokens that take
+part, and ``segment_ids`` telling the sequences of a packed row apart. The trainer/inference
+mismatch correction (masks and truncated weights) is :func:`importance_correction`.
 """
 
 from __future__ import annotations
@@ -29,37 +31,40 @@ class TokenLoss(NamedTuple):
     clipped: torch.Tensor  # [B, T] bool: tokens whose gradient the clipping removed
 
 
-def _clipped_surrogate(ratio, adv, clip_low: float, clip_high: float) -> TokenLoss:
+def _clipped_surrogate(ratio, adv, cfg) -> TokenLoss:
     """PPO's -min(r·A, clip(r, 1-ε_low, 1+ε_high)·A). Clipping removes a token's gradient only
-    on the side its advantage pushes: r > 1+ε_high with A > 0, r < 1-ε_low with A < 0."""
-    unclipped = ratio * adv
-    clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * adv
-    silenced = ((ratio > 1 + clip_high) & (adv > 0)) | ((ratio < 1 - clip_low) & (adv < 0))
-    return TokenLoss(-torch.minimum(unclipped, clipped), silenced)
+    on the side its advantage pushes: r > 1+ε_high with A > 0, r < 1-ε_low with A < 0; with
+    ``delta`` (two-sided clip) also r > δ with A < 0, where the unclipped r·A is capped at δ·A."""
+    unclipped = ratio if cfg.delta is None else torch.clamp(ratio, max=cfg.delta)
+    clipped = torch.clamp(ratio, 1 - cfg.clip_low, 1 + cfg.clip_high) * adv
+    silenced = ((ratio > 1 + cfg.clip_high) & (adv > 0)) | ((ratio < 1 - cfg.clip_low) & (adv < 0))
+    if cfg.delta is not None:
+        silenced = silenced | ((ratio > cfg.delta) & (adv < 0))
+    return TokenLoss(-torch.minimum(unclipped * adv, clipped), silenced)
 
 
 def grpo_loss(logprobs, old_logprobs, advantages, mask, cfg: GRPOLoss, segment_ids=None):
     """GRPO's per-token term: the clipped surrogate with r_t = π(o_t)/π_old(o_t)."""
     ratio = torch.exp(logprobs - old_logprobs)
-    return _clipped_surrogate(ratio, advantages, cfg.clip_low, cfg.clip_high)
+    return _clipped_surrogate(ratio, advantages, cfg)
 
 
 def dapo_loss(logprobs, old_logprobs, advantages, mask, cfg: DAPOLoss, segment_ids=None):
     """DAPO's per-token term: the clipped surrogate with its asymmetric (clip-higher) bounds."""
     ratio = torch.exp(logprobs - old_logprobs)
-    return _clipped_surrogate(ratio, advantages, cfg.clip_low, cfg.clip_high)
+    return _clipped_surrogate(ratio, advantages, cfg)
 
 
 def dr_grpo_loss(logprobs, old_logprobs, advantages, mask, cfg: DrGRPOLoss, segment_ids=None):
     """Dr. GRPO's per-token term: the clipped surrogate (its changes are the constant
     normalizer and unscaled advantages)."""
     ratio = torch.exp(logprobs - old_logprobs)
-    return _clipped_surrogate(ratio, advantages, cfg.clip_low, cfg.clip_high)
+    return _clipped_surrogate(ratio, advantages, cfg)
 
 
 def cispo_loss(logprobs, old_logprobs, advantages, mask, cfg: CISPOLoss, segment_ids=None):
-    """CISPO's per-token term -sg(min(r, max_weight))·A·log π: no token loses its gradient;
-    the weight is bounded above only."""
+    """CISPO's per-token term -sg(min(r, ε_max))·A·log π: no token loses its gradient; the
+    weight is bounded above only (a token far above the band weighs ε_max)."""
     with torch.no_grad():
         ratio = torch.exp(logprobs - old_logprobs)
         weight = torch.clamp(ratio, max=cfg.max_weight)
@@ -83,7 +88,7 @@ def gspo_loss(logprobs, old_logprobs, advantages, mask, cfg: GSPOLoss, segment_i
     mean_log_ratio = torch.zeros_like(lengths).index_add_(0, seq, log_ratio) / lengths.clamp(min=1)
     seq_ratio = torch.exp(mean_log_ratio)[seq].view_as(logprobs)
     token_ratio = seq_ratio * torch.exp(logprobs - logprobs.detach())
-    return _clipped_surrogate(token_ratio, advantages, cfg.clip_low, cfg.clip_high)
+    return _clipped_surrogate(token_ratio, advantages, cfg)
 
 
 def sft_loss(logprobs, old_logprobs, advantages, mask, cfg: SFTLoss, segment_ids=None):
@@ -113,48 +118,65 @@ def token_weights(
     sequence_lengths: torch.Tensor,
     num_sequences: int,
     num_tokens: int,
-    max_completion_tokens: int,
+    constant: int | None = None,
 ) -> torch.Tensor | float:
     """What each token's term is multiplied by so the batch sums to the aggregated loss.
 
     ``sequence_lengths`` ``[B, T]`` is, at each token, its sequence's number of loss tokens;
-    the counts are over the global batch (every micro-batch and rank)."""
+    the counts are over the global batch (every micro-batch and rank); ``constant`` is Dr.
+    GRPO's B·L_max, the same every step whatever was filtered."""
     if aggregation == "sequence_mean":
         return 1.0 / (sequence_lengths.clamp(min=1) * num_sequences)
     if aggregation == "token_mean":
         return 1.0 / num_tokens
     if aggregation == "constant":
-        return 1.0 / (num_sequences * max_completion_tokens)
+        if not constant:
+            raise ValueError("the constant aggregation needs its constant (B·L_max)")
+        return 1.0 / constant
     raise ValueError(f"unknown aggregation {aggregation!r}")
 
 
-def importance_mask(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
+class Correction(NamedTuple):
+    keep: torch.Tensor  # [B, T] the loss mask without the tokens/sequences masked out
+    weight: torch.Tensor | float  # [B, T] truncated-IS weights (no gradient), or 1.0
+
+
+def importance_correction(
+    trainer_logprobs: torch.Tensor,
+    inference_logprobs: torch.Tensor,
     mask: torch.Tensor,
     segment_ids: torch.Tensor,
-    token_band: tuple[float, float] | None,
-    sequence_band: tuple[float, float] | None,
-) -> torch.Tensor:
-    """The loss mask without tokens whose trainer/inference ratio leaves ``token_band``, and
-    without whole sequences whose geometric-mean ratio leaves ``sequence_band`` (no gradient)."""
+    token: tuple[str, float, float],
+    sequence: tuple[str, float, float],
+) -> Correction:
+    """The trainer/inference mismatch correction, from ρ = π_trainer/π_inference per token and
+    its geometric mean per sequence: ``mask`` drops what leaves [low, high], ``truncate``
+    weights each term by min(ρ, high); each ``(mode, low, high)``, mode ``off`` does nothing."""
     with torch.no_grad():
         keep = mask.clone()
-        log_ratio = (logprobs - old_logprobs) * mask
-        if token_band is not None:
+        weight: torch.Tensor | float = 1.0
+        log_ratio = (trainer_logprobs - inference_logprobs) * mask
+        mode, low, high = token
+        if mode != "off":
             ratio = torch.exp(log_ratio)
-            keep = keep * ((ratio >= token_band[0]) & (ratio <= token_band[1])).to(mask.dtype)
-        if sequence_band is not None:
+            if mode == "mask":
+                keep = keep * ((ratio >= low) & (ratio <= high)).to(mask.dtype)
+            else:
+                weight = torch.clamp(ratio, max=high)
+        mode, low, high = sequence
+        if mode != "off":
             seq = _sequence_index(segment_ids)
             n_seq = int(seq.max()) + 1
             lengths = torch.zeros(n_seq, dtype=log_ratio.dtype, device=mask.device).index_add_(
                 0, seq, mask.flatten().to(log_ratio.dtype)
             )
             sums = torch.zeros_like(lengths).index_add_(0, seq, log_ratio.flatten())
-            geo = torch.exp(sums / lengths.clamp(min=1))
-            inside = (geo >= sequence_band[0]) & (geo <= sequence_band[1])
-            keep = keep * inside[seq].view_as(mask).to(mask.dtype)
-    return keep
+            geo = torch.exp(sums / lengths.clamp(min=1))[seq].view_as(mask)
+            if mode == "mask":
+                keep = keep * ((geo >= low) & (geo <= high)).to(mask.dtype)
+            else:
+                weight = weight * torch.clamp(geo, max=high)
+    return Correction(keep, weight)
 
 
 def k3(logprobs: torch.Tensor, other_logprobs: torch.Tensor) -> torch.Tensor:

@@ -7,8 +7,10 @@ sample (the oldest version any of its turns came from, as reported by the server
 
 Batch forming, in order: rollouts that failed for reasons not the policy's leave their group
 (they are neither baseline nor sample); truncated ones are kept, masked out or penalized
-(``overlong``); groups whose advantages are all zero teach nothing and are dropped, and with
-``dynamic_sampling`` further examples are rolled out until the step has its groups (DAPO §3.2).
+(``overlong``: DAPO's soft overlong punishment); groups whose rewards are all equal have no
+advantage under any estimator and are dropped, and with ``dynamic_sampling`` further examples
+are rolled out until the step has its groups (DAPO §3.2) — each example at most once a step.
+Advantages are computed once the step's groups are known (batch-level std needs them all).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifiers.errors import EmptyModelResponseError, ModelConnectionError, ModelTimeoutError
-from verifiers.rl.advantages import ESTIMATORS
+from verifiers.rl.advantages import ESTIMATORS, batch_advantages
 from verifiers.rl.batching import Sample, samples_from_state
 from verifiers.rl.config import GRPOLoss, OrchestratorConfig
 from verifiers.weights.errors import InferenceServerError
@@ -36,6 +38,7 @@ class Batch:
     generation_s: float
     versions: list[int] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)  # per-step batch metrics
+    recorded: list[dict[str, Any]] = field(default_factory=list)  # groups vf-report shows
 
     @property
     def mean_reward(self) -> float:
@@ -68,7 +71,7 @@ class Orchestrator:
         self.env, self.client, self.model = env, client, model
         self.config = config
         self.rows = env.dataset_rows("train")
-        self.estimator = ESTIMATORS[advantage]
+        self.advantage = advantage
         self.seed = seed
         # the version the server was last told to serve (set by the loop): stands in for the
         # per-reply policy_version if a server does not report one
@@ -76,6 +79,7 @@ class Orchestrator:
         self.health = (
             health  # () -> problem | None: a dead server is reported in ~0.5 s, not after retries
         )
+        self.workers: Any = None  # the environment workers, once started (start_workers)
         self.sampling_args = {
             "max_tokens": config.max_tokens,
             "temperature": config.temperature,
@@ -84,9 +88,37 @@ class Orchestrator:
         }
 
     def examples_for(self, step: int, round_: int = 0) -> list[dict[str, Any]]:
-        """The step's examples (round 0), or further ones for dynamic sampling's refills."""
-        rng = random.Random(self.seed * 1_000_003 + step + round_ * 7_777_777)
-        return rng.sample(self.rows, min(self.config.examples_per_step, len(self.rows)))
+        """The step's examples (round 0), or dynamic sampling's refills (rounds 1, 2, …): slices
+        of one shuffle of the rows per step, so no example is drawn twice in a step (a round
+        past the end of the rows gets none)."""
+        rng = random.Random(self.seed * 1_000_003 + step)
+        order = rng.sample(range(len(self.rows)), len(self.rows))
+        size = self.config.examples_per_step
+        return [self.rows[i] for i in order[round_ * size : (round_ + 1) * size]]
+
+    async def start_workers(self) -> None:
+        """Start the environment workers the config asks for (see ``env_workers``)."""
+        spec = self.config.env_workers
+        loaded_by_id = bool(getattr(self.env, "loaded_as", None))
+        if self.workers is not None or spec == "none" or (spec == "auto" and not loaded_by_id):
+            return
+        from verifiers.workers import start_workers
+
+        self.workers = await start_workers(spec, self.env)
+
+    async def close(self) -> None:
+        if self.workers is not None:
+            await self.workers.close()
+            self.workers = None
+
+    def worker_stats(self) -> dict[str, float]:
+        if self.workers is None:
+            return {"env_workers": 0.0}
+        described = self.workers.describe()
+        return {
+            "env_workers": float(described.get("workers", 0)),
+            "env_worker_restarts": float(described.get("restarts", 0)),
+        }
 
     async def generate(self, step: int) -> Batch:
         return await self._watched(self._generate(step))
@@ -112,6 +144,7 @@ class Orchestrator:
             sampling_args=sampling,
             rollouts_per_example=rollouts_per_example,
             max_concurrent=self.config.max_concurrent,
+            env_workers=self.workers,
         )
         rewards = [float(r or 0.0) for r in out.reward]
         return {
@@ -137,16 +170,19 @@ class Orchestrator:
     async def _generate(self, step: int) -> Batch:
         start = time.perf_counter()
         at_start = self.served_version
-        samples: list[Sample] = []
-        versions: list[int] = []
         rewards: list[float] = []
-        errors = groups_kept = 0
+        drawn: list[float] = []  # every trainable reward of the step (batch-level std)
+        kept: list[tuple[list[Any], list[float]]] = []
+        errors = 0
         counts = dict.fromkeys(
             ("groups", "zero_advantage", "solve_all", "solve_none", "truncated"), 0
         )
         lengths: list[int] = []
         rounds = self.config.max_sampling_rounds if self.config.dynamic_sampling else 1
+        round_ = 0
         for round_ in range(rounds):
+            if not self.examples_for(step, round_):
+                break  # every example was drawn this step
             out = await self._rollouts(step, round_)
             errors += sum(1 for s in out.state if s.get("error"))
             if round_ == 0:
@@ -155,28 +191,54 @@ class Orchestrator:
             for state in out.state:
                 groups.setdefault(state["example_id"], []).append(state)
             for states in groups.values():
-                if round_ and groups_kept >= self.config.examples_per_step:
+                if round_ and len(kept) >= self.config.examples_per_step:
                     break  # a refill tops the batch up to its size, no further
-                group = self._group(states, at_start, counts, lengths)
+                group = self._group(states, counts, lengths)
                 if group is None:
                     continue
-                group_samples, group_versions = group
-                samples += group_samples
-                versions += group_versions
-                groups_kept += 1
-            if groups_kept >= self.config.examples_per_step:
+                drawn += group[1]
+                if max(group[1]) - min(group[1]) < 1e-9:  # no advantage under any estimator
+                    counts["zero_advantage"] += 1
+                    if self.config.filter_zero_advantage:
+                        continue
+                kept.append(group)
+            if len(kept) >= self.config.examples_per_step:
                 break
+        advantages = batch_advantages(self.advantage, [r for _, r in kept], drawn)
+        samples: list[Sample] = []
+        versions: list[int] = []
+        recorded = []
+        for index, ((members, group_rewards), group_advantages) in enumerate(
+            zip(kept, advantages, strict=True)
+        ):
+            record = index < self.config.report_groups
+            group_samples, group_versions = self._samples(
+                members, group_advantages, at_start, record
+            )
+            samples += group_samples
+            versions += group_versions
+            if record:
+                recorded.append(
+                    {
+                        "example_id": members[0].get("example_id"),
+                        "group_rewards": group_rewards,
+                        "samples": group_samples,
+                    }
+                )
         n_groups = max(counts["groups"], 1)
         stats = {
-            "groups_trained": groups_kept,
+            "groups_trained": len(kept),
             "zero_advantage_groups": counts["zero_advantage"],
             "solve_all": counts["solve_all"] / n_groups,
             "solve_none": counts["solve_none"] / n_groups,
             "truncated_fraction": counts["truncated"] / max(len(lengths), 1),
             "completion_tokens": statistics.fmean(lengths) if lengths else 0.0,
             "sampling_rounds": round_ + 1,
+            **self.worker_stats(),
         }
-        return Batch(step, samples, rewards, errors, time.perf_counter() - start, versions, stats)
+        batch = Batch(step, samples, rewards, errors, time.perf_counter() - start, versions, stats)
+        batch.recorded = recorded
+        return batch
 
     async def _rollouts(self, step: int, round_: int) -> Any:
         rows = self.examples_for(step, round_)
@@ -188,6 +250,7 @@ class Orchestrator:
             sampling_args=dict(self.sampling_args, seed=seed),
             rollouts_per_example=self.config.rollouts_per_example,
             max_concurrent=self.config.max_concurrent,
+            env_workers=self.workers,
         )
         errors = [s for s in out.state if s.get("error")]
         connection = [
@@ -200,9 +263,10 @@ class Orchestrator:
         return out
 
     def _group(
-        self, states: list[Any], at_start: int, counts: dict[str, int], lengths: list[int]
-    ) -> tuple[list[Sample], list[int]] | None:
-        """One prompt's rollouts as samples, or None when the group teaches nothing."""
+        self, states: list[Any], counts: dict[str, int], lengths: list[int]
+    ) -> tuple[list[Any], list[float]] | None:
+        """One prompt's rollouts that belong in its baseline, with their rewards (after the
+        overlong penalty); None when none does."""
         members = [s for s in states if not s.get("error") or _trainable_error(s)]
         if not members:
             return None
@@ -210,24 +274,33 @@ class Orchestrator:
         rewards = [float(s.get("reward") or 0.0) for s in members]
         counts["solve_all"] += all(r >= 1.0 for r in rewards)
         counts["solve_none"] += all(r <= 0.0 for r in rewards)
-        truncated = [bool(s.get("is_truncated")) for s in members]
-        counts["truncated"] += sum(truncated)
+        counts["truncated"] += sum(bool(s.get("is_truncated")) for s in members)
         lengths += [_completion_tokens(s) for s in members]
         if self.config.overlong == "penalize":
-            rewards = [
-                r - self.config.overlong_penalty * t
-                for r, t in zip(rewards, truncated, strict=True)
-            ]
-        advantages = self.estimator(rewards)
-        if all(abs(a) < 1e-9 for a in advantages):
-            counts["zero_advantage"] += 1
-            if self.config.filter_zero_advantage:
-                return None
+            rewards = [r + self.overlong_penalty(s) for r, s in zip(rewards, members, strict=True)]
+        return members, rewards
+
+    def overlong_penalty(self, state: Any) -> float:
+        """DAPO's soft overlong punishment (eq. 13): 0 up to max_tokens - L_cache tokens, then
+        linear down to -overlong_penalty at max_tokens; a truncated reply gets all of it."""
+        config = self.config
+        if state.get("is_truncated"):
+            return -config.overlong_penalty
+        length, begin = _longest_turn(state), config.overlong_start()
+        if length <= begin:
+            return 0.0
+        return -config.overlong_penalty * min(1.0, (length - begin) / (config.max_tokens - begin))
+
+    def _samples(
+        self, members: list[Any], advantages: list[float], at_start: int, record: bool
+    ) -> tuple[list[Sample], list[int]]:
+        """A group's rollouts as samples (truncated ones left out under ``overlong = mask``:
+        they stay in the baseline), each with the policy version it came from."""
         samples: list[Sample] = []
         versions: list[int] = []
-        for state, advantage, cut in zip(members, advantages, truncated, strict=True):
-            if cut and self.config.overlong == "mask":
-                continue  # still in the baseline, not trained on
+        for state, advantage in zip(members, advantages, strict=True):
+            if state.get("is_truncated") and self.config.overlong == "mask":
+                continue
             version = min(
                 (
                     int(step["response"].get("policy_version", at_start))
@@ -237,16 +310,25 @@ class Orchestrator:
                 default=at_start,
             )
             versions.append(version)
-            samples.extend(samples_from_state(state, advantage, version))
+            for sample in samples_from_state(state, advantage, version):
+                sample.record = record
+                samples.append(sample)
         return samples, versions
 
 
+def _turn_lengths(state: Any) -> list[int]:
+    return [
+        len((step.get("tokens") or {}).get("completion_ids") or [])
+        for step in state.get("trajectory") or []
+    ]
+
+
 def _completion_tokens(state: Any) -> int:
-    total = 0
-    for step in state.get("trajectory") or []:
-        tokens = step.get("tokens") or {}
-        total += len(tokens.get("completion_ids") or [])
-    return total
+    return sum(_turn_lengths(state))
+
+
+def _longest_turn(state: Any) -> int:
+    return max(_turn_lengths(state), default=0)
 
 
 def _trainable_error(state: dict[str, Any]) -> bool:

@@ -24,7 +24,16 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from verifiers.rl.config import InferenceConfig, TrainerConfig, _Strict, resolve_autocast
+from verifiers.rl.command import (
+    command_main,
+    load_policy,
+    parse_overrides,
+    prepare_weights_dir,
+    prune_checkpoints,
+    resume_or_follow,
+    run_dir_problem,
+)
+from verifiers.rl.config import InferenceConfig, Tracker, TrainerConfig, _Strict, resolve_autocast
 
 
 class SFTDataConfig(_Strict):
@@ -56,6 +65,7 @@ class SFTConfig(_Strict):
     checkpoint_every: int = Field(default=0, ge=0)
     keep_checkpoints: int = Field(default=2, ge=0)
     seed: int = 0
+    report_to: list[Tracker] = Field(default_factory=list)  # as vf-rl's
     trainer: TrainerConfig = Field(default_factory=lambda: TrainerConfig(**SFT_TRAINER))
     inference: InferenceConfig = Field(default_factory=InferenceConfig)  # for [eval] only
     eval: SFTEvalConfig = Field(default_factory=SFTEvalConfig)
@@ -135,8 +145,6 @@ def batches_for(samples: list[Any], batch_size: int, seed: int, step: int) -> li
 
 
 def parse_args(argv: list[str]) -> tuple[SFTConfig, bool]:
-    from verifiers.rl.cli import parse_overrides
-
     data, resume = parse_overrides(
         argv, __doc__, SFTConfig().model_dump(), "examples/sft/uppercase_cpu.toml"
     )
@@ -144,8 +152,6 @@ def parse_args(argv: list[str]) -> tuple[SFTConfig, bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from verifiers.rl.cli import command_main
-
     return command_main("vf-sft", parse_args, run, argv)
 
 
@@ -153,13 +159,13 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
     import torch
     from rich.markup import escape
     from rich.progress import Progress
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from verifiers.local_models import ModelNotAvailableError, resolve_model_dir
     from verifiers.rl.chat_tokens import TemplateError
-    from verifiers.rl.cli import prepare_weights_dir, run_dir_problem, truncate_history
-    from verifiers.rl.distributed import init_from_env, shutdown
-    from verifiers.rl.loop import latest_checkpoint, prune_checkpoints
+    from verifiers.rl.distributed import init_from_env
+    from verifiers.rl.export import export_model
+    from verifiers.rl.tracking import start_trackers
     from verifiers.rl.trainer import Trainer
 
     ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 runs the loop
@@ -191,25 +197,22 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
     device = config.trainer.device
     if device == "auto":
         device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
-    policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32").to(device)
     trainer = Trainer(
-        policy, config.trainer, total_steps=steps, pad_id=tokenizer.pad_token_id or 0, dist=ctx
+        load_policy(model_dir, device),
+        config.trainer,
+        total_steps=steps,
+        pad_id=tokenizer.pad_token_id or 0,
+        dist=ctx,
     )
-    start = 0
-    checkpoint = latest_checkpoint(out) if resume else None
-    if checkpoint is not None:  # every rank loads its shards
-        start = trainer.load_checkpoint(checkpoint)["step"]
-    if ctx is not None and not ctx.is_main:
-        trainer.follow()
-        shutdown(exit_code=0)
-    if checkpoint is not None:
-        truncate_history(out, start)
-        console.print(f"resuming from {checkpoint} (step {start})")
+    start = resume_or_follow(trainer, out, resume, ctx, console)
     prepare_weights_dir(model_dir, out / "weights")
+    trackers = start_trackers("vf-sft", config, trainer, console)
+    if trackers is None:
+        return 2
     evaluator = Evaluator(config, model_dir, out) if config.eval.env_id else None
     try:
         if evaluator is not None and start == 0:
-            evaluator.measure(trainer, 0, console)
+            trackers.log(evaluator.measure(trainer, 0, console), 0, prefix="eval")
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("training", total=steps, completed=start)
             for step in range(start, steps):
@@ -227,6 +230,7 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
                 }
                 with (out / "metrics.jsonl").open("a") as f:
                     f.write(json.dumps(record) + "\n")
+                trackers.log(record, step)
                 progress.update(task, advance=1, description=f"loss {result['loss']:.4f}")
                 done = step + 1
                 if config.checkpoint_every and done % config.checkpoint_every == 0:
@@ -235,10 +239,13 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
                 if evaluator is not None and (
                     done == steps or (config.eval.every and done % config.eval.every == 0)
                 ):
-                    evaluator.measure(trainer, done, console)
-        trainer.save_weights(out / "weights")  # a collective under FSDP2: before the stop
+                    trackers.log(evaluator.measure(trainer, done, console), done, prefix="eval")
+        state = trainer.merged_state()  # a collective under FSDP2: before the stop
+        if state is not None:
+            export_model(state, out / "weights")
     finally:
         trainer.stop_followers()
+        trackers.close()
         if evaluator is not None:
             evaluator.close()
     picture = plot_sft(out)
@@ -279,7 +286,7 @@ class Evaluator:
         code = self.server.process.poll()
         return None if code is None else f"the inference server exited (code {code})"
 
-    def measure(self, trainer: Any, step: int, console: Any) -> None:
+    def measure(self, trainer: Any, step: int, console: Any) -> dict[str, Any]:
         import asyncio
         import statistics
 
@@ -316,6 +323,7 @@ class Evaluator:
             f"held-out reward after {step} steps: {record['eval_reward']:.3f} ± "
             f"{record['eval_reward_std']:.3f} ({len(rewards)} rollouts)"
         )
+        return record
 
     def close(self) -> None:
         self.weights.close()
@@ -325,7 +333,7 @@ class Evaluator:
 def plot_sft(output_dir: Path) -> Path | None:
     """``metrics.png``: training loss and held-out reward over the run."""
     from verifiers.results.style import SERIES, pyplot, save_figure
-    from verifiers.rl.loop import run_records
+    from verifiers.rl.records import run_records
 
     plt = pyplot()
     if plt is None:

@@ -1,20 +1,18 @@
-"""The trainer: one optimizer step per batch of samples, weights out for the inference server.
+"""The trainer: ``num_iterations`` optimizer steps per batch of samples, weights out for the server.
 
 Read top to bottom: ``train_step`` → ``gradients`` (micro-batches, global normalizers) → ``loss``
-(logprobs, importance mask, the named loss, KL, aggregation). Every normalizer counts the *whole*
-batch, so accumulating micro-batches (or FSDP2 ranks) gives exactly the full-batch gradient.
+(logprobs, importance correction, the named loss, entropy bonus, KL, aggregation). Every
+normalizer counts the *whole* batch, so accumulating micro-batches (or FSDP2 ranks) gives exactly
+the full-batch gradient. With ``[trainer.lora]`` the model is wrapped by peft: only the adapters
+train, the KL reference is the same model with its adapter off, and only adapters are pushed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import os
-import random
-import shutil
 import tempfile
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,18 +28,19 @@ from verifiers.rl.batching import (
     token_logprobs,
 )
 from verifiers.rl.config import TrainerConfig
-from verifiers.rl.losses import LOSSES, importance_mask, k3, token_weights
+from verifiers.rl.losses import LOSSES, importance_correction, k3, token_weights
 from verifiers.rl.schedules import SCHEDULES, lr_factor
 
-STATS = ("loss", "ratio", "clipped", "mismatch_kl", "is_masked", "entropy", "ref_kl")
+STATS = ("loss", "ratio", "clipped", "mismatch_kl", "is_masked", "entropy", "ref_kl", "is_weight")
 """What each micro-batch sums (over its loss tokens), reduced once per step."""
 
 
 class Trainer:
-    """One optimizer step per batch of samples, with the loss named by ``config.loss``.
+    """``num_iterations`` optimizer steps per batch of samples, with the loss ``config.loss``.
 
     ``total_steps`` sets the LR schedule's length; ``temperature`` is the sampling temperature
-    (logprobs are of logits / temperature); ``max_completion_tokens`` is Dr. GRPO's L_max.
+    (logprobs are of logits / temperature). Dr. GRPO's constant B·L_max comes from its loss
+    config (``sequences_per_step``, ``max_completion_tokens``; vf-rl fills them in).
     ``dist`` (from ``verifiers.rl.distributed.init_from_env``) makes this one rank of an FSDP2
     job: rank 0 calls the methods; the other ranks run ``follow()``, which mirrors each call.
     """
@@ -53,7 +52,6 @@ class Trainer:
         *,
         total_steps: int = 100,
         temperature: float = 1.0,
-        max_completion_tokens: int = 1024,
         pad_id: int = 0,
         dist: Any = None,
     ) -> None:
@@ -62,6 +60,7 @@ class Trainer:
             raise ValueError(
                 f"unknown LR schedule {config.schedule!r}; choose from {', '.join(SCHEDULES)}"
             )
+        self.constant = _aggregation_constant(config.loss)
         # refuse, rather than train on packed samples that see each other
         self.packing = packing_mode(model, config.packing)
         if config.gradient_checkpointing:
@@ -73,9 +72,18 @@ class Trainer:
                 model.gradient_checkpointing_enable(
                     gradient_checkpointing_kwargs={"use_reentrant": False}
                 )
-        # the frozen starting policy, for the KL penalty (a full copy on every rank)
+        if config.lora is not None:
+            if dist is not None:
+                raise ValueError(
+                    "trainer.lora under torchrun is not supported yet: run one process"
+                )
+            model = with_lora(model, config.lora)
+        # the frozen starting policy, for the KL penalty: with LoRA the base (adapter off),
+        # otherwise a full copy on every rank
         self.reference = (
-            copy.deepcopy(model).eval().requires_grad_(False) if config.kl_beta > 0 else None
+            copy.deepcopy(model).eval().requires_grad_(False)
+            if config.kl_beta > 0 and config.lora is None
+            else None
         )
         self.dist = dist
         if dist is not None:
@@ -86,10 +94,12 @@ class Trainer:
         self.config = config
         self.total_steps = total_steps
         self.temperature = temperature
-        self.max_completion_tokens = max_completion_tokens
         self.pad_id = pad_id
         self.optimizer = torch.optim.AdamW(
-            model.parameters(), lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
+            [p for p in model.parameters() if p.requires_grad],
+            lr=config.lr,
+            betas=config.betas,
+            weight_decay=config.weight_decay,
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
@@ -98,12 +108,13 @@ class Trainer:
             ),
         )
         imp = config.importance
-        sampled = config.loss.sampled  # dataset tokens (SFT) have no sampling ratio to bound
-        self.token_band = (imp.token_low, imp.token_high) if imp.token_mask and sampled else None
-        self.sequence_band = (
-            (imp.sequence_low, imp.sequence_high) if imp.sequence_mask and sampled else None
-        )
-        self.version = 0  # policy version: optimizer steps taken
+        token, sequence = imp.resolved(config.loss)
+        self.token_correction = (token, imp.token_low, imp.token_high)
+        self.sequence_correction = (sequence, imp.sequence_low, imp.sequence_high)
+        # truncated IS: the loss's ratio is against the trainer's own policy at the step's start
+        self.truncated = "truncate" in (token, sequence)
+        self._start_logprobs: list[torch.Tensor] = []  # per micro-batch, when iterations need it
+        self.version = 0  # policy version: batches trained
 
     def micro_batches(self, samples: list[Sample]) -> list[MicroBatch]:
         budget = self.config.max_tokens_per_micro_batch
@@ -118,60 +129,81 @@ class Trainer:
         return torch.autocast(device.type, dtype=torch.bfloat16)
 
     def loss(
-        self, batch: MicroBatch, num_sequences: int, num_tokens: int
+        self, batch: MicroBatch, num_sequences: int, num_tokens: int, index: int = 0, it: int = 0
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The micro-batch's share of the batch loss, and its sums of ``STATS``."""
+        """Micro-batch ``index``'s share of the batch loss in iteration ``it``, and its sums of
+        ``STATS``."""
         device = next(self.model.parameters()).device
         batch = batch.to(device)
-        chunk = self.config.logprob_chunk
+        chunk, spec = self.config.logprob_chunk, self.config.loss
+        bonus = self.config.entropy_coef
         with self._autocast(device):
-            logprobs, entropy = token_logprobs(self.model, batch, self.temperature, chunk)
+            logprobs, entropy = token_logprobs(
+                self.model, batch, self.temperature, chunk, bonus != 0
+            )
+        if it == 0:  # the policy the step starts from
+            batch.record_logprobs(logprobs)
+            start = logprobs.detach()
+            if self.config.num_iterations > 1:
+                self._start_logprobs.append(start)
+        else:
+            start = self._start_logprobs[index]
         mask = batch.loss_mask
-        keep = importance_mask(
-            logprobs,
+        keep, is_weight = importance_correction(
+            start,
             batch.old_logprobs,
             mask,
             batch.segment_ids,
-            self.token_band,
-            self.sequence_band,
+            self.token_correction,
+            self.sequence_correction,
         )
-        spec = self.config.loss
+        behaviour = start if self.truncated else batch.old_logprobs
         terms = LOSSES[spec.name](
-            logprobs, batch.old_logprobs, batch.advantages, keep, spec, batch.segment_ids
+            logprobs, behaviour, batch.advantages, keep, spec, batch.segment_ids
         )
-        per_token = terms.loss
+        per_token = terms.loss * is_weight
+        if bonus:
+            per_token = per_token - bonus * entropy
         ref_kl = torch.zeros_like(logprobs)
-        if self.reference is not None:
-            with torch.no_grad(), self._autocast(device):
-                ref_logprobs, _ = token_logprobs(self.reference, batch, self.temperature, chunk)
+        if self.config.kl_beta > 0:
+            with torch.no_grad(), self._reference() as reference, self._autocast(device):
+                ref_logprobs, _ = token_logprobs(reference, batch, self.temperature, chunk)
             ref_kl = k3(logprobs, ref_logprobs)
             per_token = per_token + self.config.kl_beta * ref_kl
         weights = token_weights(
-            spec.aggregation,
-            batch.sequence_lengths,
-            num_sequences,
-            num_tokens,
-            self.max_completion_tokens,
+            spec.aggregation, batch.sequence_lengths, num_sequences, num_tokens, self.constant
         )
         # where, not multiply: a masked token's term may be inf (exp of a huge log-ratio)
         loss = torch.where(keep > 0, per_token * weights, 0.0).sum()
         with torch.no_grad():  # kept on the device: one host sync per step, not per micro-batch
             on = mask > 0
+            weight = is_weight if torch.is_tensor(is_weight) else torch.ones_like(logprobs)
             stats = torch.stack(
                 [
                     loss.detach().float(),
-                    torch.exp(logprobs - batch.old_logprobs)[on].sum(),
+                    torch.exp(logprobs - behaviour)[on].sum(),
                     (terms.clipped & (keep > 0)).sum().float(),
                     k3(batch.old_logprobs, logprobs)[on].sum(),  # KL(π_inference ‖ π_trainer)
                     (mask - keep).sum().float(),
-                    entropy[on].sum(),
-                    ref_kl[on].sum().float(),
+                    entropy.detach()[on].sum(),
+                    ref_kl.detach()[on].sum().float(),
+                    weight[on].sum().float(),
                 ]
             )
         return loss, stats
 
-    def gradients(self, samples: list[Sample]) -> dict[str, float]:
-        """Accumulate the batch gradient (no optimizer step); the loss and diagnostics."""
+    @contextlib.contextmanager
+    def _reference(self) -> Iterator[Any]:
+        """The KL reference: the frozen copy, or with LoRA this model with its adapter off."""
+        if self.reference is not None:
+            yield self.reference
+        else:
+            with self.model.disable_adapter():
+                yield self.model
+
+    def gradients(self, samples: list[Sample], it: int = 0) -> dict[str, float]:
+        """Accumulate the batch gradient of iteration ``it`` (no optimizer step); the loss and
+        diagnostics."""
         scale = 1.0
         if self.dist is not None:
             from verifiers.rl.distributed import shard_samples
@@ -191,12 +223,14 @@ class Trainer:
             scale = float(self.dist.world_size)
         if total_tokens == 0:
             raise ValueError("the batch has no loss tokens")
+        if it == 0:
+            self._start_logprobs = []
         self.optimizer.zero_grad(set_to_none=True)
         totals = torch.zeros(len(STATS), dtype=torch.float32)
         for index, batch in enumerate(batches):
             if self.dist is not None:  # reduce-scatter once, after the last micro-batch
                 self.model.set_requires_gradient_sync(index == len(batches) - 1)
-            loss, stats = self.loss(batch, total_sequences, total_tokens)
+            loss, stats = self.loss(batch, total_sequences, total_tokens, index, it)
             (loss * scale).backward()
             totals = totals.to(stats.device) + stats
         sums = dict(zip(STATS, totals.tolist(), strict=True))
@@ -211,35 +245,52 @@ class Trainer:
             "clip_fraction": sums["clipped"] / total_tokens,
             "mismatch_kl": sums["mismatch_kl"] / total_tokens,
             "is_masked_fraction": sums["is_masked"] / total_tokens,
+            "is_weight": sums["is_weight"] / total_tokens,
             "entropy": sums["entropy"] / total_tokens,
         }
-        if self.reference is not None:
+        if self.config.kl_beta > 0:
             metrics["ref_kl"] = sums["ref_kl"] / total_tokens
         return metrics
 
     def train_step(self, samples: list[Sample] | None) -> dict[str, float]:
+        """``num_iterations`` optimizer steps on ``samples``; the metrics are the first
+        iteration's (the policy the batch was sampled from), ``lr`` the rate this step used."""
         if self.dist is not None:
             samples = self.dist.broadcast(
                 {"op": "train", "samples": samples} if self.dist.is_main else None
             )["samples"]
-        metrics = self.gradients(samples or [])
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            self.model.parameters(), self.config.max_grad_norm
-        )
-        self.optimizer.step()
+        return self._step(samples or [])
+
+    def _step(self, samples: list[Sample]) -> dict[str, float]:
+        """The one optimizer step (every rank): gradients, clipping, AdamW, per iteration; then
+        the schedule and the policy version advance once."""
+        lr = self.scheduler.get_last_lr()[0]
+        for it in range(self.config.num_iterations):
+            result = self.gradients(samples, it)
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm
+            )
+            self.optimizer.step()
+            if it == 0:
+                metrics = {**result, "grad_norm": float(grad_norm)}
         self.scheduler.step()
         self.version += 1
-        metrics.update(
-            grad_norm=float(grad_norm),
-            lr=self.scheduler.get_last_lr()[0],
-            policy_version=self.version,
-        )
+        metrics.update(lr=lr, policy_version=self.version, iterations=self.config.num_iterations)
         return metrics
 
     # --- weights and checkpoints -----------------------------------------------------------------
+    @property
+    def adapters(self) -> bool:
+        return self.config.lora is not None
+
     def export_state(self) -> dict[str, torch.Tensor] | None:
-        """The full weights as the inference server loads them (tied head left out); None on
-        ranks other than 0. Under FSDP2 a collective: rank 0 tells the followers to join."""
+        """What the inference server loads: the full weights (tied head left out), or with
+        LoRA the adapters alone (peft's names); None on ranks other than 0. Under FSDP2 a
+        collective: rank 0 tells the followers to join."""
+        if self.adapters:
+            from peft import get_peft_model_state_dict
+
+            return {k: v.detach() for k, v in get_peft_model_state_dict(self.model).items()}
         if self.dist is not None:
             from verifiers.rl.distributed import full_state_dict
 
@@ -255,20 +306,41 @@ class Trainer:
             state.pop("lm_head.weight", None)  # shared with the embeddings
         return state
 
+    def merged_state(self) -> dict[str, torch.Tensor] | None:
+        """The whole trained model as plain weights (LoRA merged into the base)."""
+        if not self.adapters:
+            return self.export_state()
+        from verifiers.weights.files import adapter_scaling, merged_weights
+
+        base = {
+            k.replace(".base_layer.", "."): v.detach()
+            for k, v in self.model.get_base_model().state_dict().items()
+            if ".lora_" not in k
+        }
+        lora = self.model.peft_config["default"]
+        scaling = adapter_scaling(
+            {"r": lora.r, "lora_alpha": lora.lora_alpha, "use_rslora": lora.use_rslora}
+        )
+        return {**base, **merged_weights(base, self.export_state(), scaling)}
+
     def save_weights(self, directory: Path) -> Path:
-        """Write the policy's weights as safetensors, atomically (a reader never sees half a file)."""
+        """Write what the server loads, atomically (a reader never sees half a file), and return
+        the path to load: ``directory`` (model.safetensors), or its ``adapter/`` with LoRA."""
         from safetensors.torch import save_file
 
         state = self.export_state()
+        target = directory / "adapter" if self.adapters else directory
         if state is None:
-            return directory / "model.safetensors"
-        directory.mkdir(parents=True, exist_ok=True)
+            return target
+        target.mkdir(parents=True, exist_ok=True)
         state = {k: v.contiguous().cpu() for k, v in state.items()}
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        name = "adapter_model.safetensors" if self.adapters else "model.safetensors"
+        fd, tmp = tempfile.mkstemp(dir=target, suffix=".tmp")
         os.close(fd)
         save_file(state, tmp)
-        target = directory / "model.safetensors"
-        os.replace(tmp, target)
+        if self.adapters:  # peft's layout: the server reads rank and alpha from it
+            self.model.peft_config["default"].save_pretrained(str(target))
+        os.replace(tmp, target / name)
         return target
 
     def follow(self) -> None:
@@ -276,16 +348,14 @@ class Trainer:
         while True:
             message = self.dist.broadcast(None)
             if message["op"] == "train":
-                self.gradients(message["samples"])
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
-                self.optimizer.step()
-                self.scheduler.step()
-                self.version += 1
+                self._step(message["samples"])
             elif message["op"] == "export":
                 from verifiers.rl.distributed import full_state_dict
 
                 full_state_dict(self.model)
             elif message["op"] == "checkpoint":
+                from verifiers.rl.checkpoint import write_checkpoint
+
                 write_checkpoint(self, Path(message["staging"]))
             else:
                 return
@@ -295,84 +365,54 @@ class Trainer:
             self.dist.broadcast({"op": "stop"})
 
     def save_checkpoint(self, directory: Path, step: int, extra: dict[str, Any]) -> Path:
-        """Model, optimizer, scheduler, RNG and step, written to a staging directory that is
-        renamed into place when complete (a crash mid-save leaves the previous checkpoint).
+        """See ``verifiers.rl.checkpoint.save_checkpoint``."""
+        from verifiers.rl.checkpoint import save_checkpoint
 
-        Model and optimizer go through ``torch.distributed.checkpoint``: each FSDP2 rank writes
-        its own shards in parallel, and a checkpoint loads into any number of ranks (or one
-        process) because DCP reshards on load.
-        """
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}-"))
-        if self.dist is not None:
-            self.dist.broadcast({"op": "checkpoint", "staging": str(staging)})
-        write_checkpoint(self, staging)
-        torch.save(
-            {"scheduler": self.scheduler.state_dict(), "version": self.version, "step": step},
-            staging / "trainer.pt",
-        )
-        (staging / "state.json").write_text(
-            json.dumps({"step": step, "version": self.version, **extra})
-        )
-        if directory.exists():
-            shutil.rmtree(directory)
-        os.replace(staging, directory)
-        return directory
+        return save_checkpoint(self, directory, step, extra)
 
     def load_checkpoint(self, directory: Path) -> dict[str, Any]:
-        """Every rank calls this (a collective under FSDP2), before rank 0 starts training."""
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+        """See ``verifiers.rl.checkpoint.load_checkpoint`` (every rank calls it)."""
+        from verifiers.rl.checkpoint import load_checkpoint
 
-        if not (directory / "trainer.pt").exists():
-            raise FileNotFoundError(f"{directory} is not a complete checkpoint (no trainer.pt)")
-        model_state, optim_state = get_state_dict(self.model, self.optimizer)
-        state = {"model": model_state, "optim": optim_state}
-        with _single_process_is_intended():
-            dcp.load(state, checkpoint_id=str(directory / "dcp"))
-        set_state_dict(
-            self.model,
-            self.optimizer,
-            model_state_dict=state["model"],
-            optim_state_dict=state["optim"],
-        )
-        meta = torch.load(directory / "trainer.pt", weights_only=False)
-        self.scheduler.load_state_dict(meta["scheduler"])
-        self.version = meta["version"]
-        rng = directory / f"rng_rank{self.rank}.pt"
-        if rng.exists():  # a checkpoint from fewer ranks: new ranks keep their seeds
-            saved = torch.load(rng, weights_only=False)
-            torch.set_rng_state(saved["torch"])
-            random.setstate(saved["python"])
-        return json.loads((directory / "state.json").read_text())
+        return load_checkpoint(self, directory)
 
     @property
     def rank(self) -> int:
         return self.dist.rank if self.dist is not None else 0
 
 
-def write_checkpoint(trainer: Trainer, staging: Path) -> None:
-    """Every rank's share of a checkpoint: its model/optimizer shards and its RNG state."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
+def with_lora(model: Any, lora: Any) -> Any:
+    """``model`` wrapped by peft with LoRA adapters as configured; only they train."""
+    from peft import LoraConfig, get_peft_model
 
-    # RNG first: rank 0 renames the staging directory once its dcp.save returns, and dcp.save
-    # returns only after every rank has written its shards
-    torch.save(
-        {"torch": torch.get_rng_state(), "python": random.getstate()},
-        staging / f"rng_rank{trainer.rank}.pt",
+    targets = lora.target_modules
+    if targets != "all-linear" and "lm_head" in targets:
+        raise ValueError(
+            "trainer.lora.target_modules: lm_head is not supported (the chunked head uses its "
+            "weight directly); adapt the decoder's linear layers"
+        )
+    config = LoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=targets,
+        bias="none",
+        task_type="CAUSAL_LM",
     )
-    model_state, optim_state = get_state_dict(trainer.model, trainer.optimizer)
-    with _single_process_is_intended():
-        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=str(staging / "dcp"))
+    return get_peft_model(model, config)
 
 
-@contextlib.contextmanager
-def _single_process_is_intended() -> Iterator[None]:
-    """DCP warns when no process group exists; one process is a supported layout here."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        yield
+def _aggregation_constant(loss: Any) -> int | None:
+    """Dr. GRPO's B·L_max, from its config (never from what a step happened to keep)."""
+    if loss.aggregation != "constant":
+        return None
+    if not (loss.sequences_per_step and loss.max_completion_tokens):
+        raise ValueError(
+            f"trainer.loss = {loss.name!r} divides by the constant B·L_max: set its "
+            "sequences_per_step (B) and max_completion_tokens (L_max); vf-rl sets them from the "
+            "orchestrator's examples_per_step × rollouts_per_example and max_tokens"
+        )
+    return loss.sequences_per_step * loss.max_completion_tokens
 
 
 def _all_reduce_max(value: int, ctx: Any) -> int:

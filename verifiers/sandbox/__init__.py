@@ -7,13 +7,10 @@ from verifiers.sandbox.base import (
     SandboxError,
     SandboxLimits,
     SandboxProvider,
-)
-from verifiers.sandbox.local import (
-    LocalSandbox,
-    LocalSandboxProvider,
     SandboxUnavailableError,
-    probe_mode,
 )
+from verifiers.sandbox.local import LocalSandbox
+from verifiers.sandbox.provider import LocalSandboxProvider, probe_mode
 
 __all__ = [
     "ExecResult",

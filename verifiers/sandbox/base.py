@@ -60,13 +60,26 @@ class ExecResult(BaseModel):
 SandboxError = errors.SandboxError
 
 
+class SandboxUnavailableError(SandboxError):
+    """This machine cannot give the isolation asked for; the message says what to install."""
+
+
 class Sandbox(ABC):
+    """``run_python`` and ``run_shell`` run a fresh snippet each: a grader's way, whatever ran
+    before (nothing a REPL left running can reach it). ``run_repl`` runs the model's code in its
+    persistent REPL, whose own code can shape what comes back: the model's tool, never a grader.
+    """
+
     mode: IsolationMode
 
     @abstractmethod
-    async def run_python(
-        self, code: str, timeout: float | None = None, repl: bool = False
-    ) -> ExecResult: ...
+    async def run_python(self, code: str, timeout: float | None = None) -> ExecResult: ...
+
+    @abstractmethod
+    async def run_repl(self, code: str, timeout: float | None = None) -> ExecResult: ...
+
+    @abstractmethod
+    async def reset_repl(self) -> None: ...
 
     @abstractmethod
     async def run_shell(self, command: str, timeout: float | None = None) -> ExecResult: ...

@@ -13,6 +13,7 @@ import os
 import signal
 import time
 import uuid
+from functools import cache
 from pathlib import Path
 
 from verifiers.sandbox.base import SandboxLimits
@@ -46,7 +47,7 @@ class Budget:
 
     @classmethod
     def create(cls, limits: SandboxLimits) -> Budget:
-        _remove_stale()
+        _remove_stale()  # once per process
         name = f"vf-sandbox-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         memory = limits.memory_mb * 1024 * 1024
         try:
@@ -100,9 +101,18 @@ class Budget:
         for group in self.groups:
             _write(group / "cgroup.procs", str(pid))
 
-    def enter(self) -> None:
-        """Move the calling process in (a ``preexec_fn``: the sandbox joins before it runs)."""
-        self.add(os.getpid())
+    def joining(self, command: list[str]) -> list[str]:
+        """``command``, started inside the budget: a shell joins the groups and execs it, so
+        the sandbox is in before it runs anything (and the spawn needs no ``preexec_fn``,
+        which would cost a full fork of this process)."""
+        if not self.groups:
+            return command
+        join = 'while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; done'
+        return (
+            ["/bin/sh", "-c", join + '; shift; exec "$@"', "vf-sandbox"]
+            + [str(g) for g in self.groups]
+            + ["--", *command]
+        )
 
     def pids(self) -> set[int]:
         found: set[int] = set()
@@ -145,6 +155,7 @@ def available_kind() -> str:
     return kind + ("+tmpfs" if os.getuid() == 0 else "")
 
 
+@cache
 def _remove_stale() -> None:
     """Empty budgets left by processes that died without closing them."""
     for hierarchy in ("", "unified", "memory", "pids", "cpu"):
@@ -176,15 +187,17 @@ def _mount_libc():
     return _libc
 
 
-def mount_disk(path: Path, size_mb: int, max_files: int, uid: int) -> bool:
-    """Mount a tmpfs of ``size_mb`` MiB and ``max_files`` inodes on ``path`` (root only).
+def mount_disk(path: Path, size_mb: int, max_files: int) -> bool:
+    """Mount a tmpfs of ``size_mb`` MiB and ``max_files`` inodes on ``path`` (root only; its
+    root stays root's, 0700, until the caller makes the sandbox's directories in it).
 
-    The sandbox's writes then fill its own small filesystem, never the host disk; False when
-    this process cannot mount (the per-file rlimit is all that holds then)."""
+    The sandbox's writes then fill its own small filesystem, never the host disk, and every
+    directory of the sandbox shares that one budget; False when this process cannot mount (the
+    per-file rlimit is all that holds then)."""
     if os.getuid() != 0:
         return False
     libc = _mount_libc()
-    options = f"size={size_mb}m,nr_inodes={max_files},mode=0755,uid={uid},gid={uid}".encode()
+    options = f"size={size_mb}m,nr_inodes={max_files},mode=0700,uid=0,gid=0".encode()
     flags = 0x2 | 0x4  # MS_NOSUID | MS_NODEV (exec stays: snippets may run their own scripts)
     return libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", flags, options) == 0
 

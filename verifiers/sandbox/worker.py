@@ -1,4 +1,6 @@
-"""The process that runs inside a sandbox. Self-contained: it imports nothing from verifiers.
+"""The process that runs inside a sandbox. Self-contained: it imports nothing from verifiers,
+and it is one file (over 400 lines) on purpose: it runs as ``-c`` source inside the sandbox,
+where nothing of this project can be imported.
 
 Started once per sandbox (pre-warmed), it drops to the sandbox's uid, then serves requests over
 stdin/stdout (one JSON object per line). Each snippet runs in a forked child with rlimits and a
@@ -8,8 +10,8 @@ between snippets for PythonEnv. After every snippet, leftover processes of the s
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
+import gc
 import io
 import json
 import os
@@ -19,266 +21,33 @@ import signal
 import struct
 import sys
 import time
-import traceback
 
 # --- seccomp ---------------------------------------------------------------------------------------
-
-_DENY = {  # syscalls no snippet needs: escapes, kernel/namespace control, cross-process access
-    "x86_64": dict(
-        ptrace=101,
-        mount=165,
-        umount2=166,
-        pivot_root=155,
-        chroot=161,
-        unshare=272,
-        setns=308,
-        bpf=321,
-        kexec_load=246,
-        kexec_file_load=320,
-        init_module=175,
-        finit_module=313,
-        delete_module=176,
-        reboot=169,
-        swapon=167,
-        swapoff=168,
-        perf_event_open=298,
-        keyctl=250,
-        add_key=248,
-        request_key=249,
-        userfaultfd=323,
-        process_vm_readv=310,
-        process_vm_writev=311,
-        io_uring_setup=425,
-        io_uring_enter=426,
-        io_uring_register=427,
-        open_by_handle_at=304,
-        name_to_handle_at=303,
-        acct=163,
-        settimeofday=164,
-        clock_settime=227,
-        adjtimex=159,
-        syslog=103,
-        quotactl=179,
-        open_tree=428,
-        move_mount=429,
-        fsopen=430,
-        fsconfig=431,
-        fsmount=432,
-        fspick=433,
-        mount_setattr=442,
-        ioperm=173,
-        iopl=172,
-        vhangup=153,
-    ),
-    "aarch64": dict(
-        ptrace=117,
-        mount=40,
-        umount2=39,
-        pivot_root=41,
-        chroot=51,
-        unshare=97,
-        setns=268,
-        bpf=280,
-        kexec_load=104,
-        kexec_file_load=294,
-        init_module=105,
-        finit_module=273,
-        delete_module=106,
-        reboot=142,
-        swapon=224,
-        swapoff=225,
-        perf_event_open=241,
-        keyctl=219,
-        add_key=217,
-        request_key=218,
-        userfaultfd=282,
-        process_vm_readv=270,
-        process_vm_writev=271,
-        io_uring_setup=425,
-        io_uring_enter=426,
-        io_uring_register=427,
-        open_by_handle_at=265,
-        name_to_handle_at=264,
-        acct=89,
-        settimeofday=170,
-        clock_settime=112,
-        adjtimex=171,
-        syslog=116,
-        quotactl=60,
-        open_tree=428,
-        move_mount=429,
-        fsopen=430,
-        fsconfig=431,
-        fsmount=432,
-        fspick=433,
-        mount_setattr=442,
-    ),
-}
-_ARCH = {
-    "x86_64": (0xC000003E, 41, 56, 435),
-    "aarch64": (0xC00000B7, 198, 220, 435),
-}  # audit arch, socket, clone, clone3
-_LD, _JEQ, _JSET, _JGE, _RET = 0x20, 0x15, 0x45, 0x35, 0x06
-_ALLOW, _KILL = 0x7FFF0000, 0x80000000
-_EPERM, _EACCES, _ENOSYS = 1, 13, 38
-
-
-def _errno(n: int) -> int:
-    return 0x00050000 | n
-
-
-AF_INET, AF_INET6 = 2, 10
-
-
-def seccomp_program(machine: str, network: bool = False) -> list[tuple[int, int, int, int]]:
-    arch, sys_socket, sys_clone, sys_clone3 = _ARCH[machine]
-    prog = [(_LD, 0, 0, 4), (_JEQ, 1, 0, arch), (_RET, 0, 0, _KILL), (_LD, 0, 0, 0)]
-    if machine == "x86_64":
-        prog += [(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, _errno(_EPERM))]  # the x32 ABI
-    for nr in _DENY[machine].values():
-        prog += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _errno(_EPERM))]
-    # clone3 hides its flags behind a pointer: ENOSYS makes libc fall back to clone, which we can inspect
-    prog += [(_JEQ, 0, 1, sys_clone3), (_RET, 0, 0, _errno(_ENOSYS))]
-    clone_ns = (
-        0x10000000 | 0x00020000 | 0x20000000 | 0x40000000 | 0x04000000 | 0x08000000 | 0x02000000
-    )
-    prog += [
-        (_JEQ, 0, 3, sys_clone),
-        (_LD, 0, 0, 16),
-        (_JSET, 0, 1, clone_ns),
-        (_RET, 0, 0, _errno(_EPERM)),
-    ]
-    prog += [(_LD, 0, 0, 0)]
-    # socket(2): no unix sockets ever (host IPC: tmux, docker, dbus, ssh-agent, pathname or
-    # abstract), no netlink or raw sockets; with network=True, TCP/UDP over IPv4/IPv6 only.
-    # socketpair(2) stays allowed (asyncio's self-pipe needs it; it reaches nothing outside).
-    if network:
-        prog += [
-            (_JEQ, 0, 5, sys_socket),
-            (_LD, 0, 0, 16),
-            (_JEQ, 2, 0, AF_INET),
-            (_JEQ, 1, 0, AF_INET6),
-            (_RET, 0, 0, _errno(_EACCES)),
-            (_RET, 0, 0, _ALLOW),
-        ]
-    else:
-        prog += [(_JEQ, 0, 1, sys_socket), (_RET, 0, 0, _errno(_EACCES))]
-    prog += [(_RET, 0, 0, _ALLOW)]
-    return prog
-
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 
-# --- the same filter through libseccomp (preferred: rules by syscall name, the library's BPF) ---
-
-CLONE_NAMESPACE_FLAGS = (  # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
-    0x00020000,
-    0x02000000,
-    0x04000000,
-    0x08000000,
-    0x10000000,
-    0x20000000,
-    0x40000000,
-)
-_SCMP_ACT_ALLOW = 0x7FFF0000
-_CMP_LT, _CMP_EQ, _CMP_GT, _CMP_MASKED_EQ = 2, 4, 6, 7
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-class _ArgCmp(ctypes.Structure):
-    _fields_ = [
-        ("arg", ctypes.c_uint),
-        ("op", ctypes.c_int),
-        ("datum_a", ctypes.c_uint64),
-        ("datum_b", ctypes.c_uint64),
-    ]
+_FILTER: list = []  # the host's BPF program as a ready sock_fprog (and the buffer it points to)
 
 
-def _load_libseccomp() -> ctypes.CDLL | None:
-    try:
-        lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
-    except OSError:
-        return None
-    lib.seccomp_init.restype = ctypes.c_void_p
-    lib.seccomp_init.argtypes = [ctypes.c_uint32]
-    lib.seccomp_rule_add_array.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_uint32,
-        ctypes.c_int,
-        ctypes.c_uint,
-        ctypes.POINTER(_ArgCmp),
-    ]
-    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_load.argtypes = [ctypes.c_void_p]
-    lib.seccomp_release.argtypes = [ctypes.c_void_p]
-    return lib
+def prepare_seccomp(program: bytes) -> None:
+    """Build the ``sock_fprog`` once, in the worker: each child then only makes two calls."""
+    buffer = ctypes.create_string_buffer(program, len(program))
+    _FILTER[:] = [_SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p)), buffer]
 
 
-_libseccomp = _load_libseccomp()  # loaded once, before any fork: every snippet inherits it
-
-
-def install_libseccomp(network: bool) -> bool:
-    """The sandbox filter as libseccomp rules, by syscall name; False when the library is absent."""
-    lib = _libseccomp
-    if lib is None:
-        return False
-    ctx = lib.seccomp_init(_SCMP_ACT_ALLOW)
-    if not ctx:
-        return False
-
-    def rule(action: int, name: str, *cmps: tuple[int, int, int, int]) -> None:
-        nr = lib.seccomp_syscall_resolve_name(name.encode())
-        if nr < 0:
-            return  # not a syscall of this architecture
-        array = (_ArgCmp * max(len(cmps), 1))(*[_ArgCmp(*c) for c in cmps])
-        if lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), array) != 0:
-            raise OSError(ctypes.get_errno(), f"seccomp rule for {name} failed")
-
-    try:
-        for name in sorted({n for table in _DENY.values() for n in table}):
-            rule(_errno(_EPERM), name)
-        # clone3 hides its flags behind a pointer: ENOSYS makes libc fall back to clone
-        rule(_errno(_ENOSYS), "clone3")
-        for flag in CLONE_NAMESPACE_FLAGS:
-            rule(_errno(_EPERM), "clone", (0, _CMP_MASKED_EQ, flag, flag))
-        if network:  # TCP/UDP over IPv4/IPv6 only
-            rule(_errno(_EACCES), "socket", (0, _CMP_LT, AF_INET, 0))
-            rule(_errno(_EACCES), "socket", (0, _CMP_GT, AF_INET6, 0))
-            for domain in range(AF_INET + 1, AF_INET6):
-                rule(_errno(_EACCES), "socket", (0, _CMP_EQ, domain, 0))
-        else:
-            rule(_errno(_EACCES), "socket")
-        if lib.seccomp_load(ctx) != 0:
-            raise OSError(ctypes.get_errno(), "seccomp_load failed")
-    finally:
-        lib.seccomp_release(ctx)
-    return True
-
-
-def seccomp_backend() -> str:
-    return "libseccomp" if _libseccomp is not None else "bpf"
-
-
-def install_seccomp(network: bool = False) -> bool:
-    if install_libseccomp(network):
-        return True
-    machine = os.uname().machine  # no libseccomp: the hand-built program below, same rules
-    if machine not in _ARCH:
-        return False
-    prog = seccomp_program(machine, network)
-    buf = b"".join(struct.pack("HBBI", code, jt, jf, k) for code, jt, jf, k in prog)
-    filters = ctypes.create_string_buffer(buf)
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    fprog = SockFprog(len(prog), ctypes.cast(filters, ctypes.c_void_p))
+def install_seccomp() -> None:
+    """Load the filter the host built (``verifiers.sandbox.seccomp``): no new privileges, then
+    the BPF program, in one snippet's child."""
     if _libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
-    if _libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    if _libc.prctl(22, 2, ctypes.byref(_FILTER[0]), 0, 0) != 0:  # SECCOMP_MODE_FILTER
         raise OSError(ctypes.get_errno(), "seccomp filter failed")
-    return True
 
 
 # --- landlock (fallback mode) ------------------------------------------------------------------------
@@ -335,27 +104,40 @@ def install_landlock(read_paths: list[str], write_paths: list[str]) -> None:
 # --- confinement of one child --------------------------------------------------------------------------
 
 CONFIG: dict = {}
+_RLIMITS: list[tuple[int, tuple[int, int]]] = []
+_STREAMS: list = []  # stdout and stderr over fds 1 and 2, made once: a child only dup2s onto them
 
 
-def confine() -> None:
-    """Called in every forked child before user code: limits, then the syscall filter."""
+def prepare_confinement() -> None:
+    """Everything a child needs, made in the worker before the first fork: each snippet's
+    child then touches (and copies) as few pages as it can."""
     limits = CONFIG["limits"]
-    os.setpgid(0, 0)
-    _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the worker
-    mem = limits["memory_mb"] * 1024 * 1024
     for res, value in (
-        (resource.RLIMIT_AS, mem),
+        (resource.RLIMIT_AS, limits["memory_mb"] * 1024 * 1024),
         (resource.RLIMIT_CPU, limits["cpu_time_s"]),
         (resource.RLIMIT_NPROC, limits["max_processes"]),
         (resource.RLIMIT_FSIZE, limits["max_file_size_mb"] * 1024 * 1024),
         (resource.RLIMIT_NOFILE, limits["max_open_files"]),
         (resource.RLIMIT_CORE, 0),
     ):
-        resource.setrlimit(res, (value, value))
+        _RLIMITS.append((res, (value, value)))
+    program = bytes.fromhex(CONFIG.pop("seccomp", ""))
+    if program:
+        prepare_seccomp(program)
+    for fd in (1, 2):
+        _STREAMS.append(io.TextIOWrapper(io.FileIO(fd, "wb", closefd=False), write_through=True))
+
+
+def confine() -> None:
+    """Called in every forked child before user code: limits, then the syscall filter."""
+    os.setpgid(0, 0)
+    _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the worker
+    for res, pair in _RLIMITS:
+        resource.setrlimit(res, pair)
     if CONFIG["mode"] == "landlock":
         install_landlock(CONFIG["read_paths"], CONFIG["write_paths"])
-    if CONFIG["mode"] != "unsafe":
-        install_seccomp(bool(limits.get("network")))
+    if _FILTER:
+        install_seccomp()
 
 
 def run_python(code: str, namespace: dict) -> int:
@@ -365,6 +147,8 @@ def run_python(code: str, namespace: dict) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
+        import traceback
+
         traceback.print_exc()
         return 1
 
@@ -441,8 +225,7 @@ def exec_snippet(req: dict) -> dict:
             null = os.open("/dev/null", os.O_RDONLY)
             os.dup2(null, 0)
             os.closerange(3, 1024)
-            sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0), write_through=True)
-            sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", buffering=0), write_through=True)
+            sys.stdout, sys.stderr = _STREAMS
             confine()
             if req.get("language") == "shell":
                 os.execv("/bin/sh", ["/bin/sh", "-c", req["code"]])
@@ -450,6 +233,8 @@ def exec_snippet(req: dict) -> dict:
             sys.stdout.flush()
             sys.stderr.flush()
         except BaseException:
+            import traceback
+
             traceback.print_exc()
             code = 1
         os._exit(code)
@@ -527,6 +312,8 @@ class Repl:
             writer.flush()
 
     def run(self, req: dict) -> dict:
+        """Run the model's code in its REPL. Its own code can shape what comes back (that is
+        what a REPL is): this is the model's tool, never a grader."""
         start = time.monotonic()
         note = ""
         if not self.pid:
@@ -548,15 +335,43 @@ class Repl:
                 else "\n[the REPL process died; its state is lost]"
             )
             return _result(b"", note.encode(), -9, timed_out, start)
-        data = json.loads(line)
         cap = CONFIG["max_output_bytes"]
-        return _result(
-            data["stdout"].encode()[:cap],
-            data["stderr"].encode()[:cap],
-            data["exit_code"],
-            False,
-            start,
-        )
+        try:  # the REPL is the model's: its reply is checked like any other input
+            data = json.loads(line)
+            out, err, code = data["stdout"], data["stderr"], data["exit_code"]
+            if not (isinstance(out, str) and isinstance(err, str) and type(code) is int):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            self.stop()
+            note = "\n[the REPL answered something that is not a result; it was restarted]"
+            return _result(b"", note.encode(), -9, False, start)
+        return _result(out.encode()[:cap], err.encode()[:cap], code, False, start)
+
+    def pause(self) -> None:
+        """Stop every thread of the REPL until ``resume``: whatever the model left running in
+        it cannot reach another snippet's process (its ``/proc/PID/fd``, its memory) or start
+        new ones meanwhile. Returns once the kernel reports it stopped."""
+        if not self.pid:
+            return
+        deadline = time.monotonic() + 1.0
+        try:
+            os.kill(self.pid, signal.SIGSTOP)
+            while (done := os.waitpid(self.pid, os.WUNTRACED | os.WNOHANG))[0] == 0:
+                if time.monotonic() > deadline:  # it would not stop (it never should)
+                    return self.stop()
+                time.sleep(0.0002)
+        except (ProcessLookupError, ChildProcessError):
+            done = (self.pid, 0)
+        if not os.WIFSTOPPED(done[1]):  # it had died: nothing left to pause
+            self.pid = 0
+            self._close()
+
+    def resume(self) -> None:
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
 
     def stop(self) -> None:
         if self.pid:
@@ -565,28 +380,35 @@ class Repl:
                 os.waitpid(self.pid, 0)
             except ChildProcessError:
                 pass
-            for fd in (self.req_w,):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-            self.reader.close()
             self.pid = 0
+            self._close()
+
+    def _close(self) -> None:
+        try:
+            os.close(self.req_w)
+        except OSError:
+            pass
+        self.reader.close()
 
 
 def descendants(root: int) -> list[int]:
     """Every process below ``root``. The worker is a child subreaper, so orphans of snippets are
-    reparented to it and stay in this tree; nothing outside the tree is ever touched."""
+    reparented to it and stay in this tree; nothing outside the tree is ever touched. Only
+    processes of this uid are read (a descendant cannot change its uid: no new privileges),
+    which keeps the scan short where /proc shows the whole host (landlock mode)."""
+    uid = os.getuid()
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
+            if entry.stat().st_uid != uid:
+                continue
+            with open(f"/proc/{entry.name}/stat") as f:
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
         except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
             continue
-        children.setdefault(ppid, []).append(int(entry))
+        children.setdefault(ppid, []).append(int(entry.name))
     found, stack = [], [root]
     while stack:
         for child in children.get(stack.pop(), []):
@@ -618,12 +440,10 @@ def sweep(keep: set[int]) -> int:
             if not new:
                 break
             for pid in new:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGSTOP)
+                _signal(pid, signal.SIGSTOP)
                 stopped.add(pid)
         for pid in stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            if _signal(pid, signal.SIGKILL):
                 killed.add(pid)
         reap_until = time.monotonic() + 0.2
         while time.monotonic() < reap_until:  # orphans are reparented to this subreaper
@@ -638,6 +458,14 @@ def sweep(keep: set[int]) -> int:
     return len(killed)
 
 
+def _signal(pid: int, sig: int) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 def drop_privileges(uid: int) -> None:
     """Become the sandbox's own uid (the host runs as root); every capability goes with it."""
     if os.getuid() == 0 and uid:
@@ -648,6 +476,7 @@ def drop_privileges(uid: int) -> None:
 
 def main() -> None:
     CONFIG.update(json.loads(sys.stdin.buffer.readline()))  # never argv: it holds host paths
+    prepare_confinement()
     sys.path[:] = CONFIG["sys_path"]
     drop_privileges(CONFIG["uid"])
     # Not dumpable: no process of the sandbox (same uid) can open the worker's /proc/<pid>/mem
@@ -663,15 +492,22 @@ def main() -> None:
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 1)
     repl = Repl()
-    channel.write(json.dumps({"ready": True, "seccomp": seccomp_backend()}).encode() + b"\n")
+    gc.freeze()  # what the worker holds is never scanned again: forks share those pages
+    channel.write(json.dumps({"ready": True}).encode() + b"\n")
     channel.flush()
     for line in sys.stdin.buffer:
         req = json.loads(line)
         op = req.get("op")
         try:
-            if op == "exec":
-                resp = repl.run(req) if req.get("repl") else exec_snippet(req)
-                resp["swept"] = sweep({repl.pid} if repl.pid else set())
+            if op == "exec" and req.get("repl"):
+                resp = repl.run(req)
+                resp["swept"] = sweep({repl.pid})
+            elif op == "exec":  # a fresh fork of this worker, with the REPL frozen meanwhile
+                repl.pause()
+                swept = sweep({repl.pid}) if repl.pid else 0
+                resp = exec_snippet(req)
+                resp["swept"] = swept + sweep({repl.pid})
+                repl.resume()
             elif op == "write":
                 flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
                 fd = open_beneath(CONFIG["workdir"], req["path"], flags, create_parents=True)

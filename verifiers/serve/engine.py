@@ -151,6 +151,9 @@ class Engine:
                 break
             if seq is not None:
                 new.append(seq)
+        for seq in new:
+            if seq.cancelled:  # its client went away while it waited: it ends here
+                seq.emit("done", "cancelled")
         new = [s for s in new if not s.cancelled]
         if not new:
             return

@@ -53,6 +53,27 @@ class ChatCompletionRequest(_Sampling):
         for i, message in enumerate(messages):
             if message.get("role") not in ("system", "user", "assistant", "tool", "developer"):
                 raise ValueError(f"messages[{i}] has no valid role")
+            content = message.get("content")
+            if not (
+                content is None
+                or isinstance(content, str)
+                or (isinstance(content, list) and all(isinstance(p, dict) for p in content))
+            ):
+                raise ValueError(f"messages[{i}].content must be a string, a list of parts or null")
+            calls = message.get("tool_calls")
+            if calls is not None and not isinstance(calls, list):
+                raise ValueError(f"messages[{i}].tool_calls must be a list")
+            for j, call in enumerate(calls or []):
+                function = call.get("function") if isinstance(call, dict) else None
+                if not (
+                    isinstance(function, dict)
+                    and isinstance(function.get("name"), str)
+                    and isinstance(function.get("arguments", "{}"), str | dict)
+                ):
+                    raise ValueError(
+                        f"messages[{i}].tool_calls[{j}] must be "
+                        '{"function": {"name": "...", "arguments": "<JSON text or object>"}}'
+                    )
         return messages
 
 

@@ -60,14 +60,12 @@ def check_manifest(specs: list[TensorSpec], model_state: dict[str, Any]) -> list
 def safetensors_manifest(path: Any) -> list[TensorSpec]:
     """Names, dtypes and shapes of every tensor in the ``*.safetensors`` files at ``path`` (a
     file or a directory), read from their headers: nothing is loaded."""
-    from pathlib import Path
-
     from safetensors import safe_open
 
-    path = Path(path)
-    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
+    from verifiers.weights.files import safetensors_files
+
     specs = []
-    for file in files:
+    for file in safetensors_files(path):
         with safe_open(str(file), framework="pt") as handle:
             for name in handle.keys():
                 piece = handle.get_slice(name)

@@ -3,7 +3,8 @@
 Both speak to the server's HTTP API (vf-serve, or vLLM with ``verifiers.weights.vllm_routes``):
 
 - ``FilesystemTransport``: safetensors written atomically to a directory, then
-  ``POST /v1/weights/load``. Works everywhere, including a trainer and server on one GPU.
+  ``POST /v1/weights/load``. Works everywhere, including a trainer and server on one GPU; a LoRA
+  trainer writes only its adapter (peft's layout), which vf-serve merges into its base.
 - ``BroadcastTransport``: a process group between trainer (rank 0) and server, set up once
   (``/v1/weights/broadcast/init``), then each update is ``/v1/weights/broadcast/update`` with the
   tensors broadcast alongside: no disk, no serialization. NCCL between GPUs, gloo on CPU.
@@ -87,8 +88,9 @@ class FilesystemTransport(_ServerLink):
 
     def push(self, trainer: Any) -> int:
         self.check()
-        trainer.save_weights(self.directory)
-        body = {"path": str(self.directory), "policy_version": trainer.version}
+        # what to load: the trainer says (its adapter/ under LoRA), else the directory itself
+        path = trainer.save_weights(self.directory) or self.directory
+        body = {"path": str(path), "policy_version": trainer.version}
         return int(self.post("/weights/load", body, timeout=300)["policy_version"])
 
 

@@ -13,7 +13,6 @@ refused before a single tensor is applied.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 
@@ -72,11 +71,10 @@ class WeightUpdateExtension:
         """The filesystem transport: every ``*.safetensors`` file under ``path``."""
         from safetensors import safe_open
 
+        from verifiers.weights.files import safetensors_files
         from verifiers.weights.group import safetensors_manifest
 
-        files = sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else [Path(path)]
-        if not files or not all(f.exists() for f in files):
-            raise FileNotFoundError(f"no safetensors weights at {path}")
+        files = safetensors_files(path)
         self._verifiers_check(safetensors_manifest(path))
         loaded = 0
         model = self.model_runner.model

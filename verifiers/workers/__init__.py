@@ -45,7 +45,8 @@ def parse_spec(spec: int | str) -> tuple[str, int]:
 
 async def start_workers(spec: int | str, env: Any) -> EnvWorkers:
     """Start workers for ``env`` (built by ``vf.load_environment``: workers load it by id)."""
-    if not getattr(env, "env_distribution", None) and not getattr(env, "env_id", None):
+    env_id = getattr(env, "loaded_as", None)
+    if not env_id:
         raise ValueError(
             "environment workers load the environment by id (vf.load_environment); this one was "
             "built in this process. Install it (vf-install) and load it by id, or run in process"
@@ -55,10 +56,10 @@ async def start_workers(spec: int | str, env: Any) -> EnvWorkers:
     if kind == "ray":
         from verifiers.workers.ray_pool import RayPool
 
-        return await RayPool(env.env_id, env.env_args, count, release=release).start()
+        return await RayPool(env_id, env.env_args, count, release=release).start()
     from verifiers.workers.pool import WorkerPool
 
-    return await WorkerPool(env.env_id, env.env_args, count, release=release).start()
+    return await WorkerPool(env_id, env.env_args, count, release=release).start()
 
 
 __all__ = ["EnvWorkers", "WorkerGroups", "client_config_of", "parse_spec", "start_workers"]

@@ -1,0 +1,76 @@
+"""``prime login``, ``prime whoami`` and ``prime token``: who you are on a hub."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+
+from rich.table import Table
+
+from hub_client.client import HubClient
+from hub_client.config import load_config, save_config
+from hub_client.terminal import safe
+from hub_client.usage import client, console, err
+
+# --- account -------------------------------------------------------------------------------------------
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    config = load_config()
+    url = args.url or config.url
+    if args.token:
+        err.print(
+            "[yellow]warning:[/yellow] --token puts the token on the command line, where every "
+            "local user can read it (ps); pipe it in or type it at the prompt instead"
+        )
+    token = args.token or (
+        sys.stdin.readline().strip()
+        if not sys.stdin.isatty()
+        else getpass.getpass("API token: ").strip()
+    )
+    me = HubClient(url, token).me()
+    path = save_config(url, token)
+    console.print(
+        f"logged in to {url} as [bold]{me.user}[/bold] (scopes: {', '.join(me.scopes)}); saved to {path}"
+    )
+    return 0
+
+
+def cmd_token_create(args: argparse.Namespace) -> int:
+    created = client().create_token(args.name, args.scope or ["read"], args.expires_in_days)
+    err.print(
+        f"token {created.id} ({', '.join(created.scopes)}; expires {created.expires_at or 'never'}); "
+        "it is shown once:"
+    )
+    print(created.token)
+    return 0
+
+
+def cmd_token_list(_: argparse.Namespace) -> int:
+    table = Table(title="tokens")
+    for col in ("id", "name", "scopes", "created", "expires", "revoked"):
+        table.add_column(col)
+    for t in client().list_tokens():
+        table.add_row(
+            str(t.id),
+            safe(t.name),
+            ", ".join(t.scopes),
+            safe(t.created_at),
+            safe(t.expires_at or "never"),
+            "yes" if t.revoked else "",
+        )
+    console.print(table)
+    return 0
+
+
+def cmd_token_revoke(args: argparse.Namespace) -> int:
+    client().revoke_token(args.id)
+    console.print(f"revoked token {args.id}")
+    return 0
+
+
+def cmd_whoami(_: argparse.Namespace) -> int:
+    me = client().me()
+    console.print(f"{me.user} (owners: {', '.join(me.owners)}; scopes: {', '.join(me.scopes)})")
+    return 0

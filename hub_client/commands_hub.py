@@ -1,0 +1,77 @@
+"""``prime hub``: run a hub (serve) and create its users."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hub_client.usage import UsageError, err
+
+# --- hub -----------------------------------------------------------------------------------------------
+
+
+def hub_settings(args: argparse.Namespace, public_url: str | None = None):
+    from hub_server import HubSettings
+
+    return HubSettings(
+        data_dir=Path(args.data_dir).expanduser(),
+        db=args.db,
+        blobs=args.blobs,
+        s3_endpoint=args.s3_endpoint,
+        public_url=public_url,
+        trusted_proxies=getattr(args, "trusted_proxy", None) or [],
+        sdk_wheel=getattr(args, "sdk_wheel", None),
+        build_sdk=not getattr(args, "no_sdk", False),
+    )
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why the hub cannot listen there, found before anything is opened or built."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return f"cannot listen on {host}:{port} ({exc.strerror}); pick another --port"
+    return None
+
+
+def cmd_hub_serve(args: argparse.Namespace) -> int:
+    from hub_server import create_app
+    from hub_server.server import serve
+
+    problem = port_problem(args.host, args.port)
+    if problem:
+        raise UsageError(problem)
+    wildcard = args.host in ("0.0.0.0", "::", "")
+    public_url = args.public_url or (None if wildcard else f"http://{args.host}:{args.port}")
+    settings = hub_settings(args, public_url)
+    app = create_app(settings)
+    where = settings.db or str(settings.data_dir)
+    err.print(
+        f"hub on http://{args.host}:{args.port} (metadata: {where}; files: {settings.blobs or settings.data_dir / 'files'})"
+    )
+    if public_url:
+        err.print(
+            f"this SDK for other machines: {public_url}/sdk/ (the pip command to install exactly it)"
+        )
+    else:
+        err.print(
+            "links are path-absolute; pass --public-url https://HUB for the /sdk/ install line"
+        )
+    serve(app, args.host, args.port, settings.read_timeout, settings.trusted_proxies)
+    return 0
+
+
+def cmd_hub_create_user(args: argparse.Namespace) -> int:
+    from hub_server import Hub
+
+    hub = Hub(hub_settings(args))
+    try:
+        print(hub.create_user(args.name, args.admin))
+    finally:
+        hub.close()
+    return 0

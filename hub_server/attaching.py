@@ -1,0 +1,180 @@
+"""Checking what attaches to a version: eval runs (``vf-eval``) and datasets (``vf-data``).
+
+Nothing an uploader says about its numbers is taken on trust: ``results.jsonl`` is read line by
+line from its spooled file (memory stays flat whatever its size), every row must carry a finite
+numeric reward, and the summary shown on the hub is recomputed from the rows, never copied from
+``metadata.json``. A dataset's Parquet file is checked by a decode in a child process under a memory limit, so a small file that decodes to gigabytes is
+refused before it is kept, and never costs the hub its memory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any, BinaryIO
+
+from hub_server.blobs import file_sha256
+from hub_server.errors import HubError
+from verifiers.results.records import SummaryAccumulator
+from verifiers.results.report import histogram
+
+MAX_METADATA = 1024 * 1024
+MAX_ROWS = 1_000_000
+MAX_DATASET_DECODED = 512 * 1024 * 1024
+MAX_LINE = 16 * 1024 * 1024
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise HubError(400, "invalid_eval", f"{where} is {value!r}, not a finite number")
+    return float(value)
+
+
+def read_metadata(file: BinaryIO) -> dict[str, Any]:
+    file.seek(0)
+    raw = file.read(MAX_METADATA + 1)
+    if len(raw) > MAX_METADATA:
+        raise HubError(413, "file_too_large", "metadata.json is limited to 1 MiB")
+    try:
+        meta = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise HubError(400, "invalid_eval", f"metadata.json is not valid JSON: {exc}") from None
+    if not isinstance(meta, dict) or "summary" not in meta:
+        raise HubError(
+            400, "invalid_eval", "metadata.json is not a vf-eval metadata file (no summary)"
+        )
+    model = meta.get("model")
+    if model is not None and (not isinstance(model, str) or len(model) > 200):
+        raise HubError(400, "invalid_eval", "metadata.json's model must be a name (a string)")
+    return meta
+
+
+def summarize_results(file: BinaryIO) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    """(summary, rows, reward histogram) recomputed from ``results.jsonl``, line by line."""
+    file.seek(0)
+    totals = SummaryAccumulator()
+    rewards = []
+    for number, line in enumerate(iter(lambda: file.readline(MAX_LINE + 1), b""), start=1):
+        if len(line) > MAX_LINE:
+            raise HubError(413, "invalid_eval", f"results.jsonl line {number} is over 16 MiB")
+        if not line.strip():
+            continue
+        if number > MAX_ROWS:
+            raise HubError(413, "invalid_eval", f"results.jsonl is limited to {MAX_ROWS} rows")
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise HubError(400, "invalid_eval", f"results.jsonl line {number}: {exc}") from None
+        if not isinstance(row, dict):
+            raise HubError(400, "invalid_eval", f"results.jsonl line {number} is not an object")
+        where = f"results.jsonl line {number}"
+        reward = _number(row.get("reward"), f"{where}: reward")
+        metrics = row.get("metrics") or {}
+        if not isinstance(metrics, dict):
+            raise HubError(400, "invalid_eval", f"{where}: metrics is not an object")
+        clean = {
+            "reward": reward,
+            "example_id": int(_number(row.get("example_id", 0), f"{where}: example_id")),
+            "metrics": {str(k): _number(v, f"{where}: metric {k!r}") for k, v in metrics.items()},
+            "error": row.get("error") if isinstance(row.get("error"), dict) else None,
+        }
+        totals.add(clean)
+        rewards.append(reward)
+    summary = totals.summary().model_dump()
+    return summary, len(rewards), histogram(rewards)
+
+
+PARQUET_PROBE = """
+import json, resource, sys
+limit = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_AS, (limit * 2 + 512 * 2**20,) * 2)
+import pyarrow.parquet as pq
+parquet = pq.ParquetFile(sys.argv[1])
+decoded = 0
+for batch in parquet.iter_batches(batch_size=256):
+    decoded += batch.nbytes
+    if decoded > limit:
+        break
+print(json.dumps({"rows": parquet.metadata.num_rows, "decoded": decoded}))
+"""
+
+
+def check_parquet(file: BinaryIO, declared_rows: int) -> str:
+    """The file's sha256 once a decode of it, in a child process with a memory limit, agrees
+    it is what its card says and stays under the decoded-size budget. A decode bomb (a small
+    file that expands to gigabytes, by compression, dictionaries or repetition) fails there,
+    never in the hub process."""
+    file.seek(0)
+    if file.read(4) != b"PAR1":
+        raise HubError(400, "invalid_dataset", "data.parquet is not a Parquet file")
+    with tempfile.NamedTemporaryFile(suffix=".parquet") as copy:
+        file.seek(0)
+        shutil.copyfileobj(file, copy)
+        copy.flush()
+        probe = subprocess.run(
+            [sys.executable, "-c", PARQUET_PROBE, copy.name, str(MAX_DATASET_DECODED)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    if probe.returncode != 0:
+        memory = "MemoryError" in probe.stderr or "bad_alloc" in probe.stderr
+        if memory or probe.returncode < 0:
+            raise HubError(413, "dataset_too_large", _too_large(MAX_DATASET_DECODED))
+        detail = probe.stderr.strip().splitlines()[-1:] or ["unknown error"]
+        raise HubError(400, "invalid_dataset", f"data.parquet does not decode: {detail[0][:300]}")
+    result = json.loads(probe.stdout)
+    if result["decoded"] > MAX_DATASET_DECODED:
+        raise HubError(413, "dataset_too_large", _too_large(result["decoded"]))
+    if result["rows"] != declared_rows:
+        raise HubError(
+            400,
+            "invalid_dataset",
+            f"the card says {declared_rows} rows; data.parquet has {result['rows']}",
+        )
+    return file_sha256(file)
+
+
+def _too_large(size: int) -> str:
+    return (
+        f"data.parquet decodes to over {size // (1024 * 1024)} MiB (limit "
+        f"{MAX_DATASET_DECODED // (1024 * 1024)} MiB): split the dataset"
+    )
+
+
+def check_run_matches(meta: dict[str, Any], env: Any, version: Any) -> str:
+    """A run attaches only to the version whose code it ran: its environment id, version and
+    content hash (``verifiers.content_hash``) must be that version's. Returns its run id."""
+    where = f"{env['owner']}/{env['name']} {version['version']}"
+    env_id = str(meta.get("env_id") or "")
+    if env_id not in (f"{env['owner']}/{env['name']}", env["name"], env["distribution"]):
+        raise HubError(
+            409,
+            "eval_mismatch",
+            f"the run evaluated {env_id or 'an unnamed environment'}, not {where}",
+        )
+    if meta.get("env_version") != version["version"]:
+        raise HubError(
+            409,
+            "eval_mismatch",
+            f"the run used version {meta.get('env_version')}, not {where}: attach it to that "
+            "version (--env owner/name@version)",
+        )
+    if meta.get("env_content_hash") != version["content_hash"]:
+        raise HubError(
+            409,
+            "eval_mismatch",
+            f"the run's code (content hash {meta.get('env_content_hash')}) is not {where}'s "
+            f"({version['content_hash']}): evaluate the published version (prime env install "
+            f"{env['owner']}/{env['name']}@{version['version']}) and push that run",
+        )
+    run_id = meta.get("run_id")
+    if not isinstance(run_id, str) or not run_id or len(run_id) > 200:
+        raise HubError(
+            400, "invalid_eval", "metadata.json has no run_id (made by an older vf-eval)"
+        )
+    return run_id

@@ -1,0 +1,180 @@
+"""Users, teams, tokens and web sessions: every SQL statement about who is who."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Any
+
+from hub_server.clock import now
+from hub_server.db.engine import Conflict, Database
+from hub_server.errors import HubError
+
+PRINCIPAL_COLUMNS = (
+    "u.id, u.name, u.is_admin, t.id AS token_id, t.scopes, t.expires_at, t.revoked_at"
+)
+
+
+def hash_secret(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+class Accounts:
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    # --- users and tokens ------------------------------------------------------------------------
+    def _check_free(self, db: Any, name: str) -> None:
+        if db.execute(
+            "SELECT 1 FROM users WHERE name=? UNION SELECT 1 FROM teams WHERE name=?", (name, name)
+        ).fetchone():
+            raise HubError(409, "name_taken", f"the name {name!r} is taken by a user or team")
+
+    def create_user(self, name: str, is_admin: bool) -> tuple[str, list[str]]:
+        """The new user's first token and its scopes (admin included for an admin)."""
+        scopes = ["admin", "publish", "read"] if is_admin else ["publish", "read"]
+        try:
+            with self.database.transaction() as db:
+                self._check_free(db, name)
+                user_id = db.execute(
+                    "INSERT INTO users (name, is_admin, created_at) VALUES (?,?,?) RETURNING id",
+                    (name, int(is_admin), now()),
+                ).fetchone()["id"]
+                token, _ = self.new_token(db, user_id, "initial", scopes)
+        except Conflict:
+            raise HubError(409, "name_taken", f"the name {name!r} is taken") from None
+        return token, scopes
+
+    def new_token(
+        self, db: Any, user_id: int, name: str, scopes: list[str], expires_at: str | None = None
+    ) -> tuple[str, int]:
+        token = "vfh_" + secrets.token_urlsafe(32)
+        token_id = db.execute(
+            "INSERT INTO tokens (user_id, name, token_hash, scopes, created_at, expires_at) "
+            "VALUES (?,?,?,?,?,?) RETURNING id",
+            (user_id, name, hash_secret(token), ",".join(sorted(set(scopes))), now(), expires_at),
+        ).fetchone()["id"]
+        return token, token_id
+
+    def create_token(
+        self, user_id: int, name: str, scopes: list[str], expires_at: str | None
+    ) -> tuple[str, int]:
+        with self.database.transaction() as db:
+            return self.new_token(db, user_id, name, scopes, expires_at)
+
+    def token_row(self, token: str) -> Any:
+        with self.database.read() as db:
+            return db.execute(
+                f"SELECT {PRINCIPAL_COLUMNS} FROM tokens t JOIN users u ON u.id=t.user_id "
+                "WHERE t.token_hash=?",
+                (hash_secret(token),),
+            ).fetchone()
+
+    def session_row(self, session: str) -> Any:
+        with self.database.read() as db:
+            return db.execute(
+                f"SELECT {PRINCIPAL_COLUMNS}, s.expires_at AS session_expires FROM sessions s "
+                "JOIN tokens t ON t.id=s.token_id JOIN users u ON u.id=t.user_id "
+                "WHERE s.session_hash=?",
+                (hash_secret(session),),
+            ).fetchone()
+
+    def tokens(self, user_id: int) -> list[Any]:
+        with self.database.read() as db:
+            return db.execute(
+                "SELECT * FROM tokens WHERE user_id=? ORDER BY id", (user_id,)
+            ).fetchall()
+
+    def revoke_token(self, token_id: int, user_id: int, is_admin: bool) -> None:
+        with self.database.transaction() as db:
+            row = db.execute("SELECT user_id FROM tokens WHERE id=?", (token_id,)).fetchone()
+            if row is None or (row["user_id"] != user_id and not is_admin):
+                raise HubError(404, "token_not_found", f"you have no token {token_id}")
+            db.execute("UPDATE tokens SET revoked_at=? WHERE id=?", (now(), token_id))
+
+    # --- teams -----------------------------------------------------------------------------------
+    def create_team(self, name: str, owner_id: int) -> None:
+        try:
+            with self.database.transaction() as db:
+                self._check_free(db, name)
+                team_id = db.execute(
+                    "INSERT INTO teams (name, created_at) VALUES (?,?) RETURNING id", (name, now())
+                ).fetchone()["id"]
+                db.execute(
+                    "INSERT INTO team_members (team_id, user_id, role) VALUES (?,?,?)",
+                    (team_id, owner_id, "owner"),
+                )
+        except Conflict:
+            raise HubError(409, "name_taken", f"the name {name!r} is taken") from None
+
+    def team_member_ids(self, team: str, user: str) -> tuple[int, int]:
+        with self.database.read() as db:
+            team_row = db.execute("SELECT id FROM teams WHERE name=?", (team,)).fetchone()
+            member = db.execute("SELECT id FROM users WHERE name=?", (user,)).fetchone()
+        if team_row is None or member is None:
+            raise HubError(404, "not_found", f"no team {team!r} or user {user!r}")
+        return team_row["id"], member["id"]
+
+    def add_member(self, team_id: int, user_id: int) -> None:
+        with self.database.transaction() as db:
+            db.execute(
+                "INSERT INTO team_members (team_id, user_id, role) VALUES (?,?,?) "
+                "ON CONFLICT DO NOTHING",
+                (team_id, user_id, "member"),
+            )
+
+    def remove_member(self, team_id: int, user_id: int) -> None:
+        """Remove a member; the last owner of a team cannot be removed (someone must own it)."""
+        with self.database.transaction() as db:
+            row = db.execute(
+                "SELECT role FROM team_members WHERE team_id=? AND user_id=?", (team_id, user_id)
+            ).fetchone()
+            if row is None:
+                raise HubError(404, "not_a_member", "that user is not a member of the team")
+            if row["role"] == "owner":
+                owners = db.execute(
+                    "SELECT COUNT(*) AS n FROM team_members WHERE team_id=? AND role='owner'",
+                    (team_id,),
+                ).fetchone()["n"]
+                if owners <= 1:
+                    raise HubError(
+                        409, "last_owner", "a team keeps at least one owner; add another first"
+                    )
+            db.execute("DELETE FROM team_members WHERE team_id=? AND user_id=?", (team_id, user_id))
+
+    def role_in(self, owner: str, user_id: int) -> str | None:
+        with self.database.read() as db:
+            row = db.execute(
+                "SELECT m.role FROM teams t JOIN team_members m ON m.team_id=t.id "
+                "WHERE t.name=? AND m.user_id=?",
+                (owner, user_id),
+            ).fetchone()
+        return row["role"] if row else None
+
+    def teams_of(self, user_id: int) -> list[str]:
+        with self.database.read() as db:
+            rows = db.execute(
+                "SELECT t.name FROM teams t JOIN team_members m ON m.team_id=t.id "
+                "WHERE m.user_id=? ORDER BY t.name",
+                (user_id,),
+            ).fetchall()
+        return [r["name"] for r in rows]
+
+    # --- web sessions ----------------------------------------------------------------------------
+    def create_session(self, session: str, token_id: int, expires_at: str) -> None:
+        stamp = now()
+        with self.database.transaction() as db:
+            db.execute("DELETE FROM sessions WHERE expires_at <= ?", (stamp,))  # purge as we go
+            db.execute(
+                "INSERT INTO sessions (session_hash, token_id, created_at, expires_at) "
+                "VALUES (?,?,?,?)",
+                (hash_secret(session), token_id, stamp, expires_at),
+            )
+
+    def delete_session(self, session: str) -> None:
+        with self.database.transaction() as db:
+            db.execute("DELETE FROM sessions WHERE session_hash=?", (hash_secret(session),))
+
+    def purge_sessions(self) -> int:
+        with self.database.transaction() as db:
+            return db.execute("DELETE FROM sessions WHERE expires_at <= ?", (now(),)).rowcount

@@ -1,0 +1,136 @@
+"""Eval results and datasets attached to a version: every SQL statement about them.
+
+Quotas are checked inside the transaction that inserts, under a lock on the version, so
+concurrent uploads cannot race past a limit.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from hub_server.clock import now
+from hub_server.db.engine import Conflict, Database
+from hub_server.errors import HubError
+
+
+@dataclass
+class NewEval:
+    version_id: int
+    uploaded_by: str
+    model: str | None
+    summary: dict[str, Any]
+    num_rollouts: int
+    metadata_blob: str
+    results_blob: str
+    run_id: str
+    histogram: dict[str, Any]
+
+
+@dataclass
+class NewDataset:
+    version_id: int
+    uploaded_by: str
+    rows: int
+    filter: str
+    models: list[str]
+    card_blob: str
+    data_blob: str
+    data_sha256: str
+
+
+class Attachments:
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.postgres = database.dialect == "postgresql"
+
+    def _lock_version(self, db: Any, version_id: int) -> None:
+        if self.postgres:
+            db.execute("SELECT id FROM versions WHERE id=? FOR UPDATE", (version_id,))
+
+    def _quota(self, db: Any, table: str, version_id: int, limit: int, what: str) -> None:
+        self._lock_version(db, version_id)
+        count = db.execute(
+            f"SELECT COUNT(*) AS n FROM {table} WHERE version_id=?", (version_id,)
+        ).fetchone()["n"]
+        if count >= limit:
+            raise HubError(
+                403,
+                f"{table[:-1]}_quota",
+                f"this version already has {count} {what} (limit {limit})",
+            )
+
+    def add_eval(self, new: NewEval, limit: int) -> Any:
+        try:
+            with self.database.transaction() as db:
+                self._quota(db, "evals", new.version_id, limit, "evals")
+                return db.execute(
+                    "INSERT INTO evals (version_id, uploaded_by, created_at, model, summary, "
+                    "num_rollouts, metadata_blob, results_blob, run_id, histogram) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING *",
+                    (
+                        new.version_id,
+                        new.uploaded_by,
+                        now(),
+                        new.model,
+                        json.dumps(new.summary),
+                        new.num_rollouts,
+                        new.metadata_blob,
+                        new.results_blob,
+                        new.run_id,
+                        json.dumps(new.histogram),
+                    ),
+                ).fetchone()
+        except Conflict:
+            raise HubError(
+                409, "eval_exists", f"run {new.run_id} is already attached to this version"
+            ) from None
+
+    def evals(self, version_ids: list[int]) -> list[Any]:
+        if not version_ids:
+            return []
+        marks = ",".join("?" * len(version_ids))
+        with self.database.read() as db:
+            return db.execute(
+                f"SELECT id, version_id, uploaded_by, created_at, model, summary, num_rollouts, "
+                f"histogram FROM evals WHERE version_id IN ({marks}) ORDER BY id",
+                version_ids,
+            ).fetchall()
+
+    def add_dataset(self, new: NewDataset, limit: int) -> Any:
+        try:
+            with self.database.transaction() as db:
+                self._quota(db, "datasets", new.version_id, limit, "datasets")
+                return db.execute(
+                    "INSERT INTO datasets (version_id, uploaded_by, created_at, rows, filter, "
+                    "models, card_blob, data_blob, data_sha256) VALUES (?,?,?,?,?,?,?,?,?) "
+                    "RETURNING *",
+                    (
+                        new.version_id,
+                        new.uploaded_by,
+                        now(),
+                        new.rows,
+                        new.filter,
+                        json.dumps(new.models),
+                        new.card_blob,
+                        new.data_blob,
+                        new.data_sha256,
+                    ),
+                ).fetchone()
+        except Conflict:
+            raise HubError(
+                409, "dataset_exists", "this dataset is already attached to this version"
+            ) from None
+
+    def datasets(self, version_id: int) -> list[Any]:
+        with self.database.read() as db:
+            return db.execute(
+                "SELECT * FROM datasets WHERE version_id=? ORDER BY id", (version_id,)
+            ).fetchall()
+
+    def dataset(self, version_id: int, dataset_id: int) -> Any:
+        with self.database.read() as db:
+            return db.execute(
+                "SELECT * FROM datasets WHERE id=? AND version_id=?", (dataset_id, version_id)
+            ).fetchone()

@@ -1,0 +1,443 @@
+"""Environments, versions, files, modules, tags and downloads: every SQL statement about what the
+hub holds, and the queries that keep each request's cost independent of the hub's size.
+
+Search, filters, sorting and pagination run in the database (SQLite FTS5, PostgreSQL's full-text
+search); a push reads only the module index rows of the names it installs; an environment's
+latest version and index serial live on its row, so listings never read its versions.
+(A little over 400 lines: publish, delete and yank share the module and latest-version upkeep
+that must run inside their transactions, so they stay in one module.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from hub_server.clock import now, today
+from hub_server.db.engine import Conflict, Database, version_key
+from hub_server.errors import HubError
+
+SORTS = {
+    "updated": "e.updated_at DESC, e.id DESC",
+    "created": "e.created_at DESC, e.id DESC",
+    "name": "e.owner, e.name",
+    "downloads": "e.downloads DESC, e.id DESC",
+}
+FTS_MATCH = "e.id IN (SELECT rowid FROM environments_fts WHERE environments_fts MATCH ?)"
+# Above this many matches a page is found faster along the sort's index than by sorting them all
+# (measured at 10,000 environments: 5.4 -> 0.6 ms for a word in a quarter of them); below it,
+# sorting the few matches beats walking an index that rarely meets one.
+WALK_SORT_INDEX_ABOVE = 500
+SUMMARY_COLUMNS = (
+    "e.id, e.owner, e.name, e.distribution, e.visibility, e.description, e.tags, "
+    "e.latest_version, e.created_at, e.updated_at, e.downloads, e.serial"
+)
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """What a reader may see: every public environment, plus these namespaces (or all)."""
+
+    namespaces: tuple[str, ...] = ()
+    sees_all: bool = False
+
+
+@dataclass
+class StoredFile:
+    kind: str
+    filename: str
+    sha256: str
+    size: int
+    blob: str
+    metadata_blob: str | None
+    metadata_sha256: str | None
+
+
+@dataclass
+class NewVersion:
+    owner: str
+    name: str
+    distribution: str
+    version: str
+    content_hash: str
+    requires_python: str | None
+    dependencies: list[str]
+    summary: str | None
+    top_level: list[str]
+    visibility: str | None
+    readme: str | None
+    description: str | None
+    tags: list[str]
+
+
+def latest_of(versions: list[Any]) -> str | None:
+    """The newest non-yanked final release, else the newest non-yanked pre-release."""
+    live = sorted((v for v in versions if not v["yanked"]), key=lambda v: Version(v["version"]))
+    final = [v for v in live if not Version(v["version"]).is_prerelease]
+    pick = final or live
+    return pick[-1]["version"] if pick else None
+
+
+def search_terms(q: str) -> list[str]:
+    return re.findall(r"\w+", q.lower())[:8]
+
+
+class Catalog:
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.postgres = database.dialect == "postgresql"
+
+    # --- reading ---------------------------------------------------------------------------------
+    def environment(self, owner: str, name: str) -> Any:
+        with self.database.read() as db:
+            return db.execute(
+                "SELECT * FROM environments WHERE owner=? AND name=?", (owner, name)
+            ).fetchone()
+
+    def environment_by_id(self, env_id: int) -> Any:
+        with self.database.read() as db:
+            return db.execute("SELECT * FROM environments WHERE id=?", (env_id,)).fetchone()
+
+    def search(
+        self,
+        viewer: Viewer,
+        q: str | None,
+        owner: str | None,
+        tag: str | None,
+        sort: str,
+        page: int,
+        per_page: int,
+    ) -> tuple[list[Any], int]:
+        where, params = self._visible(viewer)
+        if owner:
+            where.append("e.owner=?")
+            params.append(owner)
+        if tag:
+            where.append("e.id IN (SELECT env_id FROM environment_tags WHERE tag=?)")
+            params.append(tag)
+        if q is not None and q.strip():
+            terms = search_terms(q)
+            if not terms:
+                return [], 0
+            if self.postgres:
+                where.append("e.search @@ to_tsquery('simple', ?)")
+                params.append(" & ".join(f"{t}:*" for t in terms))
+            else:
+                where.append(FTS_MATCH)
+                params.append(" ".join(f'"{t}"*' for t in terms))
+        clause = " AND ".join(where) or "1=1"
+        with self.database.read() as db:
+            total = db.execute(
+                f"SELECT COUNT(*) AS n FROM environments e WHERE {clause}", params
+            ).fetchone()["n"]
+            if total > WALK_SORT_INDEX_ABOVE:
+                # many matches: walk the sort's index and stop at the page instead of sorting
+                # every match (SQLite would look the matches up by rowid, then sort them all)
+                clause = clause.replace(FTS_MATCH, "+" + FTS_MATCH)
+            rows = db.execute(
+                f"SELECT {SUMMARY_COLUMNS} FROM environments e WHERE {clause} "
+                f"ORDER BY {SORTS[sort]} LIMIT ? OFFSET ?",
+                [*params, per_page, (page - 1) * per_page],
+            ).fetchall()
+        return rows, total
+
+    @staticmethod
+    def _visible(viewer: Viewer) -> tuple[list[str], list[Any]]:
+        if viewer.sees_all:
+            return [], []
+        if not viewer.namespaces:
+            return ["e.visibility='public'"], []
+        marks = ",".join("?" * len(viewer.namespaces))
+        return [f"(e.visibility='public' OR e.owner IN ({marks}))"], list(viewer.namespaces)
+
+    def versions(self, env_id: int) -> list[Any]:
+        with self.database.read() as db:
+            rows = db.execute("SELECT * FROM versions WHERE env_id=?", (env_id,)).fetchall()
+        return sorted(rows, key=lambda r: Version(r["version"]))
+
+    def version(self, env_id: int, version: str) -> Any:
+        with self.database.read() as db:
+            return db.execute(
+                "SELECT * FROM versions WHERE env_id=? AND version_key=?",
+                (env_id, version_key(version)),
+            ).fetchone()
+
+    def files_of_versions(self, version_ids: list[int]) -> dict[int, list[Any]]:
+        if not version_ids:
+            return {}
+        marks = ",".join("?" * len(version_ids))
+        with self.database.read() as db:
+            rows = db.execute(
+                f"SELECT * FROM files WHERE version_id IN ({marks}) ORDER BY filename", version_ids
+            ).fetchall()
+        grouped: dict[int, list[Any]] = {v: [] for v in version_ids}
+        for row in rows:
+            grouped[row["version_id"]].append(row)
+        return grouped
+
+    def file(self, env_id: int, filename: str) -> Any:
+        with self.database.read() as db:
+            return db.execute(
+                "SELECT * FROM files WHERE env_id=? AND filename=?", (env_id, filename)
+            ).fetchone()
+
+    def index_rows(self, env_id: int) -> list[Any]:
+        """What a simple-index page lists: every file with its version's index fields."""
+        with self.database.read() as db:
+            rows = db.execute(
+                "SELECT f.filename, f.sha256, f.size, f.upload_time, f.metadata_sha256, "
+                "v.version, v.yanked, v.yanked_reason, v.requires_python "
+                "FROM files f JOIN versions v ON v.id=f.version_id WHERE f.env_id=?",
+                (env_id,),
+            ).fetchall()
+        return sorted(rows, key=lambda r: (Version(r["version"]), r["filename"]))
+
+    def module_claims(self, modules: list[str], distribution: str) -> dict[str, str]:
+        """Which of ``modules`` another distribution on this hub installs: {module: owner/name}."""
+        with self.database.read() as db:
+            return self._claims_in(db, modules, distribution)
+
+    # --- writing ---------------------------------------------------------------------------------
+    def publish(
+        self,
+        new: NewVersion,
+        files: list[StoredFile],
+        module_problem: Callable[[dict[str, str]], str | None],
+    ) -> tuple[int, int]:
+        """Make the version visible in one transaction: (env_id, version_id). Blobs are written
+        before this; a crash before the commit leaves only unreferenced blobs. ``module_problem``
+        judges the module claims of other distributions, read under the claim lock."""
+        stamp = now()
+        try:
+            with self.database.transaction() as db:
+                self._lock_modules(db, new.top_level)
+                problem = module_problem(self._claims_in(db, new.top_level, new.distribution))
+                if problem is not None:
+                    raise HubError(400, "foreign_module", problem)
+                env = self._environment_for_update(db, new, stamp)
+                versions = db.execute(
+                    "SELECT version, yanked FROM versions WHERE env_id=?", (env["id"],)
+                ).fetchall()
+                retired = db.execute(
+                    "SELECT 1 FROM retired_versions WHERE env_id=? AND version_key=?",
+                    (env["id"], version_key(new.version)),
+                ).fetchone()
+                if retired or any(
+                    version_key(v["version"]) == version_key(new.version) for v in versions
+                ):
+                    raise self._version_exists(new)
+                version_id = db.execute(
+                    "INSERT INTO versions (env_id, version, version_key, created_at, content_hash, "
+                    "requires_python, dependencies, summary, top_level) VALUES (?,?,?,?,?,?,?,?,?) "
+                    "RETURNING id",
+                    (
+                        env["id"],
+                        new.version,
+                        version_key(new.version),
+                        stamp,
+                        new.content_hash,
+                        new.requires_python,
+                        json.dumps(new.dependencies),
+                        new.summary,
+                        json.dumps(new.top_level),
+                    ),
+                ).fetchone()["id"]
+                for f in files:
+                    db.execute(
+                        "INSERT INTO files (version_id, env_id, filename, kind, sha256, size, blob, "
+                        "metadata_blob, metadata_sha256, upload_time) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        (
+                            version_id,
+                            env["id"],
+                            f.filename,
+                            f.kind,
+                            f.sha256,
+                            f.size,
+                            f.blob,
+                            f.metadata_blob,
+                            f.metadata_sha256,
+                            stamp,
+                        ),
+                    )
+                for module in new.top_level:
+                    db.execute(
+                        "INSERT INTO modules (module, env_id, distribution_key) VALUES (?,?,?) "
+                        "ON CONFLICT DO NOTHING",
+                        (module, env["id"], canonicalize_name(new.distribution)),
+                    )
+                latest = latest_of([*versions, {"version": new.version, "yanked": 0}])
+                db.execute(
+                    "UPDATE environments SET latest_version=?, serial=serial+1 WHERE id=?",
+                    (latest, env["id"]),
+                )
+        except Conflict as exc:
+            if "files" in str(exc) or "filename" in str(exc):
+                raise HubError(
+                    409, "file_exists", "that file was already published; files are never replaced"
+                ) from None
+            if "name_key" in str(exc):
+                raise self._name_clash(new) from None
+            raise self._version_exists(new) from None
+        return env["id"], version_id
+
+    def _lock_modules(self, db: Any, modules: list[str]) -> None:
+        """Serialize claims on the same module names (SQLite writers are serialized already)."""
+        if self.postgres:
+            for module in sorted(modules):
+                db.execute("SELECT pg_advisory_xact_lock(hashtext(?))", ("module:" + module,))
+
+    @staticmethod
+    def _claims_in(db: Any, modules: list[str], distribution: str) -> dict[str, str]:
+        if not modules:
+            return {}
+        marks = ",".join("?" * len(modules))
+        rows = db.execute(
+            f"SELECT m.module, e.owner, e.name FROM modules m JOIN environments e ON e.id=m.env_id "
+            f"WHERE m.module IN ({marks}) AND m.distribution_key<>?",
+            [*modules, canonicalize_name(distribution)],
+        ).fetchall()
+        return {r["module"]: f"{r['owner']}/{r['name']}" for r in rows}
+
+    def _environment_for_update(self, db: Any, new: NewVersion, stamp: str) -> Any:
+        lock = " FOR UPDATE" if self.postgres else ""
+        env = db.execute(
+            f"SELECT * FROM environments WHERE owner=? AND name=?{lock}", (new.owner, new.name)
+        ).fetchone()
+        tags = json.dumps(new.tags)
+        if env is None:
+            clash = db.execute(
+                "SELECT name FROM environments WHERE owner=? AND name_key=?",
+                (new.owner, canonicalize_name(new.name)),
+            ).fetchone()
+            if clash is not None:
+                raise self._name_clash(new, clash["name"])
+            env = db.execute(
+                "INSERT INTO environments (owner, name, name_key, distribution, visibility, "
+                "description, tags, readme, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?) "
+                "RETURNING *",
+                (
+                    new.owner,
+                    new.name,
+                    canonicalize_name(new.name),
+                    new.distribution,
+                    new.visibility or "public",
+                    new.description or new.summary,
+                    tags,
+                    new.readme,
+                    stamp,
+                    stamp,
+                ),
+            ).fetchone()
+            self._set_tags(db, env["id"], new.tags)
+            return env
+        # visibility changes only when asked: a push never makes a private environment public
+        db.execute(
+            "UPDATE environments SET updated_at=?, readme=COALESCE(?, readme), "
+            "description=COALESCE(?, description), visibility=COALESCE(?, visibility), tags=? "
+            "WHERE id=?",
+            (
+                stamp,
+                new.readme,
+                new.description or new.summary,
+                new.visibility,
+                tags if new.tags else env["tags"],
+                env["id"],
+            ),
+        )
+        if new.tags:
+            self._set_tags(db, env["id"], new.tags)
+        return env
+
+    @staticmethod
+    def _set_tags(db: Any, env_id: int, tags: list[str]) -> None:
+        db.execute("DELETE FROM environment_tags WHERE env_id=?", (env_id,))
+        for tag in sorted(set(tags)):
+            db.execute("INSERT INTO environment_tags (env_id, tag) VALUES (?,?)", (env_id, tag))
+
+    @staticmethod
+    def _version_exists(new: NewVersion) -> HubError:
+        return HubError(
+            409,
+            "version_exists",
+            f"{new.owner}/{new.name} {new.version} is already published and versions are "
+            "immutable; bump the version (prime env push --bump patch)",
+        )
+
+    @staticmethod
+    def _name_clash(new: NewVersion, existing: str | None = None) -> HubError:
+        other = existing or "an environment"
+        return HubError(
+            409,
+            "name_clash",
+            f"{new.owner}/{other} exists and is the same name after normalization; "
+            f"publish to {new.owner}/{other}",
+        )
+
+    def set_yanked(self, env_id: int, version_id: int, yanked: bool, reason: str | None) -> None:
+        with self.database.transaction() as db:
+            db.execute(
+                "UPDATE versions SET yanked=?, yanked_reason=? WHERE id=?",
+                (int(yanked), reason if yanked else None, version_id),
+            )
+            self._refresh(db, env_id)
+
+    def delete_environment(self, env_id: int) -> None:
+        with self.database.transaction() as db:
+            db.execute("DELETE FROM environments WHERE id=?", (env_id,))
+
+    def delete_version(self, env_id: int, version_id: int) -> None:
+        """Remove one version (its files, evals, datasets); its number is retired (files are
+        never replaced), and modules no other version of this environment installs are released."""
+        with self.database.transaction() as db:
+            row = db.execute(
+                "SELECT version_key FROM versions WHERE id=?", (version_id,)
+            ).fetchone()
+            db.execute(
+                "INSERT INTO retired_versions (env_id, version_key) VALUES (?,?) "
+                "ON CONFLICT DO NOTHING",
+                (env_id, row["version_key"]),
+            )
+            db.execute("DELETE FROM versions WHERE id=?", (version_id,))
+            kept = set()
+            for row in db.execute("SELECT top_level FROM versions WHERE env_id=?", (env_id,)):
+                kept.update(json.loads(row["top_level"]))
+            for row in db.execute(
+                "SELECT module FROM modules WHERE env_id=?", (env_id,)
+            ).fetchall():
+                if row["module"] not in kept:
+                    db.execute(
+                        "DELETE FROM modules WHERE env_id=? AND module=?", (env_id, row["module"])
+                    )
+            self._refresh(db, env_id)
+
+    def _refresh(self, db: Any, env_id: int) -> None:
+        versions = db.execute(
+            "SELECT version, yanked FROM versions WHERE env_id=?", (env_id,)
+        ).fetchall()
+        db.execute(
+            "UPDATE environments SET latest_version=?, serial=serial+1 WHERE id=?",
+            (latest_of(versions), env_id),
+        )
+
+    def count_downloads(self, pending: set[tuple[int, int, str]]) -> None:
+        """Record (environment, user, day) downloads; each counts once."""
+        with self.database.transaction() as db:
+            for env_id, user_id, day in sorted(pending):
+                inserted = db.execute(
+                    "INSERT INTO downloads (env_id, user_id, day) VALUES (?,?,?) "
+                    "ON CONFLICT DO NOTHING",
+                    (env_id, user_id, day),
+                ).rowcount
+                if inserted:
+                    db.execute(
+                        "UPDATE environments SET downloads=downloads+1 WHERE id=?", (env_id,)
+                    )
+
+
+__all__ = ["Catalog", "NewVersion", "StoredFile", "Viewer", "latest_of", "today"]

@@ -1,0 +1,162 @@
+"""Connections to the hub's database, SQLite or PostgreSQL, behind one small interface.
+
+Statements are written once, with ``?`` placeholders, and run on either backend: the PostgreSQL
+side rewrites them to ``%s``. A unique-constraint violation surfaces as ``Conflict`` on both, so
+the repository turns races (two pushes of one version) into clean 409s. Nothing is cached in
+process: every read goes to the database, so several hub processes on one PostgreSQL agree.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any, Protocol
+
+from packaging.utils import canonicalize_name, canonicalize_version
+
+
+class Conflict(Exception):
+    """A unique constraint refused a row (another writer got there first)."""
+
+
+class Cursor(Protocol):
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+
+def version_key(version: str) -> str:
+    """One spelling per PEP 440 version: ``1.0`` = ``1.0.0`` = ``1.0.0.0``."""
+    return canonicalize_version(version, strip_trailing_zero=True)
+
+
+class SQLiteCursor:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self.db.execute(sql, tuple(params))
+        except sqlite3.IntegrityError as exc:
+            if "UNIQUE" in str(exc) or "PRIMARY KEY" in str(exc):
+                raise Conflict(str(exc)) from exc
+            raise
+
+
+class SQLiteDatabase:
+    """One SQLite file in WAL mode; one connection per thread; writers serialize (IMMEDIATE)."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+
+    def _connection(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False
+            )
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at checkpoints, never corrupt
+            db.execute("PRAGMA foreign_keys=ON")
+            db.create_function("canon_name", 1, canonicalize_name, deterministic=True)
+            db.create_function("canon_version", 1, version_key, deterministic=True)
+            self._local.db = db
+        return db
+
+    @contextmanager
+    def transaction(self) -> Iterator[SQLiteCursor]:
+        db = self._connection()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield SQLiteCursor(db)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[SQLiteCursor]:
+        yield SQLiteCursor(self._connection())
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+
+@cache
+def _postgres_sql(sql: str) -> str:
+    return sql.replace("?", "%s")
+
+
+class PostgresCursor:
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        from psycopg import errors
+
+        try:
+            return self.conn.execute(_postgres_sql(sql), tuple(params) or None)
+        except errors.UniqueViolation as exc:
+            raise Conflict(str(exc)) from exc
+
+
+class PostgresDatabase:
+    """A psycopg 3 connection pool; each transaction is one database transaction."""
+
+    dialect = "postgresql"
+
+    def __init__(self, url: str, max_size: int = 16) -> None:
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        self.url = url
+        self.pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_size,
+            kwargs={"row_factory": dict_row, "autocommit": True},
+            open=True,
+        )
+
+    @contextmanager
+    def transaction(self) -> Iterator[PostgresCursor]:
+        with self.pool.connection() as conn, conn.transaction():
+            yield PostgresCursor(conn)
+
+    @contextmanager
+    def read(self) -> Iterator[PostgresCursor]:
+        with self.pool.connection() as conn:
+            yield PostgresCursor(conn)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+Database = SQLiteDatabase | PostgresDatabase
+
+
+def open_database(url: str | None, data_dir: Path) -> Database:
+    """``None`` (SQLite in ``data_dir``), ``sqlite:///PATH`` or ``postgresql://...``."""
+    if url is None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        return SQLiteDatabase(data_dir / "hub.sqlite3")
+    if url.startswith("sqlite:///"):
+        return SQLiteDatabase(Path(url.removeprefix("sqlite:///")))
+    if url.startswith(("postgresql://", "postgres://")):
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise SystemExit(
+                "--db postgresql://... needs psycopg: pip install 'verifiers[hub-postgres]'"
+            ) from None
+        return PostgresDatabase(url)
+    raise ValueError(f"--db {url!r}: use postgresql://USER@HOST:PORT/DB or sqlite:///PATH")

@@ -1,0 +1,185 @@
+"""The hub's schema, per backend, as numbered migrations; each applies once, in order.
+
+SQLite keeps its number in ``PRAGMA user_version`` (hubs made before these rooms upgrade in place:
+migration 8 backfills the normalized keys, the module index and the search index). PostgreSQL
+keeps it in ``hub_schema`` and takes an advisory lock while migrating, so several hub processes
+starting at once migrate the database exactly once.
+
+What the schema guarantees by itself, so races end in a constraint and not in a corrupt store:
+one environment per normalized name and owner (``name_key``), one version per PEP 440 version
+(``version_key``), one file per filename in an environment, one eval per run and version.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SQLITE = [
+    """
+    CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, is_admin INTEGER NOT NULL DEFAULT 0,
+                        created_at TEXT NOT NULL);
+    CREATE TABLE teams (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, created_at TEXT NOT NULL);
+    CREATE TABLE team_members (team_id INTEGER NOT NULL REFERENCES teams(id), user_id INTEGER NOT NULL REFERENCES users(id),
+                               role TEXT NOT NULL, PRIMARY KEY (team_id, user_id));
+    CREATE TABLE tokens (id INTEGER PRIMARY KEY, user_id INTEGER NOT NULL REFERENCES users(id), name TEXT NOT NULL,
+                         token_hash TEXT UNIQUE NOT NULL, scopes TEXT NOT NULL, created_at TEXT NOT NULL);
+    CREATE TABLE environments (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, name TEXT NOT NULL, distribution TEXT NOT NULL,
+                               visibility TEXT NOT NULL, description TEXT, tags TEXT NOT NULL DEFAULT '[]', readme TEXT,
+                               created_at TEXT NOT NULL, updated_at TEXT NOT NULL, UNIQUE (owner, name));
+    CREATE TABLE versions (id INTEGER PRIMARY KEY, env_id INTEGER NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
+                           version TEXT NOT NULL, created_at TEXT NOT NULL, yanked INTEGER NOT NULL DEFAULT 0,
+                           yanked_reason TEXT, content_hash TEXT NOT NULL, requires_python TEXT, dependencies TEXT NOT NULL,
+                           summary TEXT, UNIQUE (env_id, version));
+    CREATE TABLE files (id INTEGER PRIMARY KEY, version_id INTEGER NOT NULL REFERENCES versions(id) ON DELETE CASCADE,
+                        filename TEXT NOT NULL, kind TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,
+                        blob TEXT NOT NULL, metadata_blob TEXT, metadata_sha256 TEXT, upload_time TEXT NOT NULL);
+    CREATE UNIQUE INDEX files_unique ON files (version_id, filename);
+    CREATE TABLE evals (id INTEGER PRIMARY KEY, version_id INTEGER NOT NULL REFERENCES versions(id) ON DELETE CASCADE,
+                        uploaded_by TEXT NOT NULL, created_at TEXT NOT NULL, model TEXT, summary TEXT NOT NULL,
+                        num_rollouts INTEGER NOT NULL, metadata_blob TEXT NOT NULL, results_blob TEXT NOT NULL);
+    """,
+    "ALTER TABLE environments ADD COLUMN downloads INTEGER NOT NULL DEFAULT 0;",
+    "ALTER TABLE tokens ADD COLUMN expires_at TEXT; ALTER TABLE tokens ADD COLUMN revoked_at TEXT;",
+    "ALTER TABLE versions ADD COLUMN top_level TEXT NOT NULL DEFAULT '[]';",
+    "ALTER TABLE evals ADD COLUMN run_id TEXT; CREATE UNIQUE INDEX evals_run ON evals (version_id, run_id);",
+    """CREATE TABLE datasets (id INTEGER PRIMARY KEY, version_id INTEGER NOT NULL REFERENCES versions(id) ON DELETE CASCADE,
+                              uploaded_by TEXT NOT NULL, created_at TEXT NOT NULL, rows INTEGER NOT NULL,
+                              filter TEXT NOT NULL, models TEXT NOT NULL, card_blob TEXT NOT NULL, data_blob TEXT NOT NULL,
+                              data_sha256 TEXT NOT NULL, UNIQUE (version_id, data_sha256));""",
+    """CREATE TABLE sessions (session_hash TEXT PRIMARY KEY, token_id INTEGER NOT NULL REFERENCES tokens(id) ON DELETE CASCADE,
+                              created_at TEXT NOT NULL, expires_at TEXT NOT NULL);""",
+    # v8: costs that do not grow with the hub. Normalized keys (constraints instead of scans), the
+    # latest version and an index serial on the environment row, tags and modules as indexed
+    # tables, FTS5 search, files keyed by environment, reward histograms stored with each eval,
+    # downloads counted once per user and day.
+    """
+    ALTER TABLE environments ADD COLUMN name_key TEXT;
+    UPDATE environments SET name_key = canon_name(name);
+    CREATE UNIQUE INDEX environments_name_key ON environments (owner, name_key);
+    ALTER TABLE environments ADD COLUMN latest_version TEXT;
+    ALTER TABLE environments ADD COLUMN serial INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX environments_updated ON environments (updated_at);
+    CREATE INDEX environments_created ON environments (created_at);
+    CREATE INDEX environments_downloads ON environments (downloads);
+    CREATE INDEX environments_owner ON environments (owner, name);
+    CREATE TABLE environment_tags (env_id INTEGER NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
+                                   tag TEXT NOT NULL, PRIMARY KEY (env_id, tag));
+    CREATE INDEX environment_tags_tag ON environment_tags (tag, env_id);
+    INSERT OR IGNORE INTO environment_tags (env_id, tag) SELECT e.id, j.value FROM environments e, json_each(e.tags) j;
+    ALTER TABLE versions ADD COLUMN version_key TEXT;
+    UPDATE versions SET version_key = canon_version(version);
+    CREATE UNIQUE INDEX versions_key ON versions (env_id, version_key);
+    ALTER TABLE files ADD COLUMN env_id INTEGER REFERENCES environments(id) ON DELETE CASCADE;
+    UPDATE files SET env_id = (SELECT env_id FROM versions v WHERE v.id = files.version_id);
+    CREATE UNIQUE INDEX files_env_filename ON files (env_id, filename);
+    CREATE TABLE modules (module TEXT NOT NULL, env_id INTEGER NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
+                          distribution_key TEXT NOT NULL, PRIMARY KEY (module, env_id));
+    INSERT OR IGNORE INTO modules (module, env_id, distribution_key)
+        SELECT j.value, v.env_id, canon_name(e.distribution) FROM versions v JOIN environments e ON e.id = v.env_id, json_each(v.top_level) j;
+    ALTER TABLE evals ADD COLUMN histogram TEXT NOT NULL DEFAULT '{"counts": [], "low": 0.0, "high": 1.0, "peak": 0}';
+    CREATE TABLE downloads (env_id INTEGER NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
+                            user_id INTEGER NOT NULL, day TEXT NOT NULL, PRIMARY KEY (env_id, user_id, day));
+    CREATE INDEX sessions_expiry ON sessions (expires_at);
+    CREATE TABLE retired_versions (env_id INTEGER NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
+                                   version_key TEXT NOT NULL, PRIMARY KEY (env_id, version_key));
+    CREATE VIRTUAL TABLE environments_fts USING fts5 (owner, name, description, tags, content='environments', content_rowid='id');
+    INSERT INTO environments_fts (rowid, owner, name, description, tags) SELECT id, owner, name, coalesce(description, ''), tags FROM environments;
+    CREATE TRIGGER environments_fts_insert AFTER INSERT ON environments BEGIN
+        INSERT INTO environments_fts (rowid, owner, name, description, tags) VALUES (new.id, new.owner, new.name, coalesce(new.description, ''), new.tags);
+    END;
+    CREATE TRIGGER environments_fts_delete AFTER DELETE ON environments BEGIN
+        INSERT INTO environments_fts (environments_fts, rowid, owner, name, description, tags) VALUES ('delete', old.id, old.owner, old.name, coalesce(old.description, ''), old.tags);
+    END;
+    CREATE TRIGGER environments_fts_update AFTER UPDATE OF description, tags ON environments BEGIN
+        INSERT INTO environments_fts (environments_fts, rowid, owner, name, description, tags) VALUES ('delete', old.id, old.owner, old.name, coalesce(old.description, ''), old.tags);
+        INSERT INTO environments_fts (rowid, owner, name, description, tags) VALUES (new.id, new.owner, new.name, coalesce(new.description, ''), new.tags);
+    END;
+    """,
+]
+
+POSTGRESQL = [
+    """
+    CREATE TABLE users (id BIGSERIAL PRIMARY KEY, name TEXT UNIQUE NOT NULL, is_admin INTEGER NOT NULL DEFAULT 0,
+                        created_at TEXT NOT NULL);
+    CREATE TABLE teams (id BIGSERIAL PRIMARY KEY, name TEXT UNIQUE NOT NULL, created_at TEXT NOT NULL);
+    CREATE TABLE team_members (team_id BIGINT NOT NULL REFERENCES teams(id) ON DELETE CASCADE,
+                               user_id BIGINT NOT NULL REFERENCES users(id), role TEXT NOT NULL,
+                               PRIMARY KEY (team_id, user_id));
+    CREATE TABLE tokens (id BIGSERIAL PRIMARY KEY, user_id BIGINT NOT NULL REFERENCES users(id), name TEXT NOT NULL,
+                         token_hash TEXT UNIQUE NOT NULL, scopes TEXT NOT NULL, created_at TEXT NOT NULL,
+                         expires_at TEXT, revoked_at TEXT);
+    CREATE TABLE environments (id BIGSERIAL PRIMARY KEY, owner TEXT NOT NULL, name TEXT NOT NULL, name_key TEXT NOT NULL,
+                               distribution TEXT NOT NULL, visibility TEXT NOT NULL, description TEXT,
+                               tags TEXT NOT NULL DEFAULT '[]', readme TEXT, created_at TEXT NOT NULL,
+                               updated_at TEXT NOT NULL, downloads BIGINT NOT NULL DEFAULT 0, latest_version TEXT,
+                               serial BIGINT NOT NULL DEFAULT 0,
+                               search tsvector GENERATED ALWAYS AS (to_tsvector('simple',
+                                   owner || ' ' || name || ' ' || coalesce(description, '') || ' ' || tags)) STORED,
+                               UNIQUE (owner, name), UNIQUE (owner, name_key));
+    CREATE INDEX environments_search ON environments USING GIN (search);
+    CREATE INDEX environments_updated ON environments (updated_at);
+    CREATE INDEX environments_created ON environments (created_at);
+    CREATE INDEX environments_downloads ON environments (downloads);
+    CREATE TABLE environment_tags (env_id BIGINT NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
+                                   tag TEXT NOT NULL, PRIMARY KEY (env_id, tag));
+    CREATE INDEX environment_tags_tag ON environment_tags (tag, env_id);
+    CREATE TABLE versions (id BIGSERIAL PRIMARY KEY, env_id BIGINT NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
+                           version TEXT NOT NULL, version_key TEXT NOT NULL, created_at TEXT NOT NULL,
+                           yanked INTEGER NOT NULL DEFAULT 0, yanked_reason TEXT, content_hash TEXT NOT NULL,
+                           requires_python TEXT, dependencies TEXT NOT NULL, summary TEXT,
+                           top_level TEXT NOT NULL DEFAULT '[]', UNIQUE (env_id, version), UNIQUE (env_id, version_key));
+    CREATE TABLE files (id BIGSERIAL PRIMARY KEY, version_id BIGINT NOT NULL REFERENCES versions(id) ON DELETE CASCADE,
+                        env_id BIGINT NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
+                        filename TEXT NOT NULL, kind TEXT NOT NULL, sha256 TEXT NOT NULL, size BIGINT NOT NULL,
+                        blob TEXT NOT NULL, metadata_blob TEXT, metadata_sha256 TEXT, upload_time TEXT NOT NULL,
+                        UNIQUE (version_id, filename), UNIQUE (env_id, filename));
+    CREATE TABLE modules (module TEXT NOT NULL, env_id BIGINT NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
+                          distribution_key TEXT NOT NULL, PRIMARY KEY (module, env_id));
+    CREATE TABLE evals (id BIGSERIAL PRIMARY KEY, version_id BIGINT NOT NULL REFERENCES versions(id) ON DELETE CASCADE,
+                        uploaded_by TEXT NOT NULL, created_at TEXT NOT NULL, model TEXT, summary TEXT NOT NULL,
+                        num_rollouts INTEGER NOT NULL, metadata_blob TEXT NOT NULL, results_blob TEXT NOT NULL,
+                        run_id TEXT, histogram TEXT NOT NULL, UNIQUE (version_id, run_id));
+    CREATE TABLE datasets (id BIGSERIAL PRIMARY KEY, version_id BIGINT NOT NULL REFERENCES versions(id) ON DELETE CASCADE,
+                           uploaded_by TEXT NOT NULL, created_at TEXT NOT NULL, rows BIGINT NOT NULL,
+                           filter TEXT NOT NULL, models TEXT NOT NULL, card_blob TEXT NOT NULL, data_blob TEXT NOT NULL,
+                           data_sha256 TEXT NOT NULL, UNIQUE (version_id, data_sha256));
+    CREATE TABLE sessions (session_hash TEXT PRIMARY KEY, token_id BIGINT NOT NULL REFERENCES tokens(id) ON DELETE CASCADE,
+                           created_at TEXT NOT NULL, expires_at TEXT NOT NULL);
+    CREATE INDEX sessions_expiry ON sessions (expires_at);
+    CREATE TABLE downloads (env_id BIGINT NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
+                            user_id BIGINT NOT NULL, day TEXT NOT NULL, PRIMARY KEY (env_id, user_id, day));
+    CREATE TABLE retired_versions (env_id BIGINT NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
+                                   version_key TEXT NOT NULL, PRIMARY KEY (env_id, version_key));
+    """,
+]
+
+
+def statements(script: str) -> list[str]:
+    """A script's statements; a trigger's body (BEGIN ... END;) stays one statement."""
+    out, current = [], []
+    for part in script.split(";"):
+        current.append(part)
+        text = ";".join(current)
+        if text.strip() and text.upper().count("BEGIN") <= text.upper().count("END"):
+            out.append(text.strip())
+            current = []
+    return out
+
+
+def migrate(database: Any) -> None:
+    if database.dialect == "sqlite":
+        with database.transaction() as db:
+            current = db.execute("PRAGMA user_version").fetchone()[0]
+            for number, script in enumerate(SQLITE[current:], start=current + 1):
+                for statement in statements(script):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number}")
+        return
+    with database.transaction() as db:
+        db.execute("SELECT pg_advisory_xact_lock(7242001)")
+        db.execute("CREATE TABLE IF NOT EXISTS hub_schema (version INTEGER NOT NULL)")
+        row = db.execute("SELECT max(version) AS v FROM hub_schema").fetchone()
+        current = row["v"] or 0
+        for number, script in enumerate(POSTGRESQL[current:], start=current + 1):
+            db.execute(script)
+            db.execute("INSERT INTO hub_schema (version) VALUES (?)", (number,))

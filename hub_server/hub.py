@@ -1,0 +1,118 @@
+"""The hub's state: its settings, database rooms, blob store and authenticator, wired once.
+
+Nothing here caches what another hub process could change: the only in-process memory is the
+rendered simple-index pages, keyed by the environment's ``serial`` (which every publish, yank and
+delete bumps in the same transaction), and downloads not yet written, which are increments.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+
+from hub_server.auth import Authenticator
+from hub_server.blobs import BlobStore, open_blob_store
+from hub_server.clock import today
+from hub_server.db.accounts import Accounts
+from hub_server.db.attachments import Attachments
+from hub_server.db.catalog import Catalog
+from hub_server.db.engine import open_database
+from hub_server.db.schema import migrate
+from hub_server.errors import HubError
+from hub_server.names import check_name, normalize_version
+from hub_server.settings import HubSettings
+
+INDEX_CACHE_SIZE = 2048
+DOWNLOAD_FLUSH_S = 10.0
+
+
+class Hub:
+    def __init__(
+        self,
+        data_dir: str | Path | HubSettings,
+        db: str | None = None,
+        blobs: str | None = None,
+        s3_endpoint: str | None = None,
+    ) -> None:
+        settings = (
+            data_dir
+            if isinstance(data_dir, HubSettings)
+            else HubSettings(data_dir=Path(data_dir), db=db, blobs=blobs, s3_endpoint=s3_endpoint)
+        )
+        self.settings = settings
+        self.database = open_database(settings.db, settings.data_dir)
+        migrate(self.database)
+        self.accounts = Accounts(self.database)
+        self.catalog = Catalog(self.database)
+        self.attachments = Attachments(self.database)
+        self.blobs: BlobStore = open_blob_store(
+            settings.blobs, settings.data_dir, settings.s3_endpoint
+        )
+        self.auth = Authenticator(self.accounts)
+        self.index_cache: OrderedDict[tuple, bytes] = OrderedDict()
+        self._downloads: set[tuple[int, int, str]] = set()
+        self._downloads_flushed = time.monotonic()
+        self._downloads_lock = threading.Lock()
+
+    async def read(self, fn: Any, *args: Any) -> Any:
+        """Run a read from an async route: inline on SQLite (an indexed local read costs less
+        than a thread hop and never waits on writers in WAL mode), in a worker thread on
+        PostgreSQL (a network round trip must not stall the event loop)."""
+        if self.database.dialect == "sqlite":
+            return fn(*args)
+        return await run_in_threadpool(fn, *args)
+
+    def create_user(self, name: str, is_admin: bool = False) -> str:
+        check_name(name, "user")
+        token, _ = self.accounts.create_user(name, is_admin)
+        return token
+
+    def cached_page(self, key: tuple, render: Any) -> bytes:
+        body = self.index_cache.get(key)
+        if body is None:
+            body = render()
+            self.index_cache[key] = body
+            if len(self.index_cache) > INDEX_CACHE_SIZE:
+                self.index_cache.popitem(last=False)
+        return body
+
+    def environment(self, owner: str, name: str, user: Any) -> Any:
+        """The environment row, or 404 (private environments do not exist for others)."""
+        row = self.catalog.environment(owner, name)
+        if row is None or not self.auth.can_read(user, row):
+            raise HubError(404, "environment_not_found", f"no environment {owner}/{name}")
+        return row
+
+    def version(self, env: Any, version: str) -> Any:
+        row = self.catalog.version(env["id"], normalize_version(version))
+        if row is None:
+            raise HubError(
+                404, "version_not_found", f"{env['owner']}/{env['name']} has no version {version}"
+            )
+        return row
+
+    # --- downloads: once per user, environment and day; anonymous ones are not counted ----------
+    def count_download(self, env_id: int, user_id: int | None) -> None:
+        if user_id is None:
+            return
+        with self._downloads_lock:
+            self._downloads.add((env_id, user_id, today()))
+            due = time.monotonic() - self._downloads_flushed > DOWNLOAD_FLUSH_S
+        if due:
+            self.flush_downloads()
+
+    def flush_downloads(self) -> None:
+        with self._downloads_lock:
+            pending, self._downloads = self._downloads, set()
+            self._downloads_flushed = time.monotonic()
+        if pending:
+            self.catalog.count_downloads(pending)
+
+    def close(self) -> None:
+        self.flush_downloads()
+        self.database.close()

@@ -1,0 +1,144 @@
+"""What attaches to a version: eval results (``prime eval push``) and datasets (``prime data push``).
+
+Only the namespace's user and members attach, each upload is checked before its body is read,
+quotas hold under concurrency (checked in the inserting transaction), and the numbers shown are
+recomputed from the uploaded rows (``hub_server.attaching``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from hub_protocol.wire import DatasetInfo, EvalInfo
+from hub_server import attaching
+from hub_server.auth import Principal
+from hub_server.db.attachments import NewDataset, NewEval
+from hub_server.errors import HubError
+from hub_server.hub import Hub
+from hub_server.routers.deps import HubDep, MaybeUser, User, ViewsDep
+from hub_server.uploads import read_form, required
+from hub_server.views import Views
+
+router = APIRouter(
+    prefix="/api/v1/environments/{owner}/{name}/versions/{version}", tags=["attachments"]
+)
+MAX_EVALS_PER_VERSION = 200
+MAX_DATASETS_PER_VERSION = 20
+
+
+def attach_target(hub: Hub, user: Principal, owner: str, name: str, version: str, what: str):
+    hub.auth.require_publisher(user, owner, f"attach {what} to {owner}/{name}")
+    env = hub.environment(owner, name, user)
+    return env, hub.version(env, version)
+
+
+@router.post("/evals", response_model=EvalInfo, status_code=201)
+async def upload_eval(
+    owner: str, name: str, version: str, request: Request, user: User, hub: HubDep
+) -> EvalInfo:
+    env, v = await run_in_threadpool(attach_target, hub, user, owner, name, version, "evals")
+    form = await read_form(request, ("metadata", "results"))
+    try:
+        row = await run_in_threadpool(
+            store_eval, hub, user, env, v, required(form, "metadata"), required(form, "results")
+        )
+    finally:
+        await form.close()
+    return Views.eval(env, v["version"], row)
+
+
+def store_eval(hub: Hub, user: Principal, env, v, metadata, results):
+    meta = attaching.read_metadata(metadata.file)
+    run_id = attaching.check_run_matches(meta, env, v)
+    summary, rows, histogram = attaching.summarize_results(results.file)
+    new = NewEval(
+        version_id=v["id"],
+        uploaded_by=user.name,
+        model=meta.get("model"),
+        summary=summary,
+        num_rollouts=rows,
+        metadata_blob=hub.blobs.put_file(metadata.file, attaching.file_sha256(metadata.file)),
+        results_blob=hub.blobs.put_file(results.file, attaching.file_sha256(results.file)),
+        run_id=run_id,
+        histogram=histogram,
+    )
+    return hub.attachments.add_eval(new, MAX_EVALS_PER_VERSION)
+
+
+@router.get("/evals", response_model=list[EvalInfo])
+def list_evals(owner: str, name: str, version: str, user: MaybeUser, hub: HubDep) -> list[EvalInfo]:
+    env = hub.environment(owner, name, user)
+    v = hub.version(env, version)
+    return [Views.eval(env, v["version"], r) for r in hub.attachments.evals([v["id"]])]
+
+
+@router.post("/datasets", response_model=DatasetInfo, status_code=201)
+async def upload_dataset(
+    owner: str, name: str, version: str, request: Request, user: User, hub: HubDep, views: ViewsDep
+) -> DatasetInfo:
+    """Every run the dataset came from must have run this version's code (as for evals)."""
+    env, v = await run_in_threadpool(attach_target, hub, user, owner, name, version, "datasets")
+    form = await read_form(request, ("card", "data"))
+    try:
+        row = await run_in_threadpool(
+            store_dataset, hub, user, env, v, required(form, "card"), required(form, "data")
+        )
+    finally:
+        await form.close()
+    return views.dataset(env, v["version"], row)
+
+
+def store_dataset(hub: Hub, user: Principal, env, v, card, data):
+    card.file.seek(0)
+    card_bytes = card.file.read(attaching.MAX_METADATA + 1)
+    try:
+        info = json.loads(card_bytes)
+        sources, rows, spec = info["sources"], int(info["rows"]), info["filter"]
+        if not isinstance(sources, list) or not all(isinstance(s, dict) for s in sources):
+            raise TypeError("sources is not a list of runs")
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise HubError(
+            400, "invalid_dataset", f"vf_data.json is not a vf-data card: {exc}"
+        ) from None
+    if not sources:
+        raise HubError(400, "invalid_dataset", "the dataset names no source run")
+    for source in sources:
+        attaching.check_run_matches({**source, "run_id": source.get("run_id") or "?"}, env, v)
+    digest = attaching.check_parquet(data.file, rows)
+    new = NewDataset(
+        version_id=v["id"],
+        uploaded_by=user.name,
+        rows=rows,
+        filter=str(info.get("description") or json.dumps(spec, sort_keys=True))[:2000],
+        models=sorted({str(s.get("model")) for s in sources}),
+        card_blob=hub.blobs.put(card_bytes),
+        data_blob=hub.blobs.put_file(data.file, digest),
+        data_sha256=digest,
+    )
+    return hub.attachments.add_dataset(new, MAX_DATASETS_PER_VERSION)
+
+
+@router.get("/datasets", response_model=list[DatasetInfo])
+def list_datasets(
+    owner: str, name: str, version: str, user: MaybeUser, hub: HubDep, views: ViewsDep
+) -> list[DatasetInfo]:
+    env = hub.environment(owner, name, user)
+    v = hub.version(env, version)
+    return [views.dataset(env, v["version"], r) for r in hub.attachments.datasets(v["id"])]
+
+
+@router.get("/datasets/{dataset_id}/data.parquet")
+def download_dataset(
+    owner: str, name: str, version: str, dataset_id: int, user: MaybeUser, hub: HubDep
+) -> Response:
+    env = hub.environment(owner, name, user)
+    v = hub.version(env, version)
+    row = hub.attachments.dataset(v["id"], dataset_id)
+    if row is None:
+        raise HubError(
+            404, "dataset_not_found", f"no dataset #{dataset_id} on {owner}/{name} {version}"
+        )
+    return Response(hub.blobs.get(row["data_blob"]), media_type="application/octet-stream")

@@ -1,0 +1,105 @@
+"""Changing what the hub holds: publish a version, yank it, delete a version or an environment.
+
+Who may do what is decided here, explicitly: members of a namespace (its user, its team's owners
+and members) publish and attach results; yanking, deleting and managing members is for the
+namespace's user or a team owner. Every check runs before an upload's body is read.
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from hub_protocol.wire import VersionInfo, YankRequest
+from hub_server import publishing
+from hub_server.errors import HubError
+from hub_server.names import check_name
+from hub_server.routers.deps import HubDep, User, ViewsDep
+from hub_server.routers.environments import version_infos
+from hub_server.uploads import read_form, required
+
+router = APIRouter(prefix="/api/v1/environments", tags=["publishing"])
+
+
+@router.post("/{owner}/{name}/versions", response_model=VersionInfo, status_code=201)
+async def publish(
+    owner: str, name: str, request: Request, user: User, hub: HubDep, views: ViewsDep
+) -> VersionInfo:
+    """Multipart: ``wheel`` (and ``sdist``) files; ``visibility``, ``readme``, ``description``,
+    ``tags`` (a JSON list) fields."""
+    check_name(owner, "owner")
+    check_name(name, "environment")
+    hub.auth.require_publisher(user, owner, f"publish to the {owner!r} namespace")
+    form = await read_form(
+        request, ("wheel", "sdist"), ("visibility", "readme", "description", "tags")
+    )
+    try:
+        visibility = form.fields.get("visibility")
+        if visibility not in (None, "public", "private"):
+            raise HubError(400, "invalid_visibility", "visibility must be public or private")
+        try:
+            tags = json.loads(form.fields.get("tags") or "[]")
+            if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+                raise TypeError
+        except (json.JSONDecodeError, TypeError):
+            raise HubError(400, "invalid_tags", "tags must be a JSON list of strings") from None
+        details = publishing.PublishForm(
+            visibility, form.fields.get("readme"), form.fields.get("description"), tags[:20]
+        )
+        env_id, version_id = await run_in_threadpool(
+            publishing.publish,
+            hub,
+            user,
+            owner,
+            name,
+            required(form, "wheel"),
+            form.files.get("sdist"),
+            details,
+        )
+    finally:
+        await form.close()
+    env = hub.catalog.environment_by_id(env_id)
+    version = next(v for v in hub.catalog.versions(env_id) if v["id"] == version_id)
+    (info,) = version_infos(hub, views, env, [version])
+    return info
+
+
+def administered(hub: HubDep, user: User, owner: str, name: str, what: str):
+    user.require("publish")
+    env = hub.environment(owner, name, user)
+    if not hub.auth.can_administer(user, owner):
+        raise HubError(
+            403,
+            "not_owner",
+            f"only {owner} (or an owner of team {owner}) can {what} {owner}/{name}",
+        )
+    return env
+
+
+@router.post("/{owner}/{name}/versions/{version}/yank", response_model=VersionInfo)
+def yank(
+    owner: str, name: str, version: str, body: YankRequest, user: User, hub: HubDep, views: ViewsDep
+) -> VersionInfo:
+    env = administered(hub, user, owner, name, "yank versions of")
+    v = hub.version(env, version)
+    # PEP 592 yanking is reversible: the files are never removed
+    hub.catalog.set_yanked(env["id"], v["id"], not body.undo, body.reason)
+    (info,) = version_infos(hub, views, env, [hub.version(env, version)])
+    return info
+
+
+@router.delete("/{owner}/{name}", status_code=204)
+def delete_environment(owner: str, name: str, user: User, hub: HubDep) -> Response:
+    env = administered(hub, user, owner, name, "delete")
+    hub.catalog.delete_environment(env["id"])
+    return Response(status_code=204)
+
+
+@router.delete("/{owner}/{name}/versions/{version}", status_code=204)
+def delete_version(owner: str, name: str, version: str, user: User, hub: HubDep) -> Response:
+    """Only that version goes; its number stays taken (files are never replaced)."""
+    env = administered(hub, user, owner, name, "delete versions of")
+    hub.catalog.delete_version(env["id"], hub.version(env, version)["id"])
+    return Response(status_code=204)

@@ -1,0 +1,269 @@
+"""The hub's web pages: search, environment pages, owner pages, and a sign-in for private ones.
+
+Server-rendered Jinja2 (autoescaped) with no JavaScript and nothing loaded from elsewhere (a
+Content-Security-Policy of ``default-src 'none'`` says so), never framed by another page
+(``frame-ancestors 'none'``, ``X-Frame-Options: DENY``). READMEs are Markdown rendered by
+markdown-it-py with raw HTML off and links limited to http(s), mailto and relative ones.
+
+Sign-in exchanges an API token for a session cookie (HttpOnly, SameSite=Strict, stored hashed,
+tied to the token so revoking it ends the session; ``Secure`` and ``__Host-``-prefixed when the
+hub is reached over TLS, directly or through a trusted proxy). Forms are protected twice: a POST
+must carry an ``Origin`` (or, failing that, ``Referer``) of this hub itself (``null`` and other
+ports are other origins), and a CSRF token. Signed in, the token is derived from the session
+(a page on another port of the same host can plant cookies, but cannot read or derive this);
+the sign-in form's token is a double-submit cookie, ``__Host-`` under TLS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from markdown_it import MarkdownIt
+
+from hub_server.auth import Principal
+from hub_server.clock import now
+from hub_server.db.catalog import SORTS
+from hub_server.errors import HubError
+from hub_server.hub import Hub
+from hub_server.routers.deps import HubDep, ViewsDep
+from hub_server.routers.environments import environment_page, version_infos
+from hub_server.templates import templates
+from hub_server.views import finite
+
+router = APIRouter(include_in_schema=False)
+SESSION_DAYS = 7
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+_SAFE_SCHEMES = ("http", "https", "mailto", "")
+_markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
+_markdown.validateLink = lambda url: urlsplit(url.strip()).scheme.lower() in _SAFE_SCHEMES
+
+
+def render_readme(text: str | None) -> str:
+    """README Markdown as HTML: raw HTML escaped, only safe link schemes kept."""
+    return _markdown.render(text or "")
+
+
+def secure(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+def cookie_name(request: Request, base: str) -> str:
+    """``__Host-`` cookies can only be set over TLS, for this exact host, by this host."""
+    return f"__Host-{base}" if secure(request) else base
+
+
+def session_of(request: Request) -> str | None:
+    return request.cookies.get(cookie_name(request, "vfh_session"))
+
+
+def session_user(request: Request, hub: Hub) -> Principal | None:
+    return hub.auth.from_session(session_of(request))
+
+
+def session_csrf(session: str) -> str:
+    return hashlib.sha256(b"csrf\0" + session.encode()).hexdigest()
+
+
+def page(
+    request: Request, template: str, user: Principal | None, status: int = 200, **context: Any
+) -> HTMLResponse:
+    """``template`` rendered for ``user``, with the CSRF token its forms carry."""
+    session = session_of(request) if user else None
+    login_cookie = cookie_name(request, "vfh_login")
+    nonce = request.cookies.get(login_cookie) or secrets.token_urlsafe(24)
+    csrf = session_csrf(session) if session else nonce
+    body = templates.get_template(template).render(user=user, csrf=csrf, **context)
+    response = HTMLResponse(body, status_code=status)
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "same-origin"
+    if not session and login_cookie not in request.cookies:
+        response.set_cookie(
+            login_cookie, nonce, httponly=True, samesite="strict", path="/", secure=secure(request)
+        )
+    return response
+
+
+def check_form(request: Request, csrf: str) -> None:
+    """The form was posted by one of this hub's own pages (origin, then token). The browser
+    sets ``Origin`` and ``Host``; a page elsewhere (another port included) cannot make them agree."""
+    origin = request.headers.get("origin") or _referer_origin(request.headers.get("referer"))
+    own = f"{request.url.scheme}://{request.url.netloc}"
+    if origin is None or origin == "null" or origin != own:
+        raise HubError(
+            403, "csrf_failed", "the form was not posted from this hub's own page: reload it"
+        )
+    session = session_of(request)
+    expected = (
+        session_csrf(session)
+        if session
+        else request.cookies.get(cookie_name(request, "vfh_login"), "")
+    )
+    if not expected or not hmac.compare_digest(expected.encode(), csrf.encode()):
+        raise HubError(403, "csrf_failed", "the form is stale or not from this hub: reload it")
+
+
+def _referer_origin(referer: str | None) -> str | None:
+    if not referer:
+        return None
+    parts = urlsplit(referer)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(
+    request: Request,
+    hub: HubDep,
+    q: str | None = None,
+    tag: str | None = None,
+    owner: str | None = None,
+    sort: str = "updated",
+    page_number: int = 1,
+) -> HTMLResponse:
+    user = session_user(request, hub)
+    sort = sort if sort in SORTS else "updated"
+    listing = environment_page(
+        hub, user, q=(q or "")[:200], owner=owner, tag=tag, sort=sort, page=page_number, per_page=25
+    )
+    return page(
+        request,
+        "index.html",
+        user,
+        listing=listing,
+        q=q or "",
+        tag=tag or "",
+        owner=owner or "",
+        sort=sort,
+        sorts=tuple(SORTS),
+    )
+
+
+@router.get("/u/{owner}", response_class=HTMLResponse)
+def owner_page(request: Request, owner: str, hub: HubDep) -> HTMLResponse:
+    user = session_user(request, hub)
+    listing = environment_page(hub, user, owner=owner, per_page=100)
+    return page(request, "owner.html", user, owner=owner, listing=listing)
+
+
+@router.get("/e/{owner}/{name}", response_class=HTMLResponse)
+def environment(
+    request: Request, owner: str, name: str, hub: HubDep, views: ViewsDep
+) -> HTMLResponse:
+    user = session_user(request, hub)
+    try:
+        env = hub.environment(owner, name, user)
+    except HubError:
+        return page(request, "missing.html", user, status=404, what=f"{owner}/{name}")
+    rows = hub.catalog.versions(env["id"])
+    versions = list(reversed(version_infos(hub, views, env, rows)))  # newest first
+    by_id = {v["id"]: v["version"] for v in rows}
+    evals: dict[str, list[dict[str, Any]]] = {v["version"]: [] for v in rows}
+    for row in hub.attachments.evals(list(by_id)):
+        evals[by_id[row["version_id"]]].append(eval_view(row))
+    return page(
+        request,
+        "environment.html",
+        user,
+        env=env,
+        versions=versions,
+        evals=evals,
+        readme=render_readme(env["readme"]),
+        tags=json.loads(env["tags"]),
+        latest=env["latest_version"],
+    )
+
+
+def eval_view(row: Any) -> dict[str, Any]:
+    """What the page shows of an eval: numbers that are numbers (old rows may hold anything)."""
+    try:
+        summary = json.loads(row["summary"])
+        histogram = json.loads(row["histogram"])
+    except (TypeError, ValueError):
+        summary, histogram = {}, {}
+    summary = summary if isinstance(summary, dict) else {}
+    pass_at_k = summary.get("pass_at_k") if isinstance(summary.get("pass_at_k"), dict) else {}
+    counts = histogram.get("counts") if isinstance(histogram, dict) else None
+    if not isinstance(counts, list) or not all(isinstance(c, int) for c in counts):
+        histogram = {"counts": [], "low": 0.0, "high": 1.0, "peak": 0}
+    return {
+        "id": row["id"],
+        "model": row["model"],
+        "created_at": row["created_at"],
+        "uploaded_by": row["uploaded_by"],
+        "num_rollouts": row["num_rollouts"],
+        "avg_reward": finite(summary.get("avg_reward")),
+        "std_reward": finite(summary.get("std_reward")),
+        "num_errors": finite(summary.get("num_errors")) or 0,
+        "pass_at_k": {str(k): v for k, v in pass_at_k.items() if finite(v) is not None},
+        "histogram": {
+            "counts": histogram["counts"],
+            "low": finite(histogram.get("low")) or 0.0,
+            "high": finite(histogram.get("high")) or 1.0,
+            "peak": max(histogram["counts"], default=0),
+        },
+    }
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, hub: HubDep) -> HTMLResponse:
+    return page(request, "login.html", session_user(request, hub), error=None)
+
+
+@router.post("/login")
+def login(request: Request, hub: HubDep, token: str = Form(...), csrf: str = Form(...)) -> Response:
+    check_form(request, csrf)
+    try:
+        principal = hub.auth.from_token(token.strip())
+    except HubError:
+        principal = None
+    if principal is None:
+        return page(
+            request,
+            "login.html",
+            None,
+            status=401,
+            error="That token was not accepted (mistyped, revoked or expired). Paste a current "
+            "API token; the hub's admin can give you one if you have none.",
+        )
+    session = secrets.token_urlsafe(32)
+    hub.accounts.create_session(session, principal.token_id, now(timedelta(days=SESSION_DAYS)))
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(
+        cookie_name(request, "vfh_session"),
+        session,
+        httponly=True,
+        samesite="strict",
+        path="/",
+        max_age=SESSION_DAYS * 86400,
+        secure=secure(request),
+    )
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request, hub: HubDep, csrf: str = Form(...)) -> Response:
+    check_form(request, csrf)
+    session = session_of(request)
+    if session:
+        hub.accounts.delete_session(session)
+    response = RedirectResponse("/", status_code=303)
+    response.delete_cookie(
+        cookie_name(request, "vfh_session"),
+        path="/",
+        secure=secure(request),
+        httponly=True,
+        samesite="strict",
+    )
+    return response

@@ -1,0 +1,175 @@
+"""`prime` does exactly what was typed (issue 23): each command run as a user types it, against a
+real hub process, on both storage backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from test_hub_security import hub, publish, user, wheel  # noqa: F401
+
+from hub_client.client import HubClient
+
+
+def typed(*args: str, cwd, hub_url: str | None = None, token: str | None = None, timeout=120):
+    """``prime ARGS`` in a fresh config dir, with only the hub and token given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_")}
+    env["PRIME_CONFIG_DIR"] = str(cwd / ".prime-config")
+    if hub_url:
+        env["PRIME_HUB_URL"] = hub_url
+    if token:
+        env["PRIME_API_KEY"] = token
+    return subprocess.run(
+        [sys.executable, "-m", "hub_client.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def bare_venv(path) -> str:
+    """A fresh virtualenv that sees this SDK (through a .pth to this interpreter's packages)."""
+    import site
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    python = path / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = dict.fromkeys([sysconfig.get_paths()["purelib"], *site.getsitepackages()])
+    lines = [f"import site; site.addsitedir({path!r})" for path in ours]
+    (Path(purelib) / "zz_this_sdk.pth").write_text("\n".join(lines) + "\n")
+    return str(python)
+
+
+def test_env_delete_at_a_version_deletes_only_that_version(hub, tmp_path):
+    name, token = user(hub)
+    for version in ("1.0.0", "1.1.0"):
+        assert publish(hub, token, name, "del-env", wheel("del-env", version)).status_code == 201
+    done = typed(
+        "env",
+        "delete",
+        f"{name}/del-env@1.0.0",
+        "--yes",
+        cwd=tmp_path,
+        hub_url=hub["url"],
+        token=token,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"deleted version 1.0.0 of {name}/del-env" in done.stdout
+    assert [v.version for v in HubClient(hub["url"]).versions(name, "del-env")] == ["1.1.0"]
+    again = publish(hub, token, name, "del-env", wheel("del-env", "1.0.0"))
+    assert again.status_code == 409, "a deleted version's number is never reused"
+    whole = typed(
+        "env", "delete", f"{name}/del-env", "--yes", cwd=tmp_path, hub_url=hub["url"], token=token
+    )
+    assert whole.returncode == 0 and "every version" in whole.stdout
+    assert httpx.get(f"{hub['url']}/api/v1/environments/{name}/del-env").status_code == 404
+
+
+def test_env_uninstall_at_a_version_acts_only_on_that_installed_version(hub, tmp_path):
+    name, token = user(hub)
+    assert publish(hub, token, name, "un-env", wheel("un-env")).status_code == 201
+    python = bare_venv(tmp_path / "venv")
+    common = ["--lock-file", "e.lock", "--python", python]
+    installed = typed(
+        "env",
+        "install",
+        f"{name}/un-env@1.0.0",
+        *common,
+        cwd=tmp_path,
+        hub_url=hub["url"],
+        token=token,
+    )
+    assert installed.returncode == 0, installed.stderr
+    wrong = typed("env", "uninstall", f"{name}/un-env@0.9.0", *common, cwd=tmp_path)
+    assert wrong.returncode == 2 and "1.0.0 is installed, not 0.9.0" in wrong.stderr
+    assert json.loads((tmp_path / "e.lock").read_text())["environments"], "nothing was removed"
+    right = typed("env", "uninstall", f"{name}/un-env@1.0.0", *common, cwd=tmp_path)
+    assert right.returncode == 0 and f"uninstalled {name}/un-env 1.0.0" in right.stdout, (
+        right.stderr
+    )
+    assert json.loads((tmp_path / "e.lock").read_text())["environments"] == []
+
+
+def test_install_locked_uses_the_hub_the_lock_names(hub, tmp_path):
+    name, token = user(hub)
+    assert publish(hub, token, name, "lock-env", wheel("lock-env")).status_code == 201
+    python = bare_venv(tmp_path / "venv")
+    first = typed(
+        "env",
+        "install",
+        f"{name}/lock-env@1.0.0",
+        "--python",
+        python,
+        cwd=tmp_path,
+        hub_url=hub["url"],
+        token=token,
+    )
+    assert first.returncode == 0, first.stderr
+    assert json.loads((tmp_path / "environments.lock").read_text())["hub"] == hub["url"]
+    other = tmp_path / "machine-b"  # another machine: no login, no PRIME_HUB_URL
+    other.mkdir()
+    (other / "environments.lock").write_text((tmp_path / "environments.lock").read_text())
+    replay = typed("env", "install", "--locked", "--python", bare_venv(other / "venv"), cwd=other)
+    assert replay.returncode == 0, replay.stderr
+    assert f"installed {name}/lock-env 1.0.0" in replay.stdout
+
+
+def test_push_without_a_login_says_to_log_in(tmp_path):
+    from verifiers.scaffold import scaffold
+
+    root = scaffold("nologin-env", tmp_path / "envs")
+    pushed = typed("env", "push", "--path", str(root), cwd=tmp_path)
+    assert pushed.returncode == 2 and "prime login" in pushed.stderr
+    assert "cannot reach" not in pushed.stderr
+
+
+def test_install_of_something_that_is_not_a_spec_exits_2(tmp_path):
+    result = typed("env", "install", "not-a-spec", cwd=tmp_path)
+    assert result.returncode == 2 and "owner/name" in result.stderr
+
+
+def test_hub_serve_finds_a_busy_port_before_doing_any_work(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        start = time.monotonic()
+        result = typed(
+            "hub",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(tmp_path / "d"),
+            cwd=tmp_path,
+            timeout=60,
+        )
+    assert result.returncode == 2 and "pick another --port" in result.stderr
+    assert not (tmp_path / "d").exists() and time.monotonic() - start < 20
+
+
+def test_the_web_sign_in_error_gives_web_advice(hub):
+    form = httpx.get(f"{hub['url']}/login")
+    (name, value), *_ = form.cookies.items()
+    resp = httpx.post(
+        f"{hub['url']}/login",
+        data={"token": "vfh_wrong", "csrf": value},
+        cookies={name: value},
+        headers={"Origin": hub["url"]},
+    )
+    assert resp.status_code == 401 and "Paste a current API token" in resp.text
+    assert "prime login" not in resp.text

@@ -1,0 +1,240 @@
+"""Installing packages so that every distribution stays confined to its own names.
+
+``prime env install`` and ``vf-install`` both install through here:
+
+1. uv resolves the plan against the target (``--dry-run``): what it would add and remove;
+2. exactly that plan is installed into a staging prefix beside the target, wheels only
+   (``--no-build``: no dependency's build code runs; a local project of ``vf-install`` is
+   still built, it is the user's own source);
+3. every staged distribution, not only the one asked for, is judged (``verifiers.install_judge``):
+   the layout rules, then against what the target already has;
+4. only when nothing is wrong are the replaced versions uninstalled and the staged files moved
+   into place, so what runs later is byte for byte what was checked. A refusal installs nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import io
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from verifiers.install_judge import Requested, Staged, judge
+from verifiers.install_target import Target, probe
+from verifiers.package_confinement import Installs, Problem
+
+_PLAN_LINE = re.compile(r"^ ([+-]) ([A-Za-z0-9][A-Za-z0-9._-]*)(?:==(\S+))?(?: @ (\S+))?")
+
+
+class ConfinementError(Exception):
+    """The install was refused before anything changed; ``problems`` says why."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - [{p.code}] {p.message}" for p in problems[:20])
+        more = f"\n  (and {len(problems) - 20} more)" if len(problems) > 20 else ""
+        super().__init__(
+            "refusing to install: a package reaches outside itself (nothing was installed)\n"
+            + lines
+            + more
+        )
+
+
+class InstallFailed(Exception):
+    """uv itself failed (resolution, download, build); the message is its own."""
+
+
+@dataclass
+class Plan:
+    add: dict[str, str | None] = field(default_factory=dict)  # canonical -> pin (None: as asked)
+    remove: list[str] = field(default_factory=list)
+
+
+def install(
+    uv: str,
+    python: str,
+    requirements: list[str],
+    requested: list[Requested],
+    *,
+    resolve_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> list[tuple[str, str]]:
+    """Install ``requirements`` (uv arguments: ``-r FILE``, ``-e DIR``, ...) into ``python``
+    under the rules above; returns the (name, version) pairs installed."""
+    with _install_lock(probe(python).prefix):  # one confined install per Python at a time
+        plan = _plan(uv, python, [*resolve_args, *requirements], env)
+        if not plan.add:
+            return []
+        return _stage_judge_move(uv, python, requirements, requested, resolve_args, env, plan)
+
+
+@contextmanager
+def _install_lock(prefix: Path):
+    """An exclusive lock on the prefix directory itself (no file is left behind)."""
+    fd = os.open(prefix, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _stage_judge_move(
+    uv: str,
+    python: str,
+    requirements: list[str],
+    requested: list[Requested],
+    resolve_args: Sequence[str],
+    env: dict[str, str] | None,
+    plan: Plan,
+) -> list[tuple[str, str]]:
+    target = probe(python)
+    stage = Path(tempfile.mkdtemp(prefix=".vf-stage-", dir=target.prefix))
+    try:
+        wanted = {canonicalize_name(r.distribution) for r in requested}
+        pins = [pin for name, pin in plan.add.items() if name not in wanted and pin]
+        exclusions = [a for i, a in enumerate(resolve_args) if _is_exclusion(resolve_args, i)]
+        _uv(
+            uv,
+            [
+                "pip",
+                "install",
+                "--prefix",
+                str(stage),
+                "--python",
+                python,
+                "--no-deps",
+                "--no-build",
+                *exclusions,
+                *requirements,
+                *pins,
+            ],
+            env,
+        )
+        staged = _read_stage(stage, target, plan)
+        problems = judge(staged, target, requested, set(plan.remove))
+        if problems:
+            raise ConfinementError(problems)
+        if plan.remove:
+            _uv(uv, ["pip", "uninstall", "--python", python, *plan.remove], env)
+        for item in staged:
+            _move_into_place(item, target)
+        return [(s.installs.distribution, s.installs.version) for s in staged]
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _is_exclusion(args: Sequence[str], index: int) -> bool:
+    """``--excludes FILE`` pairs of the resolution arguments also hold while staging."""
+    return args[index] == "--excludes" or (index > 0 and args[index - 1] == "--excludes")
+
+
+def _uv(uv: str, args: list[str], env: dict[str, str] | None) -> str:
+    result = subprocess.run([uv, *args], capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip()[-3000:]
+        if "source distributions is disabled" in detail or "no-build" in detail:
+            detail += (
+                "\n(dependencies install from wheels only, so no package's build code runs: "
+                "install that package yourself first if you trust its build, then retry)"
+            )
+        raise InstallFailed(detail)
+    return result.stderr + result.stdout
+
+
+def _plan(uv: str, python: str, args: list[str], env: dict[str, str] | None) -> Plan:
+    out = _uv(uv, ["pip", "install", "--dry-run", "--python", python, "--no-build", *args], env)
+    plan = Plan()
+    for line in out.splitlines():
+        match = _PLAN_LINE.match(line)
+        if not match:
+            continue
+        sign, name, version, url = match.groups()
+        if sign == "-":
+            plan.remove.append(name)
+        else:
+            pin = f"{name} @ {url}" if url else (f"{name}=={version}" if version else None)
+            plan.add[canonicalize_name(name)] = pin
+    return plan
+
+
+def _read_stage(stage: Path, target: Target, plan: Plan) -> list[Staged]:
+    """Each planned distribution as staged: its RECORD sorted into site files, commands and data."""
+    purelib = stage / target.purelib.relative_to(target.prefix)
+    scripts = stage / target.scripts.relative_to(target.prefix)
+    dist_infos: dict[str, list[Path]] = {}
+    for info in purelib.glob("*.dist-info"):
+        name = canonicalize_name(info.name[: -len(".dist-info")].rpartition("-")[0])
+        dist_infos.setdefault(name, []).append(info)
+    staged, claimed = [], {}
+    for name in plan.add:
+        infos = dist_infos.get(name, [])
+        if len(infos) != 1:
+            raise ConfinementError(
+                [
+                    Problem(
+                        "extra_metadata",
+                        f"{name} arrived with {len(infos)} metadata directories "
+                        f"({', '.join(i.name for i in infos) or 'none'}); a distribution has one",
+                    )
+                ]
+            )
+        info = infos[0]
+        dist = metadata.PathDistribution(info)
+        installs = Installs(dist.metadata["Name"], dist.version, info.name)
+        installs.entry_points = {}
+        for point in dist.entry_points:
+            installs.entry_points.setdefault(point.group, {})[point.name] = point.value
+        files, relative = [], []
+        for row in csv.reader(io.StringIO((info / "RECORD").read_text())):
+            if not row:
+                continue
+            path = Path(os.path.normpath(purelib / row[0]))
+            if stage not in path.parents:
+                raise InstallFailed(f"{installs.distribution}'s RECORD names {row[0]!r} outside")
+            files.append(path)
+            relative.append(row[0])
+            claimed.setdefault(path, []).append(installs.distribution)
+            if purelib in path.parents:
+                installs.site.append(path.relative_to(purelib).as_posix())
+            elif path.parent == scripts:
+                installs.scripts.append(path.name)
+            else:
+                installs.data.append(path.relative_to(stage).as_posix())
+        staged.append(Staged(installs, name, files, relative))
+    problems = [
+        Problem("foreign_file", f"{' and '.join(owners)} both install {path.relative_to(stage)}")
+        for path, owners in claimed.items()
+        if len(owners) > 1
+    ]
+    unaccounted = [
+        p for p in stage.rglob("*") if p.is_file() and p not in claimed and p.name != ".lock"
+    ]
+    problems += [
+        Problem("unaccounted_file", f"{p.relative_to(stage)} was staged but no RECORD lists it")
+        for p in unaccounted
+    ]
+    if problems:
+        raise ConfinementError(problems)
+    return staged
+
+
+def _move_into_place(item: Staged, target: Target) -> None:
+    for path, rel in zip(item.files, item.relative, strict=True):
+        dest = Path(os.path.normpath(target.purelib / rel))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(path, dest)
+        except OSError:
+            shutil.copy2(path, dest)

@@ -1,0 +1,204 @@
+"""What vf-rl and vf-sft share as commands: argv to config, the run directory, resume, exit codes.
+
+Both take ``@ file.toml`` plus ``--dotted.key value`` overrides and ``--resume``; both refuse to
+mix two runs in one output dir, redo the steps after the checkpoint they resume from, load the
+policy the same way, mirror rank 0 on the other torchrun ranks, and end with the same exports
+(``weights/`` as a model directory, ``metrics.png``). Each command's ``run`` is what differs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+
+class UsageError(ValueError):
+    """A command line or config file a trainer command cannot use (exit 2, one line)."""
+
+
+def parse_overrides(
+    argv: list[str], doc: str | None, defaults: dict[str, Any], example: str
+) -> tuple[dict[str, Any], bool]:
+    """``@ file.toml`` (or a bare .toml path), then ``--dotted.key value`` overrides and
+    ``--resume``: the raw settings (validated by the caller's config model) and the resume flag.
+    ``--help`` prints ``doc`` and ``defaults``."""
+    data: dict[str, Any] = {}
+    resume = False
+    rest = list(argv)
+    if rest and rest[0] == "@":
+        rest.pop(0)
+    if rest and rest[0].endswith(".toml"):
+        path = Path(rest.pop(0))
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise UsageError(f"no config file {path}; start from {example}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError(f"{path} is not valid TOML: {exc}") from None
+    while rest:
+        flag = rest.pop(0)
+        if flag == "--resume":
+            resume = True
+            continue
+        if flag in ("-h", "--help"):
+            print(doc)
+            print(json.dumps(defaults, indent=2))
+            sys.exit(0)
+        if not flag.startswith("--") or not rest:
+            raise UsageError(f"expected '--key value', got {flag!r}")
+        value = rest.pop(0)
+        try:
+            parsed: Any = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        target = data
+        keys = flag[2:].replace("-", "_").split(".")
+        for key in keys[:-1]:
+            if isinstance(target.get(key), str):  # loss = "dapo", then --trainer.loss.clip_high
+                target[key] = {"name": target[key]}
+            target = target.setdefault(key, {})
+        target[keys[-1]] = parsed
+    return data, resume
+
+
+def command_main(
+    prog: str,
+    parse: Any,
+    run: Any,
+    argv: list[str] | None,
+    before_run: Any = None,
+) -> int:
+    """A trainer command from argv to exit code: config mistakes are one line and exit 2,
+    Ctrl-C says how to go on (130), and a torchrun worker exits without gloo's teardown."""
+    # Two processes (trainer, inference server) share the cores: spinning OpenMP threads would
+    # slow both many times over. Must be set before torch is imported.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        config, resume = parse(sys.argv[1:] if argv is None else argv)
+    except ValidationError as exc:
+        print(f"{prog}: invalid config: {exc}", file=sys.stderr)
+        return 2
+    except UsageError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    if before_run is not None:
+        before_run(config)
+    from rich.console import Console
+
+    console = Console()
+    try:
+        code = run(config, resume, console)
+    except KeyboardInterrupt:
+        from rich.markup import escape
+
+        hint = escape(interrupted_hint(Path(config.output_dir)))
+        console.print(f"[yellow]interrupted[/yellow]; {hint}", soft_wrap=True)  # paths unbroken
+        code = 130
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker: skip gloo's teardown
+        from verifiers.rl.distributed import shutdown
+
+        shutdown(exit_code=code)
+    return code
+
+
+def interrupted_hint(out: Path) -> str:
+    """What an interrupted run can do next: resume only where a checkpoint exists."""
+    checkpoint = latest_checkpoint(out)
+    if checkpoint is not None:
+        return f"continue with --resume (from {checkpoint.name})"
+    return (
+        f"no checkpoint was written (checkpoint_every = 0, or none reached), so nothing can be "
+        f"resumed: start again with another --output_dir, or remove {out}"
+    )
+
+
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    checkpoints = sorted((output_dir / "checkpoints").glob("step_*"))
+    return checkpoints[-1] if checkpoints else None
+
+
+def prune_checkpoints(directory: Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` checkpoints (``keep`` 0 keeps every one)."""
+    checkpoints = sorted(directory.glob("step_*"))
+    removed = checkpoints[:-keep] if keep > 0 else []
+    for old in removed:
+        shutil.rmtree(old, ignore_errors=True)
+    return removed
+
+
+def run_dir_problem(out: Path, resume: bool) -> str | None:
+    """Two runs never share one output dir: their metrics, plots and checkpoints would mix."""
+    if resume:
+        if latest_checkpoint(out) is None:
+            return (
+                f"--resume: no checkpoint in {out / 'checkpoints'} (set checkpoint_every to "
+                "write them); run without --resume to start a new run"
+            )
+        return None
+    if (out / "metrics.jsonl").exists() or latest_checkpoint(out) is not None:
+        return (
+            f"{out} already holds a run: continue it with --resume, or choose another --output_dir"
+        )
+    return None
+
+
+def truncate_history(out: Path, step: int) -> None:
+    """Drop the records of steps after the checkpoint a run resumes from (they are redone)."""
+    for name, keep in (
+        ("metrics.jsonl", lambda r: r["step"] < step),
+        ("eval.jsonl", lambda r: r["step"] <= step),
+        ("samples.jsonl", lambda r: r["step"] < step),
+    ):
+        path = out / name
+        if not path.exists():
+            continue
+        kept = []
+        for line in path.read_text().splitlines():
+            try:
+                if keep(json.loads(line)):
+                    kept.append(line)
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+        path.write_text("".join(f"{line}\n" for line in kept))
+
+
+def prepare_weights_dir(model_dir: Path, weights: Path) -> None:
+    """``weights`` as a complete model directory (config, tokenizer, chat template) that the
+    trained weights are written into: ``vf-eval -m``, ``vf-serve`` and ``model =`` load it."""
+    weights.mkdir(parents=True, exist_ok=True)
+    for item in model_dir.iterdir():
+        if item.is_file() and not item.name.endswith(".safetensors"):
+            shutil.copy2(item, weights / item.name)
+
+
+def load_policy(model_dir: Path, device: str) -> Any:
+    """The policy in float32 (trained under bf16 autocast when asked: pure bf16 barely learns)."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32").to(device)
+
+
+def resume_or_follow(trainer: Any, out: Path, resume: bool, ctx: Any, console: Any) -> int:
+    """Load the latest checkpoint when resuming (every rank: DCP reshards), send ranks other
+    than 0 into ``follow`` (they exit there), and on rank 0 drop the records of the steps to
+    redo. The step to start from."""
+    from verifiers.rl.distributed import shutdown
+
+    start = 0
+    checkpoint = latest_checkpoint(out) if resume else None
+    if checkpoint is not None:
+        start = trainer.load_checkpoint(checkpoint)["step"]
+    if ctx is not None and not ctx.is_main:
+        trainer.follow()
+        shutdown(exit_code=0)
+    if checkpoint is not None:
+        truncate_history(out, start)  # steps after the checkpoint are trained again
+        console.print(f"resuming from {checkpoint} (step {start})")
+    return start

@@ -1,0 +1,105 @@
+"""Sandbox uids (when the host runs as root): one per sandbox, never shared, never anyone else's.
+
+The range sits above every range a Linux host hands out on its own: regular users
+(``UID_MIN``-``UID_MAX``), the subordinate uids of user namespaces (``/etc/subuid`` and
+``/etc/subgid``, allocated from ``SUB_UID_MIN``-``SUB_UID_MAX``, 100000-600100000 by default:
+a sandbox uid there would be some user's container root), systemd's dynamic users and
+nspawn's ranges (below 1879048192). Any uid that is still in use there or in ``/etc/passwd``
+is skipped. A claim is an exclusive lock on a per-uid file, kept while the sandbox lives and
+released by the kernel if the process dies, so two processes never hand out the same uid.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+from functools import cache
+from pathlib import Path
+
+from verifiers.sandbox.base import SandboxUnavailableError
+
+UID_BASE, UID_COUNT = 1_900_000_000, 65_536
+UID_LOCK_DIR = Path(os.environ.get("VF_SANDBOX_UID_DIR", "/run/verifiers-sandbox-uids"))
+_LOGIN_DEFS = Path("/etc/login.defs")
+SUBORDINATE_FILES = ("/etc/subuid", "/etc/subgid")
+_DEFAULT_SUBORDINATE = (100_000, 600_100_000)  # shadow-utils' SUB_UID_MIN/MAX defaults
+
+
+@cache
+def taken_ranges() -> tuple[tuple[int, int], ...]:
+    """Inclusive uid ranges the host has (or will) hand out: subordinate ranges listed or
+    allocatable, and every user and group id on the system."""
+    ranges = [_allocatable()]
+    for table in SUBORDINATE_FILES:
+        for line in _lines(table):
+            parts = line.split(":")
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                start, count = int(parts[1]), int(parts[2])
+                ranges.append((start, start + count - 1))
+    for table in ("/etc/passwd", "/etc/group"):
+        for line in _lines(table):
+            parts = line.split(":")
+            if len(parts) > 2 and parts[2].isdigit():
+                ranges.append((int(parts[2]), int(parts[2])))
+    return tuple(ranges)
+
+
+def _allocatable() -> tuple[int, int]:
+    values = {}
+    for line in _lines(str(_LOGIN_DEFS)):
+        key, _, value = line.partition(" ")
+        if key in ("SUB_UID_MIN", "SUB_UID_MAX", "SUB_GID_MIN", "SUB_GID_MAX"):
+            value = value.strip()
+            if value.isdigit():
+                values[key] = int(value)
+    low = min(
+        values.get("SUB_UID_MIN", _DEFAULT_SUBORDINATE[0]),
+        values.get("SUB_GID_MIN", _DEFAULT_SUBORDINATE[0]),
+    )
+    high = max(
+        values.get("SUB_UID_MAX", _DEFAULT_SUBORDINATE[1]),
+        values.get("SUB_GID_MAX", _DEFAULT_SUBORDINATE[1]),
+    )
+    return low, high
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return []
+    return [line.split("#", 1)[0].replace("\t", " ").strip() for line in text.splitlines()]
+
+
+def is_free(uid: int) -> bool:
+    return not any(low <= uid <= high for low, high in taken_ranges())
+
+
+class UidClaim:
+    """A sandbox uid no other sandbox on this machine holds and no user or container owns."""
+
+    def __init__(self) -> None:
+        UID_LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        start = random.randrange(UID_COUNT)
+        for offset in range(UID_COUNT):
+            uid = UID_BASE + (start + offset) % UID_COUNT
+            if not is_free(uid):
+                continue
+            fd = os.open(UID_LOCK_DIR / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.uid, self._fd = uid, fd
+            return
+        raise SandboxUnavailableError(
+            f"all {UID_COUNT} sandbox uids from {UID_BASE} are in use or belong to someone "
+            "(/etc/subuid, /etc/passwd): destroy sandboxes first"
+        )
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
