@@ -83,13 +83,16 @@ echo "publish_library: serving $MODEL on port $MODEL_PORT"
 UV=$("$PY" -c "from uv import find_uv_bin; print(find_uv_bin())")
 VENV="$WORK/venv"
 "$UV" venv -q --python "$PY" "$VENV"
-"$UV" pip install -q --python "$VENV/bin/python" -e "$REPO" > "$WORK/logs/venv.log" 2>&1 \
+# with the integrations' extras: reasoning-gym needs cellpylib, which PyPI has as an sdist only, and
+# `prime env install` builds nothing (dependencies from wheels only), so trusted builds happen here
+"$UV" pip install -q --python "$VENV/bin/python" -e "$REPO[reasoning-gym,textarena]" > "$WORK/logs/venv.log" 2>&1 \
   || { echo "publish_library: installing the SDK into $VENV failed:" >&2; tail -20 "$WORK/logs/venv.log" >&2; exit 1; }
 RUNS=()
+FAILED=()
 for env in $ENVS; do
   spec=${SPEC[$env]}
   (cd "$WORK" && "$BIN/prime" env install "$spec" --python "$VENV/bin/python") > "$WORK/logs/install-$env.log" 2>&1 \
-    || { echo "publish_library: install of $spec failed:" >&2; tail -20 "$WORK/logs/install-$env.log" >&2; exit 1; }
+    || { echo "publish_library: install of $spec failed (skipped):" >&2; tail -5 "$WORK/logs/install-$env.log" >&2; FAILED+=("$spec (install)"); continue; }
   before=$(ls -d "$WORK"/outputs/evals/*/*/ 2> /dev/null | sort || true)
   (cd "$WORK" && "$VENV/bin/vf-eval" "$spec" -b "http://127.0.0.1:$MODEL_PORT/v1" -m "$MODEL" \
     -n "$EXAMPLES" -r "$ROLLOUTS" --output-dir "$WORK/outputs") > "$WORK/logs/eval-$env.log" 2>&1 \
@@ -97,6 +100,7 @@ for env in $ENVS; do
   run=$(comm -13 <(echo "$before") <(ls -d "$WORK"/outputs/evals/*/*/ | sort) | tail -1)
   if [ -z "$run" ] || [ ! -f "$run/metadata.json" ]; then
     echo "publish_library: no run of $spec was saved" >&2
+    FAILED+=("$spec (vf-eval)")
     continue
   fi
   # 5. attach the run to the version it ran
@@ -132,3 +136,7 @@ out.write_text(text)
 print(text, end="")
 EOF
 echo "publish_library: table written to $TABLE_OUT"
+if [ ${#FAILED[@]} -gt 0 ]; then
+  echo "publish_library: not evaluated: ${FAILED[*]}" >&2
+  exit 1
+fi

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verifiers.sandbox.base import SandboxLimits
-from verifiers.sandbox.local import LocalSandboxProvider
+from verifiers.sandbox.provider import LocalSandboxProvider
 
 HARNESS = """
 import json, signal, sys
