@@ -8,6 +8,8 @@ import pytest
 
 from verifiers.testing import Reply, last_user_text
 
+pytestmark = pytest.mark.usefixtures("reap_leftover_sandboxes")
+
 
 def reference_source(name):
     from code_functions import BY_NAME

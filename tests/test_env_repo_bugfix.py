@@ -6,6 +6,8 @@ import pytest
 import verifiers as vf
 from verifiers.testing import Reply
 
+pytestmark = pytest.mark.usefixtures("reap_leftover_sandboxes")
+
 TOOL = Reply.tool_call
 
 

@@ -8,6 +8,8 @@ import pytest
 import verifiers as vf
 from verifiers.testing import Reply
 
+pytestmark = pytest.mark.usefixtures("reap_leftover_sandboxes")
+
 TOOL = Reply.tool_call
 COMPANY = r"([A-Z][a-z]+ (?:Works|Company|Brothers|Guild)) "
 FOUNDER, HQ = r"by (\w+ \w+) and makes", r"headquartered in (\w+)\."

@@ -9,6 +9,8 @@ import pytest
 import verifiers as vf
 from verifiers.testing import Reply, last_user_text
 
+pytestmark = pytest.mark.usefixtures("reap_leftover_sandboxes")
+
 
 def user_texts(request):
     return [m["content"] for m in request["messages"] if m["role"] == "user"]

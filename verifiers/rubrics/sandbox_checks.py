@@ -152,8 +152,9 @@ class SandboxChecks:
     @property
     def provider(self) -> LocalSandboxProvider:
         if self._provider is None:
+            # no warm pool: a pooled sandbox started by the last check of a run outlived it
             self._provider = LocalSandboxProvider(
-                mode=self.sandbox_mode, limits=self.limits, pool_size=1
+                mode=self.sandbox_mode, limits=self.limits, pool_size=0
             )
         return self._provider
 

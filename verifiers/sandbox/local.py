@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import itertools
 import json
 import logging
@@ -239,8 +240,8 @@ class LocalSandbox(Sandbox):
         else:
             worker_path = str(public_worker() if self.uid else WORKER)
             command = [python.executable, "-I", "-S", worker_path]
-        try:
-            self.process = await asyncio.create_subprocess_exec(
+        spawn = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
                 *self.budget.joining(command),  # everything the sandbox starts is in its budget
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
@@ -250,6 +251,15 @@ class LocalSandbox(Sandbox):
                 limit=1 << 26,
                 pass_fds=pass_fds,
             )
+        )
+        try:
+            self.process = await asyncio.shield(spawn)
+        except asyncio.CancelledError:  # cancelled mid-spawn: the process may exist; kill it
+            with contextlib.suppress(Exception):
+                self.process = await spawn
+            self.destroyed = True
+            self._kill()
+            raise
         finally:
             for fd in pass_fds:
                 os.close(fd)
@@ -287,13 +297,15 @@ class LocalSandbox(Sandbox):
 
     async def _stop_processes(self) -> None:
         process = self.process
-        if process is not None and process.returncode is None:
-            try:
-                process.stdin.close()
-                await asyncio.wait_for(process.wait(), 1.0)
-            except (TimeoutError, ConnectionResetError, BrokenPipeError):
-                pass
-        self._kill()
+        try:
+            if process is not None and process.returncode is None:
+                try:
+                    process.stdin.close()
+                    await asyncio.wait_for(process.wait(), 1.0)
+                except (TimeoutError, ConnectionResetError, BrokenPipeError):
+                    pass
+        finally:  # synchronous, so a destroy cancelled while it waited still kills
+            self._kill()
         if process is not None and process.returncode is None:
             await process.wait()
         _live.discard(self)

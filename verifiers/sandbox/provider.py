@@ -117,8 +117,8 @@ class LocalSandboxProvider(SandboxProvider):
         return sandbox or await self._start(limits)
 
     async def close(self) -> None:
-        for task in list(self._filling):
-            task.cancel()
+        # Starts in flight are awaited, not cancelled: a start cancelled while its process is
+        # being spawned leaves that process running with nothing holding it.
         await asyncio.gather(*self._filling, return_exceptions=True)
         await asyncio.gather(*(s.destroy() for s in list(self._sandboxes)), return_exceptions=True)
         self._pool.clear()
