@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,15 +161,17 @@ def _sandbox_children() -> set[int]:
 
 
 @pytest.fixture
-def reap_leftover_sandboxes():
-    """KNOWN DEFECT, worked around here: a SandboxEnv run whose rollouts end while its warm pool
-    refills can leave a pooled sandbox running after ``end_run`` (intermittent; seen with
-    code-functions). Its later "no sandbox survives" checks would count it, so tests of the
-    environments that use sandboxes kill what they leave; the leak itself is open."""
+def no_leftover_sandboxes():
+    """A test of an environment that uses sandboxes leaves none running: every sandbox its run
+    started (pooled, cancelled mid-start, crashed) is gone once the run ended."""
     before = _sandbox_children()
     yield
-    for pid in _sandbox_children() - before:
+    deadline = time.monotonic() + 5
+    while (left := _sandbox_children() - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in left:  # not to disturb later tests while this one fails
         try:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    assert not left, f"{len(left)} sandbox(es) outlived the run: {sorted(left)}"

@@ -8,7 +8,7 @@ import pytest
 
 from verifiers.testing import Reply, last_user_text
 
-pytestmark = pytest.mark.usefixtures("reap_leftover_sandboxes")
+pytestmark = pytest.mark.usefixtures("no_leftover_sandboxes")
 
 
 def reference_source(name):

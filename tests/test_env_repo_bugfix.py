@@ -6,7 +6,7 @@ import pytest
 import verifiers as vf
 from verifiers.testing import Reply
 
-pytestmark = pytest.mark.usefixtures("reap_leftover_sandboxes")
+pytestmark = pytest.mark.usefixtures("no_leftover_sandboxes")
 
 TOOL = Reply.tool_call
 

@@ -9,7 +9,7 @@ import pytest
 import verifiers as vf
 from verifiers.testing import Reply, last_user_text
 
-pytestmark = pytest.mark.usefixtures("reap_leftover_sandboxes")
+pytestmark = pytest.mark.usefixtures("no_leftover_sandboxes")
 
 
 def user_texts(request):

@@ -4,6 +4,7 @@ next snippet in the same sandbox still works; sandboxes never outlive their roll
 from __future__ import annotations
 
 import asyncio
+import glob
 import json
 import os
 import shutil
@@ -738,7 +739,8 @@ def test_sandbox_uids_are_nobodys_and_outside_every_subordinate_range(tmp_path, 
             uids.UidClaim()
         for claim in claims:
             claim.release()
-    finally:
+    finally:  # the host's own ranges again, before anything claims (and caches) with them
+        monkeypatch.undo()
         uids.taken_ranges.cache_clear()
     claim = uids.UidClaim()
     try:
@@ -874,6 +876,80 @@ async def test_fork_hoppers_are_gone_before_the_next_snippet(sandbox):
         assert started.stdout == "started\n"
         assert running() <= baseline, f"{running() - baseline} process(es) survived the sweep"
     await still_works(sandbox)
+
+
+async def test_what_a_repl_starts_between_snippets_is_gone_before_a_grader(sandbox):
+    """A REPL thread starts processes after its own snippet's sweep: a child of the REPL and an
+    orphan (reparented to the worker). The grader's sweep finds both (it reads the frozen REPL's
+    children, then the worker's) and the grader sees none of them; the REPL keeps its state."""
+    await sandbox.run_repl(
+        "import subprocess, threading\n"
+        "def later():\n"
+        "    subprocess.Popen(['sleep', '300'])\n"
+        "    subprocess.run(['sh', '-c', 'sleep 301 &'])\n"
+        "threading.Timer(0.3, later).start()\n"
+        "kept = 7"
+    )
+    await asyncio.sleep(1.0)
+    # (what was killed but is the frozen REPL's to reap stays a zombie until it runs again)
+    grader = await sandbox.run_shell(
+        "ps -e -o stat=,comm= 2>/dev/null | grep -v '^Z' | grep -c sleep || true"
+    )
+    assert grader.stdout.strip() == "0" and grader.swept >= 2, grader
+    assert (await sandbox.run_repl("print(kept)")).stdout == "7\n"
+
+
+async def test_every_snippet_inherits_the_workers_one_filter(sandbox):
+    """The filter is loaded once, into the worker: a grader, a shell and the REPL each run under
+    exactly that one filter (a process cannot drop it), and it still refuses what it refuses.
+    (``/proc`` is out of reach in landlock mode: there the kernel's answer to PR_GET_SECCOMP.)"""
+    status = (
+        "import ctypes\n"
+        "print('mode', ctypes.CDLL(None).prctl(21, 0, 0, 0, 0))\n"  # PR_GET_SECCOMP
+        "try:\n"
+        "    print(open('/proc/self/status').read())\n"
+        "except PermissionError:\n"
+        "    pass"
+    )
+    shell = "cat /proc/self/status 2>/dev/null || grep -c . /dev/null"
+    results = [await sandbox.run_python(status), await sandbox.run_repl(status)]
+    for result in results:
+        assert "mode 2\n" in result.stdout, result
+    results.append(await sandbox.run_shell(shell))
+    if sandbox.mode == "bwrap":
+        for result in results:
+            assert "Seccomp:\t2" in result.stdout, result
+            assert "Seccomp_filters:\t1" in result.stdout, result
+    refused = await sandbox.run_python("import socket\nsocket.socket()")
+    assert refused.exit_code != 0 and "Permission" in refused.stderr
+
+
+@pytest.mark.parametrize("mode", available_modes())
+async def test_a_start_cancelled_at_any_point_leaves_nothing_running(mode):
+    """A rollout cancelled while its sandbox boots (mid-spawn, mid-handshake, just after): no
+    process, dir or budget of it survives, before the provider is even closed; a sandbox its
+    creator dropped without destroying is still destroyed by the provider's close."""
+    import gc
+
+    provider = LocalSandboxProvider(mode=mode, pool_size=0, limits=SandboxLimits())
+    for delay in (0, 0.002, 0.01, 0.03, 0.05, 0.08, 0.12):
+        task = asyncio.ensure_future(provider.create())
+        await asyncio.sleep(delay)
+        task.cancel()
+        done = (await asyncio.gather(task, return_exceptions=True))[0]
+        if isinstance(done, BaseException):
+            gc.collect()
+            assert wait_until_no_sandboxes() == [], f"cancelled after {delay}s"
+        else:
+            await done.destroy()
+    dropped = await provider.create()
+    pid = dropped.process.pid
+    del dropped
+    gc.collect()
+    await provider.close()
+    assert wait_until_no_sandboxes() == []
+    assert pid not in {int(p) for p in os.listdir("/proc") if p.isdigit()}
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"vf-sandbox-{os.getpid()}-*"))
 
 
 async def test_repl_keeps_state_and_recovers_from_timeouts(sandbox):

@@ -36,7 +36,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import weakref
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -69,7 +68,9 @@ SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 __all__ = ["LocalSandbox", "SandboxUnavailableError"]
 
-_live: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
+# Held strongly until destroyed: a sandbox whose object is gone would leave its process running
+# with nothing to kill it (the exit hook walks this set).
+_live: set[LocalSandbox] = set()
 
 
 class LocalSandbox(Sandbox):
@@ -87,13 +88,12 @@ class LocalSandbox(Sandbox):
             )
         if limits.network and mode == "bwrap":
             slirp4netns()  # refuses now, with what to install, rather than at start
-        self._uid_claim = (
-            UidClaim()
-            if os.getuid() == 0 and mode != "unsafe" and uid_drop_possible(mode)
-            else None
-        )
-        self.uid = self._uid_claim.uid if self._uid_claim is not None else 0
-        if mode == "landlock" and os.getuid() == 0 and not self.uid:
+        # as root, each sandbox gets a uid of its own (claimed at start, like its files: an
+        # object that never starts holds nothing)
+        self._own_uid = os.getuid() == 0 and mode != "unsafe" and uid_drop_possible(mode)
+        self._uid_claim: UidClaim | None = None
+        self.uid = 0
+        if mode == "landlock" and os.getuid() == 0 and not self._own_uid:
             # uid 0 is exempt from RLIMIT_NPROC (a fork bomb would be unbounded) and owns host files:
             # without namespaces, the uid drop is not optional.
             raise SandboxUnavailableError(
@@ -102,10 +102,7 @@ class LocalSandbox(Sandbox):
                 "the same version is; install bubblewrap, or set VF_SANDBOX_PYTHON to a "
                 "world-readable Python of this version (e.g. under /usr or /opt)"
             )
-        _remove_stale_dirs_once()
-        self.host_dir = Path(tempfile.mkdtemp(prefix=f"vf-sandbox-{os.getpid()}-"))  # 0700
-        self.workdir_host = self.host_dir / "work"
-        self.tmp_host = self.host_dir / "tmp"
+        self.host_dir: Path | None = None  # made by start()
         self.disk = "rlimits"  # "tmpfs" once start() mounted the sandbox's own disk
         self.seccomp = seccomp.backend() if mode != "unsafe" else None
         self.process: asyncio.subprocess.Process | None = None
@@ -115,6 +112,16 @@ class LocalSandbox(Sandbox):
         self.destroyed = False
 
     # --- lifecycle -----------------------------------------------------------------------------
+    def _claim(self) -> None:
+        """The sandbox's uid and host directory, taken when it starts."""
+        if self._own_uid:
+            self._uid_claim = UidClaim()
+            self.uid = self._uid_claim.uid
+        _remove_stale_dirs_once()
+        self.host_dir = Path(tempfile.mkdtemp(prefix=f"vf-sandbox-{os.getpid()}-"))  # 0700
+        self.workdir_host = self.host_dir / "work"
+        self.tmp_host = self.host_dir / "tmp"
+
     def _prepare_disk(self) -> None:
         """One size- and inode-limited disk for the work dir and ``/tmp`` together (as root),
         each directory private to the sandbox's uid: no other local user lists or reads it."""
@@ -198,6 +205,7 @@ class LocalSandbox(Sandbox):
         return [*args, "--setenv", "TMPDIR", "/tmp"]
 
     async def start(self) -> LocalSandbox:
+        self._claim()
         env = {
             "PATH": SAFE_PATH,
             "LANG": "C.UTF-8",
@@ -205,8 +213,14 @@ class LocalSandbox(Sandbox):
             "TMPDIR": str(self.tmp_host),
             "PYTHONIOENCODING": "utf-8",
         }
-        self.budget = Budget.create(self.limits) if self.mode != "unsafe" else Budget("none", [])
-        self._prepare_disk()
+        try:
+            self.budget = (
+                Budget.create(self.limits) if self.mode != "unsafe" else Budget("none", [])
+            )
+            self._prepare_disk()
+        except BaseException:  # no budget or disk: give back the uid and dir already taken
+            self._abandon()
+            raise
         packages = package_dirs(self.limits.packages)
         python = sandbox_python(self.mode)
         pass_fds: list[int] = []
@@ -257,8 +271,7 @@ class LocalSandbox(Sandbox):
         except asyncio.CancelledError:  # cancelled mid-spawn: the process may exist; kill it
             with contextlib.suppress(Exception):
                 self.process = await spawn
-            self.destroyed = True
-            self._kill()
+            self._abandon()
             raise
         finally:
             for fd in pass_fds:
@@ -272,12 +285,27 @@ class LocalSandbox(Sandbox):
             line = await asyncio.wait_for(self.process.stdout.readline(), 30)
         except (OSError, SandboxError, TimeoutError, ConnectionResetError):
             line = b""
+        except BaseException:  # cancelled mid-handshake: whoever waited for it is gone
+            self._abandon()
+            raise
         if not (json.loads(line) if line else {}).get("ready"):
             await self.destroy()
             raise SandboxError(
                 f"the sandbox worker did not start (mode {self.mode}, exit {self.process.returncode})"
             )
         return self
+
+    def _abandon(self) -> None:
+        """Synchronous destroy, for a start that was cancelled: the process, its budget, its
+        disk and its uid go now (nothing will await a destroy for it)."""
+        self.destroyed = True
+        try:
+            self._kill()
+            self._remove_files()
+        finally:
+            _live.discard(self)
+            if self._uid_claim is not None:
+                self._uid_claim.release()
 
     async def destroy(self) -> None:
         if self.destroyed:
@@ -291,6 +319,8 @@ class LocalSandbox(Sandbox):
                 self._uid_claim.release()
 
     def _remove_files(self) -> None:
+        if self.host_dir is None:
+            return
         if self.disk == "tmpfs":
             unmount_disk(self.host_dir)
         shutil.rmtree(self.host_dir, True)

@@ -13,7 +13,6 @@ import logging
 import os
 import shutil
 import subprocess
-import weakref
 from functools import cache
 
 from verifiers.sandbox.base import (
@@ -77,9 +76,12 @@ class LocalSandboxProvider(SandboxProvider):
         self.pool_size = pool_size
         self._pool: list[LocalSandbox] = []
         self._filling: set[asyncio.Task] = set()
-        self._sandboxes: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
+        # every sandbox this provider started and has not seen destroyed, held strongly: close()
+        # must reach each one, even one whose creator dropped it
+        self._sandboxes: set[LocalSandbox] = set()
 
     async def _start(self, limits: SandboxLimits) -> LocalSandbox:
+        self._sandboxes = {s for s in self._sandboxes if not s.destroyed}
         sandbox = LocalSandbox(self.mode, limits)
         self._sandboxes.add(sandbox)
         return await sandbox.start()
@@ -119,6 +121,14 @@ class LocalSandboxProvider(SandboxProvider):
     async def close(self) -> None:
         # Starts in flight are awaited, not cancelled: a start cancelled while its process is
         # being spawned leaves that process running with nothing holding it.
-        await asyncio.gather(*self._filling, return_exceptions=True)
-        await asyncio.gather(*(s.destroy() for s in list(self._sandboxes)), return_exceptions=True)
-        self._pool.clear()
+        pool_size, self.pool_size = self.pool_size, 0  # a create() racing this starts no pool
+        try:
+            while self._filling:
+                await asyncio.gather(*self._filling, return_exceptions=True)
+            await asyncio.gather(
+                *(s.destroy() for s in list(self._sandboxes)), return_exceptions=True
+            )
+            self._sandboxes = {s for s in self._sandboxes if not s.destroyed}
+            self._pool.clear()
+        finally:  # still usable afterwards: the next create() starts a pool again
+            self.pool_size = pool_size

@@ -2,8 +2,10 @@
 
 libseccomp (Debian's ``libseccomp2``) builds it from rules by syscall name and exports the BPF
 program (``seccomp_export_bpf``); without the library, an equivalent program is assembled by
-hand. The worker loads the bytes with ``prctl(PR_SET_SECCOMP)`` in every snippet's child, so no
-snippet pays for building it and the worker never loads libseccomp. What the filter refuses:
+hand. The worker loads the bytes into itself with ``prctl(PR_SET_SECCOMP)`` before its first
+request, so every snippet's child and the REPL inherit the filter (it cannot be removed), no
+snippet pays for building or loading it, and the worker never loads libseccomp. What the filter
+refuses:
 
 - escapes and kernel control: ptrace, mount and the new mount API, pivot_root, chroot,
   unshare/setns and namespace flags to clone (clone3 answers ENOSYS, so libc falls back to
