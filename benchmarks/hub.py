@@ -9,6 +9,8 @@ Starts a hub process on loopback, creates owners, pushes every version over HTTP
 requests/s and p99, search p99, environment-page p99, push rate at the start and at the end, the
 hub process's CPU per request (from /proc, so the load generator's own CPU is not counted), its
 RSS, and the index rate while 4 pushes run. Search CPU is compared with a 20-environment hub.
+The hub caches searches under its catalog's generation (any change starts afresh), so repeated
+searches are cheap; "every query new" measures searches none of which was made before.
 
 Targets on 2 cores: search p99 <= 50 ms and search CPU within 2x of the 20-environment figure;
 push CPU at the end within 1.5x of an empty hub's; index under 4 pushes >= 0.7x its idle rate;
@@ -176,6 +178,45 @@ async def load(urls: list[str], concurrency: int, seconds: float, accept: str = 
     return latencies
 
 
+def fresh_search_urls(hub: Hub) -> list[str]:
+    """Searches never made before (pairs of words, each sort, three pages): the uncached path."""
+    pairs = [f"{a}+{b}" for i, a in enumerate(WORDS) for b in WORDS[i + 1 :]]
+    return [
+        f"{hub.url}/api/v1/environments?q={q}&sort={sort}&page={page}"
+        for q in [*WORDS, *pairs]
+        for sort in ("updated", "created", "name", "downloads")
+        for page in (1, 2, 3)
+    ]
+
+
+def measure_each_once(hub: Hub, urls: list[str], concurrency: int) -> dict:
+    """Every url requested exactly once, ``concurrency`` at a time."""
+    before = cpu_seconds(hub.process.pid)
+
+    async def run() -> list[float]:
+        queue = list(urls)
+        latencies: list[float] = []
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as s:
+
+            async def worker() -> None:
+                while queue:
+                    url, start = queue.pop(), time.perf_counter()
+                    async with s.get(url) as resp:
+                        await resp.read()
+                        if resp.status != 200:
+                            raise RuntimeError(f"GET {url}: HTTP {resp.status}")
+                    latencies.append(time.perf_counter() - start)
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return latencies
+
+    latencies = asyncio.run(run())
+    return {
+        "p99": p99(latencies),
+        "cpu_ms": 1000 * (cpu_seconds(hub.process.pid) - before) / len(latencies),
+    }
+
+
 def p99(values: list[float]) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(0.99 * len(values)))] * 1000
@@ -290,6 +331,7 @@ def main() -> None:
         json_index = "application/vnd.pypi.simple.v1+json"
         index32 = measure(hub, env_urls, 32, args.seconds, json_index)
         index64 = measure(hub, env_urls, 64, args.seconds, json_index)
+        fresh = measure_each_once(hub, fresh_search_urls(hub), 32)
         search = measure(hub, search_urls(hub), 32, args.seconds)
         pages = [u.replace("/simple/", "/e/").rsplit("/", 2)[0] for u in env_urls]
         page = measure(hub, pages, 32, args.seconds)
@@ -310,6 +352,11 @@ def main() -> None:
             "search server CPU/request (20 envs)",
             f"{search['cpu_ms']:.2f} ms ({small_search_cpu:.2f} ms)",
             f"<= 2x ({search['cpu_ms'] / small_search_cpu:.2f}x)",
+        ),
+        (
+            "search, every query new: p99 / CPU",
+            f"{fresh['p99']:.1f} ms / {fresh['cpu_ms']:.2f} ms",
+            "",
         ),
         ("environment page p99, c=32", f"{page['p99']:.1f} ms", ""),
         ("environment page server CPU/request", f"{page['cpu_ms']:.2f} ms", ""),

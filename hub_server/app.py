@@ -43,6 +43,7 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
     app.router.on_startup.append(app.state.sdk.start)
     app.router.on_startup.append(hub.accounts.purge_sessions)
     app.router.on_shutdown.append(hub.close)
+    app.add_middleware(environments.SearchFastPath, hub=hub)
     app.add_middleware(simple.IndexFastPath, hub=hub)
     app.add_middleware(
         RequestGuard,

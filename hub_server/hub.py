@@ -23,6 +23,7 @@ from hub_server.db.attachments import Attachments
 from hub_server.db.catalog import Catalog
 from hub_server.db.engine import open_database
 from hub_server.db.schema import migrate
+from hub_server.db.search import Search
 from hub_server.errors import HubError
 from hub_server.names import check_name, normalize_version
 from hub_server.settings import HubSettings
@@ -49,6 +50,7 @@ class Hub:
         migrate(self.database)
         self.accounts = Accounts(self.database)
         self.catalog = Catalog(self.database)
+        self.search = Search(self.database)
         self.attachments = Attachments(self.database)
         self.blobs: BlobStore = open_blob_store(
             settings.blobs, settings.data_dir, settings.s3_endpoint
@@ -105,6 +107,9 @@ class Hub:
             due = time.monotonic() - self._downloads_flushed > DOWNLOAD_FLUSH_S
         if due:
             self.flush_downloads()
+
+    def downloads_pending(self) -> bool:
+        return bool(self._downloads)
 
     def flush_downloads(self) -> None:
         with self._downloads_lock:

@@ -564,6 +564,55 @@ def test_search_listing_and_openapi(hub):
     )
 
 
+def test_search_is_never_stale_across_processes_and_counts_only_what_a_viewer_sees(hub):
+    """Searches are cached per process under the catalog's generation: a publish, a visibility
+    change or a delete made through another hub process shows in this one's next search. The
+    count (read from the search index alone) never includes what the viewer may not see."""
+    sora, ugo = new_user(hub, "sora"), new_user(hub, "ugo")
+
+    def push(url, name, visibility="public"):
+        resp = httpx.post(
+            f"{url}/api/v1/environments/sora/{name}/versions",
+            files={"wheel": make_wheel(name)},
+            data={"visibility": visibility, "description": "zebra crossings"},
+            headers={"Authorization": f"Bearer {sora}"},
+        )
+        assert resp.status_code == 201, resp.text
+
+    def found(url, token=None):
+        page = HubClient(url, token).list_environments(q="zebra", sort="name")
+        return page.total, [e.name for e in page.items]
+
+    push(hub["url"], "zebra-one")
+    assert found(hub["url"]) == (1, ["zebra-one"])
+    assert found(hub["url"]) == (1, ["zebra-one"])  # now answered from the cache
+    with start_hub(hub["data"], backend=hub["backend"].flags) as second:
+        push(second.url, "zebra-two")
+        push(second.url, "zebra-hidden", visibility="private")
+        assert found(hub["url"]) == (2, ["zebra-one", "zebra-two"])
+        assert found(hub["url"], ugo) == (2, ["zebra-one", "zebra-two"])
+        assert found(hub["url"], sora) == (3, ["zebra-hidden", "zebra-one", "zebra-two"])
+        HubClient(second.url, sora).delete("sora", "zebra-one")
+        assert found(hub["url"]) == (1, ["zebra-two"])
+        assert found(hub["url"], sora) == (2, ["zebra-hidden", "zebra-two"])
+
+
+def test_the_search_fast_path_answers_like_the_route(hub):
+    """Whatever the route would refuse is refused the same way (the fast path hands it over)."""
+    base = f"{hub['url']}/api/v1/environments"
+    for query, status, code in (
+        ("?page=abc", 422, "invalid_request"),
+        ("?q=" + "x" * 201, 422, "invalid_request"),
+        ("?sort=bogus", 400, "invalid_sort"),
+    ):
+        resp = httpx.get(base + query)
+        assert resp.status_code == status and error_code(resp) == code, (query, resp.text)
+    clamped = httpx.get(base + "?per_page=1000&page=-3").json()
+    assert clamped["per_page"] == 100 and clamped["page"] == 1
+    bad_token = httpx.get(base, headers={"Authorization": "Bearer not-a-token"})
+    assert bad_token.status_code == 401 and error_code(bad_token)
+
+
 def test_unknown_routes_and_methods_answer_with_stable_codes(hub):
     missing = httpx.get(f"{hub['url']}/api/v1/nothing-here")
     assert missing.status_code == 404 and error_code(missing) == "not_found"

@@ -1,17 +1,13 @@
 """Environments, versions, files, modules, tags and downloads: every SQL statement about what the
-hub holds, and the queries that keep each request's cost independent of the hub's size.
+hub holds, except search (``db.search``).
 
-Search, filters, sorting and pagination run in the database (SQLite FTS5, PostgreSQL's full-text
-search); a push reads only the module index rows of the names it installs; an environment's
-latest version and index serial live on its row, so listings never read its versions.
-(A little over 400 lines: publish, delete and yank share the module and latest-version upkeep
-that must run inside their transactions, so they stay in one module.)
+A push reads only the module index rows of the names it installs; an environment's latest
+version and index serial live on its row, so listings never read its versions.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,22 +18,6 @@ from packaging.version import Version
 from hub_server.clock import now, today
 from hub_server.db.engine import Conflict, Database, version_key
 from hub_server.errors import HubError
-
-SORTS = {
-    "updated": "e.updated_at DESC, e.id DESC",
-    "created": "e.created_at DESC, e.id DESC",
-    "name": "e.owner, e.name",
-    "downloads": "e.downloads DESC, e.id DESC",
-}
-FTS_MATCH = "e.id IN (SELECT rowid FROM environments_fts WHERE environments_fts MATCH ?)"
-# Above this many matches a page is found faster along the sort's index than by sorting them all
-# (measured at 10,000 environments: 5.4 -> 0.6 ms for a word in a quarter of them); below it,
-# sorting the few matches beats walking an index that rarely meets one.
-WALK_SORT_INDEX_ABOVE = 500
-SUMMARY_COLUMNS = (
-    "e.id, e.owner, e.name, e.distribution, e.visibility, e.description, e.tags, "
-    "e.latest_version, e.created_at, e.updated_at, e.downloads, e.serial"
-)
 
 
 @dataclass(frozen=True)
@@ -84,10 +64,6 @@ def latest_of(versions: list[Any]) -> str | None:
     return pick[-1]["version"] if pick else None
 
 
-def search_terms(q: str) -> list[str]:
-    return re.findall(r"\w+", q.lower())[:8]
-
-
 class Catalog:
     def __init__(self, database: Database) -> None:
         self.database = database
@@ -103,58 +79,6 @@ class Catalog:
     def environment_by_id(self, env_id: int) -> Any:
         with self.database.read() as db:
             return db.execute("SELECT * FROM environments WHERE id=?", (env_id,)).fetchone()
-
-    def search(
-        self,
-        viewer: Viewer,
-        q: str | None,
-        owner: str | None,
-        tag: str | None,
-        sort: str,
-        page: int,
-        per_page: int,
-    ) -> tuple[list[Any], int]:
-        where, params = self._visible(viewer)
-        if owner:
-            where.append("e.owner=?")
-            params.append(owner)
-        if tag:
-            where.append("e.id IN (SELECT env_id FROM environment_tags WHERE tag=?)")
-            params.append(tag)
-        if q is not None and q.strip():
-            terms = search_terms(q)
-            if not terms:
-                return [], 0
-            if self.postgres:
-                where.append("e.search @@ to_tsquery('simple', ?)")
-                params.append(" & ".join(f"{t}:*" for t in terms))
-            else:
-                where.append(FTS_MATCH)
-                params.append(" ".join(f'"{t}"*' for t in terms))
-        clause = " AND ".join(where) or "1=1"
-        with self.database.read() as db:
-            total = db.execute(
-                f"SELECT COUNT(*) AS n FROM environments e WHERE {clause}", params
-            ).fetchone()["n"]
-            if total > WALK_SORT_INDEX_ABOVE:
-                # many matches: walk the sort's index and stop at the page instead of sorting
-                # every match (SQLite would look the matches up by rowid, then sort them all)
-                clause = clause.replace(FTS_MATCH, "+" + FTS_MATCH)
-            rows = db.execute(
-                f"SELECT {SUMMARY_COLUMNS} FROM environments e WHERE {clause} "
-                f"ORDER BY {SORTS[sort]} LIMIT ? OFFSET ?",
-                [*params, per_page, (page - 1) * per_page],
-            ).fetchall()
-        return rows, total
-
-    @staticmethod
-    def _visible(viewer: Viewer) -> tuple[list[str], list[Any]]:
-        if viewer.sees_all:
-            return [], []
-        if not viewer.namespaces:
-            return ["e.visibility='public'"], []
-        marks = ",".join("?" * len(viewer.namespaces))
-        return [f"(e.visibility='public' OR e.owner IN ({marks}))"], list(viewer.namespaces)
 
     def versions(self, env_id: int) -> list[Any]:
         with self.database.read() as db:

@@ -95,6 +95,41 @@ SQLITE = [
         INSERT INTO environments_fts (rowid, owner, name, description, tags) VALUES (new.id, new.owner, new.name, coalesce(new.description, ''), new.tags);
     END;
     """,
+    # v9: search that reads the index alone. Who may see an environment is a column of the
+    # search index (``access``: "public" and the owner as a token), so a count of matches never
+    # looks up rows; ``catalog_state.generation`` changes with every change to an environment
+    # row (triggers), the key under which searches are cached across processes.
+    """
+    ALTER TABLE environments ADD COLUMN access TEXT GENERATED ALWAYS AS
+        ((CASE WHEN visibility = 'public' THEN 'public ' ELSE '' END) || 'o' || lower(hex(owner))) VIRTUAL;
+    DROP TRIGGER environments_fts_insert;
+    DROP TRIGGER environments_fts_delete;
+    DROP TRIGGER environments_fts_update;
+    DROP TABLE environments_fts;
+    CREATE VIRTUAL TABLE environments_fts USING fts5 (owner, name, description, tags, access, content='environments', content_rowid='id');
+    INSERT INTO environments_fts (rowid, owner, name, description, tags, access) SELECT id, owner, name, coalesce(description, ''), tags, access FROM environments;
+    CREATE TRIGGER environments_fts_insert AFTER INSERT ON environments BEGIN
+        INSERT INTO environments_fts (rowid, owner, name, description, tags, access) VALUES (new.id, new.owner, new.name, coalesce(new.description, ''), new.tags, new.access);
+    END;
+    CREATE TRIGGER environments_fts_delete AFTER DELETE ON environments BEGIN
+        INSERT INTO environments_fts (environments_fts, rowid, owner, name, description, tags, access) VALUES ('delete', old.id, old.owner, old.name, coalesce(old.description, ''), old.tags, old.access);
+    END;
+    CREATE TRIGGER environments_fts_update AFTER UPDATE OF owner, description, tags, visibility ON environments BEGIN
+        INSERT INTO environments_fts (environments_fts, rowid, owner, name, description, tags, access) VALUES ('delete', old.id, old.owner, old.name, coalesce(old.description, ''), old.tags, old.access);
+        INSERT INTO environments_fts (rowid, owner, name, description, tags, access) VALUES (new.id, new.owner, new.name, coalesce(new.description, ''), new.tags, new.access);
+    END;
+    CREATE TABLE catalog_state (id INTEGER PRIMARY KEY CHECK (id = 1), generation INTEGER NOT NULL);
+    INSERT INTO catalog_state (id, generation) VALUES (1, 0);
+    CREATE TRIGGER catalog_changed_insert AFTER INSERT ON environments BEGIN
+        UPDATE catalog_state SET generation = generation + 1;
+    END;
+    CREATE TRIGGER catalog_changed_update AFTER UPDATE ON environments BEGIN
+        UPDATE catalog_state SET generation = generation + 1;
+    END;
+    CREATE TRIGGER catalog_changed_delete AFTER DELETE ON environments BEGIN
+        UPDATE catalog_state SET generation = generation + 1;
+    END;
+    """,
 ]
 
 POSTGRESQL = [
@@ -150,6 +185,18 @@ POSTGRESQL = [
                             user_id BIGINT NOT NULL, day TEXT NOT NULL, PRIMARY KEY (env_id, user_id, day));
     CREATE TABLE retired_versions (env_id BIGINT NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
                                    version_key TEXT NOT NULL, PRIMARY KEY (env_id, version_key));
+    """,
+    # v2: the generation searches are cached under (see SQLite's v9); one bump per statement
+    """
+    CREATE TABLE catalog_state (id INTEGER PRIMARY KEY CHECK (id = 1), generation BIGINT NOT NULL);
+    INSERT INTO catalog_state (id, generation) VALUES (1, 0);
+    CREATE FUNCTION catalog_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE catalog_state SET generation = generation + 1;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER catalog_changed AFTER INSERT OR UPDATE OR DELETE ON environments
+        FOR EACH STATEMENT EXECUTE FUNCTION catalog_changed();
     """,
 ]
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+from urllib.parse import parse_qsl
+
 from fastapi import APIRouter, Query
+from starlette.concurrency import run_in_threadpool
 
 from hub_protocol.wire import EnvironmentInfo, EnvironmentPage, VersionInfo
 from hub_server.auth import Principal, viewer_of
-from hub_server.db.catalog import SORTS
-from hub_server.errors import HubError
+from hub_server.db.search import SORTS
+from hub_server.errors import HubError, error_body
+from hub_server.fastpath import request_headers, respond
 from hub_server.hub import Hub
 from hub_server.routers.deps import HubDep, MaybeUser, ViewsDep
 from hub_server.views import Views
@@ -15,6 +21,13 @@ from hub_server.views import Views
 router = APIRouter(prefix="/api/v1/environments", tags=["environments"])
 ENV_SORTS = tuple(SORTS)
 MAX_PAGE = 500  # deep pages cost OFFSET rows; refine the search instead
+MAX_QUERY = 200
+
+
+def page_bounds(sort: str, page: int, per_page: int) -> tuple[int, int]:
+    if sort not in SORTS:
+        raise HubError(400, "invalid_sort", f"sort must be one of {', '.join(SORTS)}")
+    return min(max(page, 1), MAX_PAGE), max(1, min(per_page, 100))
 
 
 def environment_page(
@@ -27,21 +40,43 @@ def environment_page(
     page: int = 1,
     per_page: int = 20,
 ) -> EnvironmentPage:
-    if sort not in SORTS:
-        raise HubError(400, "invalid_sort", f"sort must be one of {', '.join(SORTS)}")
-    page, per_page = min(max(page, 1), MAX_PAGE), max(1, min(per_page, 100))
+    page, per_page = page_bounds(sort, page, per_page)
     hub.flush_downloads()  # this process's pending counts (a no-op when none are)
-    rows, total = hub.catalog.search(viewer_of(user), q, owner, tag, sort, page, per_page)
+    rows, total = hub.search.page(viewer_of(user), q, owner, tag, sort, page, per_page)
+    return listing(rows, total, page, per_page)
+
+
+def listing(rows: list, total: int, page: int, per_page: int) -> EnvironmentPage:
     return EnvironmentPage(
         items=[Views.summary(r) for r in rows], total=total, page=page, per_page=per_page
     )
+
+
+async def environment_page_json(hub: Hub, user: Principal | None, query: dict[str, Any]) -> bytes:
+    """``environment_page`` for the fast path: a search made since the last change is answered
+    on the loop from the cache (one indexed read); anything else goes to a worker thread."""
+    sort = query.get("sort", "updated")
+    page, per_page = page_bounds(sort, query.get("page", 1), query.get("per_page", 20))
+    viewer = viewer_of(user)
+    args = (query.get("q"), query.get("owner"), query.get("tag"), sort, page, per_page)
+    answer = None
+    if not hub.downloads_pending():
+        answer = await hub.read(hub.search.cached, viewer, *args)
+    if answer is None:
+        answer = await run_in_threadpool(_flushed_page, hub, viewer, args)
+    return listing(*answer, page, per_page).model_dump_json().encode()
+
+
+def _flushed_page(hub: Hub, viewer: Any, args: tuple) -> Any:
+    hub.flush_downloads()
+    return hub.search.page(viewer, *args)
 
 
 @router.get("", response_model=EnvironmentPage)
 def list_environments(
     hub: HubDep,
     user: MaybeUser,
-    q: str | None = Query(None, max_length=200),
+    q: str | None = Query(None, max_length=MAX_QUERY),
     owner: str | None = None,
     tag: str | None = None,
     sort: str = "updated",
@@ -88,3 +123,46 @@ def get_version(
         version = env["latest_version"]
     (info,) = version_infos(hub, views, env, [hub.version(env, version)])
     return info
+
+
+INT_PARAMS, TEXT_PARAMS = ("page", "per_page"), ("q", "owner", "tag", "sort")
+
+
+def search_query(raw: bytes) -> dict[str, Any] | None:
+    """The listing's parameters as the route reads them (the last of repeated ones wins), or
+    None where only the route's validation can answer (a malformed number, a long query)."""
+    query: dict[str, Any] = {}
+    for key, value in parse_qsl(raw.decode("latin-1"), keep_blank_values=True):
+        if key in TEXT_PARAMS:
+            query[key] = value
+        elif key in INT_PARAMS:
+            if not value.lstrip("-").isdigit() or len(value) > 9:
+                return None
+            query[key] = int(value)
+    if len(query.get("q") or "") > MAX_QUERY:
+        return None
+    return query
+
+
+class SearchFastPath:
+    """ASGI: ``GET /api/v1/environments``, the search every page and ``prime env search`` make,
+    answered without the framework's routing, dependency solving and response validation; the
+    answer and its checks are ``environment_page``'s (the route stays, and serves whatever this
+    does not take)."""
+
+    def __init__(self, app: Any, hub: Hub) -> None:
+        self.app, self.hub = app, hub
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] != router.prefix:
+            return await self.app(scope, receive, send)
+        query = search_query(scope["query_string"])
+        if query is None:
+            return await self.app(scope, receive, send)
+        try:
+            token = self.hub.auth.credential(scope["path"], "GET", request_headers(scope))
+            user = await self.hub.read(self.hub.auth.from_token, token) if token else None
+            body, status = await environment_page_json(self.hub, user, query), 200
+        except HubError as exc:
+            body, status = json.dumps(error_body(exc.code, exc.message)).encode(), exc.status
+        await respond(send, status, "application/json", body)

@@ -18,6 +18,7 @@ from packaging.utils import canonicalize_name
 from starlette.concurrency import run_in_threadpool
 
 from hub_server.errors import HubError, error_body
+from hub_server.fastpath import request_headers, respond
 from hub_server.hub import Hub
 from hub_server.routers.deps import HubDep, MaybeUser
 from hub_server.templates import templates
@@ -87,9 +88,8 @@ class IndexFastPath:
             or not all(parts[2:5])
         ):
             return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         try:
-            body, media = await project_page(self.hub, *parts[2:5], headers)
+            body, media = await project_page(self.hub, *parts[2:5], request_headers(scope))
             status = 200
         except HubError as exc:
             body, media, status = (
@@ -97,17 +97,7 @@ class IndexFastPath:
                 "application/json",
                 exc.status,
             )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", media.encode()),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await respond(send, status, media, body)
 
 
 def render(hub: Hub, env, as_json: bool) -> bytes:

@@ -30,7 +30,7 @@ from markdown_it import MarkdownIt
 
 from hub_server.auth import Principal
 from hub_server.clock import now
-from hub_server.db.catalog import SORTS
+from hub_server.db.search import SORTS
 from hub_server.errors import HubError
 from hub_server.hub import Hub
 from hub_server.routers.deps import HubDep, ViewsDep
