@@ -24,27 +24,9 @@ PY=.venv/bin/python
 pip() { "$PY" -m pip "$@"; }
 pip install -q --upgrade pip
 
-# System tools, each optional: without one, only what needs it is skipped (the tests say so).
-# bubblewrap isolates sandboxed code (SandboxEnv, PythonEnv); slirp4netns wires network=True
-# sandboxes without the host's loopback; chromium drives the browser tests of report.html and
-# the hub's pages; postgresql runs every hub test on PostgreSQL too (started by the tests).
-have() { command -v "$1" > /dev/null 2>&1; }
-missing=()
-have bwrap || missing+=(bubblewrap)
-have slirp4netns || missing+=(slirp4netns)
-have chromium || have chromium-browser || missing+=(chromium)
-have initdb || ls /usr/lib/postgresql/*/bin/initdb > /dev/null 2>&1 || missing+=(postgresql)
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && have apt-get; then
-    apt-get update -qq || echo "setup: apt-get update failed; trying the cached package lists" >&2
-    for package in "${missing[@]}"; do  # one at a time: one that is unavailable stops nothing
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" > /dev/null 2>&1 \
-        || echo "setup: note: could not install $package; what needs it is skipped" >&2
-    done
-  else
-    echo "setup: note: install ${missing[*]} (e.g. sudo apt-get install ${missing[*]}) for sandboxed code, the network sandbox, browser tests and the hub's PostgreSQL tests" >&2
-  fi
-fi
+# System tools, each optional (bubblewrap, slirp4netns, chromium, postgresql): what cannot be
+# installed is a note, and only what needs it is skipped.
+bash scripts/system_packages.sh
 
 # torch first and pinned (the CPU build without a GPU), then the embedded model's weights:
 # verifiers/local_stack.py is the one place those pins live.

@@ -37,8 +37,9 @@ heldout() {  # $1 = model, $2 = label: the same eval rows, 1 rollout each, same 
     --output-dir "$out/eval-$2" > /dev/null
 }
 stage "eval base" "$out/eval-base" heldout SmolLM2-135M-Instruct base
-stage "generate $n_generate x 8" "$out/generate" vf-eval uppercase --split train -n "$n_generate" \
-  -r 8 -t 24 -T 0.7 --seed 1 --output-dir "$out/generate" > /dev/null
+quiet() { "$@" > /dev/null; }  # the stage's own header and timing still show
+stage "generate $n_generate x 8" "$out/generate" quiet vf-eval uppercase --split train \
+  -n "$n_generate" -r 8 -t 24 -T 0.7 --seed 1 --output-dir "$out/generate"
 stage "vf-data best-of-8" "$out/data" vf-data "$out"/generate/evals/*/* -o "$out/data" \
   --best-of-n --min-reward 0.6
 stage "vf-sft" "$out/sft" vf-sft @ examples/sft/uppercase_cpu.toml --data.path "$out/data" \

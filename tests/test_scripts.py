@@ -1,0 +1,152 @@
+"""The repository's shell scripts under the conditions a newcomer meets: an optional system
+package that will not install, a pipeline run that was interrupted.
+
+The stage commands of the pipeline (vf-eval, vf-data, vf-sft, vf-rl) are replaced by small
+scripts that write what each stage writes: what is tested here is the script's own logic
+(which stages run, with which sizes, what a rerun skips), not the stages (tests/test_e2e.py,
+test_sft.py and test_rl.py run those for real).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shim(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def expected_missing() -> list[str]:
+    """With only the shims on PATH every tool is missing, except PostgreSQL where the
+    distribution's server is installed (found by its path, not PATH)."""
+    tools = ["bubblewrap", "slirp4netns", "chromium"]
+    return (
+        tools if list(Path("/usr/lib/postgresql").glob("*/bin/initdb")) else [*tools, "postgresql"]
+    )
+
+
+def test_an_optional_system_package_that_fails_to_install_stops_nothing(tmp_path):
+    """As root with apt-get, none of the four tools present and chromium unavailable: each
+    package is tried on its own, chromium's failure is a note, and the script succeeds."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "apt.log"
+    bin_dir.mkdir()
+    shim(
+        bin_dir,
+        "apt-get",
+        f'echo "$*" >> {log}\n[[ " $* " == *" chromium "* ]] && exit 100\nexit 0\n',
+    )
+    shim(bin_dir, "id", "echo 0\n")
+    for tool in ("ls",):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    done = subprocess.run(
+        ["/bin/bash", str(REPO / "scripts/system_packages.sh")],
+        env={"PATH": str(bin_dir)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "could not install chromium" in done.stderr
+    installs = [line for line in log.read_text().splitlines() if line.startswith("install")]
+    assert [line.split()[-1] for line in installs] == expected_missing()
+    assert "could not install" not in done.stderr.replace("could not install chromium", "")
+
+
+def test_without_root_the_missing_packages_are_one_note(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim(bin_dir, "id", "echo 1000\n")
+    (bin_dir / "ls").symlink_to(shutil.which("ls"))
+    done = subprocess.run(
+        ["/bin/bash", str(REPO / "scripts/system_packages.sh")],
+        env={"PATH": str(bin_dir)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0
+    assert f"install {' '.join(expected_missing())} (e.g." in done.stderr
+
+
+STAGES = """
+echo "$(basename "$0") $*" >> {log}
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in --output-dir|--output_dir|-o) out=$2; shift;; esac
+  shift
+done
+"""
+
+
+def pipeline_checkout(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The pipeline script in a checkout of its own (no .venv: the stage shims are found)."""
+    checkout, bin_dir, log = tmp_path / "checkout", tmp_path / "bin", tmp_path / "calls.log"
+    (checkout / "examples").mkdir(parents=True)
+    for part in ("pipeline", "sft", "rl"):
+        shutil.copytree(REPO / "examples" / part, checkout / "examples" / part)
+    bin_dir.mkdir()
+    head = STAGES.format(log=log)
+    shim(
+        bin_dir,
+        "vf-eval",
+        head + 'mkdir -p "$out/evals/m/run"\n'
+        'echo \'{"summary": {"avg_reward": 0.5, "avg_metrics": {"exact": 0.25}}}\''
+        ' > "$out/evals/m/run/metadata.json"\n',
+    )
+    shim(bin_dir, "vf-data", head + 'mkdir -p "$out"\n')
+    for name in ("vf-sft", "vf-rl"):
+        shim(
+            bin_dir,
+            name,
+            head + f'[ "${{FAIL_AT:-}}" = {name} ] && {{ mkdir -p "$out/partial"; exit 1; }}\n'
+            'mkdir -p "$out/weights"\n',
+        )
+    return checkout, bin_dir, log
+
+
+def run_pipeline(checkout: Path, bin_dir: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "examples/pipeline/uppercase_cpu.sh"],
+        cwd=checkout,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(checkout), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_pipeline_resumes_after_an_interruption_and_scales(tmp_path):
+    """Interrupted in vf-sft, the rerun skips the three finished stages, redoes vf-sft from
+    scratch (its partial output gone) and finishes; PIPELINE_SCALE shrinks every stage, and
+    everything lands under PIPELINE_DIR."""
+    checkout, bin_dir, log = pipeline_checkout(tmp_path)
+    out = tmp_path / "pipeline-out"
+    env = {"PIPELINE_SCALE": "0.2", "PIPELINE_DIR": str(out)}
+    first = run_pipeline(checkout, bin_dir, FAIL_AT="vf-sft", **env)
+    assert first.returncode != 0 and (out / "sft" / "partial").exists()
+    done_first = [line.split("\t")[0] for line in (out / "stages.tsv").read_text().splitlines()]
+    assert done_first == ["eval base", "generate 60 x 8", "vf-data best-of-8"]
+    calls_first = log.read_text().splitlines()
+    generate = next(c for c in calls_first if "--split train" in c)
+    assert "-n 60 " in generate and "-r 8" in generate  # 300 x 0.2
+    assert "-n 12 " in calls_first[0]  # held-out rows: 60 x 0.2
+
+    second = run_pipeline(checkout, bin_dir, **env)
+    assert second.returncode == 0, second.stderr
+    calls_second = log.read_text().splitlines()[len(calls_first) :]
+    assert [c.split()[0] for c in calls_second] == ["vf-sft", "vf-eval", "vf-rl", "vf-eval"]
+    assert "--steps 2" in calls_second[2]  # 12 x 0.2, at least 2
+    assert not (out / "sft" / "partial").exists() and (out / "rl" / "weights").is_dir()
+    for stage in ("eval base", "generate 60 x 8", "vf-data best-of-8"):
+        assert f"== {stage}: done already" in second.stdout, second.stdout
+    assert "SFT+RL" in second.stdout and "0.500" in second.stdout
+    assert sorted(p.name for p in checkout.iterdir()) == ["examples"]  # nothing else written
+    assert os.listdir(out)
