@@ -42,7 +42,7 @@ async def upload_eval(
     env, v = await run_in_threadpool(attach_target, hub, user, owner, name, version, "evals")
     form = await read_form(request, ("metadata", "results"))
     try:
-        row = await run_in_threadpool(
+        row = await hub.upload_work(
             store_eval, hub, user, env, v, required(form, "metadata"), required(form, "results")
         )
     finally:
@@ -83,7 +83,7 @@ async def upload_dataset(
     env, v = await run_in_threadpool(attach_target, hub, user, owner, name, version, "datasets")
     form = await read_form(request, ("card", "data"))
     try:
-        row = await run_in_threadpool(
+        row = await hub.upload_work(
             store_dataset, hub, user, env, v, required(form, "card"), required(form, "data")
         )
     finally:

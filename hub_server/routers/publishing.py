@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 from fastapi import APIRouter, Request, Response
-from starlette.concurrency import run_in_threadpool
 
 from hub_protocol.wire import VersionInfo, YankRequest
 from hub_server import publishing
@@ -48,7 +47,7 @@ async def publish(
         details = publishing.PublishForm(
             visibility, form.fields.get("readme"), form.fields.get("description"), tags[:20]
         )
-        env_id, version_id = await run_in_threadpool(
+        env_id, version_id = await hub.upload_work(
             publishing.publish,
             hub,
             user,
