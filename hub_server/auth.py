@@ -33,6 +33,7 @@ class Principal:
     scopes: set[str]
     token_id: int = 0
     teams: list[str] = field(default_factory=list)
+    expires_at: str | None = None  # the acting token's expiry (ISO 8601, UTC), if it has one
 
     def require(self, scope: str) -> None:
         if scope not in self.scopes and "admin" not in self.scopes:
@@ -41,6 +42,15 @@ class Principal:
                 "insufficient_scope",
                 f"this token lacks the '{scope}' scope; create one with it (prime token create "
                 f"NAME --scope {scope}) and log in with it",
+            )
+
+    def require_account_change(self, what: str) -> None:
+        """Minting or revoking tokens changes the account: a read-only token only reads."""
+        if not self.scopes & {"publish", "admin"}:
+            raise HubError(
+                403,
+                "insufficient_scope",
+                f"{what} needs a token with the 'publish' or 'admin' scope; this one only reads",
             )
 
     @property
@@ -131,6 +141,7 @@ class Authenticator:
             scopes,
             row["token_id"],
             self.accounts.teams_of(row["id"]),
+            row["expires_at"],
         )
 
     # --- rights over a namespace --------------------------------------------------------------------

@@ -172,6 +172,43 @@ def test_tokens_are_listed_without_secrets_revoked_and_expire(hub):
     assert client.me()  # the other token still works
 
 
+def test_a_read_only_expiring_token_neither_mints_nor_revokes_and_nothing_outlives_its_maker(hub):
+    """A CI token (read, one day) cannot mint a token (a never-expiring one would outlive it)
+    or revoke the owner's publish token; it can revoke itself. A publish token that expires
+    mints only tokens that expire no later, and cannot revoke a token with scopes it lacks."""
+    _, token = user(hub)
+    owner = HubClient(hub["url"], token)
+    me = owner.list_tokens()[0]
+    ci = owner.create_token("ci", ["read"], expires_in_days=1)
+    as_ci = {"Authorization": f"Bearer {ci.token}"}
+    minted = httpx.post(
+        f"{hub['url']}/api/v1/tokens", json={"name": "forever", "scopes": ["read"]}, headers=as_ci
+    )
+    assert minted.status_code == 403 and code(minted) == "insufficient_scope"
+    revoke = httpx.delete(f"{hub['url']}/api/v1/tokens/{me.id}", headers=as_ci)
+    assert revoke.status_code == 403 and code(revoke) == "insufficient_scope"
+    assert owner.me()  # the owner's token still works
+    short = owner.create_token("short", ["read", "publish"], expires_in_days=1)
+    as_short = HubClient(hub["url"], short.token)
+    child = as_short.create_token("child", ["read"])  # asked for no expiry
+    assert child.expires_at is not None and child.expires_at <= short.expires_at
+    longer = as_short.create_token("longer", ["read"], expires_in_days=30)
+    assert longer.expires_at == short.expires_at
+    root = HubClient(hub["url"], hub["admin"])
+    wide = root.create_token("wide", ["read", "publish", "admin"])
+    narrow = root.create_token("narrow", ["read", "publish"]).token
+    refused = httpx.delete(
+        f"{hub['url']}/api/v1/tokens/{wide.id}", headers={"Authorization": f"Bearer {narrow}"}
+    )
+    assert refused.status_code == 403 and code(refused) == "insufficient_scope"
+    root.revoke_token(wide.id)
+    HubClient(hub["url"], ci.token).revoke_token(ci.id)  # a token may always revoke itself
+    with pytest.raises(HubAPIError) as gone:
+        HubClient(hub["url"], ci.token).me()
+    assert gone.value.code == "invalid_token"
+    owner.revoke_token(child.id)  # the legitimate action still works
+
+
 # --- visibility, versions, names ---------------------------------------------------------------------
 
 
@@ -226,6 +263,9 @@ def test_names_clash_after_normalization_within_an_owner(hub):
             "foreign_entry_point",
         ),
         (wheel("dup-env", extra=[("dup_env/__init__.py", "x = 2\n")]), "duplicate_member"),
+        (wheel("hook-env", extra=[("_distutils_hack/__init__.py", "")]), "startup_module"),
+        (wheel("venv-env", extra=[("_virtualenv.py", "")]), "startup_module"),
+        (wheel("edit-env", extra=[("__editable___x_finder.py", "")]), "startup_module"),
         (
             wheel(
                 "name-env", filename='name_env-1.0.0-py3-none-any"><img src=x onerror=alert(1)>.whl'
@@ -240,6 +280,9 @@ def test_names_clash_after_normalization_within_an_owner(hub):
         "stdlib-module",
         "foreign-entry-point",
         "duplicate",
+        "setuptools-pth-hook",
+        "virtualenv-pth-hook",
+        "editable-finder",
         "html-in-filename",
     ],
 )

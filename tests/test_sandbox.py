@@ -881,7 +881,8 @@ async def test_fork_hoppers_are_gone_before_the_next_snippet(sandbox):
 async def test_what_a_repl_starts_between_snippets_is_gone_before_a_grader(sandbox):
     """A REPL thread starts processes after its own snippet's sweep: a child of the REPL and an
     orphan (reparented to the worker). The grader's sweep finds both (it reads the frozen REPL's
-    children, then the worker's) and the grader sees none of them; the REPL keeps its state."""
+    children, then the worker's) and the grader sees none of them; the REPL, whose children were
+    killed, is restarted (and says so)."""
     await sandbox.run_repl(
         "import subprocess, threading\n"
         "def later():\n"
@@ -896,7 +897,63 @@ async def test_what_a_repl_starts_between_snippets_is_gone_before_a_grader(sandb
         "ps -e -o stat=,comm= 2>/dev/null | grep -v '^Z' | grep -c sleep || true"
     )
     assert grader.stdout.strip() == "0" and grader.swept >= 2, grader
-    assert (await sandbox.run_repl("print(kept)")).stdout == "7\n"
+    after = await sandbox.run_repl("print('kept' in globals())")
+    assert after.stdout == "False\n" and "REPL was restarted" in after.stderr
+
+
+async def test_zombies_a_repl_leaves_cannot_starve_a_grader(sandbox):
+    """The REPL forks children it never reaps (zombies hold the sandbox's process budget) and
+    keeps one running: the next fresh snippet still starts its own processes (the REPL, with
+    what it left, is restarted first), the model is told with its next REPL reply, and the
+    fresh REPL works."""
+    await sandbox.run_repl(
+        "import os, subprocess\n"
+        "for _ in range(40):\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            os._exit(0)\n"
+        "    except OSError:\n"
+        "        break\n"
+        "keep = subprocess.Popen(['sleep', '300'])\n"
+        "state = 1"
+    )
+    grader = await sandbox.run_python(
+        "import subprocess\n"
+        "print(subprocess.run(['sh', '-c', 'echo 0 passed'], capture_output=True, text=True).stdout, end='')"
+    )
+    assert grader.stdout == "0 passed\n" and grader.exit_code == 0, grader
+    shell = await sandbox.run_shell("echo $((6 * 7)); ps -e -o stat= | grep -c '^Z' || true")
+    assert shell.stdout.split() == ["42", "0"], shell
+    after = await sandbox.run_repl("print('state' in globals())")
+    assert "REPL was restarted" in after.stderr and after.stdout == "False\n", after
+    assert (await sandbox.run_repl("print(1)")).stderr == ""
+
+
+async def test_nothing_the_model_writes_under_home_runs_in_a_later_python(sandbox):
+    """The user site (usercustomize, .pth files under $HOME/.local) and a sitecustomize in the
+    work dir run in no later snippet's python3; System V IPC, whose objects would outlive the
+    sandbox in the host's IPC namespace (landlock mode), is refused there."""
+    plant = (
+        "site=$(python3 -c 'import site; print(site.getusersitepackages())') && mkdir -p $site && "
+        "echo 'print(\"HIJACKED\")' > $site/usercustomize.py && "
+        "echo 'import sys; print(\"HIJACKED\")' > $site/evil.pth && "
+        "echo 'print(\"HIJACKED\")' > sitecustomize.py && echo planted"
+    )
+    assert (await sandbox.run_shell(plant)).stdout == "planted\n"
+    for result in (
+        await sandbox.run_shell("python3 -c 'print(6 * 7)'"),
+        await sandbox.run_shell("cd /tmp && python3 -c 'print(6 * 7)'"),
+        await sandbox.run_python("print(6 * 7)"),
+    ):
+        assert result.stdout == "42\n" and "HIJACKED" not in result.stderr, result
+    shm = await sandbox.run_python(
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.shmget(0, 1 << 20, 0o1000 | 0o600), ctypes.get_errno())"
+    )
+    if sandbox.mode == "landlock":
+        assert shm.stdout.split() == ["-1", "1"], shm  # EPERM
+    else:  # its own IPC namespace, gone with the sandbox
+        assert shm.stdout.split()[0] != "-1", shm
 
 
 async def test_every_snippet_inherits_the_workers_one_filter(sandbox):
@@ -950,6 +1007,12 @@ async def test_a_start_cancelled_at_any_point_leaves_nothing_running(mode):
     assert wait_until_no_sandboxes() == []
     assert pid not in {int(p) for p in os.listdir("/proc") if p.isdigit()}
     assert not glob.glob(os.path.join(tempfile.gettempdir(), f"vf-sandbox-{os.getpid()}-*"))
+    # a budget whose dying process still held it is removed by the next start
+    await (await provider.create()).destroy()
+    await provider.close()
+    assert not glob.glob(f"/sys/fs/cgroup/*/vf-sandbox-{os.getpid()}-*") + glob.glob(
+        f"/sys/fs/cgroup/vf-sandbox-{os.getpid()}-*"
+    )
 
 
 async def test_repl_keeps_state_and_recovers_from_timeouts(sandbox):

@@ -6,8 +6,9 @@ One set of rules for every place a package is judged: the hub at upload (the whe
 asked to, or take over something that is not its own, and the rule that closes each:
 
 - code at every interpreter start: a ``.pth`` file, a ``sitecustomize`` / ``usercustomize``
-  module (source, bytecode, extension or package), a ``__pycache__`` at the top of site-packages
-  (bytecode for other distributions' modules);
+  module (source, bytecode, extension or package), a module that common ``.pth`` files import
+  (``_distutils_hack``, ``_virtualenv``, setuptools' ``__editable__`` finders), a ``__pycache__``
+  at the top of site-packages (bytecode for other distributions' modules);
 - another's import names: a top-level name of this SDK (``SDK_MODULES``) or of the standard
   library, whatever the file (``verifiers.pyc``, ``verifiers.abi3.so``), wherever the wheel puts
   it (top level, ``.data/purelib``, ``.data/platlib``, ``.data/data/.../site-packages``);
@@ -39,8 +40,11 @@ from packaging.version import InvalidVersion, Version
 ENTRY_POINT_GROUP = "verifiers.environments"
 SDK_MODULES = frozenset({"verifiers", "hub_client", "hub_protocol", "hub_server"})
 """The SDK's top-level packages (``[tool.hatch.build.targets.wheel] packages``; a test checks)."""
-STARTUP_MODULES = frozenset({"sitecustomize", "usercustomize"})
-"""Modules ``site`` imports at every interpreter start, wherever they are found."""
+STARTUP_MODULES = frozenset({"sitecustomize", "usercustomize", "_distutils_hack", "_virtualenv"})
+"""Modules imported at every interpreter start, wherever they are found: by ``site`` itself, by
+setuptools' ``distutils-precedence.pth`` and by virtualenv's ``_virtualenv.pth`` (present in
+many a Python, and judged at upload where the target Python is unknown)."""
+EDITABLE_FINDER_PREFIX = "__editable__"  # setuptools' editable installs: a .pth imports each
 ENVIRONMENT_GROUPS = frozenset({ENTRY_POINT_GROUP, "console_scripts", "gui_scripts"})
 SCRIPT_GROUPS = ("console_scripts", "gui_scripts")
 METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg-link", ".egg")
@@ -127,6 +131,8 @@ def _reserved_folded() -> dict[str, str]:
 def reserved_as(name: str) -> str | None:
     """The reserved name ``name`` stands for, compared case-insensitively (a case-insensitive
     filesystem, macOS's, imports ``Verifiers/`` as ``verifiers``), or None."""
+    if name.casefold().startswith(EDITABLE_FINDER_PREFIX):
+        return name
     return _reserved_folded().get(name.casefold())
 
 
@@ -184,7 +190,11 @@ def site_problems(installs: Installs, environment: bool) -> list[Problem]:
                 )
             )
         elif (reserved := reserved_as(import_name(top))) is not None:
-            code = "startup_module" if reserved in STARTUP_MODULES else "foreign_module"
+            code = (
+                "startup_module"
+                if reserved in STARTUP_MODULES or reserved.startswith(EDITABLE_FINDER_PREFIX)
+                else "foreign_module"
+            )
             problems.append(
                 Problem(
                     code,

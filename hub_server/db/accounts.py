@@ -85,11 +85,24 @@ class Accounts:
                 "SELECT * FROM tokens WHERE user_id=? ORDER BY id", (user_id,)
             ).fetchall()
 
-    def revoke_token(self, token_id: int, user_id: int, is_admin: bool) -> None:
+    def revoke_token(
+        self, token_id: int, user_id: int, is_admin: bool, scopes: set[str] | None = None
+    ) -> None:
+        """``scopes``: the acting token's; it may revoke only tokens holding none beyond them
+        (admin holds every scope)."""
         with self.database.transaction() as db:
-            row = db.execute("SELECT user_id FROM tokens WHERE id=?", (token_id,)).fetchone()
+            row = db.execute(
+                "SELECT id, user_id, scopes FROM tokens WHERE id=?", (token_id,)
+            ).fetchone()
             if row is None or (row["user_id"] != user_id and not is_admin):
                 raise HubError(404, "token_not_found", f"you have no token {token_id}")
+            if scopes is not None and "admin" not in scopes:
+                if not set(row["scopes"].split(",")) <= scopes:
+                    raise HubError(
+                        403,
+                        "insufficient_scope",
+                        "a token cannot revoke a token with scopes it lacks",
+                    )
             db.execute("UPDATE tokens SET revoked_at=? WHERE id=?", (now(), token_id))
 
     # --- teams -----------------------------------------------------------------------------------

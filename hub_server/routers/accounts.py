@@ -45,6 +45,9 @@ def create_user(body: UserCreate, user: User, hub: HubDep) -> TokenCreated:
 
 @router.post("/tokens", response_model=TokenCreated, status_code=201)
 def create_token(body: TokenCreate, user: User, hub: HubDep) -> TokenCreated:
+    """A token never outranks or outlives the token that made it: its scopes are among the
+    creator's, and it expires no later than the creator does."""
+    user.require_account_change("creating a token")
     if not set(body.scopes) <= user.scopes:
         raise HubError(
             403, "insufficient_scope", "a token cannot grant scopes its creator's token lacks"
@@ -52,6 +55,8 @@ def create_token(body: TokenCreate, user: User, hub: HubDep) -> TokenCreated:
     expires_at = None
     if body.expires_in_days is not None:
         expires_at = now(timedelta(days=body.expires_in_days))
+    if user.expires_at is not None and (expires_at is None or expires_at > user.expires_at):
+        expires_at = user.expires_at
     token, token_id = hub.accounts.create_token(
         user.user_id, body.name, list(body.scopes), expires_at
     )
@@ -77,7 +82,11 @@ def list_tokens(user: User, hub: HubDep) -> list[TokenInfo]:
 
 @router.delete("/tokens/{token_id}", status_code=204)
 def revoke_token(token_id: int, user: User, hub: HubDep) -> Response:
-    hub.accounts.revoke_token(token_id, user.user_id, user.is_admin)
+    """Any token may revoke itself; revoking another needs a token that may change the account
+    and holds every scope of the one it revokes."""
+    if token_id != user.token_id:
+        user.require_account_change("revoking another token")
+    hub.accounts.revoke_token(token_id, user.user_id, user.is_admin, user.scopes)
     return Response(status_code=204)
 
 

@@ -48,6 +48,7 @@ class Budget:
     @classmethod
     def create(cls, limits: SandboxLimits) -> Budget:
         _remove_stale()  # once per process
+        _retry_left_behind()
         name = f"vf-sandbox-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         memory = limits.memory_mb * 1024 * 1024
         try:
@@ -132,15 +133,32 @@ class Budget:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.01)
-        left = []
-        for group in self.groups:
-            try:
-                group.rmdir()
-            except FileNotFoundError:
-                pass
-            except OSError:
-                left.append(group)
-        self.groups = left
+        self.groups = _remove_groups(self.groups)
+        if self.groups:  # a process still dying holds it: the next budget's start retries
+            _LEFT_BEHIND.append(self)
+
+
+_LEFT_BEHIND: list[Budget] = []  # budgets closed while a process was still leaving them
+
+
+def _remove_groups(groups: list[Path]) -> list[Path]:
+    """Remove each group; the ones a dying process still holds are returned."""
+    left = []
+    for group in groups:
+        try:
+            group.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            left.append(group)
+    return left
+
+
+def _retry_left_behind() -> None:
+    for budget in list(_LEFT_BEHIND):
+        budget.groups = _remove_groups(budget.groups)
+        if not budget.groups:
+            _LEFT_BEHIND.remove(budget)
 
 
 def available_kind() -> str:

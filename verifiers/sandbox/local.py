@@ -149,7 +149,11 @@ class LocalSandbox(Sandbox):
             "limits": self.limits.model_dump(),
             "max_output_bytes": self.limits.max_output_bytes,
             "sys_path": snippet_path,
-            "seccomp": seccomp.program(self.limits.network).hex() if self.mode != "unsafe" else "",
+            "seccomp": (
+                seccomp.program(self.limits.network, host_ipc=self.mode == "landlock").hex()
+                if self.mode != "unsafe"
+                else ""
+            ),
             "read_paths": [
                 "/usr",
                 "/bin",
@@ -202,6 +206,8 @@ class LocalSandbox(Sandbox):
         args += ["--bind", str(self.workdir_host), "/workspace"]  # the worker chdirs as its uid
         args += ["--clearenv", "--setenv", "HOME", "/workspace", "--setenv", "PATH", SAFE_PATH]
         args += ["--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONIOENCODING", "utf-8"]
+        # no user site: a usercustomize or .pth the model writes under $HOME runs in no snippet
+        args += ["--setenv", "PYTHONNOUSERSITE", "1"]
         return [*args, "--setenv", "TMPDIR", "/tmp"]
 
     async def start(self) -> LocalSandbox:
@@ -212,6 +218,7 @@ class LocalSandbox(Sandbox):
             "HOME": str(self.workdir_host),
             "TMPDIR": str(self.tmp_host),
             "PYTHONIOENCODING": "utf-8",
+            "PYTHONNOUSERSITE": "1",  # as in bwrap: the work dir's user site runs nowhere
         }
         try:
             self.budget = (

@@ -17,7 +17,8 @@ refuses:
   query (0xffffffff): no READ_IMPLIES_EXEC, no ADDR_NO_RANDOMIZE;
 - sockets: every ``socket(2)`` (so no unix socket of the host, pathname or abstract, and no
   netlink or raw socket); with ``network=True``, IPv4/IPv6 only. ``socketpair(2)`` stays.
-- any other ABI: x32 syscalls and foreign architectures kill the snippet.
+- any other ABI: x32 syscalls and foreign architectures kill the snippet;
+- in landlock mode (the host's IPC namespace): System V IPC and POSIX message queues.
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ DENIED = (  # by name; a name this architecture lacks is skipped
     "adjtimex syslog quotactl quotactl_fd open_tree move_mount fsopen fsconfig fsmount fspick "
     "mount_setattr ioperm iopl vhangup pidfd_getfd process_madvise kcmp modify_ldt uselib "
     "_sysctl ustat sysfs nfsservctl create_module get_kernel_syms query_module lookup_dcookie"
+).split()
+
+
+# System V IPC and POSIX message queues: objects that outlive every process that made them, in
+# the IPC namespace. bwrap gives each sandbox one of its own (gone with it); in landlock mode it
+# is the host's, so there the filter refuses them (a sandbox could otherwise leave shared memory
+# no budget counts, take every id of the host, or share it with another sandbox).
+HOST_IPC = (
+    "shmget shmat shmdt shmctl semget semop semtimedop semctl msgget msgsnd msgrcv msgctl "
+    "mq_open mq_unlink mq_timedsend mq_timedreceive mq_notify mq_getsetattr"
 ).split()
 
 
@@ -66,6 +77,18 @@ NUMBERS = {  # for the hand-built program (no libseccomp): the same names, by nu
         "syslog=116 quotactl=60 quotactl_fd=443 open_tree=428 move_mount=429 fsopen=430 "
         "fsconfig=431 fsmount=432 fspick=433 mount_setattr=442 pidfd_getfd=438 "
         "process_madvise=440 kcmp=272 lookup_dcookie=18 "
+    ),
+}
+IPC_NUMBERS = {
+    "x86_64": _numbers(
+        "shmget=29 shmat=30 shmctl=31 shmdt=67 semget=64 semop=65 semctl=66 semtimedop=220 "
+        "msgget=68 msgsnd=69 msgrcv=70 msgctl=71 mq_open=240 mq_unlink=241 mq_timedsend=242 "
+        "mq_timedreceive=243 mq_notify=244 mq_getsetattr=245"
+    ),
+    "aarch64": _numbers(
+        "mq_open=180 mq_unlink=181 mq_timedsend=182 mq_timedreceive=183 mq_notify=184 "
+        "mq_getsetattr=185 msgget=186 msgctl=187 msgrcv=188 msgsnd=189 semget=190 semctl=191 "
+        "semtimedop=192 semop=193 shmget=194 shmctl=195 shmat=196 shmdt=197"
     ),
 }
 # audit arch, socket, clone, clone3, personality
@@ -128,18 +151,20 @@ def backend() -> str:
 
 
 @cache
-def program(network: bool) -> bytes:
-    """The filter as ``struct sock_filter`` bytes, for ``prctl(PR_SET_SECCOMP)``."""
-    built = _with_libseccomp(network)
+def program(network: bool, host_ipc: bool = False) -> bytes:
+    """The filter as ``struct sock_filter`` bytes, for ``prctl(PR_SET_SECCOMP)``;
+    ``host_ipc``: the sandbox shares the host's IPC namespace (landlock mode), so ``HOST_IPC``
+    is refused too."""
+    built = _with_libseccomp(network, host_ipc)
     if built is not None:
         return built
     machine = os.uname().machine
     if machine not in ARCH:
         raise OSError(f"no seccomp filter for {machine} without libseccomp (install libseccomp2)")
-    return b"".join(struct.pack("HBBI", *insn) for insn in _by_hand(machine, network))
+    return b"".join(struct.pack("HBBI", *insn) for insn in _by_hand(machine, network, host_ipc))
 
 
-def _with_libseccomp(network: bool) -> bytes | None:
+def _with_libseccomp(network: bool, host_ipc: bool) -> bytes | None:
     lib = _libseccomp()
     if lib is None:
         return None
@@ -156,7 +181,7 @@ def _with_libseccomp(network: bool) -> bytes | None:
             raise OSError(ctypes.get_errno(), f"seccomp rule for {name} failed")
 
     try:
-        for name in DENIED:
+        for name in (*DENIED, *(HOST_IPC if host_ipc else ())):
             rule(_errno(EPERM), name)
         rule(_errno(ENOSYS), "clone3")
         for flag in CLONE_NAMESPACE_FLAGS:
@@ -192,12 +217,13 @@ def _with_libseccomp(network: bool) -> bytes | None:
         lib.seccomp_release(ctx)
 
 
-def _by_hand(machine: str, network: bool) -> list[tuple[int, int, int, int]]:
+def _by_hand(machine: str, network: bool, host_ipc: bool) -> list[tuple[int, int, int, int]]:
     arch, sys_socket, sys_clone, sys_clone3, sys_personality = ARCH[machine]
     prog = [(_LD, 0, 0, 4), (_JEQ, 1, 0, arch), (_RET, 0, 0, _KILL), (_LD, 0, 0, 0)]
     if machine == "x86_64":
         prog += [(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, _KILL)]  # the x32 ABI
-    for nr in NUMBERS[machine].values():
+    denied = [*NUMBERS[machine].values(), *(IPC_NUMBERS[machine].values() if host_ipc else ())]
+    for nr in denied:
         prog += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _errno(EPERM))]
     prog += [(_JEQ, 0, 1, sys_clone3), (_RET, 0, 0, _errno(ENOSYS))]
     clone_ns = 0

@@ -260,11 +260,18 @@ def _result(out: bytes, err: bytes, code: int, timed_out: bool, start: float) ->
     }
 
 
+RESTARTED_FOR_SNIPPET = (
+    "[the REPL was restarted before a fresh snippet ran: processes it had started were killed, "
+    "and its state is lost]\n"
+)
+
+
 class Repl:
     """A long-lived confined child that executes snippets in one namespace."""
 
     def __init__(self) -> None:
         self.pid = 0
+        self.note = ""  # why the REPL was restarted, told with the next REPL reply
 
     def start(self) -> None:
         req_r, self.req_w = os.pipe()
@@ -349,7 +356,8 @@ class Repl:
             self.stop()
             note = "\n[the REPL answered something that is not a result; it was restarted]"
             return _result(b"", note.encode(), -9, False, start)
-        return _result(out.encode()[:cap], err.encode()[:cap], code, False, start)
+        note, self.note = self.note, ""
+        return _result(out.encode()[:cap], (note + err).encode()[:cap], code, False, start)
 
     def pause(self) -> None:
         """Stop every thread of the REPL until ``resume``: whatever the model left running in
@@ -377,8 +385,9 @@ class Repl:
             except ProcessLookupError:
                 pass
 
-    def stop(self) -> None:
+    def stop(self, note: str = "") -> None:
         if self.pid:
+            self.note = note
             _kill_group(self.pid)
             try:
                 os.waitpid(self.pid, 0)
@@ -560,6 +569,12 @@ def main() -> None:
             elif op == "exec":  # a fresh fork of this worker, with the REPL frozen meanwhile
                 repl.pause()
                 swept = sweep({repl.pid}) if repl.pid else 0
+                if repl.pid and _children(repl.pid):
+                    # what the sweep killed stays a zombie until the frozen REPL reaps it, and
+                    # zombies hold the sandbox's process budget: the REPL goes (they are then
+                    # this subreaper's to reap), so the snippet can always start its processes
+                    repl.stop(RESTARTED_FOR_SNIPPET)
+                    swept += sweep(set())
                 resp = exec_snippet(req)
                 resp["swept"] = swept + sweep({repl.pid})
                 repl.resume()
