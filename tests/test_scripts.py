@@ -24,6 +24,17 @@ def shim(bin_dir: Path, name: str, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
+def system_packages(bin_dir: Path) -> subprocess.CompletedProcess:
+    """scripts/system_packages.sh with only ``bin_dir`` on PATH."""
+    return subprocess.run(
+        ["/bin/bash", str(REPO / "scripts/system_packages.sh")],
+        env={"PATH": str(bin_dir)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def expected_missing() -> list[str]:
     """With only the shims on PATH every tool is missing, except PostgreSQL where the
     distribution's server is installed (found by its path, not PATH)."""
@@ -46,13 +57,7 @@ def test_an_optional_system_package_that_fails_to_install_stops_nothing(tmp_path
     shim(bin_dir, "id", "echo 0\n")
     for tool in ("ls",):
         (bin_dir / tool).symlink_to(shutil.which(tool))
-    done = subprocess.run(
-        ["/bin/bash", str(REPO / "scripts/system_packages.sh")],
-        env={"PATH": str(bin_dir)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = system_packages(bin_dir)
     assert done.returncode == 0, done.stderr
     assert "could not install chromium" in done.stderr
     installs = [line for line in log.read_text().splitlines() if line.startswith("install")]
@@ -65,13 +70,7 @@ def test_without_root_the_missing_packages_are_one_note(tmp_path):
     bin_dir.mkdir()
     shim(bin_dir, "id", "echo 1000\n")
     (bin_dir / "ls").symlink_to(shutil.which("ls"))
-    done = subprocess.run(
-        ["/bin/bash", str(REPO / "scripts/system_packages.sh")],
-        env={"PATH": str(bin_dir)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = system_packages(bin_dir)
     assert done.returncode == 0
     assert f"install {' '.join(expected_missing())} (e.g." in done.stderr
 

@@ -99,23 +99,15 @@ class Search:
             hit = self._cache.get(key)
         if hit is not None:
             return hit
-        answer = self._compute(viewer, *query)
+        answer = self._compute(viewer, query)
         with self._lock:
             self._cache[key] = answer
             while len(self._cache) > CACHE_ENTRIES:
                 self._cache.popitem(last=False)
         return answer
 
-    def _compute(
-        self,
-        viewer: Viewer,
-        q: str | None,
-        owner: str | None,
-        tag: str | None,
-        sort: str,
-        page: int,
-        per_page: int,
-    ) -> Answer:
+    def _compute(self, viewer: Viewer, query: tuple) -> Answer:
+        q, owner, tag, sort, page, per_page = query
         where, params = visible(viewer)
         match = None
         if owner:
