@@ -1060,3 +1060,24 @@ def test_a_dataset_made_from_a_versions_rollouts_attaches_to_that_version(hub, s
         check=False,
     )
     assert refused.returncode != 0 and "only dana" in refused.stdout + refused.stderr
+
+
+async def test_uploads_work_in_threads_that_yield_the_cpu_to_reads(tmp_path):
+    """What the README says of uploads: their work runs in threads of its own, at a lower CPU
+    priority than the loop that answers reads."""
+    import threading
+
+    from hub_server.hub import UPLOAD_NICENESS, Hub
+
+    hub = Hub(tmp_path)
+    try:
+        name, nice = await hub.upload_work(
+            lambda: (
+                threading.current_thread().name,
+                os.getpriority(os.PRIO_PROCESS, threading.get_native_id()),
+            )
+        )
+        assert name.startswith("hub-upload")
+        assert nice == os.getpriority(os.PRIO_PROCESS, 0) + UPLOAD_NICENESS
+    finally:
+        hub.close()
