@@ -7,7 +7,7 @@ import re
 import pytest
 
 import verifiers as vf
-from verifiers.testing import Reply
+from verifiers.testing import STALL_TIMEOUT_S, STALLED_S, Reply
 
 pytest.importorskip("textarena")
 
@@ -207,9 +207,13 @@ async def test_a_model_timeout_keeps_the_game_so_far(server):
 
     env = load_environment(games=["tower-of-hanoi"], num_eval_examples=1)
     client = OpenAICompatibleClient(
-        server.base_url, timeout=0.2, retry=RetryPolicy(max_retries=0, initial_delay=0.01)
+        server.base_url,
+        timeout=STALL_TIMEOUT_S,
+        retry=RetryPolicy(max_retries=0, initial_delay=0.01),
     )
-    server.enqueue(*HANOI[:4], Reply(content=HANOI[4], delay=1.0))  # disk 3 is on C, then silence
+    server.enqueue(
+        *HANOI[:4], Reply(content=HANOI[4], delay=STALLED_S)
+    )  # disk 3 is on C, then silence
     out = await env.evaluate(client, "m")
     await client.aclose()
     state = out.state[0]

@@ -6,7 +6,7 @@ import re
 import pytest
 
 import verifiers as vf
-from verifiers.testing import Reply
+from verifiers.testing import STALL_TIMEOUT_S, STALLED_S, Reply
 
 pytestmark = pytest.mark.usefixtures("no_leftover_sandboxes")
 
@@ -199,8 +199,10 @@ async def test_a_slow_endpoint_is_a_recorded_timeout_not_a_dead_run(server):
     from verifiers.clients import OpenAICompatibleClient, RetryPolicy
 
     env = load_environment(num_eval_examples=2)
-    client = OpenAICompatibleClient(server.base_url, timeout=0.2, retry=RetryPolicy(max_retries=0))
-    server.enqueue(Reply(content="<answer>x</answer>", delay=1.0))
+    client = OpenAICompatibleClient(
+        server.base_url, timeout=STALL_TIMEOUT_S, retry=RetryPolicy(max_retries=0)
+    )
+    server.enqueue(Reply(content="<answer>x</answer>", delay=STALLED_S))
     server.set_handler(lambda req: "<answer>x</answer>")
     out = await env.evaluate(client, "m")
     await client.aclose()

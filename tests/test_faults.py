@@ -10,7 +10,7 @@ import pytest
 import verifiers as vf
 from verifiers.clients import OpenAICompatibleClient, RetryPolicy
 from verifiers.clients.retry import parse_retry_after
-from verifiers.testing import Reply
+from verifiers.testing import STALL_TIMEOUT_S, STALLED_S, Reply
 
 
 def exact(completion, answer):
@@ -131,9 +131,11 @@ async def test_context_overflow_ends_the_rollout_without_error(server, client):
 
 async def test_timeout_is_recorded(server):
     client = OpenAICompatibleClient(
-        server.base_url, timeout=0.2, retry=RetryPolicy(max_retries=1, initial_delay=0.01)
+        server.base_url,
+        timeout=STALL_TIMEOUT_S,
+        retry=RetryPolicy(max_retries=1, initial_delay=0.01),
     )
-    server.enqueue(Reply(content="late", delay=1.0), Reply(content="late", delay=1.0))
+    server.enqueue(Reply(content="late", delay=STALLED_S), Reply(content="late", delay=STALLED_S))
     out = await env().evaluate(client, "m")
     assert out.state[0]["error"]["type"] == "ModelTimeoutError"
     assert out.state[0]["error"]["retries"] == 1

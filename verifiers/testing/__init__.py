@@ -5,6 +5,8 @@ import sys
 from pathlib import Path
 
 from verifiers.testing.server import (
+    STALL_TIMEOUT_S,
+    STALLED_S,
     ModelServer,
     Reply,
     conversation,
@@ -22,6 +24,8 @@ def cli(name: str) -> str:
 
 
 __all__ = [
+    "STALLED_S",
+    "STALL_TIMEOUT_S",
     "ModelServer",
     "Reply",
     "cli",

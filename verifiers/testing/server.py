@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import inspect
 import itertools
 import socket
@@ -28,6 +29,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+# A timeout test's two numbers, far apart so a loaded machine cannot blur them: a client timeout
+# a prompt reply never reaches (even on 2 busy cores), and a stall that always passes it (cut
+# short when the server stops).
+STALL_TIMEOUT_S = 1.5
+STALLED_S = 60.0
 
 
 @dataclass
@@ -341,6 +348,8 @@ class ModelServer:
         self.app = self._build_app()
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        self._stop_event: asyncio.Event | None = None  # made in the server's own loop
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def base_url(self) -> str:
@@ -426,7 +435,7 @@ class ModelServer:
         if isinstance(reply, str) or reply is None:
             reply = Reply(content=reply or "")
         if reply.delay:
-            await asyncio.sleep(reply.delay)
+            await self._stall(reply.delay)
         if reply.drop_connection:
             return _Dropped()
         if reply.raw_body is not None:
@@ -448,6 +457,14 @@ class ModelServer:
         if api == "messages":
             return _json(_messages_body(body, reply), headers=reply.headers)
         return _json(_completion_body(body, reply, chat), headers=reply.headers)
+
+    async def _stall(self, seconds: float) -> None:
+        """Wait ``seconds``, or until the server stops: a reply stalled far past a client's
+        timeout (so a test's margin is wide) never holds up the server's shutdown."""
+        if self._stop_event is None:
+            self._stop_event, self._loop = asyncio.Event(), asyncio.get_running_loop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop_event.wait(), seconds)
 
     # --- lifecycle -------------------------------------------------------------------------------
     def start(self) -> ModelServer:
@@ -475,11 +492,14 @@ class ModelServer:
         return self
 
     def stop(self) -> None:
+        if self._loop is not None and self._stop_event is not None:
+            self._loop.call_soon_threadsafe(self._stop_event.set)
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._server = self._thread = None
+        self._stop_event = self._loop = None
 
     def __enter__(self) -> ModelServer:
         return self.start()
