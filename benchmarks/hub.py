@@ -325,7 +325,7 @@ def main() -> None:
         end_push = timed_pushes(hub, tail)
         env_urls = [
             f"{hub.url}/simple/{o}/env-{i}/env-{i}/"
-            for i in random.sample(range(args.envs), 500)
+            for i in random.sample(range(args.envs), min(500, args.envs))
             for o in [owners[i % len(owners)][0]]
         ]
         json_index = "application/vnd.pypi.simple.v1+json"

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from verifiers.errors import VFError
 from verifiers.install_judge import Requested, Staged, judge
 from verifiers.install_target import Target, probe
 from verifiers.package_confinement import Installs, Problem
@@ -37,7 +38,7 @@ from verifiers.package_confinement import Installs, Problem
 _PLAN_LINE = re.compile(r"^ ([+-]) ([A-Za-z0-9][A-Za-z0-9._-]*)(?:==(\S+))?(?: @ (\S+))?")
 
 
-class ConfinementError(Exception):
+class ConfinementError(VFError):
     """The install was refused before anything changed; ``problems`` says why."""
 
     def __init__(self, problems: list[Problem]) -> None:
@@ -51,7 +52,7 @@ class ConfinementError(Exception):
         )
 
 
-class InstallFailed(Exception):
+class InstallFailed(VFError):
     """uv itself failed (resolution, download, build); the message is its own."""
 
 

@@ -13,6 +13,13 @@
         ├── EnvironmentResponseError
         └── RewardFunctionError
 
+Errors of the SDK's commands and services live beside the code that raises them and share the
+base: ``CLIError``, ``UsageError`` (vf-rl/vf-sft), ``ScaffoldError``; ``ConfinementError`` and
+``InstallFailed`` (confined installs); ``APIError``, ``InferenceServerError``,
+``ModelNotAvailableError`` (serving); ``RescoreError``; ``MissingTokensError``, ``PackingError``,
+``TemplateError``, ``TrackerMissingError`` (training). ``tests/test_errors_hierarchy.py`` checks
+that every exception class under ``verifiers/`` is a ``VFError``.
+
 Errors that happen inside a rollout never escape the run: ``record_error`` stores the exception on
 the rollout (``state["error"]``, the classic place) and ``to_record`` turns it into the JSON of the
 results file, so a run says what failed, where and how often.

@@ -8,8 +8,10 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from verifiers.errors import VFError
 
-class APIError(Exception):
+
+class APIError(VFError):
     def __init__(
         self,
         status: int,

@@ -13,7 +13,12 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from importlib.metadata import entry_points, packages_distributions, version
+from importlib.metadata import (
+    PackageNotFoundError,
+    entry_points,
+    packages_distributions,
+    version,
+)
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -188,7 +193,9 @@ def _locate_module(parsed: EnvId, tried: list[str]) -> Located | None:
         if spec is None:
             continue
         dists = packages_distributions().get(name, [])
-        return Located(where=f"module {name!r}", dist_name=dists[0] if dists else None, module_name=name)
+        return Located(
+            where=f"module {name!r}", dist_name=dists[0] if dists else None, module_name=name
+        )
     return None
 
 
@@ -199,7 +206,7 @@ def _dist_version(dist_name: str | None) -> str | None:
         return None
     try:
         installed = version(dist_name)
-    except Exception:
+    except PackageNotFoundError:
         return None
     source = editable_source(dist_name)
     if source is not None:
@@ -222,7 +229,7 @@ def editable_source(dist_name: str) -> Path | None:
     try:
         raw = distribution(dist_name).read_text("direct_url.json")
         info = json.loads(raw) if raw else {}
-    except Exception:
+    except (PackageNotFoundError, OSError, ValueError):  # not installed, unreadable, not JSON
         return None
     if not (info.get("dir_info") or {}).get("editable"):
         return None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verifiers.errors import VFError
 from verifiers.local_stack import EMBEDDED_MODEL_PACKAGE, HINT
 
 logger = logging.getLogger("verifiers.serve")
@@ -47,7 +48,7 @@ ALIASES = {
 }
 
 
-class ModelNotAvailableError(RuntimeError):
+class ModelNotAvailableError(VFError, RuntimeError):
     """The model is neither a local directory nor an installed embedded model (says what to do)."""
 
 

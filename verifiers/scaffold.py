@@ -13,10 +13,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifiers.errors import VFError
+
 _NAME = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 
 
-class ScaffoldError(ValueError):
+class ScaffoldError(VFError, ValueError):
     """A bad environment name or target (the message says what to do)."""
 
 

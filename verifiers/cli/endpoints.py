@@ -19,6 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from verifiers.errors import VFError
+
 
 class EndpointEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -29,7 +31,7 @@ class EndpointEntry(BaseModel):
     api: Literal["chat", "completions", "responses", "anthropic"] | None = None
 
 
-class CLIError(Exception):
+class CLIError(VFError):
     """A problem with the user's input: printed as one line, exit code 2."""
 
 

@@ -207,8 +207,8 @@ def _abandon(session: Any, loop: asyncio.AbstractEventLoop | None) -> None:
     try:
         if connector is not None:
             connector._close()
-    except Exception:
-        pass
+    except (RuntimeError, OSError) as exc:  # its loop is gone: the sockets go with the process
+        logger.debug("closing an orphaned aiohttp connector: %s", exc)
     session._connector = None
 
 

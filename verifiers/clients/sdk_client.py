@@ -39,7 +39,7 @@ def _typed_error(exc: Exception) -> errors.ModelError:
         if response is not None:
             try:
                 body = response.text
-            except Exception:
+            except (UnicodeDecodeError, RuntimeError):  # undecodable, or a stream never read
                 body = ""
         text = (str(exc) + " " + body).lower()
         if isinstance(exc, openai.BadRequestError) and any(

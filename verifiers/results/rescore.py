@@ -19,6 +19,7 @@ from typing import Any
 
 from verifiers.envs.generation import GroupJob, run_generation, score_states
 from verifiers.envs.rollout_state import new_state
+from verifiers.errors import VFError
 from verifiers.messages.convert import normalize_messages
 from verifiers.messages.dicts import as_messages
 from verifiers.results.layout import METADATA_FILE, RESULTS_FILE
@@ -29,7 +30,7 @@ from verifiers.workers.snapshot import rebuild_error
 RECORD_KEYS = frozenset(RolloutRecord.model_fields)
 
 
-class RescoreError(ValueError):
+class RescoreError(VFError, ValueError):
     """The run directory cannot be re-scored (no results, nothing complete)."""
 
 

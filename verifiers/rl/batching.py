@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from verifiers.errors import VFError
 from verifiers.rl.head import chunked_head
 
 logger = logging.getLogger("verifiers.rl")
@@ -34,7 +35,7 @@ class Sample:
         return len(self.input_ids)
 
 
-class MissingTokensError(ValueError):
+class MissingTokensError(VFError, ValueError):
     """The inference server did not return token ids/logprobs, which training needs."""
 
 
@@ -240,7 +241,7 @@ MASKED_ATTENTION = ("sdpa", "eager")
 """Implementations that take a 4-D additive mask (eager ignores a boolean one)."""
 
 
-class PackingError(ValueError):
+class PackingError(VFError, ValueError):
     """The model's attention cannot keep packed samples apart; training on it would be wrong."""
 
 

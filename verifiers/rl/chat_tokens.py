@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from verifiers.errors import VFError
 
-class TemplateError(ValueError):
+
+class TemplateError(VFError, ValueError):
     """The chat template does not render a conversation's prefixes consistently."""
 
 

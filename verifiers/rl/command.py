@@ -18,8 +18,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from verifiers.errors import VFError
 
-class UsageError(ValueError):
+
+class UsageError(VFError, ValueError):
     """A command line or config file a trainer command cannot use (exit 2, one line)."""
 
 

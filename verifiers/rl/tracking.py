@@ -11,8 +11,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from verifiers.errors import VFError
 
-class TrackerMissingError(RuntimeError):
+
+class TrackerMissingError(VFError, RuntimeError):
     """A tracker named in ``report_to`` is not installed."""
 
 

@@ -124,7 +124,7 @@ def tool_spec(func: Callable[..., Any], args_to_skip: list[str] | tuple[str, ...
     signature = inspect.signature(func)
     try:
         hints = get_type_hints(func, include_extras=True)
-    except Exception:  # unresolvable forward references: fall back to the raw annotations
+    except (NameError, TypeError, AttributeError):  # forward references it cannot resolve
         hints = {}
     summary, docs = parse_docstring(inspect.getdoc(func))
     visible: dict[str, Any] = {}
@@ -140,7 +140,10 @@ def tool_spec(func: Callable[..., Any], args_to_skip: list[str] | tuple[str, ...
 
         description = docs.get(param.name)
         # a description the annotation carries (Annotated[str, Field(description=...)]) stands
-        field = (annotation, Field(default, description=description) if description else Field(default))
+        field = (
+            annotation,
+            Field(default, description=description) if description else Field(default),
+        )
         full[param.name] = field
         if param.name not in args_to_skip:
             visible[param.name] = field

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from verifiers.errors import VFError
 
-class InferenceServerError(RuntimeError):
+
+class InferenceServerError(VFError, RuntimeError):
     """The inference server stopped answering (or refused new weights); training cannot continue."""

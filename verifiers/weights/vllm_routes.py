@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import os
 from typing import Any
 
@@ -35,6 +36,8 @@ from verifiers.weights.protocol import (
     BroadcastUpdateRequest,
     LoadWeightsRequest,
 )
+
+logger = logging.getLogger(__name__)
 
 _COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
 
@@ -228,8 +231,8 @@ async def _reset_prefix_cache(engine: Any) -> None:
 async def _close_group(engine: Any) -> None:
     try:
         await engine.collective_rpc("verifiers_close_weight_group")
-    except Exception:  # closing is best effort; the workers may be gone
-        pass
+    except Exception as exc:  # best effort: the workers may be gone, and the next init replaces it
+        logger.warning("closing the weight group failed (%s: %s)", type(exc).__name__, exc)
 
 
 def _advance(version: int | None, path: str) -> None:
