@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
+import multiprocessing
 import os
 import random
 import shutil
@@ -51,15 +53,34 @@ def free_port() -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    """CPU of a process and its live children (the hub's upload workers), from /proc."""
+    total = 0.0
+    for proc in [pid, *children(pid)]:
+        try:
+            fields = Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return total
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
 
 
 def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    """Resident memory of a process and its live children (the upload workers)."""
+    total = 0.0
+    for proc in [pid, *children(pid)]:
+        with contextlib.suppress(FileNotFoundError):
+            for line in Path(f"/proc/{proc}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+    return total
 
 
 def make_wheel(name: str, version: str) -> tuple[str, bytes]:
@@ -245,19 +266,28 @@ def timed_pushes(hub: Hub, jobs: list, concurrency: int = 4) -> dict:
 
 
 def index_while_pushing(hub: Hub, urls: list[str], pushes: list, seconds: float) -> float:
-    async def both() -> float:
-        pushing = asyncio.create_task(push_all(hub.url, pushes, 4))
+    """The index rate while 4 pushes run. The pushes come from a process of their own, as
+    they would from other machines: in the load generator's event loop, building and
+    sending wheels would slow the generator itself, and the measure would blame the hub."""
+    pusher = multiprocessing.get_context("spawn").Process(
+        target=push_in_process, args=(hub.url, pushes), daemon=True
+    )
+    pusher.start()
+    time.sleep(1.0)  # the pushes under way before the reads start
+    try:
         start = time.perf_counter()
-        latencies = await load(urls, 32, seconds, "application/vnd.pypi.simple.v1+json")
-        rate = len(latencies) / (time.perf_counter() - start)
-        pushing.cancel()
-        try:
-            await pushing
-        except (asyncio.CancelledError, RuntimeError):
-            pass
-        return rate
+        latencies = asyncio.run(load(urls, 32, seconds, "application/vnd.pypi.simple.v1+json"))
+        wall = time.perf_counter() - start
+        if not pusher.is_alive():
+            raise RuntimeError("the pushes ended before the measure did: give it more versions")
+        return len(latencies) / wall
+    finally:
+        pusher.terminate()
+        pusher.join(10)
 
-    return asyncio.run(both())
+
+def push_in_process(url: str, pushes: list) -> None:
+    asyncio.run(push_all(url, pushes, 4))
 
 
 def jobs_for(owners: list[tuple[str, str]], envs: range, versions: list[str]) -> list[tuple]:
@@ -336,7 +366,9 @@ def main() -> None:
         pages = [u.replace("/simple/", "/e/").rsplit("/", 2)[0] for u in env_urls]
         page = measure(hub, pages, 32, args.seconds)
         rss = rss_mib(hub.process.pid)
-        extra_jobs = jobs_for(owners, range(args.envs), ["3.0.0"])
+        extra_jobs = jobs_for(
+            owners, range(args.envs), [f"3.0.{k}" for k in range(1 + 4000 // args.envs)]
+        )
         busy = index_while_pushing(hub, env_urls, extra_jobs, args.seconds)
 
     index_target = 2000 if args.backend == "embedded" else 1000

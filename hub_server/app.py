@@ -42,6 +42,7 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
         app.include_router(room.router)
     app.router.on_startup.append(app.state.sdk.start)
     app.router.on_startup.append(hub.accounts.purge_sessions)
+    app.router.on_startup.append(hub.start_upload_workers)
     app.router.on_shutdown.append(hub.close)
     app.add_middleware(environments.SearchFastPath, hub=hub)
     app.add_middleware(simple.IndexFastPath, hub=hub)

@@ -25,6 +25,9 @@ class HubError(Exception):
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
 
+    def __reduce__(self) -> tuple:  # pickles whole, back from an upload worker
+        return HubError, (self.status, self.code, self.message)
+
 
 def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
     return {"error": {"code": code, "message": message}}

@@ -7,14 +7,9 @@ delete bumps in the same transaction), and downloads not yet written, which are 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
-import os
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +27,10 @@ from hub_server.db.search import Search
 from hub_server.errors import HubError
 from hub_server.names import check_name, normalize_version
 from hub_server.settings import HubSettings
+from hub_server.upload_pool import UPLOAD_WORKERS, UploadPool
 
 INDEX_CACHE_SIZE = 2048
 DOWNLOAD_FLUSH_S = 10.0
-UPLOAD_THREADS = 4
-UPLOAD_NICENESS = 10  # the CPU goes to reads first when both want it
-
-
-def _yield_to_reads() -> None:
-    """An upload thread's initializer: a lower CPU priority for this thread alone (Linux
-    schedules threads, and takes a thread id for it)."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), UPLOAD_NICENESS)
 
 
 class Hub:
@@ -53,6 +40,7 @@ class Hub:
         db: str | None = None,
         blobs: str | None = None,
         s3_endpoint: str | None = None,
+        upload_workers: int = UPLOAD_WORKERS,
     ) -> None:
         settings = (
             data_dir
@@ -74,16 +62,16 @@ class Hub:
         self._downloads: set[tuple[int, int, str]] = set()
         self._downloads_flushed = time.monotonic()
         self._downloads_lock = threading.Lock()
-        self._uploads = ThreadPoolExecutor(
-            UPLOAD_THREADS, thread_name_prefix="hub-upload", initializer=_yield_to_reads
-        )
+        self._uploads = UploadPool(settings, upload_workers) if upload_workers else None
 
     async def upload_work(self, fn: Any, *args: Any) -> Any:
-        """An upload's work after its checks (archive validation, hashing, storing, the
-        publish transaction) in threads of their own at a lower CPU priority: pushes never
-        starve the index and search, and the framework's thread pool stays free for reads."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._uploads, functools.partial(fn, *args))
+        """``fn(hub, *args)``: an upload's work after its checks (archive validation, hashing,
+        storing, the publish transaction), in worker processes at a lower CPU priority
+        (``upload_pool``), so pushes never starve the index and search. With no workers
+        (a worker's own hub), in a thread here."""
+        if self._uploads is None:
+            return await run_in_threadpool(fn, self, *args)
+        return await self._uploads.run(fn, *args)
 
     async def read(self, fn: Any, *args: Any) -> Any:
         """Run a read from an async route: inline on SQLite (an indexed local read costs less
@@ -142,7 +130,12 @@ class Hub:
         if pending:
             self.catalog.count_downloads(pending)
 
+    def start_upload_workers(self) -> None:
+        if self._uploads is not None:
+            self._uploads.start()
+
     def close(self) -> None:
-        self._uploads.shutdown(wait=True)
+        if self._uploads is not None:
+            self._uploads.close()
         self.flush_downloads()
         self.database.close()

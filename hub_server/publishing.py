@@ -29,16 +29,9 @@ from hub_server.errors import HubError
 from hub_server.hub import Hub
 from hub_server.names import normalize_version
 from hub_server.package_rules import entry_point_problem, top_level_problem
+from hub_server.upload_pool import Upload
 
 SAFE_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.(?:whl|tar\.gz)$")
-
-
-@dataclass
-class Upload:
-    """One uploaded file, spooled to disk by the multipart parser."""
-
-    filename: str
-    file: BinaryIO
 
 
 @dataclass

@@ -16,7 +16,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
 from hub_server.errors import HubError
-from hub_server.publishing import Upload
+from hub_server.upload_pool import Upload
 
 MAX_FILE = 50 * 1024 * 1024
 MAX_FIELD = 1024 * 1024

@@ -1062,22 +1062,27 @@ def test_a_dataset_made_from_a_versions_rollouts_attaches_to_that_version(hub, s
     assert refused.returncode != 0 and "only dana" in refused.stdout + refused.stderr
 
 
-async def test_uploads_work_in_threads_that_yield_the_cpu_to_reads(tmp_path):
-    """What the README says of uploads: their work runs in threads of its own, at a lower CPU
-    priority than the loop that answers reads."""
-    import threading
-
-    from hub_server.hub import UPLOAD_NICENESS, Hub
+async def test_uploads_work_in_processes_that_yield_the_cpu_to_reads(tmp_path):
+    """What the docs say of uploads: their work runs in worker processes of the hub's (its
+    own interpreter lock, so pure-Python checks never take the loop's turn), at a lower CPU
+    priority than the loop that answers reads; an error comes back whole."""
+    from hub_server.errors import HubError
+    from hub_server.hub import Hub
+    from hub_server.upload_pool import UPLOAD_NICENESS, worker_identity
 
     hub = Hub(tmp_path)
     try:
-        name, nice = await hub.upload_work(
-            lambda: (
-                threading.current_thread().name,
-                os.getpriority(os.PRIO_PROCESS, threading.get_native_id()),
-            )
-        )
-        assert name.startswith("hub-upload")
-        assert nice == os.getpriority(os.PRIO_PROCESS, 0) + UPLOAD_NICENESS
+        pid, parent, nice = await hub.upload_work(worker_identity)
+        assert pid != os.getpid() and parent == os.getpid()
+        assert nice == min(19, os.getpriority(os.PRIO_PROCESS, 0) + UPLOAD_NICENESS)
+        with pytest.raises(HubError) as refused:
+            await hub.upload_work(refuse_in_worker)
+        assert (refused.value.status, refused.value.code) == (409, "version_exists")
     finally:
         hub.close()
+
+
+def refuse_in_worker(hub) -> None:
+    from hub_server.errors import HubError
+
+    raise HubError(409, "version_exists", "refused in the worker")

@@ -578,8 +578,9 @@ def test_malformed_tool_calls_are_a_clean_400(served, tool_calls):
 
 
 def test_a_huge_prompt_is_tokenized_without_stalling_other_clients(tiny_dir, tmp_path):
-    """Tokenizing a 2 MB prompt takes seconds; /health and a small chat answer meanwhile. (A
-    prompt that cannot fit the context at all is refused before tokenizing.)"""
+    """Tokenizing a 2 MB prompt takes about a second; /health and small chats answer meanwhile,
+    each in a fraction of it. (A prompt that cannot fit the context at all is refused before
+    tokenizing.)"""
     import time
 
     with start_server(
@@ -596,25 +597,28 @@ def test_a_huge_prompt_is_tokenized_without_stalling_other_clients(tiny_dir, tmp
     ) as served:
         huge = {"model": "tiny", "prompt": "lorem ipsum dolor " * 110_000, "max_tokens": 1}
         waits: list[float] = []
+        big_done = threading.Event()
 
-        def others() -> None:
-            time.sleep(0.5)
-            for _ in range(3):
+        def others() -> None:  # small requests, one after another, until the big one is answered
+            while not big_done.is_set():
                 started = time.monotonic()
                 health = httpx.get(f"{served.base_url.removesuffix('/v1')}/health", timeout=30)
                 assert health.status_code == 200
                 assert chat(served, max_tokens=2).status_code == 200
-                waits.append(time.monotonic() - started)
+                if not big_done.is_set():  # answered while the big prompt was in the server
+                    waits.append(time.monotonic() - started)
 
         thread = threading.Thread(target=others)
-        started = time.monotonic()
         thread.start()
+        started = time.monotonic()
         big = httpx.post(f"{served.base_url}/completions", json=huge, timeout=300)
         big_took = time.monotonic() - started
+        big_done.set()
         thread.join()
         assert big.status_code == 400 and "context length" in big.json()["error"]["message"]
-        assert big_took > 2, "the prompt tokenized too fast to show anything; make it larger"
-        assert max(waits) < 1.5, (waits, big_took)
+        # a small request stalled behind the tokenizing would wait most of it
+        assert big_took > 0.4 and len(waits) >= 2, "nothing overlapped: make the prompt larger"
+        assert max(waits) < max(0.3, big_took / 2), (waits, big_took)
 
 
 def test_an_anonymous_client_is_held_to_a_budget(tiny_dir, tmp_path):

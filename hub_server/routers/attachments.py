@@ -43,7 +43,7 @@ async def upload_eval(
     form = await read_form(request, ("metadata", "results"))
     try:
         row = await hub.upload_work(
-            store_eval, hub, user, env, v, required(form, "metadata"), required(form, "results")
+            store_eval, user, env, v, required(form, "metadata"), required(form, "results")
         )
     finally:
         await form.close()
@@ -84,7 +84,7 @@ async def upload_dataset(
     form = await read_form(request, ("card", "data"))
     try:
         row = await hub.upload_work(
-            store_dataset, hub, user, env, v, required(form, "card"), required(form, "data")
+            store_dataset, user, env, v, required(form, "card"), required(form, "data")
         )
     finally:
         await form.close()

@@ -13,11 +13,14 @@ from fastapi import APIRouter, Request, Response
 
 from hub_protocol.wire import VersionInfo, YankRequest
 from hub_server import publishing
+from hub_server.auth import Principal
 from hub_server.errors import HubError
+from hub_server.hub import Hub
 from hub_server.names import check_name
 from hub_server.routers.deps import HubDep, User, ViewsDep
 from hub_server.routers.environments import version_infos
 from hub_server.uploads import read_form, required
+from hub_server.views import Views
 
 router = APIRouter(prefix="/api/v1/environments", tags=["publishing"])
 
@@ -30,7 +33,7 @@ async def publish(
     ``tags`` (a JSON list) fields."""
     check_name(owner, "owner")
     check_name(name, "environment")
-    hub.auth.require_publisher(user, owner, f"publish to the {owner!r} namespace")
+    await hub.read(hub.auth.require_publisher, user, owner, f"publish to the {owner!r} namespace")
     form = await read_form(
         request, ("wheel", "sdist"), ("visibility", "readme", "description", "tags")
     )
@@ -47,9 +50,9 @@ async def publish(
         details = publishing.PublishForm(
             visibility, form.fields.get("readme"), form.fields.get("description"), tags[:20]
         )
-        env_id, version_id = await hub.upload_work(
-            publishing.publish,
-            hub,
+        return await hub.upload_work(
+            publish_and_describe,
+            views,
             user,
             owner,
             name,
@@ -59,6 +62,14 @@ async def publish(
         )
     finally:
         await form.close()
+
+
+def publish_and_describe(
+    hub: Hub, views: Views, user: Principal, owner: str, name: str, wheel, sdist, details
+) -> VersionInfo:
+    """The publish and the reads that describe its result, all in the upload's thread: on
+    PostgreSQL each read is a round trip that must not stall the event loop."""
+    env_id, version_id = publishing.publish(hub, user, owner, name, wheel, sdist, details)
     env = hub.catalog.environment_by_id(env_id)
     version = next(v for v in hub.catalog.versions(env_id) if v["id"] == version_id)
     (info,) = version_infos(hub, views, env, [version])

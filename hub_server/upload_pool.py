@@ -1,0 +1,163 @@
+"""Upload work (archive checks, hashing, storing, the publish transaction) in worker processes
+of a lower CPU priority.
+
+Threads would share the hub's interpreter lock with the event loop that answers reads, so a
+push's pure-Python checks took the index's turn whatever its thread's priority. A process of its
+own has its own lock, and at nice 10 the kernel gives the cores to the reads first. Each worker
+opens the same store as the hub (its database and blob store, from the same settings); nothing
+it writes is cached by the hub, which reads every serial and generation from the database.
+
+What crosses to a worker must pickle: uploaded files go as paths (the multipart parser's spool
+is copied to a temporary file first), database rows as dicts, and a ``HubError`` keeps its
+status and code on the way back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import multiprocessing
+import os
+import shutil
+import signal
+import sqlite3
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from hub_server.errors import HubError
+from hub_server.settings import HubSettings
+
+UPLOAD_WORKERS = 2
+UPLOAD_NICENESS = 10  # the CPU goes to reads first when both want it
+
+_worker_hub: Any = None  # the Hub of this worker process (set by the initializer)
+
+
+@dataclass
+class Upload:
+    """One uploaded file, spooled by the multipart parser (in memory, or on disk when large)."""
+
+    filename: str
+    file: BinaryIO
+
+
+@dataclass(frozen=True)
+class StoredUpload:
+    """An uploaded file as it crosses to a worker: its bytes (a small one) or a path."""
+
+    filename: str
+    path: str | None = None
+    data: bytes | None = None
+
+
+class UploadPool:
+    """The hub's upload workers, started on the first upload (a hub that never takes one
+    starts none) and gone with the hub, even when the hub is killed."""
+
+    def __init__(self, settings: HubSettings, workers: int = UPLOAD_WORKERS) -> None:
+        self.settings, self.workers = settings, workers
+        self._executor: ProcessPoolExecutor | None = None
+        self.spool = Path(tempfile.mkdtemp(prefix="hub-uploads-"))
+
+    def _pool(self) -> ProcessPoolExecutor:
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(
+                self.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start_worker,
+                initargs=(self.settings.model_dump(),),
+            )
+        return self._executor
+
+    def start(self) -> None:
+        """Start the workers now (their imports run in them, in the background), so the
+        first push does not wait for them."""
+        pool = self._pool()
+        for _ in range(self.workers):
+            pool.submit(os.getpid)
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        """``fn(worker_hub, *args)`` in a worker; uploads and rows in ``args`` are made
+        portable first, and removed from the spool when the work is done."""
+        loop = asyncio.get_running_loop()
+        made: list[str] = []
+        portable = []
+        for arg in args:
+            if isinstance(arg, Upload):
+                arg.file.seek(0)
+                if getattr(arg.file, "_rolled", True):  # spooled to disk: copy off the loop
+                    arg = await loop.run_in_executor(None, _stage, arg, self.spool, made)
+                else:  # small, in memory: its bytes travel with the call
+                    arg = StoredUpload(arg.filename, data=arg.file.read())
+            elif isinstance(arg, sqlite3.Row):
+                arg = dict(arg)
+            portable.append(arg)
+        try:
+            return await loop.run_in_executor(self._pool(), _call, fn, portable)
+        except BrokenProcessPool:  # a worker died (OOM, a kill): the next upload gets new ones
+            self._executor = None
+            raise HubError(
+                503, "upload_worker_failed", "the upload's worker process died; push again"
+            ) from None
+        finally:
+            for path in made:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+        shutil.rmtree(self.spool, ignore_errors=True)
+
+
+def _stage(upload: Upload, spool: Path, made: list[str]) -> StoredUpload:
+    with tempfile.NamedTemporaryFile(dir=spool, delete=False) as out:
+        made.append(out.name)
+        shutil.copyfileobj(upload.file, out, 1024 * 1024)
+    return StoredUpload(upload.filename, path=out.name)
+
+
+def _start_worker(settings: dict[str, Any]) -> None:
+    """A worker's start: yield the CPU to the hub, open the same store. (A worker ends when
+    the hub does: its task queue reads end-of-file, after the task in hand, which commits
+    whole or not at all.)"""
+    global _worker_hub
+    with contextlib.suppress(OSError):
+        os.nice(UPLOAD_NICENESS)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the hub, which stops us
+    from hub_server.hub import Hub
+
+    _worker_hub = Hub(HubSettings.model_validate(settings), upload_workers=0)
+
+
+def _call(fn: Any, args: list[Any]) -> Any:
+    opened = []
+    real = []
+    for arg in args:
+        if isinstance(arg, StoredUpload):
+            file: BinaryIO
+            if arg.path is None:
+                file = io.BytesIO(arg.data or b"")
+            else:
+                file = open(arg.path, "rb")  # closed below, after the work
+            opened.append(file)
+            real.append(Upload(arg.filename, file))
+        else:
+            real.append(arg)
+    try:
+        result = fn(_worker_hub, *real)
+    finally:
+        for file in opened:
+            file.close()
+    return dict(result) if isinstance(result, sqlite3.Row) else result
+
+
+def worker_identity(hub: Any) -> tuple[int, int, int]:
+    """The worker's pid, parent pid and niceness: what an operator (or a test) checks."""
+    return os.getpid(), os.getppid(), os.getpriority(os.PRIO_PROCESS, 0)
