@@ -120,15 +120,11 @@ def parse_settings(
     parser = build_parser(model, prog, description)
     given = vars(parser.parse_args(argv))
     values = dict(given)
-    for name, field in model.model_fields.items():
-        env = flag_of(field).env
-        if env is None or not environ.get(env):
-            continue
-        if _is_list(field.annotation):
-            extra = [item for item in environ[env].split(os.pathsep) if item]
-            values[name] = [*values.get(name, []), *extra]
+    for name, value in environment_values(model, environ).items():
+        if isinstance(value, list):
+            values[name] = [*values.get(name, []), *value]
         elif name not in values:
-            values[name] = environ[env]
+            values[name] = value
     try:
         settings = model.model_validate(values)
     except ValidationError as exc:
@@ -138,6 +134,23 @@ def parse_settings(
         parser.error(f"{where}: {error['msg']} (got {error['input']!r})")
     settings._given = frozenset(given)
     return settings
+
+
+def environment_values(
+    model: type[BaseModel], environ: Mapping[str, str] = os.environ
+) -> dict[str, Any]:
+    """The settings of ``model`` whose environment variable is set (and not empty); a list
+    field's variable holds ``os.pathsep``-separated items."""
+    values: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        env = flag_of(field).env
+        if env is None or not environ.get(env):
+            continue
+        if _is_list(field.annotation):
+            values[name] = [item for item in environ[env].split(os.pathsep) if item]
+        else:
+            values[name] = environ[env]
+    return values
 
 
 def flag_text(name: str, field: FieldInfo) -> str:
