@@ -58,10 +58,10 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from verifiers.local_models import resolve_model_dir
+    from verifiers.local_models import DEFAULT_MODEL, resolve_model_dir
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="SmolLM2-135M-Instruct")
+    parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--rank", type=int, default=16)
     args = parser.parse_args()
     model_dir, _ = resolve_model_dir(args.model)

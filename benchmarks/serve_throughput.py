@@ -21,6 +21,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from verifiers.local_models import DEFAULT_MODEL
 from verifiers.server_process import start_server
 
 PROMPTS = [
@@ -78,7 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", default="SmolLM2-135M-Instruct")
+    parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()

@@ -22,10 +22,12 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from rich.console import Console
 from rich.table import Table
 
+from verifiers.local_models import DEFAULT_MODEL
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="SmolLM2-135M-Instruct")
+    parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 

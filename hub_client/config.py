@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from verifiers.cli.settings import Flag, environment_values
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 
@@ -17,21 +21,26 @@ def config_path() -> Path:
     return Path(root) / "config.toml"
 
 
-@dataclass
-class HubConfig:
-    url: str
-    token: str | None
+class HubConfig(BaseModel):
+    """Where the hub is and who we are: the environment wins over the config file."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    url: Annotated[str, Flag(env="PRIME_HUB_URL")] = Field(
+        DEFAULT_URL, description="the hub's URL (prime login --url saves one)"
+    )
+    token: Annotated[str | None, Flag(env="PRIME_API_KEY")] = Field(
+        None, description="the API token requests carry (prime login saves one)"
+    )
 
 
 def load_config() -> HubConfig:
-    data: dict = {}
+    data: dict[str, Any] = {}
     path = config_path()
     if path.exists():
         data = tomllib.loads(path.read_text())
-    return HubConfig(
-        url=os.environ.get("PRIME_HUB_URL") or data.get("url") or DEFAULT_URL,
-        token=os.environ.get("PRIME_API_KEY") or data.get("token"),
-    )
+    saved = {key: value for key, value in data.items() if value}  # an empty url is no url
+    return HubConfig.model_validate({**saved, **environment_values(HubConfig)})
 
 
 def save_config(url: str, token: str) -> Path:

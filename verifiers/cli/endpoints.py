@@ -20,6 +20,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from verifiers.errors import VFError
+from verifiers.local_models import DEFAULT_MODEL
+
+Api = Literal["chat", "completions", "responses", "anthropic"]
+DEFAULT_KEY_VAR = "OPENAI_API_KEY"  # where an endpoint's key is read from, unless told otherwise
+DEFAULT_REGISTRY = "endpoints.toml"  # the registry vf-eval reads from the working directory
 
 
 class EndpointEntry(BaseModel):
@@ -27,8 +32,8 @@ class EndpointEntry(BaseModel):
 
     model: str
     url: str
-    key: str = "OPENAI_API_KEY"
-    api: Literal["chat", "completions", "responses", "anthropic"] | None = None
+    key: str = DEFAULT_KEY_VAR
+    api: Api | None = None
 
 
 class CLIError(VFError):
@@ -69,8 +74,8 @@ def resolve_endpoint(
     registry: dict[str, EndpointEntry] = {}
     if endpoints_file:
         registry = load_registry(Path(endpoints_file))
-    elif Path("endpoints.toml").exists():
-        registry = load_registry(Path("endpoints.toml"))
+    elif Path(DEFAULT_REGISTRY).exists():
+        registry = load_registry(Path(DEFAULT_REGISTRY))
     if base_url:
         return Endpoint(model or "default", base_url, os.environ.get(key_var) or "EMPTY")
     if model and model in registry:
@@ -82,8 +87,8 @@ def resolve_endpoint(
             )
         return Endpoint(entry.model, entry.url, key, entry.api, entry.key)
     if model:
-        unknown_model(model, registry, endpoints_file or "endpoints.toml")
-    return Endpoint(model or "SmolLM2-135M-Instruct", None, None)
+        unknown_model(model, registry, endpoints_file or DEFAULT_REGISTRY)
+    return Endpoint(model or DEFAULT_MODEL, None, None)
 
 
 def unknown_model(model: str, registry: dict[str, EndpointEntry], registry_name: str) -> None:
@@ -101,7 +106,7 @@ def unknown_model(model: str, registry: dict[str, EndpointEntry], registry_name:
     elif registry:
         where = f"not an alias in {registry_name} (aliases: {', '.join(sorted(registry))})"
     else:
-        where = "not an alias (no endpoints.toml here)"
+        where = f"not an alias (no {DEFAULT_REGISTRY} here)"
     raise CLIError(
         f"-m {model}: {where}, not a local model directory and not the embedded model; "
         "for a model on a server pass -b URL as well"

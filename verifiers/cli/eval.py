@@ -11,7 +11,6 @@ Exit codes: 0 the run happened (errored rollouts are counted, not fatal), 1 ever
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -19,156 +18,134 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import Field
 from rich.console import Console
 from rich.markup import escape
 
-from verifiers.cli.endpoints import CLIError, Endpoint, resolve_endpoint
+from verifiers.cli.endpoints import (
+    DEFAULT_KEY_VAR,
+    DEFAULT_REGISTRY,
+    Api,
+    CLIError,
+    Endpoint,
+    resolve_endpoint,
+)
 from verifiers.cli.eval_defaults import EvalDefaults, eval_defaults
+from verifiers.cli.settings import CommandSettings, Flag, parse_settings
+from verifiers.local_models import DEFAULT_MODEL
+from verifiers.workers.auth import DEFAULT_SECRET_FILE, SECRET_ENV
 
-DEFAULTS = EvalDefaults()  # the built-in defaults, for --help
-API_CHOICES = ("chat", "completions", "responses", "anthropic")
+DEFAULT_API = "chat"  # the API an endpoint speaks unless --api or its alias says
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="vf-eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def _table_setting(key: str) -> Any:
+    """A setting an environment's ``[tool.verifiers.eval]`` table may default otherwise: its
+    built-in default and help are :class:`EvalDefaults`'."""
+    field = EvalDefaults.model_fields[key]
+    return Field(
+        field.default,
+        description=f"{field.description}; an environment's [tool.verifiers.eval] may set "
+        "another default",
     )
-    p.add_argument("env", help="environment id: name, owner/name or owner/name@version")
-    p.add_argument(
-        "-a",
-        "--env-args",
-        default=None,
-        help="JSON object passed to load_environment, e.g. '{\"n\": 10}'",
+
+
+class EvalSettings(CommandSettings):
+    """Every vf-eval flag: its default and help, declared once."""
+
+    env: Annotated[str, Flag(positional=True)] = Field(
+        description="environment id: name, owner/name or owner/name@version"
     )
-    p.add_argument(
-        "-m",
-        "--model",
-        default=None,
-        help="model name, endpoint alias, or local model directory (default: the embedded SmolLM2-135M-Instruct)",
+    env_args: Annotated[str | None, Flag("-a")] = Field(
+        None, description="JSON object passed to load_environment, e.g. '{\"n\": 10}'"
     )
-    p.add_argument(
-        "-b",
-        "--api-base-url",
-        default=None,
-        help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1",
+    model: Annotated[str | None, Flag("-m")] = Field(
+        None,
+        description="model name, endpoint alias, or local model directory (none: the embedded "
+        f"{DEFAULT_MODEL})",
     )
-    p.add_argument(
-        "-k",
-        "--api-key-var",
-        default="OPENAI_API_KEY",
-        help="environment variable holding the API key",
+    api_base_url: Annotated[str | None, Flag("-b")] = Field(
+        None, description="OpenAI-compatible base URL, e.g. http://localhost:8000/v1"
     )
-    p.add_argument(
-        "--header", action="append", default=[], help="extra HTTP header 'Name: value' (repeatable)"
+    api_key_var: Annotated[str, Flag("-k")] = Field(
+        DEFAULT_KEY_VAR, description="environment variable holding the API key"
     )
-    p.add_argument(
-        "--api",
-        choices=API_CHOICES,
-        default=None,
-        help="the API the endpoint speaks: chat (OpenAI chat completions, the default), "
-        "completions, responses (OpenAI Responses) or anthropic (Anthropic Messages); an "
-        "endpoints.toml alias may set it with api = ...",
+    header: list[str] = Field(
+        default_factory=list, description="extra HTTP header 'Name: value' (repeatable)"
     )
-    p.add_argument(
-        "--endpoints",
-        default=None,
-        help="TOML registry of model aliases (default: ./endpoints.toml if present)",
+    api: Api | None = Field(
+        None,
+        description="the API the endpoint speaks: chat (OpenAI chat completions), completions, "
+        "responses (OpenAI Responses) or anthropic (Anthropic Messages); none: an "
+        f"endpoints.toml alias's api = ..., else {DEFAULT_API}",
     )
-    p.add_argument(
-        "-n",
-        "--num-examples",
-        type=int,
-        default=None,
-        help=f"examples to evaluate (-1: all; default {DEFAULTS.num_examples})",
+    endpoints: str | None = Field(
+        None, description=f"TOML registry of model aliases (none: ./{DEFAULT_REGISTRY} if present)"
     )
-    p.add_argument(
-        "-r",
-        "--rollouts-per-example",
-        type=int,
-        default=None,
-        help=f"rollouts per example (default {DEFAULTS.rollouts_per_example})",
+    num_examples: Annotated[int, Flag("-n")] = _table_setting("num_examples")
+    rollouts_per_example: Annotated[int, Flag("-r")] = _table_setting("rollouts_per_example")
+    max_concurrent: Annotated[int, Flag("-c")] = _table_setting("max_concurrent")
+    max_tokens: Annotated[int | None, Flag("-t")] = _table_setting("max_tokens")
+    temperature: Annotated[float | None, Flag("-T")] = _table_setting("temperature")
+    sampling_args: Annotated[str | None, Flag("-S")] = Field(
+        None, description="JSON object of sampling args, e.g. '{\"top_p\": 0.9}'"
     )
-    p.add_argument(
-        "-c",
-        "--max-concurrent",
-        type=int,
-        default=None,
-        help=f"rollouts in flight at once (default {DEFAULTS.max_concurrent})",
+    save_results: Annotated[bool, Flag("-s")] = Field(
+        False, description="(always on; kept for compatibility) save results"
     )
-    p.add_argument("-t", "--max-tokens", type=int, default=None, help="max tokens per model reply")
-    p.add_argument("-T", "--temperature", type=float, default=None, help="sampling temperature")
-    p.add_argument(
-        "-S",
-        "--sampling-args",
-        default=None,
-        help="JSON object of sampling args, e.g. '{\"top_p\": 0.9}'",
+    no_save: bool = Field(False, description="do not write results to disk")
+    state_columns: Annotated[str | None, Flag("-C")] = Field(
+        None, description="comma-separated state keys to save in each row"
     )
-    p.add_argument(
-        "-s",
-        "--save-results",
-        action="store_true",
-        help="(always on; kept for compatibility) save results",
+    resume: Annotated[str | None, Flag(metavar="RUN_DIR")] = Field(
+        None, description="continue an interrupted run in RUN_DIR"
     )
-    p.add_argument("--no-save", action="store_true", help="do not write results to disk")
-    p.add_argument(
-        "-C", "--state-columns", default=None, help="comma-separated state keys to save in each row"
+    rescore: Annotated[str | None, Flag(metavar="RUN_DIR")] = Field(
+        None,
+        description="score RUN_DIR's recorded rollouts again with the environment as installed "
+        "now (no model calls), print what changed, and save them as a new run",
     )
-    p.add_argument(
-        "--resume", default=None, metavar="RUN_DIR", help="continue an interrupted run in RUN_DIR"
+    output_dir: str = Field("outputs", description="where outputs/evals/... goes")
+    seed: int | None = Field(
+        None, description="shuffle the dataset with this seed before taking -n examples"
     )
-    p.add_argument(
-        "--rescore",
-        default=None,
-        metavar="RUN_DIR",
-        help="score RUN_DIR's recorded rollouts again with the environment as installed now "
-        "(no model calls), print what changed, and save them as a new run",
-    )
-    p.add_argument(
-        "--output-dir", default="outputs", help="where outputs/evals/... goes (default ./outputs)"
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="shuffle the dataset with this seed before taking -n examples",
-    )
-    p.add_argument(
-        "--split",
-        choices=("eval", "train"),
-        default="eval",
-        help="the rows to run: the eval split (default; the train split if there is none), or "
+    split: Literal["eval", "train"] = Field(
+        "eval",
+        description="the rows to run: the eval split (the train split if there is none), or "
         "the train split (generating training data: vf-eval --split train -r 8, then vf-data)",
     )
-    p.add_argument(
-        "--env-workers",
-        default="auto",
-        help="run the environment in worker processes: a number, auto (one per core; the "
-        "default), ray or ray:N (Ray actors on the Ray cluster in $RAY_ADDRESS, or a local one)",
+    env_workers: str = Field(
+        "auto",
+        description="run the environment in worker processes: a number, auto (one per core), "
+        "ray or ray:N (Ray actors on the Ray cluster in $RAY_ADDRESS, or a local one)",
     )
-    p.add_argument(
-        "--no-env-workers",
-        action="store_true",
-        help="run the environment in this process (no workers)",
+    no_env_workers: bool = Field(
+        False, description="run the environment in this process (no workers)"
     )
-    p.add_argument(
-        "--env-server",
-        action="append",
-        default=[],
-        metavar="HOST:PORT",
-        help="use the workers of a running vf-env-server (repeatable: groups go to the least busy)",
+    env_server: Annotated[list[str], Flag(metavar="HOST:PORT")] = Field(
+        default_factory=list,
+        description="use the workers of a running vf-env-server (repeatable: groups go to the "
+        "least busy)",
     )
-    p.add_argument(
-        "--env-secret-file",
-        default=None,
-        help="the env servers' shared secret (default $VF_ENV_SECRET, then "
-        "~/.cache/verifiers/env-server.secret)",
+    env_secret_file: str | None = Field(
+        None,
+        description=f"the env servers' shared secret (none: ${SECRET_ENV}, then "
+        f"{DEFAULT_SECRET_FILE})",
     )
-    p.add_argument(
-        "-v", "--verbose", action="store_true", help="debug logging and a few example rollouts"
+    verbose: Annotated[bool, Flag("-v")] = Field(
+        False, description="debug logging and a few example rollouts"
     )
-    return p
+
+
+def parse_args(argv: list[str] | None) -> EvalSettings:
+    return parse_settings(EvalSettings, argv, "vf-eval", __doc__)
+
+
+def _explicit(args: EvalSettings, name: str) -> Any:
+    """The value of a flag given on the command line, else None (a resumed run's, an
+    environment's table or the built-in default applies)."""
+    return getattr(args, name) if args.given(name) else None
 
 
 def parse_json_object(text: str | None, flag: str) -> dict[str, Any]:
@@ -240,7 +217,7 @@ def check_reachable(
         )
 
 
-def check_same_env(args: argparse.Namespace, previous: dict[str, Any], flag: str, run: str) -> None:
+def check_same_env(args: EvalSettings, previous: dict[str, Any], flag: str, run: str) -> None:
     """``--resume`` / ``--rescore`` act on a run of the environment named: say when it is not."""
     from verifiers.env_id import EnvId, EnvIdError
 
@@ -257,12 +234,16 @@ def check_same_env(args: argparse.Namespace, previous: dict[str, Any], flag: str
         )
 
 
-def check_resume_matches(args: argparse.Namespace, previous: dict[str, Any]) -> None:
+def check_resume_matches(args: EvalSettings, previous: dict[str, Any]) -> None:
     """A resumed run keeps its environment, model and rollouts per example: say which differs."""
     check_same_env(args, previous, "--resume", args.resume)
     for flag, value, key in (
         ("-m/--model", args.model, "model"),
-        ("-r/--rollouts-per-example", args.rollouts_per_example, "rollouts_per_example"),
+        (
+            "-r/--rollouts-per-example",
+            _explicit(args, "rollouts_per_example"),
+            "rollouts_per_example",
+        ),
     ):
         if value is not None and key in previous and str(value) != str(previous[key]):
             raise CLIError(
@@ -280,7 +261,7 @@ def resume_settings(run_dir: Path, flag: str = "--resume") -> dict[str, Any]:
     return json.loads(meta_path.read_text())
 
 
-def _rescore(args: argparse.Namespace, env: Any, console: Console) -> int:
+def _rescore(args: EvalSettings, env: Any, console: Console) -> int:
     """``--rescore RUN_DIR``: the recorded rollouts scored again, no model called."""
     from verifiers.cli.display import LiveProgress, summary_table
     from verifiers.results.layout import new_run_dir
@@ -310,7 +291,7 @@ def _rescore(args: argparse.Namespace, env: Any, console: Console) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     console = Console(stderr=True)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
@@ -331,15 +312,15 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
 
 
-def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
+def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
     from verifiers.errors import EnvironmentNotFoundError, EnvWorkerError, ResumeError
     from verifiers.loading import load_environment
     from verifiers.results.layout import new_run_dir
 
     for flag, value in (
-        ("-n/--num-examples", args.num_examples),
-        ("-r/--rollouts-per-example", args.rollouts_per_example),
-        ("-c/--max-concurrent", args.max_concurrent),
+        ("-n/--num-examples", _explicit(args, "num_examples")),
+        ("-r/--rollouts-per-example", _explicit(args, "rollouts_per_example")),
+        ("-c/--max-concurrent", _explicit(args, "max_concurrent")),
     ):
         if value is not None and (value == 0 or value < -1 or (flag[1] != "n" and value < 1)):
             allowed = "a positive number, or -1 for all" if flag[1] == "n" else "a positive number"
@@ -360,10 +341,9 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
         check_resume_matches(args, previous)  # before loading anything or starting a server
         env_args = env_args or previous.get("env_args", {})
         sampling = sampling or previous.get("sampling_args", {})
-    if args.max_tokens is not None:
-        sampling["max_tokens"] = args.max_tokens
-    if args.temperature is not None:
-        sampling["temperature"] = args.temperature
+    for key in ("max_tokens", "temperature"):
+        if _explicit(args, key) is not None:
+            sampling[key] = getattr(args, key)
     try:
         env = load_environment(args.env, **env_args)
     except EnvironmentNotFoundError as exc:
@@ -373,13 +353,13 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
     if args.rescore:
         return _rescore(args, env, console)
     defaults = eval_defaults(getattr(env, "env_distribution", None))
-    n = _pick(args.num_examples, previous.get("num_examples"), defaults.num_examples)
+    n = _pick(_explicit(args, "num_examples"), previous.get("num_examples"), defaults.num_examples)
     r = _pick(
-        args.rollouts_per_example,
+        _explicit(args, "rollouts_per_example"),
         previous.get("rollouts_per_example"),
         defaults.rollouts_per_example,
     )
-    concurrency = _pick(args.max_concurrent, None, defaults.max_concurrent)
+    concurrency = _pick(_explicit(args, "max_concurrent"), None, defaults.max_concurrent)
     for key in ("max_tokens", "temperature"):
         if getattr(defaults, key) is not None and key not in sampling:
             sampling[key] = getattr(defaults, key)
@@ -387,7 +367,7 @@ def _run(args: argparse.Namespace, console: Console, servers: list[Any]) -> int:
     endpoint = resolve_endpoint(
         args.model or previous.get("model"), args.api_base_url, args.api_key_var, args.endpoints
     )
-    api = args.api or endpoint.api or "chat"
+    api = args.api or endpoint.api or DEFAULT_API
     local_model: dict[str, str] | None = None
     if endpoint.base_url is None:
         if api != "chat":
@@ -509,7 +489,7 @@ def eval_client_config(api: str, endpoint: Endpoint, headers: dict[str, str], ke
     )
 
 
-def _workers_setting(args: argparse.Namespace) -> Any:
+def _workers_setting(args: EvalSettings) -> Any:
     """What --env-workers / --env-server / --no-env-workers ask for: None (in process), a pool
     spec, or the addresses of running env servers."""
     if args.env_server:
@@ -578,7 +558,7 @@ def _local_model(model: str, console: Console) -> dict[str, str] | None:
 def _start_embedded(
     endpoint: Endpoint,
     console: Console,
-    args: argparse.Namespace,
+    args: EvalSettings,
     servers: list[Any],
     local: dict[str, str] | None,
 ) -> Endpoint:

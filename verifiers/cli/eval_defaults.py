@@ -20,11 +20,11 @@ class EvalDefaults(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    num_examples: int = Field(5, ge=-1, description="-n: examples to evaluate (-1: all)")
-    rollouts_per_example: int = Field(3, ge=1, description="-r: rollouts per example")
-    max_concurrent: int = Field(32, ge=1, description="-c: rollouts in flight at once")
-    max_tokens: int | None = Field(None, ge=1, description="-t: completion token limit")
-    temperature: float | None = Field(None, ge=0, description="-T: sampling temperature")
+    num_examples: int = Field(5, ge=-1, description="examples to evaluate (-1: all)")
+    rollouts_per_example: int = Field(3, ge=1, description="rollouts per example")
+    max_concurrent: int = Field(32, ge=1, description="rollouts in flight at once")
+    max_tokens: int | None = Field(None, ge=1, description="completion token limit")
+    temperature: float | None = Field(None, ge=0, description="sampling temperature")
 
 
 def eval_defaults(dist_name: str | None) -> EvalDefaults:

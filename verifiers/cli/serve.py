@@ -2,69 +2,78 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import socket
 import sys
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from verifiers.cli.settings import CommandSettings, Flag, parse_settings
+from verifiers.local_models import DEFAULT_MODEL
+from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV
 
 API_KEY_ENV = "VF_SERVE_API_KEY"
 
 
+class ServeSettings(CommandSettings):
+    """Every vf-serve setting: its flag, default, help and environment variable."""
+
+    model: Annotated[str, Flag(positional=True)] = Field(
+        DEFAULT_MODEL, description="embedded model name or a local HF model directory"
+    )
+    host: str = Field("127.0.0.1", description="address to listen on")
+    port: int = Field(8000, description="port to listen on")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto",
+        description="compute dtype (auto: bfloat16 on a GPU or on a CPU with native bf16, "
+        "else float32)",
+    )
+    device: str = Field("cpu", description="torch device to run the model on (cpu, cuda:0)")
+    max_batch_size: int = Field(32, description="sequences decoded together at most")
+    max_model_len: int | None = Field(
+        None, description="longest prompt + completion in tokens (none: the model's positions)"
+    )
+    served_model_name: str | None = Field(
+        None, description="the model name clients ask for (none: the model's own name)"
+    )
+    api_key_file: str | None = Field(
+        None,
+        description="a 0600 file holding the key every /v1 route requires as 'Authorization: "
+        "Bearer KEY'; without a key every client is anonymous and budgeted",
+    )
+    api_key: Annotated[str | None, Flag(env=API_KEY_ENV)] = Field(
+        None,
+        description="the key itself (on the command line it is visible to every local user in "
+        f"/proc/PID/cmdline: prefer --api-key-file or ${API_KEY_ENV})",
+    )
+    client_max_tokens: int = Field(
+        32_768,
+        description="tokens (prompt + n x max_tokens) one anonymous client may have in flight "
+        "(0: no limit)",
+    )
+    client_max_requests: int = Field(
+        64, description="requests one anonymous client may have in flight"
+    )
+    weights_secret_file: str | None = Field(
+        None,
+        description="a 0600 file holding the secret weight updates must carry; without a "
+        "secret, weight updates are off",
+    )
+    weights_secret: Annotated[str | None, Flag(env=SECRET_ENV, command_line=False)] = Field(
+        None,
+        description="the secret weight updates must carry (a trainer hands it over here, never "
+        "in argv; --weights-secret-file wins)",
+    )
+    trusted_weights_dir: Annotated[list[str], Flag(env=TRUSTED_ENV)] = Field(
+        default_factory=list,
+        description="a directory /v1/weights/load may read (repeatable; the variable holds a "
+        "list separated by os.pathsep)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vf-serve", description=__doc__)
-    parser.add_argument(
-        "model",
-        nargs="?",
-        default="SmolLM2-135M-Instruct",
-        help="embedded model name or a local HF model directory",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument(
-        "--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"]
-    )
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--max-batch-size", type=int, default=32)
-    parser.add_argument("--max-model-len", type=int, default=None)
-    parser.add_argument("--served-model-name", default=None)
-    parser.add_argument(
-        "--api-key-file",
-        default=None,
-        help="a 0600 file holding the key every /v1 route requires as 'Authorization: Bearer "
-        f"KEY' (or ${API_KEY_ENV}); without a key every client is anonymous and budgeted",
-    )
-    parser.add_argument(
-        "--api-key",
-        default=None,
-        help="the key itself (visible to every local user in /proc/PID/cmdline: prefer "
-        f"--api-key-file or ${API_KEY_ENV})",
-    )
-    parser.add_argument(
-        "--client-max-tokens",
-        type=int,
-        default=32_768,
-        help="tokens (prompt + n x max_tokens) one anonymous client may have in flight (0: no limit)",
-    )
-    parser.add_argument(
-        "--client-max-requests",
-        type=int,
-        default=64,
-        help="requests one anonymous client may have in flight",
-    )
-    parser.add_argument(
-        "--weights-secret-file",
-        default=None,
-        help="a 0600 file holding the secret weight updates must carry (or $VF_WEIGHTS_SECRET); "
-        "without one, weight updates are off",
-    )
-    parser.add_argument(
-        "--trusted-weights-dir",
-        action="append",
-        default=[],
-        help="a directory /v1/weights/load may read (repeatable; also $VF_TRUSTED_WEIGHTS_DIRS)",
-    )
-    args = parser.parse_args(argv)
+    args = parse_settings(ServeSettings, argv, "vf-serve", __doc__)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         api_key = api_key_of(args)
@@ -106,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     served = args.served_model_name or name
     try:
-        access = WeightAccess.configure(args.weights_secret_file, args.trusted_weights_dir)
+        access = WeightAccess.configure(
+            args.weights_secret_file, args.trusted_weights_dir, secret=args.weights_secret
+        )
     except (OSError, ValueError) as exc:
         print(f"vf-serve: --weights-secret-file: {exc}", file=sys.stderr)
         return 2
@@ -135,20 +146,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def api_key_of(args: argparse.Namespace) -> str | None:
+def api_key_of(args: ServeSettings) -> str | None:
     """The key from its file, the environment, or (with a warning) the command line."""
     from verifiers.weights.access import read_secret_file
 
     if args.api_key_file:
         return read_secret_file(args.api_key_file)
-    if args.api_key:
+    if args.api_key and args.given("api_key"):
         print(
             "vf-serve: warning: --api-key is visible to every local user (ps, /proc/PID/cmdline); "
             f"use --api-key-file or ${API_KEY_ENV}",
             file=sys.stderr,
         )
-        return args.api_key
-    return os.environ.get(API_KEY_ENV) or None
+    return args.api_key or None
 
 
 def bind(host: str, port: int) -> socket.socket:

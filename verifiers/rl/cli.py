@@ -31,9 +31,7 @@ from verifiers.rl.config import InferenceConfig, RLConfig, summary
 
 
 def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
-    data, resume = parse_overrides(
-        argv, __doc__, RLConfig().model_dump(), "examples/rl/uppercase_cpu.toml"
-    )
+    data, resume = parse_overrides(argv, __doc__, RLConfig, "examples/rl/uppercase_cpu.toml")
     return RLConfig.model_validate(data), resume
 
 

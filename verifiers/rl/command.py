@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from verifiers.errors import VFError
 
@@ -25,12 +25,18 @@ class UsageError(VFError, ValueError):
     """A command line or config file a trainer command cannot use (exit 2, one line)."""
 
 
+HELP_USAGE = (
+    "A value is read as JSON when it parses (2e-5, true, [1, 2], null), else as a string; a key "
+    "in a TOML table [a.b] is --a.b.key on the command line."
+)
+
+
 def parse_overrides(
-    argv: list[str], doc: str | None, defaults: dict[str, Any], example: str
+    argv: list[str], doc: str | None, model: type[BaseModel], example: str
 ) -> tuple[dict[str, Any], bool]:
     """``@ file.toml`` (or a bare .toml path), then ``--dotted.key value`` overrides and
     ``--resume``: the raw settings (validated by the caller's config model) and the resume flag.
-    ``--help`` prints ``doc`` and ``defaults``."""
+    ``--help`` prints ``doc`` and every key of ``model`` with its type, default and help."""
     data: dict[str, Any] = {}
     resume = False
     rest = list(argv)
@@ -50,8 +56,11 @@ def parse_overrides(
             resume = True
             continue
         if flag in ("-h", "--help"):
+            from verifiers.cli.settings import settings_help
+
             print(doc)
-            print(json.dumps(defaults, indent=2))
+            print(HELP_USAGE)
+            print(settings_help(model))
             sys.exit(0)
         if not flag.startswith("--") or not rest:
             raise UsageError(f"expected '--key value', got {flag!r}")

@@ -13,6 +13,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from verifiers.local_models import DEFAULT_MODEL
+
 Advantage = Literal["group_mean", "group_mean_std", "group_mean_batch_std", "leave_one_out"]
 Aggregation = Literal["sequence_mean", "token_mean", "constant"]
 Correction = Literal["mask", "truncate", "off"]
@@ -38,9 +40,12 @@ class _ClippedSurrogate(_PolicyGradient):
     """PPO's clipped surrogate. The ratio r = π/π_old enters unclipped on the side the clip does
     not bound, so a token far off-policy with A < 0 could weigh r: the token band masks it."""
 
-    # two-sided clip (INTELLECT-2, TRL's delta): r is also capped at delta on the unclipped
-    # side (A < 0); None: off. Set it above 1 + clip_high.
-    delta: float | None = Field(default=None, gt=1)
+    delta: float | None = Field(
+        default=None,
+        gt=1,
+        description="two-sided clip (INTELLECT-2, TRL's delta): r is also capped at delta on "
+        "the unclipped side (A < 0); none: off. Set it above 1 + clip_high",
+    )
 
 
 # --- losses: each the algorithm of its name, with that paper's defaults ------------------------
@@ -51,10 +56,12 @@ class GRPOLoss(_ClippedSurrogate):
     over each sequence's tokens, then over sequences; std-scaled group advantages."""
 
     aggregation: ClassVar[Aggregation] = "sequence_mean"
-    name: Literal["grpo"] = "grpo"
-    clip_low: float = Field(default=0.2, ge=0)  # ratio lower bound 1 - clip_low
-    clip_high: float = Field(default=0.2, ge=0)  # ratio upper bound 1 + clip_high
-    advantage: Advantage = "group_mean_std"
+    name: Literal["grpo"] = Field(default="grpo", description="the loss: GRPO")
+    clip_low: float = Field(default=0.2, ge=0, description="ratio lower bound 1 - clip_low")
+    clip_high: float = Field(default=0.2, ge=0, description="ratio upper bound 1 + clip_high")
+    advantage: Advantage = Field(
+        default="group_mean_std", description="how rewards become advantages within a group"
+    )
 
 
 class DAPOLoss(_ClippedSurrogate):
@@ -62,10 +69,12 @@ class DAPOLoss(_ClippedSurrogate):
     0.28) and token-level aggregation (every token of the batch weighs the same)."""
 
     aggregation: ClassVar[Aggregation] = "token_mean"
-    name: Literal["dapo"] = "dapo"
-    clip_low: float = Field(default=0.2, ge=0)
-    clip_high: float = Field(default=0.28, ge=0)
-    advantage: Advantage = "group_mean_std"
+    name: Literal["dapo"] = Field(default="dapo", description="the loss: DAPO")
+    clip_low: float = Field(default=0.2, ge=0, description="ratio lower bound 1 - clip_low")
+    clip_high: float = Field(default=0.28, ge=0, description="ratio upper bound 1 + clip_high")
+    advantage: Advantage = Field(
+        default="group_mean_std", description="how rewards become advantages within a group"
+    )
 
 
 class DrGRPOLoss(_ClippedSurrogate):
@@ -76,12 +85,22 @@ class DrGRPOLoss(_ClippedSurrogate):
     max_tokens, unless set here; vf-rl writes the values it used to config.json."""
 
     aggregation: ClassVar[Aggregation] = "constant"
-    name: Literal["dr_grpo"] = "dr_grpo"
-    clip_low: float = Field(default=0.2, ge=0)
-    clip_high: float = Field(default=0.2, ge=0)
-    advantage: Advantage = "group_mean"
-    max_completion_tokens: int | None = Field(default=None, ge=1)  # L_max
-    sequences_per_step: int | None = Field(default=None, ge=1)  # B
+    name: Literal["dr_grpo"] = Field(default="dr_grpo", description="the loss: Dr. GRPO")
+    clip_low: float = Field(default=0.2, ge=0, description="ratio lower bound 1 - clip_low")
+    clip_high: float = Field(default=0.2, ge=0, description="ratio upper bound 1 + clip_high")
+    advantage: Advantage = Field(
+        default="group_mean", description="how rewards become advantages within a group"
+    )
+    max_completion_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="L_max of the constant B·L_max (none: orchestrator.max_tokens)",
+    )
+    sequences_per_step: int | None = Field(
+        default=None,
+        ge=1,
+        description="B of the constant B·L_max (none: examples_per_step × rollouts_per_example)",
+    )
 
 
 class GSPOLoss(_ClippedSurrogate):
@@ -92,10 +111,12 @@ class GSPOLoss(_ClippedSurrogate):
 
     aggregation: ClassVar[Aggregation] = "sequence_mean"
     importance: ClassVar[tuple[Correction, Correction]] = ("off", "mask")
-    name: Literal["gspo"] = "gspo"
-    clip_low: float = Field(default=3e-4, ge=0)
-    clip_high: float = Field(default=4e-4, ge=0)
-    advantage: Advantage = "group_mean_std"
+    name: Literal["gspo"] = Field(default="gspo", description="the loss: GSPO")
+    clip_low: float = Field(default=3e-4, ge=0, description="ratio lower bound 1 - clip_low")
+    clip_high: float = Field(default=4e-4, ge=0, description="ratio upper bound 1 + clip_high")
+    advantage: Advantage = Field(
+        default="group_mean_std", description="how rewards become advantages within a group"
+    )
 
 
 class CISPOLoss(_PolicyGradient):
@@ -107,9 +128,13 @@ class CISPOLoss(_PolicyGradient):
 
     aggregation: ClassVar[Aggregation] = "token_mean"
     importance: ClassVar[tuple[Correction, Correction]] = ("off", "off")
-    name: Literal["cispo"] = "cispo"
-    max_weight: float = Field(default=5.0, gt=0)  # ε_max
-    advantage: Advantage = "group_mean_std"
+    name: Literal["cispo"] = Field(default="cispo", description="the loss: CISPO")
+    max_weight: float = Field(
+        default=5.0, gt=0, description="ε_max: the upper clip of the stop-gradient IS weight"
+    )
+    advantage: Advantage = Field(
+        default="group_mean_std", description="how rewards become advantages within a group"
+    )
 
 
 class SFTLoss(_Strict):
@@ -119,8 +144,12 @@ class SFTLoss(_Strict):
     aggregation: ClassVar[Aggregation] = "token_mean"
     sampled: ClassVar[bool] = False  # dataset tokens: no sampling ratio to bound
     importance: ClassVar[tuple[Correction, Correction]] = ("off", "off")
-    name: Literal["sft"] = "sft"
-    advantage: Advantage = "group_mean"  # unused: SFT samples carry no advantage
+    name: Literal["sft"] = Field(
+        default="sft", description="the loss: supervised fine-tuning (vf-sft)"
+    )
+    advantage: Advantage = Field(
+        default="group_mean", description="unused: SFT samples carry no advantage"
+    )
 
 
 LossConfig = Annotated[
@@ -154,12 +183,17 @@ class ImportanceConfig(_Strict):
     - ``off``. Unset (None): the loss's own (GRPO, DAPO, Dr. GRPO: token mask; GSPO: sequence
       mask; CISPO: none, its clipped weight is its correction)."""
 
-    token: Correction | None = None
-    token_low: float = Field(default=0.125, ge=0)
-    token_high: float = Field(default=8.0, gt=0)
-    sequence: Correction | None = None
-    sequence_low: float = Field(default=0.5, ge=0)
-    sequence_high: float = Field(default=2.0, gt=0)
+    token: Correction | None = Field(
+        default=None, description="per-token correction (none: the loss's own)"
+    )
+    token_low: float = Field(default=0.125, ge=0, description="lower end of the token band")
+    token_high: float = Field(default=8.0, gt=0, description="upper end of the token band")
+    sequence: Correction | None = Field(
+        default=None,
+        description="per-sequence correction, on the geometric-mean ratio (none: the loss's own)",
+    )
+    sequence_low: float = Field(default=0.5, ge=0, description="lower end of the sequence band")
+    sequence_high: float = Field(default=2.0, gt=0, description="upper end of the sequence band")
 
     def resolved(self, loss: Any) -> tuple[Correction, Correction]:
         """(token, sequence) correction for ``loss``: what is set here, else the loss's own."""
@@ -173,71 +207,140 @@ class LoRAConfig(_Strict):
     copy), and ``weights/`` gets the merged model at the end. Dropout defaults to 0: dropout in
     the training forward would make the trainer's π differ from the sampler's."""
 
-    rank: int = Field(default=16, ge=1)
-    alpha: float = Field(default=32.0, gt=0)
-    dropout: float = Field(default=0.0, ge=0, lt=1)
-    # module names (peft's target_modules), or "all-linear": every linear layer but the head
-    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+    rank: int = Field(default=16, ge=1, description="the adapters' rank r")
+    alpha: float = Field(default=32.0, gt=0, description="the adapters' scale α (α / r)")
+    dropout: float = Field(
+        default=0.0, ge=0, lt=1, description="adapter dropout (0: the sampler's π is trained)"
+    )
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        default="all-linear",
+        description="module names (peft's target_modules), or all-linear: every linear layer "
+        "but the head",
+    )
 
 
 class TrainerConfig(_Strict):
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    warmup_steps: int = Field(default=0, ge=0)
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
-    min_lr_ratio: float = Field(default=0.0, ge=0, le=1)
-    loss: Annotated[LossConfig, BeforeValidator(_loss_by_name)] = Field(default_factory=GRPOLoss)
-    importance: ImportanceConfig = Field(default_factory=ImportanceConfig)
-    kl_beta: float = Field(default=0.0, ge=0)  # KL to the frozen starting model (k3); 0: off
-    # entropy bonus: -entropy_coef · H(π) per token, aggregated like the loss; 0: off
-    entropy_coef: float = 0.0
-    # μ (GRPO's, TRL's num_iterations): optimizer steps on each batch; the LR schedule and the
-    # policy version advance once per batch
-    num_iterations: int = Field(default=1, ge=1)
-    lora: LoRAConfig | None = None  # [trainer.lora]: train LoRA adapters instead of every weight
-    max_grad_norm: float = 1.0
-    # varlen: samples concatenated into rows, kept apart by position ids (flash-attention
-    # kernels: no padding, no L² mask); masked: the same rows with a block-diagonal mask (sdpa,
-    # eager: correct, but attention costs L² per row); off: padded micro-batches of samples of
-    # similar length. auto: varlen where the model's attention supports it, else off.
+    """The optimizer step: loss, optimizer, schedule, packing, precision."""
+
+    lr: float = Field(default=1e-5, description="AdamW's peak learning rate")
+    weight_decay: float = Field(default=0.0, description="AdamW's weight decay")
+    betas: tuple[float, float] = Field(default=(0.9, 0.999), description="AdamW's (β1, β2)")
+    warmup_steps: int = Field(default=0, ge=0, description="steps of linear warm-up to lr")
+    schedule: Literal["constant", "linear", "cosine"] = Field(
+        default="constant", description="the learning rate after warm-up"
+    )
+    min_lr_ratio: float = Field(
+        default=0.0, ge=0, le=1, description="where linear and cosine decay end, times lr"
+    )
+    loss: Annotated[LossConfig, BeforeValidator(_loss_by_name)] = Field(
+        default_factory=GRPOLoss,
+        description="the objective, each with its paper's defaults (vf-rl: grpo, dapo, dr_grpo, "
+        "gspo, cispo; vf-sft: sft)",
+    )
+    importance: ImportanceConfig = Field(
+        default_factory=ImportanceConfig,
+        description="correction of the trainer/inference mismatch",
+    )
+    kl_beta: float = Field(
+        default=0.0, ge=0, description="KL to the frozen starting model (k3); 0: off"
+    )
+    entropy_coef: float = Field(
+        default=0.0,
+        description="entropy bonus: -entropy_coef · H(π) per token, aggregated like the loss; "
+        "0: off",
+    )
+    num_iterations: int = Field(
+        default=1,
+        ge=1,
+        description="μ (GRPO's, TRL's num_iterations): optimizer steps on each batch; the LR "
+        "schedule and the policy version advance once per batch",
+    )
+    lora: LoRAConfig | None = Field(
+        default=None,
+        description="[trainer.lora]: train LoRA adapters instead of every weight (none: full)",
+    )
+    max_grad_norm: float = Field(default=1.0, description="gradient norm clip")
     packing: Annotated[
         Literal["auto", "varlen", "masked", "off"], BeforeValidator(_packing_mode)
-    ] = "auto"
-    max_tokens_per_micro_batch: int = Field(default=2048, ge=2)  # a row, or batch × longest
-    micro_batch_size: int = Field(default=8, ge=1)  # padded: at most this many samples
-    # positions per chunk of the LM head, forward and backward: its memory is one chunk's
-    logprob_chunk: int = Field(default=1024, ge=1)
-    # auto: bf16 exactly when the server samples in bfloat16, so the on-policy ratio is 1
-    autocast: Literal["auto", "none", "bf16"] = "auto"
-    gradient_checkpointing: bool = False
-    device: str = "auto"  # auto: this rank's GPU when the run uses GPUs, else cpu
+    ] = Field(
+        default="auto",
+        description="varlen: samples concatenated into rows, kept apart by position ids "
+        "(flash-attention kernels: no padding, no L² mask); masked: the same rows with a "
+        "block-diagonal mask (sdpa, eager: correct, but attention costs L² per row); off: "
+        "padded micro-batches of samples of similar length; auto: varlen where the model's "
+        "attention supports it, else off",
+    )
+    max_tokens_per_micro_batch: int = Field(
+        default=2048, ge=2, description="tokens in a packed row, or padded batch × longest"
+    )
+    micro_batch_size: int = Field(
+        default=8, ge=1, description="padded micro-batches: at most this many samples"
+    )
+    logprob_chunk: int = Field(
+        default=1024,
+        ge=1,
+        description="positions per chunk of the LM head, forward and backward: its memory is "
+        "one chunk's",
+    )
+    autocast: Literal["auto", "none", "bf16"] = Field(
+        default="auto",
+        description="auto: bf16 exactly when the server samples in bfloat16, so the on-policy "
+        "ratio is 1",
+    )
+    gradient_checkpointing: bool = Field(
+        default=False, description="recompute activations in the backward pass (less memory)"
+    )
+    device: str = Field(
+        default="auto", description="auto: this rank's GPU when the run uses GPUs, else cpu"
+    )
 
 
 class OrchestratorConfig(_Strict):
-    examples_per_step: int = Field(default=4, ge=1)
-    rollouts_per_example: int = Field(default=4, ge=2)
-    max_tokens: int = Field(default=64, ge=1)
-    temperature: float = Field(default=1.0, gt=0)
-    max_concurrent: int = Field(default=32, ge=1)
-    # truncated completions (hit max_tokens): keep as they are, mask them out of the loss
-    # (DAPO's overlong filtering), or penalize (DAPO's soft overlong punishment: 0 up to
-    # max_tokens - overlong_buffer tokens, then falling linearly to -overlong_penalty at
-    # max_tokens; a rollout's length is its longest model turn, as max_tokens limits each call)
-    overlong: Literal["keep", "mask", "penalize"] = "keep"
-    overlong_penalty: float = 1.0
-    overlong_buffer: int | None = Field(default=None, ge=1)  # L_cache; None: max_tokens // 5
-    # groups whose rollouts all have the same advantage teach nothing: leave them out of the
-    # batch and its token count; dynamic_sampling refills the batch from further examples
-    filter_zero_advantage: bool = True
-    dynamic_sampling: bool = False
-    max_sampling_rounds: int = Field(default=3, ge=1)
-    # groups recorded per step for vf-report (tokens, masks, advantages, both logprobs); 0: off
-    report_groups: int = Field(default=2, ge=0)
-    # where the environment's code runs: worker processes (a number, "auto": one per core,
-    # "ray" / "ray:N": Ray actors), as vf-eval does; "none": in the orchestrator's process.
-    # "auto" runs in process an environment that was not loaded by id (built in Python).
-    env_workers: int | str = "auto"
+    """Rollouts: how many, how sampled, which groups train."""
+
+    examples_per_step: int = Field(default=4, ge=1, description="examples (groups) per step")
+    rollouts_per_example: int = Field(
+        default=4, ge=2, description="rollouts per example (the group size)"
+    )
+    max_tokens: int = Field(default=64, ge=1, description="completion token limit per model call")
+    temperature: float = Field(default=1.0, gt=0, description="sampling temperature")
+    max_concurrent: int = Field(default=32, ge=1, description="rollouts in flight at once")
+    overlong: Literal["keep", "mask", "penalize"] = Field(
+        default="keep",
+        description="truncated completions (hit max_tokens): keep as they are, mask them out "
+        "of the loss (DAPO's overlong filtering), or penalize (DAPO's soft overlong punishment: "
+        "0 up to max_tokens - overlong_buffer tokens, then falling linearly to "
+        "-overlong_penalty at max_tokens; a rollout's length is its longest model turn)",
+    )
+    overlong_penalty: float = Field(
+        default=1.0, description="the penalty at max_tokens (overlong = penalize)"
+    )
+    overlong_buffer: int | None = Field(
+        default=None, ge=1, description="L_cache (overlong = penalize; none: max_tokens // 5)"
+    )
+    filter_zero_advantage: bool = Field(
+        default=True,
+        description="leave groups whose rollouts all have the same advantage (they teach "
+        "nothing) out of the batch and its token count",
+    )
+    dynamic_sampling: bool = Field(
+        default=False, description="refill the filtered batch from further examples"
+    )
+    max_sampling_rounds: int = Field(
+        default=3, ge=1, description="dynamic sampling: rounds of refilling at most"
+    )
+    report_groups: int = Field(
+        default=2,
+        ge=0,
+        description="groups recorded per step for vf-report (tokens, masks, advantages, both "
+        "logprobs); 0: off",
+    )
+    env_workers: int | str = Field(
+        default="auto",
+        description="where the environment's code runs: worker processes (a number, auto: one "
+        "per core, ray / ray:N: Ray actors), as vf-eval does; none: in the orchestrator's "
+        "process. auto runs in process an environment that was not loaded by id",
+    )
 
     @field_validator("env_workers")
     @classmethod
@@ -256,50 +359,87 @@ class OrchestratorConfig(_Strict):
 
 
 class InferenceConfig(_Strict):
-    # vf-serve: the built-in server (CPU, one GPU); vllm: vLLM's OpenAI server (CUDA), with the
-    # weight-update API added (verifiers.weights.vllm_routes / vllm_worker)
-    backend: Literal["vf-serve", "vllm"] = "vf-serve"
-    dtype: str = "float32"
-    max_batch_size: int = 32
-    device: str = "cpu"  # "cuda:1": the server on its own GPU (vLLM: CUDA_VISIBLE_DEVICES=1)
-    gpu_memory_utilization: float = Field(default=0.4, gt=0, le=1)  # vLLM; leave the trainer room
-    max_model_len: int | None = None  # vLLM; default: the model's max_position_embeddings
-    extra_args: list[str] = Field(default_factory=list)  # passed to the server's command line
-    startup_timeout_s: float = 600
-    # filesystem: safetensors + reload (works everywhere); gloo / nccl: a process group between
-    # trainer and server (nccl needs them on different GPUs; gloo also works across one GPU)
-    weight_transport: Literal["filesystem", "gloo", "nccl"] = "filesystem"
-    weight_transport_host: str = "127.0.0.1"
+    """The inference server the rollouts sample from, and how new weights reach it."""
+
+    backend: Literal["vf-serve", "vllm"] = Field(
+        default="vf-serve",
+        description="vf-serve: the built-in server (CPU, one GPU); vllm: vLLM's OpenAI server "
+        "(CUDA), with the weight-update API added",
+    )
+    dtype: str = Field(default="float32", description="the server's dtype")
+    max_batch_size: int = Field(default=32, description="vf-serve: sequences decoded together")
+    device: str = Field(
+        default="cpu",
+        description="cuda:1: the server on its own GPU (vLLM: CUDA_VISIBLE_DEVICES=1)",
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.4, gt=0, le=1, description="vLLM's share of the GPU; leave the trainer room"
+    )
+    max_model_len: int | None = Field(
+        default=None, description="vLLM's context (none: the model's max_position_embeddings)"
+    )
+    extra_args: list[str] = Field(
+        default_factory=list, description="passed to the server's command line"
+    )
+    startup_timeout_s: float = Field(
+        default=600, description="seconds the server may take to start"
+    )
+    weight_transport: Literal["filesystem", "gloo", "nccl"] = Field(
+        default="filesystem",
+        description="filesystem: safetensors + reload (works everywhere); gloo / nccl: a "
+        "process group between trainer and server (nccl needs them on different GPUs; gloo "
+        "also works across one GPU)",
+    )
+    weight_transport_host: str = Field(
+        default="127.0.0.1", description="gloo / nccl: the address the process group meets at"
+    )
 
 
 class EvalConfig(_Strict):
     """Held-out reward while training (the environment's eval split; its train split if it has
     none): before the first step, every ``every`` steps and after the last. 0: off."""
 
-    every: int = Field(default=0, ge=0)
-    examples: int = Field(default=32, ge=1)
-    rollouts_per_example: int = Field(default=1, ge=1)
-    temperature: float | None = None  # default: the training temperature
+    every: int = Field(default=0, ge=0, description="steps between held-out evals; 0: off")
+    examples: int = Field(default=32, ge=1, description="held-out examples per eval")
+    rollouts_per_example: int = Field(default=1, ge=1, description="rollouts per example")
+    temperature: float | None = Field(
+        default=None, description="sampling temperature (none: the training temperature)"
+    )
 
 
 class RLConfig(_Strict):
-    model: str = "SmolLM2-135M-Instruct"
-    env_id: str = "reverse-text"
-    env_args: dict[str, Any] = Field(default_factory=dict)
-    output_dir: str = "outputs/rl/run"
-    steps: int = Field(default=10, ge=1)
-    max_off_policy_steps: int = Field(default=1, ge=0)
-    checkpoint_every: int = Field(default=0, ge=0)
+    model: str = Field(
+        default=DEFAULT_MODEL, description="embedded model name or a local HF model directory"
+    )
+    env_id: str = Field(default="reverse-text", description="the environment to train on")
+    env_args: dict[str, Any] = Field(
+        default_factory=dict, description="keyword arguments of load_environment"
+    )
+    output_dir: str = Field(default="outputs/rl/run", description="where the run is written")
+    steps: int = Field(default=10, ge=1, description="optimizer steps (batches) to train")
+    max_off_policy_steps: int = Field(
+        default=1, ge=0, description="how many policy versions a sample may lag the trainer"
+    )
+    checkpoint_every: int = Field(default=0, ge=0, description="steps between checkpoints; 0: off")
     keep_checkpoints: int = Field(
-        default=2, ge=0
-    )  # newest N kept in output_dir/checkpoints; 0: all
-    seed: int = 0
-    # metrics also to TensorBoard (output_dir/tensorboard) and W&B (offline unless WANDB_MODE)
-    report_to: list[Tracker] = Field(default_factory=list)
-    orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
-    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
-    inference: InferenceConfig = Field(default_factory=InferenceConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
+        default=2, ge=0, description="newest N kept in output_dir/checkpoints; 0: all"
+    )
+    seed: int = Field(default=0, description="seed of example order and sampling")
+    report_to: list[Tracker] = Field(
+        default_factory=list,
+        description="metrics also to TensorBoard (output_dir/tensorboard) and W&B (offline "
+        "unless WANDB_MODE)",
+    )
+    orchestrator: OrchestratorConfig = Field(
+        default_factory=OrchestratorConfig, description=OrchestratorConfig.__doc__
+    )
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description=TrainerConfig.__doc__)
+    inference: InferenceConfig = Field(
+        default_factory=InferenceConfig, description=InferenceConfig.__doc__
+    )
+    eval: EvalConfig = Field(
+        default_factory=EvalConfig, description="held-out reward while training"
+    )
 
     @model_validator(mode="after")
     def _an_rl_loss(self) -> RLConfig:

@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from verifiers.local_models import DEFAULT_MODEL
 from verifiers.rl.command import (
     command_main,
     load_policy,
@@ -37,18 +38,35 @@ from verifiers.rl.config import InferenceConfig, Tracker, TrainerConfig, _Strict
 
 
 class SFTDataConfig(_Strict):
-    path: str = "data/uppercase-best"
-    split: str = "train"
-    max_tokens: int = Field(default=2048, ge=8)  # longer conversations are skipped (and counted)
+    """The conversations to train on."""
+
+    path: str = Field(
+        default="data/uppercase-best",
+        description="a vf-data dataset, a dataset directory, or a .parquet / .jsonl / .json file",
+    )
+    split: str = Field(default="train", description="the split of a dataset directory")
+    max_tokens: int = Field(
+        default=2048, ge=8, description="longer conversations are skipped (and counted)"
+    )
 
 
 class SFTEvalConfig(_Strict):
-    env_id: str | None = None  # held-out reward on this environment's eval split; None: off
-    env_args: dict[str, Any] = Field(default_factory=dict)
-    every: int = Field(default=0, ge=0)  # 0: before the first step and after the last only
-    examples: int = Field(default=32, ge=1)
-    max_tokens: int = Field(default=64, ge=1)
-    temperature: float = Field(default=0.7, gt=0)
+    """Held-out reward on an environment while training."""
+
+    env_id: str | None = Field(
+        default=None, description="held-out reward on this environment's eval split; none: off"
+    )
+    env_args: dict[str, Any] = Field(
+        default_factory=dict, description="keyword arguments of load_environment"
+    )
+    every: int = Field(
+        default=0,
+        ge=0,
+        description="steps between evals; 0: before the first step and after the last only",
+    )
+    examples: int = Field(default=32, ge=1, description="held-out examples per eval")
+    max_tokens: int = Field(default=64, ge=1, description="completion token limit")
+    temperature: float = Field(default=0.7, gt=0, description="sampling temperature")
 
 
 SFT_TRAINER = {"loss": "sft", "lr": 2e-5}
@@ -56,19 +74,32 @@ SFT_TRAINER = {"loss": "sft", "lr": 2e-5}
 
 
 class SFTConfig(_Strict):
-    model: str = "SmolLM2-135M-Instruct"
-    output_dir: str = "outputs/sft/run"
-    data: SFTDataConfig = Field(default_factory=SFTDataConfig)
-    epochs: int = Field(default=1, ge=1)
-    steps: int | None = Field(default=None, ge=1)  # default: epochs over the data
-    batch_size: int = Field(default=16, ge=1)  # conversations per optimizer step
-    checkpoint_every: int = Field(default=0, ge=0)
-    keep_checkpoints: int = Field(default=2, ge=0)
-    seed: int = 0
-    report_to: list[Tracker] = Field(default_factory=list)  # as vf-rl's
-    trainer: TrainerConfig = Field(default_factory=lambda: TrainerConfig(**SFT_TRAINER))
-    inference: InferenceConfig = Field(default_factory=InferenceConfig)  # for [eval] only
-    eval: SFTEvalConfig = Field(default_factory=SFTEvalConfig)
+    model: str = Field(
+        default=DEFAULT_MODEL, description="embedded model name or a local HF model directory"
+    )
+    output_dir: str = Field(default="outputs/sft/run", description="where the run is written")
+    data: SFTDataConfig = Field(default_factory=SFTDataConfig, description=SFTDataConfig.__doc__)
+    epochs: int = Field(default=1, ge=1, description="passes over the data (unless steps is set)")
+    steps: int | None = Field(
+        default=None, ge=1, description="optimizer steps (none: epochs over the data)"
+    )
+    batch_size: int = Field(default=16, ge=1, description="conversations per optimizer step")
+    checkpoint_every: int = Field(default=0, ge=0, description="steps between checkpoints; 0: off")
+    keep_checkpoints: int = Field(
+        default=2, ge=0, description="newest N kept in output_dir/checkpoints; 0: all"
+    )
+    seed: int = Field(default=0, description="seed of the batches' shuffle")
+    report_to: list[Tracker] = Field(
+        default_factory=list, description="metrics also to TensorBoard and W&B, as vf-rl's"
+    )
+    trainer: TrainerConfig = Field(
+        default_factory=lambda: TrainerConfig(**SFT_TRAINER),
+        description=f"{TrainerConfig.__doc__} (vf-sft's defaults: {SFT_TRAINER})",
+    )
+    inference: InferenceConfig = Field(
+        default_factory=InferenceConfig, description="the server [eval] samples from"
+    )
+    eval: SFTEvalConfig = Field(default_factory=SFTEvalConfig, description=SFTEvalConfig.__doc__)
 
     @model_validator(mode="before")
     @classmethod
@@ -145,9 +176,7 @@ def batches_for(samples: list[Any], batch_size: int, seed: int, step: int) -> li
 
 
 def parse_args(argv: list[str]) -> tuple[SFTConfig, bool]:
-    data, resume = parse_overrides(
-        argv, __doc__, SFTConfig().model_dump(), "examples/sft/uppercase_cpu.toml"
-    )
+    data, resume = parse_overrides(argv, __doc__, SFTConfig, "examples/sft/uppercase_cpu.toml")
     return SFTConfig.model_validate(data), resume
 
 

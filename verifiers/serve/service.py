@@ -32,7 +32,7 @@ class ModelService:
         access: WeightAccess | None = None,
     ) -> None:
         self.engine = engine
-        self.access = access or WeightAccess.configure()
+        self.access = access or WeightAccess(None, [])  # no secret: weight updates off
         self.tokenizer = engine.tokenizer
         # no token covers more text than the longest in the vocabulary: a prompt longer than
         # the context times that cannot fit, and is refused without tokenizing it

@@ -52,13 +52,18 @@ class WeightAccess:
         cls,
         secret_file: str | None = None,
         trusted_dirs: list[str] | None = None,
-        environ: Mapping[str, str] = os.environ,
+        secret: str | None = None,
     ) -> WeightAccess:
-        secret = read_secret_file(secret_file) if secret_file else environ.get(SECRET_ENV) or None
-        dirs = list(trusted_dirs or [])
-        if environ.get(TRUSTED_ENV):
-            dirs += [d for d in environ[TRUSTED_ENV].split(os.pathsep) if d]
-        return cls(secret, [Path(d) for d in dirs])
+        """The access vf-serve's settings describe (a secret file wins over ``secret``)."""
+        secret = read_secret_file(secret_file) if secret_file else secret or None
+        return cls(secret, [Path(d) for d in trusted_dirs or []])
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> WeightAccess:
+        """In a vLLM server, whose command line is vLLM's: what vf-rl put in its environment
+        (vf-serve reads the same variables through its settings, ``verifiers.cli.serve``)."""
+        dirs = [d for d in environ.get(TRUSTED_ENV, "").split(os.pathsep) if d]
+        return cls.configure(None, dirs, environ.get(SECRET_ENV))
 
     @property
     def enabled(self) -> bool:

@@ -57,7 +57,7 @@ RESET_INTERVAL_S = 0.05
 
 
 STATE = _WeightState()
-ACCESS = WeightAccess.configure()  # the secret and trusted dirs vf-rl put in vLLM's environment
+ACCESS = WeightAccess.from_environment()  # the secret and trusted dirs vf-rl put in vLLM's environment
 
 
 async def weight_routes(request: Request, call_next: Any) -> Response:

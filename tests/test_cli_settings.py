@@ -1,0 +1,250 @@
+"""Every CLI's settings are declared once, in its settings model: ``--help`` shows each field
+with its default and description, and shows nothing the model does not declare (a flag or a
+default written in a parser by hand fails here)."""
+
+from __future__ import annotations
+
+import json
+import re
+import types
+from typing import Any, Union, get_args, get_origin
+
+import pytest
+from pydantic import BaseModel
+
+from verifiers.cli.eval import EvalSettings
+from verifiers.cli.eval_defaults import EvalDefaults
+from verifiers.cli.serve import ServeSettings
+from verifiers.cli.settings import (
+    CommandSettings,
+    build_parser,
+    flag_of,
+    long_flag,
+    parse_settings,
+)
+from verifiers.rl.config import RLConfig
+from verifiers.rl.sft import SFTConfig
+
+
+def shown(value: Any, none: str) -> str:
+    """How a default reads in --help: strings bare, None as ``none`` (``null`` in a TOML
+    config's help), the rest JSON."""
+    if value is None:
+        return none
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return shown(getattr(value, "name", None), none)
+    return json.dumps(value)
+
+
+def help_of(main: Any, capsys: pytest.CaptureFixture[str], monkeypatch: Any) -> str:
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per flag: what a reader sees, unwrapped
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    return capsys.readouterr().out
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --- vf-serve and vf-eval: argparse made from the model ----------------------------------------
+
+
+def command_mains() -> list[tuple[str, type[CommandSettings], Any]]:
+    from verifiers.cli import eval as eval_cli
+    from verifiers.cli import serve
+
+    return [("vf-serve", ServeSettings, serve.main), ("vf-eval", EvalSettings, eval_cli.main)]
+
+
+def entries(text: str) -> dict[str, str]:
+    """argparse's help as {flags: flattened help}: an entry starts at a line indented by two."""
+    found: dict[str, list[str]] = {}
+    head = None
+    for line in text.splitlines():
+        if re.match(r"^  \S", line):
+            head, _, rest = line.strip().partition("  ")
+            found[head] = [rest]
+        elif head is not None and line.startswith("   "):
+            found[head].append(line)
+        else:
+            head = None
+    return {key: flat(" ".join(value)) for key, value in found.items()}
+
+
+def entry_of(help_entries: dict[str, str], names: list[str]) -> str | None:
+    for head, body in help_entries.items():
+        flags = {part.split()[0] for part in head.split(", ")}
+        if flags & set(names):
+            return body
+    return None
+
+
+@pytest.mark.parametrize("prog, model, main", command_mains(), ids=lambda v: str(v)[:8])
+def test_argparse_help_shows_every_setting_with_its_default_and_description(
+    prog, model, main, capsys, monkeypatch
+):
+    text = help_of(main, capsys, monkeypatch)
+    help_entries = entries(text)
+    for name, field in model.model_fields.items():
+        flag = flag_of(field)
+        assert field.description, f"{prog}: {name} has no description"
+        assert flat(field.description) in flat(text), f"{prog}: {name}'s help"
+        if flag.env:
+            assert f"${flag.env}" in text, f"{prog}: {name}'s environment variable"
+        if not flag.command_line:
+            continue
+        names = [name] if flag.positional else [*flag.aliases, long_flag(name)]
+        body = entry_of(help_entries, names)
+        assert body is not None, f"{prog}: no {names} in --help"
+        assert flat(field.description) in body
+        if field.is_required():
+            assert "(required)" in body
+        else:
+            default = field.get_default(call_default_factory=True)
+            assert f"(default: {shown(default, 'none')}" in body, (name, body)
+
+
+@pytest.mark.parametrize("prog, model, main", command_mains(), ids=lambda v: str(v)[:8])
+def test_argparse_help_shows_no_flag_the_model_does_not_declare(
+    prog, model, main, capsys, monkeypatch
+):
+    text = help_of(main, capsys, monkeypatch)
+    declared = {long_flag(name) for name in model.model_fields} | {"--help"}
+    listed = {
+        part.split()[0]
+        for head in entries(text)
+        for part in head.split(", ")
+        if part.startswith("--")
+    }
+    assert listed and listed <= declared, listed - declared
+
+
+def test_vf_eval_shows_the_built_in_defaults_an_environment_table_may_change(capsys, monkeypatch):
+    from verifiers.cli.eval import main
+
+    help_entries = entries(help_of(main, capsys, monkeypatch))
+    for name, field in EvalDefaults.model_fields.items():
+        body = entry_of(help_entries, [long_flag(name)])
+        assert body is not None and flat(field.description or "") in body
+        assert f"(default: {shown(field.default, 'none')})" in body
+
+
+def test_a_flag_wins_then_its_environment_variable_then_the_default():
+    environ = {"VF_SERVE_API_KEY": "from-env", "VF_TRUSTED_WEIGHTS_DIRS": "/b:/c"}
+    settings = parse_settings(ServeSettings, [], "vf-serve", environ=environ)
+    assert settings.api_key == "from-env" and not settings.given("api_key")
+    assert settings.trusted_weights_dir == ["/b", "/c"] and settings.port == 8000
+    settings = parse_settings(
+        ServeSettings,
+        ["m", "--api-key", "flag", "--trusted-weights-dir", "/a", "--port", "9"],
+        "vf-serve",
+        environ=environ,
+    )
+    assert settings.api_key == "flag" and settings.given("api_key")
+    assert settings.trusted_weights_dir == ["/a", "/b", "/c"]  # the variable adds to the flags
+    assert (settings.model, settings.port) == ("m", 9)
+    secret = parse_settings(ServeSettings, [], "vf-serve", environ={"VF_WEIGHTS_SECRET": "s"})
+    assert secret.weights_secret == "s"
+
+
+def test_the_weights_secret_is_never_a_flag():
+    """Any local user reads /proc/PID/cmdline: the secret comes from the environment only."""
+    parser = build_parser(ServeSettings, "vf-serve")
+    assert "weights_secret" not in {action.dest for action in parser._actions}
+    assert "$VF_WEIGHTS_SECRET" in parser.format_help()
+
+
+# --- vf-rl and vf-sft: a TOML config, every key listed ---------------------------------------
+
+
+def expected_keys(model: type[BaseModel], instance: Any, prefix: str = "") -> list[tuple]:
+    """(dotted key, default, description) of every setting, nested tables walked."""
+    rows = []
+    for name, field in model.model_fields.items():
+        key = prefix + name
+        value = getattr(instance, name)
+        args = (
+            get_args(field.annotation)
+            if get_origin(field.annotation) in (Union, types.UnionType)
+            else (field.annotation,)
+        )
+        tables = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        if len(tables) == 1 and len(args) == 1:
+            rows += expected_keys(tables[0], value, key + ".")
+            continue
+        rows.append((key, shown(value, "null"), field.description))
+        for table in tables:
+            own = value if isinstance(value, table) else table.model_construct()
+            for row in expected_keys(table, own, key + "."):
+                if row[0] != f"{key}.name" or len(tables) == 1:
+                    rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("config", [RLConfig, SFTConfig], ids=["vf-rl", "vf-sft"])
+def test_trainer_help_lists_every_key_with_its_type_default_and_description(
+    config, capsys, monkeypatch
+):
+    from verifiers.rl import cli, sft
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # what the command sets: restored after
+    main = cli.main if config is RLConfig else sft.main
+    text = help_of(main, capsys, monkeypatch)
+    lines = text.splitlines()
+    for key, default, description in expected_keys(config, config.model_construct()):
+        assert description, f"{key} has no description"
+        matches = [line for line in lines if line.split()[:1] == [f"--{key}"]]
+        assert any(f"(default: {default})" in line and description in line for line in matches), (
+            key,
+            default,
+            matches,
+        )
+    listed = {line.split()[0][2:] for line in lines if line.startswith("  --")}
+    assert listed == {key for key, _, _ in expected_keys(config, config.model_construct())}
+
+
+def test_vf_sft_help_shows_its_own_trainer_defaults(capsys, monkeypatch):
+    from verifiers.rl.sft import main
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    text = help_of(main, capsys, monkeypatch)
+    line = next(line for line in text.splitlines() if line.split()[:1] == ["--trainer.lr"])
+    assert "(default: 2e-05)" in line
+    line = next(line for line in text.splitlines() if line.split()[:1] == ["--trainer.loss"])
+    assert "(default: sft)" in line
+
+
+def test_overrides_still_reach_the_config(tmp_path):
+    from verifiers.rl.cli import parse_args
+
+    toml = tmp_path / "run.toml"
+    toml.write_text('steps = 3\n[trainer]\nloss = "dapo"\n')
+    config, resume = parse_args(
+        ["@", str(toml), "--trainer.loss.clip_high", "0.3", "--trainer.lr", "2e-5", "--resume"]
+    )
+    assert (config.steps, config.trainer.loss.name, config.trainer.loss.clip_high) == (
+        3,
+        "dapo",
+        0.3,
+    )
+    assert config.trainer.lr == 2e-5 and resume
+
+
+def test_the_default_model_is_declared_once(tmp_path, monkeypatch):
+    from verifiers.local_models import DEFAULT_MODEL
+
+    monkeypatch.chdir(tmp_path)  # no endpoints.toml here
+
+    defaults = {
+        ServeSettings.model_fields["model"].default,
+        RLConfig.model_fields["model"].default,
+        SFTConfig.model_fields["model"].default,
+    }
+    assert defaults == {DEFAULT_MODEL}
+    from verifiers.cli.endpoints import resolve_endpoint
+
+    assert resolve_endpoint(None, None, "OPENAI_API_KEY", None).model == DEFAULT_MODEL
