@@ -7,9 +7,13 @@ delete bumps in the same transaction), and downloads not yet written, which are 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import time
+import weakref
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +67,22 @@ class Hub:
         self._downloads_flushed = time.monotonic()
         self._downloads_lock = threading.Lock()
         self._uploads = UploadPool(settings, upload_workers) if upload_workers else None
+        self._upload_workers = upload_workers
+        self._upload_slots: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @contextlib.asynccontextmanager
+    async def upload_slot(self) -> AsyncIterator[None]:
+        """Admission for an upload: as many at once as there are workers, so pushes queue
+        before their bodies are read and the work a push leaves on the loop (reading and
+        parsing its body) is bounded, whatever the number of pushers; reads are never queued."""
+        loop = asyncio.get_running_loop()
+        slots = self._upload_slots.get(loop)
+        if slots is None:  # one per serving loop (a semaphore belongs to its loop)
+            slots = self._upload_slots[loop] = asyncio.Semaphore(max(1, self._upload_workers))
+        async with slots:
+            yield
 
     async def upload_work(self, fn: Any, *args: Any) -> Any:
         """``fn(hub, *args)``: an upload's work after its checks (archive validation, hashing,

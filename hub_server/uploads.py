@@ -8,6 +8,8 @@ the number of parts, each field's size and each file's size; the ASGI guard caps
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +18,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
 from hub_server.errors import HubError
+from hub_server.hub import Hub
 from hub_server.upload_pool import Upload
 
 MAX_FILE = 50 * 1024 * 1024
@@ -64,6 +67,21 @@ async def read_form(
             await form.close()
             raise HubError(400, "invalid_form", f"unexpected field {key!r}")
     return form
+
+
+@asynccontextmanager
+async def admitted_form(
+    hub: Hub, request: Request, files: tuple[str, ...], fields: tuple[str, ...] = ()
+) -> AsyncIterator[Form]:
+    """An upload's form, read once the hub admits the upload (``Hub.upload_slot``: as many at
+    once as there are upload workers; the rest wait before their body is read), and closed
+    after the work on it."""
+    async with hub.upload_slot():
+        form = await read_form(request, files, fields)
+        try:
+            yield form
+        finally:
+            await form.close()
 
 
 def required(form: Form, name: str) -> Upload:

@@ -884,9 +884,7 @@ def test_a_second_machine_installs_this_sdk_from_the_hub_then_an_environment(hub
         time.sleep(0.5)
     info = resp.json()
     assert info["version"] == installed_version(Path(sys.executable), "verifiers")
-    assert info["install"] == (
-        f'pip install "verifiers @ {info["url"]}#sha256={info["sha256"]}"'
-    )
+    assert info["install"] == (f'pip install "verifiers @ {info["url"]}#sha256={info["sha256"]}"')
     wheel = httpx.get(info["url"]).content
     assert hashlib.sha256(wheel).hexdigest() == info["sha256"]
     assert httpx.get(f"{hub['url']}/sdk/verifiers-9.9.9-py3-none-any.whl").status_code == 404
@@ -1086,3 +1084,28 @@ def refuse_in_worker(hub) -> None:
     from hub_server.errors import HubError
 
     raise HubError(409, "version_exists", "refused in the worker")
+
+
+async def test_uploads_are_admitted_as_many_at_once_as_there_are_workers(tmp_path):
+    """A third push waits (before its body is read) while two are in the hub's hands."""
+    import asyncio
+
+    from hub_server.hub import Hub
+
+    hub = Hub(tmp_path, upload_workers=2)
+    admitted = asyncio.Event()
+
+    async def third() -> None:
+        async with hub.upload_slot():
+            admitted.set()
+
+    try:
+        async with hub.upload_slot(), hub.upload_slot():
+            waiting = asyncio.create_task(third())
+            for _ in range(5):
+                await asyncio.sleep(0)
+            assert not admitted.is_set()
+        await asyncio.wait_for(waiting, 5)
+        assert admitted.is_set()
+    finally:
+        hub.close()

@@ -19,7 +19,7 @@ from hub_server.db.attachments import NewDataset, NewEval
 from hub_server.errors import HubError
 from hub_server.hub import Hub
 from hub_server.routers.deps import HubDep, MaybeUser, User, ViewsDep
-from hub_server.uploads import read_form, required
+from hub_server.uploads import admitted_form, required
 from hub_server.views import Views
 
 router = APIRouter(
@@ -40,13 +40,10 @@ async def upload_eval(
     owner: str, name: str, version: str, request: Request, user: User, hub: HubDep
 ) -> EvalInfo:
     env, v = await run_in_threadpool(attach_target, hub, user, owner, name, version, "evals")
-    form = await read_form(request, ("metadata", "results"))
-    try:
+    async with admitted_form(hub, request, ("metadata", "results")) as form:
         row = await hub.upload_work(
             store_eval, user, env, v, required(form, "metadata"), required(form, "results")
         )
-    finally:
-        await form.close()
     return Views.eval(env, v["version"], row)
 
 
@@ -81,13 +78,10 @@ async def upload_dataset(
 ) -> DatasetInfo:
     """Every run the dataset came from must have run this version's code (as for evals)."""
     env, v = await run_in_threadpool(attach_target, hub, user, owner, name, version, "datasets")
-    form = await read_form(request, ("card", "data"))
-    try:
+    async with admitted_form(hub, request, ("card", "data")) as form:
         row = await hub.upload_work(
             store_dataset, user, env, v, required(form, "card"), required(form, "data")
         )
-    finally:
-        await form.close()
     return views.dataset(env, v["version"], row)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -64,7 +66,25 @@ async def environment_page_json(hub: Hub, user: Principal | None, query: dict[st
         answer = await hub.read(hub.search.cached, viewer, *args)
     if answer is None:
         answer = await run_in_threadpool(_flushed_page, hub, viewer, args)
-    return listing(*answer, page, per_page).model_dump_json().encode()
+    return rendered(answer, lambda: listing(*answer, page, per_page).model_dump_json().encode())
+
+
+_RENDERED: OrderedDict[int, tuple[Any, bytes]] = OrderedDict()
+RENDERED_ENTRIES = 512
+
+
+def rendered(answer: Any, render: Callable[[], bytes]) -> bytes:
+    """The JSON of a cached answer, made once: kept beside the answer object itself (an answer
+    is cached for one query and one generation), so a hit builds no summaries."""
+    entry = _RENDERED.get(id(answer))
+    if entry is not None and entry[0] is answer:
+        _RENDERED.move_to_end(id(answer))
+        return entry[1]
+    body = render()
+    _RENDERED[id(answer)] = (answer, body)
+    while len(_RENDERED) > RENDERED_ENTRIES:
+        _RENDERED.popitem(last=False)
+    return body
 
 
 def _flushed_page(hub: Hub, viewer: Any, args: tuple) -> Any:

@@ -19,7 +19,7 @@ from hub_server.hub import Hub
 from hub_server.names import check_name
 from hub_server.routers.deps import HubDep, User, ViewsDep
 from hub_server.routers.environments import version_infos
-from hub_server.uploads import read_form, required
+from hub_server.uploads import admitted_form, required
 from hub_server.views import Views
 
 router = APIRouter(prefix="/api/v1/environments", tags=["publishing"])
@@ -34,10 +34,8 @@ async def publish(
     check_name(owner, "owner")
     check_name(name, "environment")
     await hub.read(hub.auth.require_publisher, user, owner, f"publish to the {owner!r} namespace")
-    form = await read_form(
-        request, ("wheel", "sdist"), ("visibility", "readme", "description", "tags")
-    )
-    try:
+    fields = ("visibility", "readme", "description", "tags")
+    async with admitted_form(hub, request, ("wheel", "sdist"), fields) as form:
         visibility = form.fields.get("visibility")
         if visibility not in (None, "public", "private"):
             raise HubError(400, "invalid_visibility", "visibility must be public or private")
@@ -60,8 +58,6 @@ async def publish(
             form.files.get("sdist"),
             details,
         )
-    finally:
-        await form.close()
 
 
 def publish_and_describe(
