@@ -219,8 +219,8 @@ def inspect_sdist(data: bytes) -> PackageMetadata:
             raise UnsafeArchiveError(
                 "unsafe_member", f"sdist member {name!r} is not a regular file"
             )
-        if name.count("/") == 1 and name.endswith("/PKG-INFO"):
-            pkg_info = archive.extractfile(member).read()
+        if member.isfile() and name.count("/") == 1 and name.endswith("/PKG-INFO"):
+            pkg_info = _member_bytes(archive, member)
     if pkg_info is None:
         raise UnsafeArchiveError("invalid_metadata", "sdist has no top-level PKG-INFO")
     return parse_metadata(pkg_info)
@@ -268,5 +268,14 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
             else:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 with open(dest, "xb") as out:  # never replaces a file (or follows a planted link)
-                    out.write(archive.extractfile(member).read())
+                    out.write(_member_bytes(archive, member))
     return root, skipped
+
+
+def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    """A regular file's bytes (``extractfile`` gives None for anything else)."""
+    stream = archive.extractfile(member)
+    if stream is None:
+        raise UnsafeArchiveError("unsafe_member", f"sdist member {member.name!r} is not a file")
+    with stream:
+        return stream.read()
