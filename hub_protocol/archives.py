@@ -188,12 +188,18 @@ def _scheme_of(member: str, metadata_dir: str) -> tuple[str, str]:
     return "site", member
 
 
+class _CaseKeepingParser(configparser.ConfigParser):
+    """Entry point names keep their case (configparser lowercases keys by default)."""
+
+    def optionxform(self, optionstr: str) -> str:
+        return optionstr
+
+
 def parse_entry_points(raw: bytes) -> dict[str, dict[str, str]]:
     """``entry_points.txt`` as {group: {name: value}}; an unparsable file is an error."""
     if not raw.strip():
         return {}
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser = _CaseKeepingParser(delimiters=("=",), interpolation=None)
     try:
         parser.read_string(raw.decode("utf-8"))
     except (configparser.Error, UnicodeDecodeError) as exc:
