@@ -16,8 +16,11 @@ from hub_client.terminal import safe
 from hub_client.usage import UsageError, client, console, emit_json
 
 
-def attach_spec(given: str | None, named: set[tuple[Any, Any]], source: str, what: str) -> EnvSpec:
-    """Where to attach: ``--env``, else the one owner/name@version the source names."""
+def attach_spec(
+    given: str | None, named: set[tuple[Any, Any]], source: str, what: str
+) -> tuple[EnvSpec, str]:
+    """Where to attach: ``--env``, else the one owner/name@version the source names (the spec and
+    its exact version)."""
     if given:
         spec = EnvSpec.parse(given)
     else:
@@ -29,7 +32,7 @@ def attach_spec(given: str | None, named: set[tuple[Any, Any]], source: str, wha
         spec = EnvSpec.parse(f"{env_id}@{version}")
     if not spec.version:
         raise UsageError(f"{what} attach to an exact version: --env owner/name@1.2.3")
-    return spec
+    return spec, spec.version
 
 
 def cmd_eval_push(args: argparse.Namespace) -> int:
@@ -39,9 +42,9 @@ def cmd_eval_push(args: argparse.Namespace) -> int:
         raise UsageError(f"{run} is not a vf-eval run directory (metadata.json and results.jsonl)")
     meta = json.loads(meta_file.read_text())
     named = {(meta.get("env_id"), meta.get("env_version"))}
-    spec = attach_spec(args.env, named, "the run", "eval results")
+    spec, version = attach_spec(args.env, named, "the run", "eval results")
     info = client(login_required=True).push_eval(
-        spec.owner, spec.name, spec.version, meta_file.read_bytes(), results_file.read_bytes()
+        spec.owner, spec.name, version, meta_file.read_bytes(), results_file.read_bytes()
     )
     console.print(
         f"uploaded eval #{info.id} ({info.num_rollouts} rollouts, model {safe(info.model)}) "
@@ -57,9 +60,9 @@ def cmd_data_push(args: argparse.Namespace) -> int:
         raise UsageError(f"{folder} is not a vf-data dataset (vf_data.json and data.parquet)")
     card = json.loads(card_file.read_text())
     named = {(s.get("env_id"), s.get("env_version")) for s in card.get("sources", [])}
-    spec = attach_spec(args.env, named, "the dataset", "datasets")
+    spec, version = attach_spec(args.env, named, "the dataset", "datasets")
     info = client(login_required=True).push_dataset(
-        spec.owner, spec.name, spec.version, card_file.read_bytes(), data_file.read_bytes()
+        spec.owner, spec.name, version, card_file.read_bytes(), data_file.read_bytes()
     )
     console.print(
         f"uploaded dataset #{info.id} ({info.rows} rows) to {safe(spec)}: {safe(info.url)}"

@@ -38,15 +38,22 @@ class InstallError(Exception):
     pass
 
 
+@dataclass(frozen=True)
 class EnvSpec(EnvId):
-    """An ``owner/name[@version]`` to install (the grammar of ``verifiers.env_id``)."""
+    """An ``owner/name[@version]`` to install (the grammar of ``verifiers.env_id``): the hub's
+    ids always have an owner."""
+
+    owner: str
 
     @classmethod
     def parse(cls, text: str, *, require_owner: bool = True) -> EnvSpec:
+        if not require_owner:
+            raise ValueError("an EnvSpec always has an owner; use verifiers.env_id.EnvId")
         try:
-            parsed = EnvId.parse(text, require_owner=require_owner)
+            parsed = EnvId.parse(text, require_owner=True)
         except EnvIdError as exc:
             raise InstallError(str(exc)) from None
+        assert parsed.owner is not None  # require_owner=True
         return cls(parsed.owner, parsed.name, parsed.version)
 
 
@@ -236,7 +243,7 @@ def install(
             )
         filename, sha = choose_wheel(info)
         dist = distribution_of(filename)
-        clash = [
+        clash: list[tuple[str | None, str | None]] = [
             (e.owner, e.name)
             for e in entries
             if canonicalize_name(e.distribution) == dist

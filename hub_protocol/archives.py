@@ -188,12 +188,18 @@ def _scheme_of(member: str, metadata_dir: str) -> tuple[str, str]:
     return "site", member
 
 
+class _CaseKeepingParser(configparser.ConfigParser):
+    """Entry point names keep their case (configparser lowercases keys by default)."""
+
+    def optionxform(self, optionstr: str) -> str:
+        return optionstr
+
+
 def parse_entry_points(raw: bytes) -> dict[str, dict[str, str]]:
     """``entry_points.txt`` as {group: {name: value}}; an unparsable file is an error."""
     if not raw.strip():
         return {}
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser = _CaseKeepingParser(delimiters=("=",), interpolation=None)
     try:
         parser.read_string(raw.decode("utf-8"))
     except (configparser.Error, UnicodeDecodeError) as exc:
@@ -219,8 +225,8 @@ def inspect_sdist(data: bytes) -> PackageMetadata:
             raise UnsafeArchiveError(
                 "unsafe_member", f"sdist member {name!r} is not a regular file"
             )
-        if name.count("/") == 1 and name.endswith("/PKG-INFO"):
-            pkg_info = archive.extractfile(member).read()
+        if member.isfile() and name.count("/") == 1 and name.endswith("/PKG-INFO"):
+            pkg_info = _member_bytes(archive, member)
     if pkg_info is None:
         raise UnsafeArchiveError("invalid_metadata", "sdist has no top-level PKG-INFO")
     return parse_metadata(pkg_info)
@@ -268,5 +274,14 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
             else:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 with open(dest, "xb") as out:  # never replaces a file (or follows a planted link)
-                    out.write(archive.extractfile(member).read())
+                    out.write(_member_bytes(archive, member))
     return root, skipped
+
+
+def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    """A regular file's bytes (``extractfile`` gives None for anything else)."""
+    stream = archive.extractfile(member)
+    if stream is None:
+        raise UnsafeArchiveError("unsafe_member", f"sdist member {member.name!r} is not a file")
+    with stream:
+        return stream.read()

@@ -68,9 +68,13 @@ class EnvironmentPage(BaseModel):
     per_page: int
 
 
+def _default_scopes() -> list[Scope]:
+    return ["read", "publish"]
+
+
 class TokenCreate(BaseModel):
     name: str = Field(default="token", max_length=64)
-    scopes: list[Scope] = Field(default_factory=lambda: ["read", "publish"])
+    scopes: list[Scope] = Field(default_factory=_default_scopes)
     expires_in_days: int | None = Field(default=None, ge=1, le=3650)
 
 

@@ -17,8 +17,9 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
+from hub_protocol.wire import Scope
 from hub_server.clock import now
-from hub_server.db.accounts import Accounts
+from hub_server.db.accounts import Accounts, stored_scopes
 from hub_server.db.catalog import Viewer
 from hub_server.errors import HubError
 
@@ -30,7 +31,7 @@ class Principal:
     user_id: int
     name: str
     is_admin: bool  # the user is an admin AND this token has the admin scope
-    scopes: set[str]
+    scopes: set[Scope]
     token_id: int = 0
     teams: list[str] = field(default_factory=list)
     expires_at: str | None = None  # the acting token's expiry (ISO 8601, UTC), if it has one
@@ -133,7 +134,7 @@ class Authenticator:
         return self._principal(row)
 
     def _principal(self, row: Any) -> Principal:
-        scopes = set(row["scopes"].split(","))
+        scopes = stored_scopes(row["scopes"])
         return Principal(
             row["id"],
             row["name"],

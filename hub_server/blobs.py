@@ -13,6 +13,7 @@ import io
 import os
 import shutil
 import tempfile
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import BinaryIO, Protocol
 from urllib.parse import urlsplit
@@ -24,7 +25,6 @@ class BlobStore(Protocol):
     def put(self, data: bytes) -> str: ...
     def put_file(self, file: BinaryIO, sha256: str) -> str: ...
     def get(self, key: str) -> bytes: ...
-    def open(self, key: str) -> BinaryIO: ...
 
 
 def check_key(key: str) -> str:
@@ -42,11 +42,14 @@ def file_sha256(file: BinaryIO) -> str:
     return digest.hexdigest()
 
 
-class _Bytes:
+class _Bytes(ABC):
     """``put(bytes)`` for stores that implement ``put_file``."""
 
+    @abstractmethod
+    def put_file(self, file: BinaryIO, sha256: str) -> str: ...
+
     def put(self, data: bytes) -> str:
-        return self.put_file(io.BytesIO(data), hashlib.sha256(data).hexdigest())  # type: ignore[attr-defined]
+        return self.put_file(io.BytesIO(data), hashlib.sha256(data).hexdigest())
 
 
 class LocalBlobStore(_Bytes):
@@ -74,9 +77,6 @@ class LocalBlobStore(_Bytes):
 
     def get(self, key: str) -> bytes:
         return self._path(key).read_bytes()
-
-    def open(self, key: str) -> BinaryIO:
-        return self._path(key).open("rb")
 
 
 class S3BlobStore(_Bytes):
@@ -108,9 +108,6 @@ class S3BlobStore(_Bytes):
 
     def get(self, key: str) -> bytes:
         return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
-
-    def open(self, key: str) -> BinaryIO:
-        return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
 
 
 def open_blob_store(url: str | None, data_dir: Path, endpoint: str | None = None) -> BlobStore:

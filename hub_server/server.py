@@ -33,7 +33,7 @@ def header_timeout_protocol(read_timeout: float) -> type[HttpToolsProtocol]:
             if not self.transport.is_closing():
                 self.transport.close()
 
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._arm()
 

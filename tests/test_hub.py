@@ -456,6 +456,17 @@ def test_unsafe_or_lying_archives_are_rejected(hub, wheel, sdist, code):
         HubClient(hub["url"]).environment(owner, "bad-env")  # nothing half-published
 
 
+def test_an_sdist_whose_pkg_info_is_a_directory_is_refused_with_a_code():
+    from hub_protocol.archives import UnsafeArchiveError, inspect_sdist
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.addfile(tar_member("bad_env-1.0.0/PKG-INFO", tarfile.DIRTYPE))
+    with pytest.raises(UnsafeArchiveError) as excinfo:
+        inspect_sdist(buf.getvalue())
+    assert excinfo.value.code == "invalid_metadata"
+
+
 def test_private_environments_are_invisible_to_others(hub):
     gina, hal = new_user(hub, "gina"), new_user(hub, "hal")
     resp = httpx.post(

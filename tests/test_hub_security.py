@@ -172,6 +172,18 @@ def test_tokens_are_listed_without_secrets_revoked_and_expire(hub):
     assert client.me()  # the other token still works
 
 
+def test_a_token_with_no_scopes_does_nothing_yet_is_listed_and_revoked(hub):
+    """A token minted with ``scopes: []`` holds no scope (not the scope ""): its owner can still
+    list and revoke tokens, and it can still ask who it is."""
+    _, token = user(hub)
+    owner = HubClient(hub["url"], token)
+    empty = owner.create_token("empty", [])
+    assert HubClient(hub["url"], empty.token).me().scopes == []
+    assert [t.scopes for t in owner.list_tokens() if t.name == "empty"] == [[]]
+    owner.revoke_token(empty.id)
+    assert owner.me()
+
+
 def test_a_read_only_expiring_token_neither_mints_nor_revokes_and_nothing_outlives_its_maker(hub):
     """A CI token (read, one day) cannot mint a token (a never-expiring one would outlive it)
     or revoke the owner's publish token; it can revoke itself. A publish token that expires

@@ -176,9 +176,11 @@ def _read_stage(stage: Path, target: Target, plan: Plan) -> list[Staged]:
     scripts = stage / target.scripts.relative_to(target.prefix)
     dist_infos: dict[str, list[Path]] = {}
     for info in purelib.glob("*.dist-info"):
-        name = canonicalize_name(info.name[: -len(".dist-info")].rpartition("-")[0])
-        dist_infos.setdefault(name, []).append(info)
-    staged, claimed = [], {}
+        dist_infos.setdefault(
+            canonicalize_name(info.name[: -len(".dist-info")].rpartition("-")[0]), []
+        ).append(info)
+    staged: list[Staged] = []
+    claimed: dict[Path, list[str]] = {}
     for name in plan.add:
         infos = dist_infos.get(name, [])
         if len(infos) != 1:

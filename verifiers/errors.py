@@ -33,6 +33,8 @@ from typing import Any
 class VFError(Exception):
     """Base class of every error the SDK raises on purpose."""
 
+    phase: str | None = None  # where in a rollout it was raised (``record_error`` sets it)
+
 
 Error = VFError  # the classic name: ``except vf.Error``
 
@@ -137,6 +139,8 @@ class MalformedResponseError(InvalidModelResponseError):
 class EmptyModelResponseError(InvalidModelResponseError):
     """The model returned neither content nor tool calls."""
 
+    response: Any = None  # the reply as a ``vf.Response``, when the client could build one
+
 
 class ToolError(RolloutError):
     """A tool call failed in a way the environment chose to end the rollout for."""
@@ -186,7 +190,7 @@ def record_error(state: Any, exc: BaseException, *, phase: str) -> None:
         wrapped.__cause__ = exc
         exc = wrapped
     if getattr(exc, "phase", None) is None:
-        exc.phase = phase  # type: ignore[attr-defined]
+        exc.phase = phase
     state["error"] = exc
 
 

@@ -52,7 +52,7 @@ def judge(
     staged: list[Staged], target: Target, requested: list[Requested], removed: set[str]
 ) -> list[Problem]:
     """Everything wrong with installing ``staged`` into ``target`` (empty: go ahead)."""
-    by_name = {canonicalize_name(r.distribution): r for r in requested}
+    by_name: dict[str, Requested] = {canonicalize_name(r.distribution): r for r in requested}
     problems: list[Problem] = []
     replaced = {canonicalize_name(n) for n in removed}
     names_taken: dict[str, tuple[str, bool]] = {}

@@ -123,7 +123,7 @@ def convert_embedded(embedded: EmbeddedModel) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=embedded.gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(
+    model: Any = AutoModelForCausalLM.from_pretrained(  # transformers' types stop short here
         source, gguf_file=embedded.gguf_file, dtype="float32"
     )
     # The GGUF weights are de-quantized on load; save_pretrained refuses while the quantizer is set.
@@ -166,9 +166,5 @@ def load_model(
 
     directory, name = resolve_model_dir(model)
     tokenizer = AutoTokenizer.from_pretrained(directory)
-    lm = (
-        AutoModelForCausalLM.from_pretrained(directory, dtype=pick_dtype(dtype, device))
-        .to(device)
-        .eval()
-    )
-    return lm, tokenizer, name, directory
+    lm: Any = AutoModelForCausalLM.from_pretrained(directory, dtype=pick_dtype(dtype, device))
+    return lm.to(device).eval(), tokenizer, name, directory

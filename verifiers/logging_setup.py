@@ -62,6 +62,7 @@ def print_prompt_completions_sample(
     from rich.markup import escape
     from rich.table import Table
 
+    names: tuple[str, ...]
     if len(args) >= 3 or "errors" in kwargs:
         names = ("errors", "rewards", "step", "num_samples")
     else:

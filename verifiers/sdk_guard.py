@@ -85,11 +85,9 @@ def sdk_requirement(requires: list[str] | None) -> str | None:
             requirement = Requirement(line)
         except InvalidRequirement:
             continue
-        if requirement.name.lower() == SDK_DISTRIBUTION and not requirement.marker:
-            return str(requirement)
-        if requirement.name.lower() == SDK_DISTRIBUTION and requirement.marker.evaluate(
-            {"extra": ""}
-        ):
+        if requirement.name.lower() != SDK_DISTRIBUTION:
+            continue
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
             return str(requirement)
     return None
 

@@ -275,13 +275,13 @@ class State(dict):
     def __len__(self) -> int:
         return dict.__len__(self) + len(self._forwarded())
 
-    def keys(self) -> Any:  # type: ignore[override]
+    def keys(self) -> Any:
         return list(self)
 
-    def values(self) -> Any:  # type: ignore[override]
+    def values(self) -> Any:
         return [self[k] for k in self]
 
-    def items(self) -> Any:  # type: ignore[override]
+    def items(self) -> Any:
         return [(k, self[k]) for k in self]
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -305,7 +305,7 @@ class State(dict):
             return dict.pop(self, key)
         return dict.pop(self, key, default)
 
-    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
         pairs = other.items() if hasattr(other, "items") else other
         for key, value in pairs:
             self[key] = value
@@ -327,7 +327,7 @@ class State(dict):
             return dict(self.items()) == dict(other.items())
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def __repr__(self) -> str:
         return f"State({dict(self.items())!r})"

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import Any
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
+from typing import Any, TypeGuard, get_args
 
+from hub_protocol.wire import Scope
 from hub_server.clock import now
 from hub_server.db.engine import Conflict, Database
 from hub_server.errors import HubError
@@ -13,6 +16,16 @@ from hub_server.errors import HubError
 PRINCIPAL_COLUMNS = (
     "u.id, u.name, u.is_admin, t.id AS token_id, t.scopes, t.expires_at, t.revoked_at"
 )
+
+
+def stored_scopes(text: str) -> set[Scope]:
+    """A token's ``scopes`` column (comma-joined) as scopes: a token minted with none stores
+    ``""``, which is no scope, not the scope ``""``."""
+    return {scope for scope in text.split(",") if _is_scope(scope)}
+
+
+def _is_scope(value: str) -> TypeGuard[Scope]:
+    return value in get_args(Scope)
 
 
 def hash_secret(value: str) -> str:
@@ -30,9 +43,9 @@ class Accounts:
         ).fetchone():
             raise HubError(409, "name_taken", f"the name {name!r} is taken by a user or team")
 
-    def create_user(self, name: str, is_admin: bool) -> tuple[str, list[str]]:
+    def create_user(self, name: str, is_admin: bool) -> tuple[str, list[Scope]]:
         """The new user's first token and its scopes (admin included for an admin)."""
-        scopes = ["admin", "publish", "read"] if is_admin else ["publish", "read"]
+        scopes: list[Scope] = ["admin", "publish", "read"] if is_admin else ["publish", "read"]
         try:
             with self.database.transaction() as db:
                 self._check_free(db, name)
@@ -46,7 +59,12 @@ class Accounts:
         return token, scopes
 
     def new_token(
-        self, db: Any, user_id: int, name: str, scopes: list[str], expires_at: str | None = None
+        self,
+        db: Any,
+        user_id: int,
+        name: str,
+        scopes: Iterable[Scope],
+        expires_at: str | None = None,
     ) -> tuple[str, int]:
         token = "vfh_" + secrets.token_urlsafe(32)
         token_id = db.execute(
@@ -57,7 +75,7 @@ class Accounts:
         return token, token_id
 
     def create_token(
-        self, user_id: int, name: str, scopes: list[str], expires_at: str | None
+        self, user_id: int, name: str, scopes: Iterable[Scope], expires_at: str | None
     ) -> tuple[str, int]:
         with self.database.transaction() as db:
             return self.new_token(db, user_id, name, scopes, expires_at)
@@ -86,7 +104,7 @@ class Accounts:
             ).fetchall()
 
     def revoke_token(
-        self, token_id: int, user_id: int, is_admin: bool, scopes: set[str] | None = None
+        self, token_id: int, user_id: int, is_admin: bool, scopes: AbstractSet[Scope] | None = None
     ) -> None:
         """``scopes``: the acting token's; it may revoke only tokens holding none beyond them
         (admin holds every scope)."""
@@ -97,7 +115,7 @@ class Accounts:
             if row is None or (row["user_id"] != user_id and not is_admin):
                 raise HubError(404, "token_not_found", f"you have no token {token_id}")
             if scopes is not None and "admin" not in scopes:
-                if not set(row["scopes"].split(",")) <= scopes:
+                if not stored_scopes(row["scopes"]) <= scopes:
                     raise HubError(
                         403,
                         "insufficient_scope",

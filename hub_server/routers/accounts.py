@@ -16,6 +16,7 @@ from hub_protocol.wire import (
     UserCreate,
 )
 from hub_server.clock import now
+from hub_server.db.accounts import stored_scopes
 from hub_server.errors import HubError
 from hub_server.names import check_name
 from hub_server.routers.deps import HubDep, User
@@ -71,7 +72,7 @@ def list_tokens(user: User, hub: HubDep) -> list[TokenInfo]:
         TokenInfo(
             id=r["id"],
             name=r["name"],
-            scopes=sorted(r["scopes"].split(",")),
+            scopes=sorted(stored_scopes(r["scopes"])),
             created_at=r["created_at"],
             expires_at=r["expires_at"],
             revoked=r["revoked_at"] is not None,

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from hub_protocol.wire import EnvironmentInfo, EnvironmentPage, VersionInfo
 from hub_server.auth import Principal, viewer_of
-from hub_server.db.search import SORTS
+from hub_server.db.search import SORTS, Answer
 from hub_server.errors import HubError, error_body
 from hub_server.fastpath import request_headers, respond
 from hub_server.hub import Hub
@@ -61,12 +61,13 @@ async def environment_page_json(hub: Hub, user: Principal | None, query: dict[st
     page, per_page = page_bounds(sort, query.get("page", 1), query.get("per_page", 20))
     viewer = viewer_of(user)
     args = (query.get("q"), query.get("owner"), query.get("tag"), sort, page, per_page)
-    answer = None
+    answer: Answer | None = None
     if not hub.downloads_pending():
         answer = await hub.read(hub.search.cached, viewer, *args)
     if answer is None:
         answer = await run_in_threadpool(_flushed_page, hub, viewer, args)
-    return rendered(answer, lambda: listing(*answer, page, per_page).model_dump_json().encode())
+    rows, total = answer
+    return rendered(answer, lambda: listing(rows, total, page, per_page).model_dump_json().encode())
 
 
 _RENDERED: OrderedDict[int, tuple[Any, bytes]] = OrderedDict()
@@ -87,7 +88,7 @@ def rendered(answer: Any, render: Callable[[], bytes]) -> bytes:
     return body
 
 
-def _flushed_page(hub: Hub, viewer: Any, args: tuple) -> Any:
+def _flushed_page(hub: Hub, viewer: Any, args: tuple) -> Answer:
     hub.flush_downloads()
     return hub.search.page(viewer, *args)
 

@@ -88,8 +88,9 @@ class IndexFastPath:
             or not all(parts[2:5])
         ):
             return await self.app(scope, receive, send)
+        owner, name, project = parts[2:5]
         try:
-            body, media = await project_page(self.hub, *parts[2:5], request_headers(scope))
+            body, media = await project_page(self.hub, owner, name, project, request_headers(scope))
             status = 200
         except HubError as exc:
             body, media, status = (

@@ -45,8 +45,16 @@ CSP = (
     "frame-ancestors 'none'; base-uri 'none'"
 )
 _SAFE_SCHEMES = ("http", "https", "mailto", "")
-_markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
-_markdown.validateLink = lambda url: urlsplit(url.strip()).scheme.lower() in _SAFE_SCHEMES
+
+
+class _SafeLinkMarkdown(MarkdownIt):
+    """CommonMark whose links keep only the safe schemes (no ``javascript:``, no ``data:``)."""
+
+    def validateLink(self, url: str) -> bool:
+        return urlsplit(url.strip()).scheme.lower() in _SAFE_SCHEMES
+
+
+_markdown = _SafeLinkMarkdown("commonmark", {"html": False}).enable("table")
 
 
 def render_readme(text: str | None) -> str:
@@ -193,7 +201,9 @@ def eval_view(row: Any) -> dict[str, Any]:
     except (TypeError, ValueError):
         summary, histogram = {}, {}
     summary = summary if isinstance(summary, dict) else {}
-    pass_at_k = summary.get("pass_at_k") if isinstance(summary.get("pass_at_k"), dict) else {}
+    pass_at_k = summary.get("pass_at_k")
+    if not isinstance(pass_at_k, dict):
+        pass_at_k = {}
     counts = histogram.get("counts") if isinstance(histogram, dict) else None
     if not isinstance(counts, list) or not all(isinstance(c, int) for c in counts):
         histogram = {"counts": [], "low": 0.0, "high": 1.0, "peak": 0}

@@ -30,7 +30,7 @@ def get_error_chain(
 
 
 def get_vf_error_chain(error: BaseException) -> list[errors.VFError]:
-    return get_error_chain(error, errors.VFError)  # type: ignore[return-value]
+    return [e for e in get_error_chain(error, errors.VFError) if isinstance(e, errors.VFError)]
 
 
 class ErrorChain:

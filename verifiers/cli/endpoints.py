@@ -48,6 +48,13 @@ class Endpoint:
     api: str | None = None  # the API the endpoint speaks, when its registry entry says
     key_var: str | None = None  # the environment variable the key came from
 
+    @property
+    def url(self) -> str:
+        """The base URL, once there is one (the embedded server, if any, has started)."""
+        if self.base_url is None:
+            raise CLIError(f"{self.model} has no endpoint URL: the built-in server is not started")
+        return self.base_url
+
 
 def load_registry(path: Path) -> dict[str, EndpointEntry]:
     try:

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 from rich.console import Console
@@ -36,6 +36,9 @@ from verifiers.cli.eval_defaults import EvalDefaults, eval_defaults
 from verifiers.cli.settings import CommandSettings, Flag, parse_settings
 from verifiers.local_models import DEFAULT_MODEL
 from verifiers.workers.auth import DEFAULT_SECRET_FILE, SECRET_ENV
+
+if TYPE_CHECKING:
+    from verifiers.workers.runner import EnvWorkers
 
 DEFAULT_API = "chat"  # the API an endpoint speaks unless --api or its alias says
 
@@ -179,12 +182,12 @@ def check_reachable(
 ) -> None:
     import httpx
 
-    url = endpoint.base_url.rstrip("/") + "/models"
+    url = endpoint.url.rstrip("/") + "/models"
     if api == "anthropic":
         from verifiers.clients.anthropic_messages_client import ANTHROPIC_VERSION
 
-        if not endpoint.base_url.rstrip("/").endswith("/v1"):
-            url = endpoint.base_url.rstrip("/") + "/v1/models"
+        if not endpoint.url.rstrip("/").endswith("/v1"):
+            url = endpoint.url.rstrip("/") + "/v1/models"
         auth = {"anthropic-version": ANTHROPIC_VERSION}
         if endpoint.api_key and endpoint.api_key != "EMPTY":
             auth["x-api-key"] = endpoint.api_key
@@ -208,8 +211,8 @@ def check_reachable(
         )
     if resp.status_code == 404:
         hint = (
-            f"; did you mean {endpoint.base_url.rstrip('/')}/v1?"
-            if not endpoint.base_url.rstrip("/").endswith("/v1")
+            f"; did you mean {endpoint.url.rstrip('/')}/v1?"
+            if not endpoint.url.rstrip("/").endswith("/v1")
             else ""
         )
         raise CLIError(
@@ -234,9 +237,10 @@ def check_same_env(args: EvalSettings, previous: dict[str, Any], flag: str, run:
         )
 
 
-def check_resume_matches(args: EvalSettings, previous: dict[str, Any]) -> None:
-    """A resumed run keeps its environment, model and rollouts per example: say which differs."""
-    check_same_env(args, previous, "--resume", args.resume)
+def check_resume_matches(args: EvalSettings, previous: dict[str, Any], run: str) -> None:
+    """A resumed run (``run``, the --resume directory) keeps its environment, model and rollouts
+    per example: say which differs."""
+    check_same_env(args, previous, "--resume", run)
     for flag, value, key in (
         ("-m/--model", args.model, "model"),
         (
@@ -247,7 +251,7 @@ def check_resume_matches(args: EvalSettings, previous: dict[str, Any]) -> None:
     ):
         if value is not None and key in previous and str(value) != str(previous[key]):
             raise CLIError(
-                f"--resume {args.resume} was run with {key}={previous[key]!r}, not {value!r}; "
+                f"--resume {run} was run with {key}={previous[key]!r}, not {value!r}; "
                 f"drop {flag} to continue it, or start a new run"
             )
 
@@ -261,14 +265,14 @@ def resume_settings(run_dir: Path, flag: str = "--resume") -> dict[str, Any]:
     return json.loads(meta_path.read_text())
 
 
-def _rescore(args: EvalSettings, env: Any, console: Console) -> int:
+def _rescore(args: EvalSettings, run_dir: str, env: Any, console: Console) -> int:
     """``--rescore RUN_DIR``: the recorded rollouts scored again, no model called."""
     from verifiers.cli.display import LiveProgress, summary_table
     from verifiers.results.layout import new_run_dir
     from verifiers.results.rescore import RescoreError, SavedRun, changes_table, compare, rescore
 
     try:
-        run = SavedRun.read(args.rescore)
+        run = SavedRun.read(run_dir)
     except (RescoreError, ValueError) as exc:
         raise CLIError(str(exc)) from exc
     results_path = None
@@ -276,7 +280,7 @@ def _rescore(args: EvalSettings, env: Any, console: Console) -> int:
         results_path = str(new_run_dir(args.output_dir, env.env_id, run.metadata.model))
     total = len(run.example_ids) * run.metadata.rollouts_per_example
     console.print(
-        f"[bold]{env.env_id}[/bold]: re-scoring {total} rollouts of {escape(args.rescore)}",
+        f"[bold]{env.env_id}[/bold]: re-scoring {total} rollouts of {escape(run_dir)}",
         highlight=False,
     )
     start = time.perf_counter()
@@ -338,7 +342,7 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
         env_args = env_args or previous.get("env_args", {})
     elif args.resume:
         previous = resume_settings(Path(args.resume))
-        check_resume_matches(args, previous)  # before loading anything or starting a server
+        check_resume_matches(args, previous, args.resume)  # before loading or starting anything
         env_args = env_args or previous.get("env_args", {})
         sampling = sampling or previous.get("sampling_args", {})
     for key in ("max_tokens", "temperature"):
@@ -351,7 +355,7 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
     except TypeError as exc:
         raise CLIError(str(exc)) from exc
     if args.rescore:
-        return _rescore(args, env, console)
+        return _rescore(args, args.rescore, env, console)
     defaults = eval_defaults(getattr(env, "env_distribution", None))
     n = _pick(_explicit(args, "num_examples"), previous.get("num_examples"), defaults.num_examples)
     r = _pick(
@@ -461,10 +465,10 @@ def make_eval_client(api: str, endpoint: Endpoint, headers: dict[str, str], key_
     from verifiers.clients.config import API_TO_CLIENT_TYPE, ClientConfig
 
     if api == "chat":
-        return OpenAICompatibleClient(endpoint.base_url, endpoint.api_key, headers=headers)
+        return OpenAICompatibleClient(endpoint.url, endpoint.api_key, headers=headers)
     config = ClientConfig(
         client_type=API_TO_CLIENT_TYPE[api],
-        api_base_url=endpoint.base_url,
+        api_base_url=endpoint.url,
         api_key_var=key_var,
         extra_headers=headers,
         max_retries=3,
@@ -481,7 +485,7 @@ def eval_client_config(api: str, endpoint: Endpoint, headers: dict[str, str], ke
 
     return ClientConfig(
         client_type=API_TO_CLIENT_TYPE[api],
-        api_base_url=endpoint.base_url,
+        api_base_url=endpoint.url,
         api_key_var=key_var if endpoint.api_key and endpoint.api_key != "EMPTY" else NO_KEY_VAR,
         extra_headers=headers,
         max_retries=3,
@@ -515,7 +519,7 @@ async def _generate(
     client_config: Any,
     **kwargs: Any,
 ) -> Any:
-    started = None
+    started: EnvWorkers | None = None
     try:
         if isinstance(workers, tuple):  # running env servers
             from verifiers.workers.auth import load_secret

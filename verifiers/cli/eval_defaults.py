@@ -11,6 +11,7 @@ import tomllib
 from importlib.metadata import PackageNotFoundError, distribution
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from verifiers.cli.endpoints import CLIError
 
@@ -48,7 +49,7 @@ def eval_defaults(dist_name: str | None) -> EvalDefaults:
         ) from exc
 
 
-def _describe(error: dict) -> str:
+def _describe(error: ErrorDetails) -> str:
     key = ".".join(str(part) for part in error["loc"]) or "table"
     if error["type"] == "extra_forbidden":
         return f"unknown key {key!r}"

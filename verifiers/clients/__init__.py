@@ -44,6 +44,14 @@ class ModelClient(Protocol):
     ) -> ModelResponse: ...
 
 
+@runtime_checkable
+class ClosableModelClient(ModelClient, Protocol):
+    """A ``ModelClient`` with connections to release: every one ``model_client`` builds. A
+    user's own ``ModelClient`` needs only ``chat`` and ``complete``."""
+
+    async def aclose(self) -> None: ...
+
+
 _from_openai: weakref.WeakKeyDictionary[Any, ModelClient] = weakref.WeakKeyDictionary()
 
 
@@ -188,7 +196,7 @@ class _TypedCache:
 
     def get(self, client: Any, kind: str) -> Any:
         try:
-            return self._by_kind.get(kind, {}).get(client)  # type: ignore[call-overload]
+            return self._by_kind.get(kind, {}).get(client)
         except TypeError:
             return None
 

@@ -141,7 +141,7 @@ class Client(ABC, Generic[NativeClientT, NativePromptT, NativeResponseT, NativeT
             except EmptyModelResponseError as exc:  # the reply still is what the model did
                 if native is not None:
                     with contextlib.suppress(Exception):
-                        exc.response = await self.from_native_response(native)  # type: ignore[attr-defined]
+                        exc.response = await self.from_native_response(native)
                 raise
             return await self.from_native_response(native)
         except VFError:

@@ -28,7 +28,7 @@ from verifiers.messages.models import (
     ToolCall,
     Usage,
 )
-from verifiers.types import SamplingArgs
+from verifiers.types import MessageType, SamplingArgs
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 
@@ -105,8 +105,8 @@ def finish_of(choice: Any) -> Any:
     return reason if reason in ("stop", "length", "tool_calls") else None
 
 
-def tokens_of(native: Any, message_type: str) -> ResponseTokens | None:
-    tokens = response_tokens(native, message_type)  # type: ignore[arg-type]
+def tokens_of(native: Any, message_type: MessageType) -> ResponseTokens | None:
+    tokens = response_tokens(native, message_type)
     if tokens is None:
         return None
     return ResponseTokens(

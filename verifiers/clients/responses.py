@@ -7,10 +7,10 @@ rollout code reads both through these functions, so it never depends on which on
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from verifiers.messages.dicts import MessageDict
-from verifiers.types import Messages, MessageType, TrajectoryStepTokens
+from verifiers.types import ChatMessage, Messages, MessageType, TrajectoryStepTokens
 
 
 def field(obj: Any, name: str, default: Any = None) -> Any:
@@ -70,7 +70,8 @@ def response_messages(response: Any, message_type: MessageType) -> Messages:
         value = field(message, key)
         if isinstance(value, str) and value:
             out[key] = value
-    return [MessageDict(out)]  # type: ignore[list-item]
+    # a MessageDict is a ChatMessage that also reads by attribute
+    return cast("list[ChatMessage]", [MessageDict(out)])
 
 
 def response_usage(response: Any) -> tuple[int, int]:

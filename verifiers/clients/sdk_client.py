@@ -30,7 +30,7 @@ def _typed_error(exc: Exception) -> errors.ModelError:
     try:
         import openai
     except ImportError:  # pragma: no cover - openai is a core dependency
-        openai = None  # type: ignore[assignment]
+        openai = None  # type: ignore[assignment]  # the module or None: checked below
     status = getattr(exc, "status_code", None)
     message = f"{type(exc).__name__}: {exc}"
     if openai is not None and isinstance(exc, openai.APIError):

@@ -91,7 +91,10 @@ def _assign_example_ids(formatted: list[dict[str, Any]]) -> None:
     ids = [r["example_id"] for r in formatted]
     if len(set(ids)) != len(ids):
         seen: set[int] = set()
-        dup = next(x for x in ids if x in seen or seen.add(x))  # type: ignore[func-returns-value]
+        for dup in ids:
+            if dup in seen:
+                break
+            seen.add(dup)
         raise DatasetError(f"example_id {dup} appears more than once; example ids must be unique")
 
 

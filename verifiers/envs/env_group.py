@@ -8,8 +8,8 @@ first), and ``task`` is left to the task payload.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from verifiers.envs.environment import Environment
 from verifiers.rubrics.rubric import Rubric, scores_from_states
@@ -149,7 +149,7 @@ class EnvGroup(Environment):
         )
 
     def _concatenate(
-        self, parts: list[tuple[str, list[dict[str, Any]] | None]]
+        self, parts: Sequence[tuple[str, list[dict[str, Any]] | None]]
     ) -> list[dict[str, Any]] | None:
         rows: list[dict[str, Any]] = []
         for name, dataset in parts:
@@ -192,11 +192,11 @@ class EnvGroup(Environment):
     def get_env_for_task(self, task: str) -> Environment:
         return self.env_map.get(task, self.envs[0])
 
-    def _child(self, input: RolloutInput) -> tuple[Environment, dict[str, Any], tuple[str, ...]]:
+    def _child(self, input: RolloutInput) -> tuple[Environment, RolloutInput, tuple[str, ...]]:
         """The environment a row belongs to, the row as that environment sees it (its own part
         of the route removed), and the full route."""
         if not self.routes_by_info:
-            return self.get_env_for_task(input.get("task", "default")), dict(input), ()
+            return self.get_env_for_task(input.get("task", "default")), _row_copy(input), ()
         route = route_of(input, True)
         if not route:
             if len(self.envs) != 1:
@@ -205,7 +205,7 @@ class EnvGroup(Environment):
                     "EnvGroup.get_dataset()/get_eval_dataset() or provide that routing value."
                 )
             route = (self.env_names[0],)
-        child = dict(input)
+        child = _row_copy(input)
         info = _info(child.get("info"))
         if route[1:]:
             info[ENV_GROUP_INFO_KEY] = _route_value(route[1:])
@@ -268,3 +268,8 @@ class EnvGroup(Environment):
         for env in self.envs:
             await env._teardown()
         await super()._teardown()
+
+
+def _row_copy(row: RolloutInput) -> RolloutInput:
+    """A plain-dict copy of an input row (the child's own, so the route can be rewritten)."""
+    return cast(RolloutInput, dict(row))

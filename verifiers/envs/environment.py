@@ -12,7 +12,7 @@ import logging
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from verifiers import classic, decorators
 from verifiers.concurrency import call_with_named, maybe_await
@@ -299,7 +299,9 @@ class Environment(ABC):
     ) -> list[RolloutInput]:
         """Eval rows, each repeated ``rollouts_per_example`` times (the classic input list)."""
         rows = self.dataset_rows("eval", n=num_examples)
-        return [dict(row) for row in rows for _ in range(max(rollouts_per_example, 1))]  # type: ignore[misc]
+        return [
+            cast(RolloutInput, dict(row)) for row in rows for _ in range(max(rollouts_per_example, 1))
+        ]
 
     def set_max_seq_len(self, max_seq_len: int | None) -> None:
         self.max_seq_len = max_seq_len

@@ -18,15 +18,15 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol
 
-from verifiers.clients import SDKClient, make_client, model_client
+from verifiers.clients import ClosableModelClient, SDKClient, make_client, model_client
 from verifiers.concurrency import NullAsyncContext, semaphore
 from verifiers.envs.dataset_format import format_rows, to_rows
 from verifiers.envs.timing import set_scoring
 from verifiers.errors import to_record
 from verifiers.results.records import SummaryAccumulator, rollout_record
-from verifiers.results.schema import RunMetadata
+from verifiers.results.schema import RunMetadata, RunStatus
 from verifiers.results.writer import RunWriter, now_iso
-from verifiers.types import GenerateMetadata, GenerateOutputs, State
+from verifiers.types import GenerateMetadata, GenerateOutputs, MessageType, State
 
 logger = logging.getLogger("verifiers.envs.generation")
 
@@ -40,7 +40,7 @@ class Environment(Protocol):
     env_version: str | None
     env_content_hash: str | None
     rubric: Any
-    message_type: str
+    message_type: MessageType
     system_prompt: str | None
     few_shot: list[dict[str, Any]] | None
 
@@ -369,7 +369,7 @@ async def run_generation(
 
     start = time.perf_counter()
     tasks = [asyncio.ensure_future(run_group(group)) for group in pending]
-    status = "failed"
+    status: RunStatus = "failed"
     try:
         await asyncio.gather(*tasks)
         status = "completed"
@@ -384,11 +384,11 @@ async def run_generation(
         if writer is not None:
             writer.close(status, elapsed)
         else:
-            meta.status = status  # type: ignore[assignment]
+            meta.status = status
             meta.finished_at = now_iso()
             meta.duration_s = elapsed
             meta.summary = summary.summary()
-        if owns_client:
+        if owns_client and isinstance(transport, ClosableModelClient):
             await transport.aclose()
         if made_client is not None:
             await made_client.aclose()

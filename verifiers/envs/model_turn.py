@@ -20,7 +20,7 @@ from verifiers.clients.responses import (
 from verifiers.envs.messages import strip_nones_from_content
 from verifiers.errors import EmptyModelResponseError
 from verifiers.messages.convert import tool_from_raw
-from verifiers.messages.models import AssistantMessage, Response, Tool
+from verifiers.messages.models import AssistantMessage, Message, Response, Tool
 from verifiers.types import MessageType, SamplingArgs, State, TrajectoryStep, TrajectoryStepTokens
 
 
@@ -123,7 +123,7 @@ def add_usage(state: State, response: Response) -> None:
         count_usage(state, response.usage.prompt_tokens, response.usage.completion_tokens)
 
 
-def typed_completion(response: Response) -> list[AssistantMessage]:
+def typed_completion(response: Response) -> list[Message]:
     """The reply as the completion messages of its step: one ``vf.AssistantMessage``."""
     message = response.message
     extras = {
@@ -228,7 +228,7 @@ def check_not_empty(step: TrajectoryStep, message_type: MessageType) -> None:
     if isinstance(step["response"], Response):
         return
     new = step["completion"]
-    if message_type == "chat":
+    if message_type == "chat" and not isinstance(new, str):
         empty = not new or (not new[0].get("content") and not new[0].get("tool_calls"))
     else:
         empty = not new

@@ -339,7 +339,7 @@ class MultiTurnEnv(Environment):
 
 def error_chain(error: Any) -> str:
     """``repr`` of an error and its causes, as classic logs show it (``A() -> B()``)."""
-    chain = []
+    chain: list[str] = []
     while error is not None and len(chain) < 10:
         chain.append(repr(error))
         error = getattr(error, "__cause__", None)

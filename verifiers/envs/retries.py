@@ -63,17 +63,18 @@ def maybe_retry(
             except error_types as exc:
                 if last:
                     raise
-                failure: BaseException | None = exc
+                failure: BaseException = exc
             else:
-                failure = _failure(result, error_types)
-                if failure is None or last:
-                    if failure is not None:
+                found = _failure(result, error_types)
+                if found is None or last:
+                    if found is not None:
                         logger.error(
                             "retries exhausted after %d attempts; last error: %r",
                             max_retries + 1,
-                            ErrorChain(failure),
+                            ErrorChain(found),
                         )
                     return result
+                failure = found
             delay = min(max_wait, initial * 2**attempt) + random.uniform(0, initial)
             logger.warning(
                 "caught %r; retrying in %.1fs (retry %d/%d)",

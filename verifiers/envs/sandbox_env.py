@@ -52,7 +52,7 @@ class SandboxEnv(StatefulToolEnv):
         self.sandbox_limits = sandbox_limits or SandboxLimits()
         self._provider = sandbox_provider
         self._owns_provider = sandbox_provider is None
-        self._provider_args = {"mode": sandbox_mode, "pool_size": pool_size}
+        self._sandbox_mode, self._pool_size = sandbox_mode, pool_size
         self._sandboxes: dict[str, asyncio.Task[Sandbox]] = {}
         self._sandbox_states: dict[str, SandboxState] = {}
         self.add_tool(self.bash, args_to_skip=["sandbox_id"])
@@ -62,7 +62,9 @@ class SandboxEnv(StatefulToolEnv):
         if self._provider is None:
             from verifiers.sandbox.provider import LocalSandboxProvider
 
-            self._provider = LocalSandboxProvider(limits=self.sandbox_limits, **self._provider_args)
+            self._provider = LocalSandboxProvider(
+                limits=self.sandbox_limits, mode=self._sandbox_mode, pool_size=self._pool_size
+            )
         return self._provider
 
     @property
@@ -70,11 +72,7 @@ class SandboxEnv(StatefulToolEnv):
         if self._provider is None and self._owns_provider:
             from verifiers.sandbox.provider import probe_mode
 
-            return (
-                self._provider_args["mode"]
-                if self._provider_args["mode"] != "auto"
-                else probe_mode()
-            )
+            return self._sandbox_mode if self._sandbox_mode != "auto" else probe_mode()
         return self.provider.mode
 
     def run_metadata(self) -> dict[str, Any]:

@@ -206,10 +206,11 @@ class ToolEnv(MultiTurnEnv):
         return MessageDict(role="tool", content=content, tool_call_id=tool_call_id)
 
     def _should_stop(self, exc: BaseException) -> bool:
-        while exc is not None:
-            if any(isinstance(exc, kind) for kind in self.stop_errors):
+        cause: BaseException | None = exc
+        while cause is not None:
+            if any(isinstance(cause, kind) for kind in self.stop_errors):
                 return True
-            exc = exc.__cause__  # type: ignore[assignment]
+            cause = cause.__cause__
         return False
 
     async def call_tool(

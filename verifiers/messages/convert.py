@@ -27,7 +27,7 @@ from verifiers.messages.models import (
     UserMessage,
 )
 
-_BY_ROLE: dict[str, type[MessageModel]] = {
+_BY_ROLE: dict[str, type[Message]] = {
     "text": TextMessage,
     "system": SystemMessage,
     "user": UserMessage,
@@ -106,17 +106,17 @@ def from_raw_message(message: Mapping[str, Any]) -> Message:
         data["tool_calls"] = [tool_call_from_raw(c) for c in data["tool_calls"]]
     if role != "assistant" and data.get("content") is None and "content" in data:
         data["content"] = ""
-    return cls.model_validate(data)  # type: ignore[return-value]
+    return cls.model_validate(data)
 
 
 def normalize_messages(value: str | Sequence[Any], *, field_name: str = "messages") -> Messages:
     """Raw dicts, typed messages or a plain string as a list of typed messages."""
     if isinstance(value, str):
         return [TextMessage(content=value)]
-    out: Messages = []
+    out: list[Any] = []  # typed messages, and objects that read like one (role, content)
     for message in value:
         if isinstance(message, MessageModel) and hasattr(message, "role"):
-            out.append(message)  # type: ignore[arg-type]
+            out.append(message)
         elif isinstance(message, Mapping):
             out.append(from_raw_message(message))
         elif hasattr(message, "role") and hasattr(message, "content"):

@@ -61,7 +61,7 @@ class MessageModel(BaseModel):
     def values(self) -> list[Any]:
         return [getattr(self, k) for k in self.keys()]
 
-    def __iter__(self) -> Iterator[str]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[str]:  # type: ignore[override]  # keys, as a mapping iterates
         return iter(self.keys())
 
     def __len__(self) -> int:
@@ -72,7 +72,7 @@ class MessageModel(BaseModel):
             return compact(self) == compact(_comparable(other))
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as the dict it replaces
 
 
 def _comparable(other: Any) -> Any:
@@ -247,7 +247,7 @@ class TimeSpan(MessageModel):
     start: float = 0.0
     end: float = 0.0
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's spelling; mypy cannot see it
     @property
     def duration(self) -> float:
         return self.end - self.start if self.end > 0.0 else 0.0
@@ -256,7 +256,7 @@ class TimeSpan(MessageModel):
 class TimeSpans(MessageModel):
     spans: list[TimeSpan] = Field(default_factory=list)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's spelling; mypy cannot see it
     @property
     def duration(self) -> float:
         return sum(s.duration for s in self.spans)
@@ -274,14 +274,14 @@ class RolloutTiming(MessageModel):
     model: TimeSpans = Field(default_factory=TimeSpans)
     env: TimeSpans = Field(default_factory=TimeSpans)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's spelling; mypy cannot see it
     @property
     def total(self) -> float:
         if self.scoring.end <= 0.0:
             return 0.0
         return self.scoring.end - self.generation.start
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's spelling; mypy cannot see it
     @property
     def overhead(self) -> float:
         return (

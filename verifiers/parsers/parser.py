@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from verifiers.types import Messages
+from verifiers.types import ChatMessage, Message, Messages
 
 
 class Parser:
@@ -23,21 +23,21 @@ class Parser:
         return self.extract_fn(text)
 
     @staticmethod
-    def _by_role(completion: Messages, role: str) -> list[dict[str, Any]]:
+    def _by_role(completion: Messages, role: str) -> list[Message | ChatMessage]:
         if isinstance(completion, str):
             return [{"role": "assistant", "content": completion}] if role == "assistant" else []
         return [m for m in completion if m.get("role") == role]
 
-    def get_assistant_messages(self, completion: Messages) -> list[dict[str, Any]]:
+    def get_assistant_messages(self, completion: Messages) -> list[Message | ChatMessage]:
         return self._by_role(completion, "assistant")
 
-    def get_system_messages(self, completion: Messages) -> list[dict[str, Any]]:
+    def get_system_messages(self, completion: Messages) -> list[Message | ChatMessage]:
         return self._by_role(completion, "system")
 
-    def get_user_messages(self, completion: Messages) -> list[dict[str, Any]]:
+    def get_user_messages(self, completion: Messages) -> list[Message | ChatMessage]:
         return self._by_role(completion, "user")
 
-    def get_tool_messages(self, completion: Messages) -> list[dict[str, Any]]:
+    def get_tool_messages(self, completion: Messages) -> list[Message | ChatMessage]:
         return self._by_role(completion, "tool")
 
     def parse_answer(self, completion: Messages) -> Any:

@@ -135,7 +135,7 @@ def _messages(value: Any) -> list[dict[str, Any]]:
     strings (completion-style choices) or of anything else (shown as JSON)."""
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
-    out = []
+    out: list[dict[str, Any]] = []
     for m in value if isinstance(value, list) else [] if value is None else [value]:
         if not isinstance(m, dict):
             out.append({"role": "", "content": _text(m), "calls": []})

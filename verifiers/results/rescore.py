@@ -88,7 +88,7 @@ def _steps(prompt: Any, completion: Any) -> list[dict[str, Any]]:
     """One trajectory step per model reply (no tokens: the run saved messages only)."""
     if not isinstance(completion, list):
         return [{"prompt": prompt, "completion": completion, "response": None, "tokens": None}]
-    steps = []
+    steps: list[dict[str, Any]] = []
     for i, message in enumerate(completion):
         if message.get("role") == "assistant":
             steps.append(

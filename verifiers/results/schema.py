@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
+RunStatus = Literal["running", "completed", "interrupted", "failed"]
 
 
 class ErrorRecord(BaseModel):
@@ -72,7 +73,7 @@ class RunMetadata(BaseModel):
     schema_version: int = SCHEMA_VERSION
     # one id per run, kept across resumes: the hub attaches a run to a version once
     run_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
-    status: Literal["running", "completed", "interrupted", "failed"] = "running"
+    status: RunStatus = "running"
     env_id: str
     env_args: dict[str, Any] = Field(default_factory=dict)
     env_version: str | None = None

@@ -12,14 +12,14 @@ import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
 from verifiers.errors import ResumeError
 from verifiers.results.layout import METADATA_FILE, RESULTS_FILE
 from verifiers.results.records import SummaryAccumulator, dumps_line
-from verifiers.results.schema import RunMetadata
+from verifiers.results.schema import RunMetadata, RunStatus
 
 
 def now_iso() -> str:
@@ -54,7 +54,7 @@ class RunWriter:
         self.summary = SummaryAccumulator()
         self.completed_ids: set[int] = set()
         self.previous_rows: list[dict[str, Any]] = []
-        self._file = None
+        self._file: BinaryIO | None = None
 
     def open(self, rollouts_per_example: int) -> RunWriter:
         """Create the run directory, or pick up the complete groups of an earlier run in it."""
@@ -112,9 +112,9 @@ class RunWriter:
         for record in records:
             self.summary.add(record)
 
-    def write_metadata(self, status: str | None = None, elapsed_s: float = 0.0) -> None:
+    def write_metadata(self, status: RunStatus | None = None, elapsed_s: float = 0.0) -> None:
         if status is not None:
-            self.metadata.status = status  # type: ignore[assignment]
+            self.metadata.status = status
             self.metadata.finished_at = now_iso()
             self.metadata.duration_s += elapsed_s
         self.metadata.summary = self.summary.summary()
@@ -122,7 +122,7 @@ class RunWriter:
         tmp.write_bytes(self.metadata.model_dump_json(indent=2).encode())
         os.replace(tmp, self.metadata_path)
 
-    def close(self, status: str, elapsed_s: float) -> None:
+    def close(self, status: RunStatus, elapsed_s: float) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None

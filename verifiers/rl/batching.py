@@ -98,7 +98,7 @@ class MicroBatch:
     members: list[list[Sample]] = field(default_factory=list)  # per row, its samples in order
 
     def to(self, device: torch.device) -> MicroBatch:
-        moved = {
+        moved: dict[str, Any] = {
             name: None if getattr(self, name) is None else getattr(self, name).to(device)
             for name in self.__dataclass_fields__
             if name != "members"
@@ -266,10 +266,15 @@ def packing_mode(model: Any, requested: str) -> str:
     return requested
 
 
-def model_inputs(model: Any, batch: MicroBatch, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+def model_inputs(
+    model: Any, batch: MicroBatch, dtype: torch.dtype
+) -> dict[str, torch.Tensor | None]:
     """The forward arguments for ``batch``: a padding mask, or for a packed row either position
     ids alone (varlen attention) or a block-diagonal causal additive mask."""
-    inputs = {"input_ids": batch.input_ids, "position_ids": batch.position_ids}
+    inputs: dict[str, torch.Tensor | None] = {
+        "input_ids": batch.input_ids,
+        "position_ids": batch.position_ids,
+    }
     if not batch.packed:
         inputs["attention_mask"] = batch.attention_mask
         return inputs

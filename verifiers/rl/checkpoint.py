@@ -56,7 +56,7 @@ def load_checkpoint(trainer: Any, directory: Path) -> dict[str, Any]:
     if not (directory / "trainer.pt").exists():
         raise FileNotFoundError(f"{directory} is not a complete checkpoint (no trainer.pt)")
     model_state, optim_state = get_state_dict(trainer.model, trainer.optimizer)
-    state = {"model": model_state, "optim": optim_state}
+    state: dict[str, Any] = {"model": model_state, "optim": optim_state}
     with _single_process_is_intended():
         dcp.load(state, checkpoint_id=str(directory / "dcp"))
     set_state_dict(

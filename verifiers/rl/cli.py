@@ -331,6 +331,15 @@ def _serve_and_train(
             advantage=config.trainer.loss.advantage,
         )
         with _progress_table(config, console) as (on_step, on_eval):
+
+            def after_step(record: dict[str, Any]) -> None:
+                on_step(record)
+                trackers.log(record, record["step"])
+
+            def after_eval(record: dict[str, Any]) -> None:
+                on_eval(record)
+                trackers.log(record, record["step"], prefix="eval")
+
             train(
                 orchestrator,
                 trainer,
@@ -345,8 +354,8 @@ def _serve_and_train(
                     decode=lambda ids: [tokenizer.decode([i]) for i in ids],
                 ),
                 start_step=start_step,
-                on_step=lambda r: (on_step(r), trackers.log(r, r["step"])),
-                on_eval=lambda r: (on_eval(r), trackers.log(r, r["step"], prefix="eval")),
+                on_step=after_step,
+                on_eval=after_eval,
             )
         exported = export_run(config, env, trainer, out)
     except (InferenceServerError, MissingTokensError) as exc:

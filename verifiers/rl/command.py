@@ -193,7 +193,8 @@ def load_policy(model_dir: Path, device: str) -> Any:
     """The policy in float32 (trained under bf16 autocast when asked: pure bf16 barely learns)."""
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32").to(device)
+    policy: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
+    return policy.to(device)
 
 
 def resume_or_follow(trainer: Any, out: Path, resume: bool, ctx: Any, console: Any) -> int:

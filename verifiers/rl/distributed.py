@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -77,9 +77,11 @@ def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
     """The unsharded weights on CPU (every rank must call; rank 0 gets the tensors)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    return get_model_state_dict(
+    state = get_model_state_dict(
         model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
     )
+    # torch types a state dict's values broadly; a full model state dict holds tensors
+    return cast(dict[str, torch.Tensor], state)
 
 
 def shutdown(exit_code: int | None = None) -> None:

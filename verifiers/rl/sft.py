@@ -297,6 +297,8 @@ class Evaluator:
         from verifiers.weights.transport import FilesystemTransport
 
         self.config, self.out = config, out
+        if config.eval.env_id is None:
+            raise ValueError("an Evaluator needs [eval] env_id")
         self.env = vf.load_environment(config.eval.env_id, **config.eval.env_args)
         self.rows = self.env.dataset_rows("eval", n=config.eval.examples)
         self.server = start_inference(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from verifiers.errors import VFError
 
@@ -44,7 +44,8 @@ class Trackers:
                 name=name,
                 dir=str(out),
                 config=config,
-                mode=os.environ.get("WANDB_MODE", "offline"),
+                # any name wandb takes (it checks, and knows aliases such as "dryrun")
+                mode=cast(Any, os.environ.get("WANDB_MODE", "offline")),
                 reinit="finish_previous",
             )
             # held-out evals finish out of step with training: each prefix has its own x-axis

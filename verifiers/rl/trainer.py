@@ -264,7 +264,7 @@ class Trainer:
     def _step(self, samples: list[Sample]) -> dict[str, float]:
         """The one optimizer step (every rank): gradients, clipping, AdamW, per iteration; then
         the schedule and the policy version advance once."""
-        lr = self.scheduler.get_last_lr()[0]
+        lr = float(self.scheduler.get_last_lr()[0])
         for it in range(self.config.num_iterations):
             result = self.gradients(samples, it)
             grad_norm = torch.nn.utils.clip_grad_norm_(
@@ -288,9 +288,7 @@ class Trainer:
         LoRA the adapters alone (peft's names); None on ranks other than 0. Under FSDP2 a
         collective: rank 0 tells the followers to join."""
         if self.adapters:
-            from peft import get_peft_model_state_dict
-
-            return {k: v.detach() for k, v in get_peft_model_state_dict(self.model).items()}
+            return self._adapter_state()
         if self.dist is not None:
             from verifiers.rl.distributed import full_state_dict
 
@@ -321,7 +319,12 @@ class Trainer:
         scaling = adapter_scaling(
             {"r": lora.r, "lora_alpha": lora.lora_alpha, "use_rslora": lora.use_rslora}
         )
-        return {**base, **merged_weights(base, self.export_state(), scaling)}
+        return {**base, **merged_weights(base, self._adapter_state(), scaling)}
+
+    def _adapter_state(self) -> dict[str, torch.Tensor]:
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach() for k, v in get_peft_model_state_dict(self.model).items()}
 
     def save_weights(self, directory: Path) -> Path:
         """Write what the server loads, atomically (a reader never sees half a file), and return

@@ -79,7 +79,7 @@ class _Signature:
 
 def group_reward_func(func: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a reward function as group-level even when its parameter names are singular."""
-    func._vf_group = True  # type: ignore[attr-defined]
+    func._vf_group = True  # type: ignore[attr-defined]  # a mark on the function, read by getattr
     return func
 
 

@@ -125,16 +125,16 @@ class LocalSandbox(Sandbox):
     def _prepare_disk(self) -> None:
         """One size- and inode-limited disk for the work dir and ``/tmp`` together (as root),
         each directory private to the sandbox's uid: no other local user lists or reads it."""
-        if self.mode != "unsafe" and mount_disk(
-            self.host_dir, self.limits.disk_mb, self.limits.max_files
-        ):
+        host_dir = self.host_dir
+        assert host_dir is not None, "_claim() first"
+        if self.mode != "unsafe" and mount_disk(host_dir, self.limits.disk_mb, self.limits.max_files):
             self.disk = "tmpfs"
         for path in (self.workdir_host, self.tmp_host):
             path.mkdir(mode=0o700)
             if self.uid:
                 os.chown(path, self.uid, self.uid)
         if self.uid:
-            os.chmod(self.host_dir, 0o711)  # the sandbox uid passes through; nobody lists it
+            os.chmod(host_dir, 0o711)  # the sandbox uid passes through; nobody lists it
 
     def _config(self, packages: list[str]) -> dict[str, Any]:
         python = sandbox_python(self.mode)
@@ -287,9 +287,10 @@ class LocalSandbox(Sandbox):
         try:
             if info is not None:
                 self._network = await asyncio.to_thread(_wire_network, info)
-            self.process.stdin.write(json.dumps(self._config(packages)).encode() + b"\n")
-            await self.process.stdin.drain()
-            line = await asyncio.wait_for(self.process.stdout.readline(), 30)
+            stdin, stdout = _pipes(self.process)
+            stdin.write(json.dumps(self._config(packages)).encode() + b"\n")
+            await stdin.drain()
+            line = await asyncio.wait_for(stdout.readline(), 30)
         except (OSError, SandboxError, TimeoutError, ConnectionResetError):
             line = b""
         except BaseException:  # cancelled mid-handshake: whoever waited for it is gone
@@ -337,7 +338,7 @@ class LocalSandbox(Sandbox):
         try:
             if process is not None and process.returncode is None:
                 try:
-                    process.stdin.close()
+                    _pipes(process)[0].close()
                     await asyncio.wait_for(process.wait(), 1.0)
                 except (TimeoutError, ConnectionResetError, BrokenPipeError):
                     pass
@@ -374,9 +375,10 @@ class LocalSandbox(Sandbox):
         async with self._lock:
             payload["id"] = next(self._ids)
             try:
-                self.process.stdin.write(json.dumps(payload).encode() + b"\n")
-                await self.process.stdin.drain()
-                line = await asyncio.wait_for(self.process.stdout.readline(), timeout)
+                stdin, stdout = _pipes(self.process)
+                stdin.write(json.dumps(payload).encode() + b"\n")
+                await stdin.drain()
+                line = await asyncio.wait_for(stdout.readline(), timeout)
             except (TimeoutError, BrokenPipeError, ConnectionResetError) as exc:
                 await self.destroy()
                 raise SandboxError(
@@ -463,3 +465,11 @@ def _kill_all_sandboxes() -> None:
     for sandbox in list(_live):
         sandbox._kill()
         sandbox._remove_files()
+
+
+def _pipes(
+    process: asyncio.subprocess.Process,
+) -> tuple[asyncio.StreamWriter, asyncio.StreamReader]:
+    """The worker's stdin and stdout (it is always started with both piped)."""
+    assert process.stdin is not None and process.stdout is not None
+    return process.stdin, process.stdout

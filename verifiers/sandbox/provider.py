@@ -60,12 +60,16 @@ class LocalSandboxProvider(SandboxProvider):
     def __init__(
         self, mode: str = "auto", limits: SandboxLimits | None = None, pool_size: int = 2
     ) -> None:
-        if mode == "auto":
-            self.mode = probe_mode()
-        elif mode in ("bwrap", "landlock", "unsafe"):
-            self.mode = mode  # type: ignore[assignment]
-        else:
-            raise ValueError(f"sandbox mode must be auto, bwrap, landlock or unsafe, got {mode!r}")
+        self.mode: IsolationMode
+        match mode:
+            case "auto":
+                self.mode = probe_mode()
+            case "bwrap" | "landlock" | "unsafe":
+                self.mode = mode
+            case _:
+                raise ValueError(
+                    f"sandbox mode must be auto, bwrap, landlock or unsafe, got {mode!r}"
+                )
         if self.mode == "unsafe":
             logger.warning(
                 "sandbox mode 'unsafe': code runs WITHOUT isolation; use only for trusted code"

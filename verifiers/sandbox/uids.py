@@ -92,7 +92,8 @@ class UidClaim:
             except BlockingIOError:
                 os.close(fd)
                 continue
-            self.uid, self._fd = uid, fd
+            self.uid = uid
+            self._fd: int | None = fd
             return
         raise SandboxUnavailableError(
             f"all {UID_COUNT} sandbox uids from {UID_BASE} are in use or belong to someone "

@@ -154,7 +154,7 @@ def package_dirs(names: list[str]) -> list[str]:
     """Host directories (or single-file modules) of the packages a sandbox may import."""
     import importlib.util
 
-    found = []
+    found: list[str] = []
     for name in names:
         spec = importlib.util.find_spec(name)
         if spec is None:

@@ -64,7 +64,9 @@ def build_app(
             }
         )
 
-    async def parse(request: Request, model: type) -> Any:
+    async def parse(
+        request: Request, model: type[ChatCompletionRequest | CompletionRequest]
+    ) -> Any:
         try:
             body = orjson.loads(await read_body(request))
         except orjson.JSONDecodeError as exc:
@@ -78,7 +80,12 @@ def build_app(
         service.check_model(parsed.model)
         return parsed
 
-    async def admit(request: Request, model: type, render: Any, top_of: Any):
+    async def admit(
+        request: Request,
+        model: type[ChatCompletionRequest | CompletionRequest],
+        render: Any,
+        top_of: Any,
+    ) -> tuple[Any, list[int], Any]:
         """Parse, render and tokenize off the loop, check the context and the client's
         budget, start the sequences: (request, prompt ids, started). The budget holds the
         request from its first byte until its last sequence ends, however it ends."""

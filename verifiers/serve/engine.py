@@ -80,7 +80,7 @@ class Engine:
         # transformers 5 renamed the forward's ``past_key_values`` argument to ``cache``.
         params = inspect.signature(type(model).forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
-        self.waiting: queue.Queue[Sequence] = queue.Queue()
+        self.waiting: queue.Queue[Sequence | None] = queue.Queue()  # None: wake up to stop
         self.running: list[Sequence] = []
         self._cache: Any = None
         self._mask: torch.Tensor | None = None
@@ -100,7 +100,7 @@ class Engine:
 
     def shutdown(self) -> None:
         self._stop.set()
-        self.waiting.put(None)  # type: ignore[arg-type]
+        self.waiting.put(None)
         self._thread.join(timeout=10)
 
     def swap_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
@@ -127,7 +127,7 @@ class Engine:
                 self.running, self._cache, self._mask, self._last = [], None, None, None
 
     def _drain(self) -> list[Sequence]:
-        out = []
+        out: list[Sequence] = []
         while True:
             try:
                 seq = self.waiting.get_nowait()
@@ -185,7 +185,8 @@ class Engine:
             return
         from transformers import DynamicCache
 
-        old_len, new_len = self._mask.shape[1], mask.shape[1]
+        old_mask, last = self._batch()
+        old_len, new_len = old_mask.shape[1], mask.shape[1]
         width = max(old_len, new_len)
         layers = []
         for old_layer, new_layer in zip(self._cache.layers, cache.layers, strict=True):
@@ -198,20 +199,27 @@ class Engine:
             layers.append((keys, values))
         self._cache = DynamicCache(ddp_cache_data=layers, config=self.model.config)
         self._mask = torch.cat(
-            [_left_pad_mask(self._mask, width), _left_pad_mask(mask, width)], dim=0
+            [_left_pad_mask(old_mask, width), _left_pad_mask(mask, width)], dim=0
         )
         self._last = torch.cat(
-            [self._last, torch.zeros((len(seqs), 1), dtype=torch.long, device=self.device)], dim=0
+            [last, torch.zeros((len(seqs), 1), dtype=torch.long, device=self.device)], dim=0
         )
         self.running.extend(seqs)
 
+    def _batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The running batch's attention mask and last tokens (set while anything runs)."""
+        assert self._mask is not None and self._last is not None, "no running batch"
+        return self._mask, self._last
+
     def _decode_step(self) -> None:
-        self._mask = torch.cat(
-            [self._mask, torch.ones((len(self.running), 1), dtype=torch.long, device=self.device)],
+        old_mask, last = self._batch()
+        mask = torch.cat(
+            [old_mask, torch.ones((len(self.running), 1), dtype=torch.long, device=self.device)],
             dim=1,
         )
-        positions = self._mask.sum(-1, keepdim=True) - 1
-        logits, self._cache = self._forward(self._last, self._mask, positions, self._cache)
+        self._mask = mask
+        positions = mask.sum(-1, keepdim=True) - 1
+        logits, self._cache = self._forward(last, mask, positions, self._cache)
         self.steps += 1
         self._sample_and_advance(logits, first_index=0)
 
@@ -236,7 +244,8 @@ class Engine:
         tokens, logprobs, tops = sample(
             logits, [s.params for s in rows], [s.generator for s in rows]
         )
-        self._last[first_index:, 0] = tokens
+        _, last = self._batch()
+        last[first_index:, 0] = tokens
         finished = []
         for offset, seq in enumerate(rows):
             token = int(tokens[offset])
@@ -278,8 +287,8 @@ class Engine:
             return
         index = torch.tensor(keep, dtype=torch.long, device=self.device)
         self._cache.batch_select_indices(index)
-        self._mask = self._mask[index]
-        self._last = self._last[index]
+        mask, last = self._batch()
+        self._mask, self._last = mask[index], last[index]
         self.running = [self.running[i] for i in keep]
         # columns that are padding for every remaining row cost compute for nothing
         first_real = int(self._mask.argmax(dim=1).min())

@@ -17,13 +17,13 @@ from verifiers.types import Messages, TrajectoryStepTokens
 
 async def parse_response_message(response: Response) -> Messages:
     """The reply as its completion: one ``vf.AssistantMessage``."""
-    return typed_completion(response)  # type: ignore[return-value]
+    return typed_completion(response)
 
 
 async def parse_response_messages(response: Any, message_type: str = "chat") -> Messages:
     if isinstance(response, Response):
-        return typed_completion(response)  # type: ignore[return-value]
-    return response_messages(response, message_type)  # type: ignore[arg-type]
+        return typed_completion(response)
+    return response_messages(response, "completion" if message_type == "completion" else "chat")
 
 
 async def parse_response_tokens(

@@ -115,6 +115,7 @@ class WeightGroup:
             store = dist.TCPStore(host, port, world_size, is_master=False, timeout=timeout)
         prefixed = dist.PrefixStore(STORE_PREFIX, store)
         device = torch.device(device)
+        group: dist.ProcessGroupNCCL | dist.ProcessGroupGloo
         if backend == "nccl":
             if not (torch.cuda.is_available() and dist.is_nccl_available()):
                 raise RuntimeError(

@@ -25,7 +25,7 @@ import os
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -111,7 +111,7 @@ async def _with_version(response: Any, version: int) -> Response:
     return Response(body, status_code=response.status_code, headers=headers)
 
 
-async def _body(request: Request, model: type) -> Any:
+async def _body(request: Request, model: type[BaseModel]) -> Any:
     try:
         return model.model_validate(orjson.loads(await request.body() or b"{}"))
     except (ValidationError, orjson.JSONDecodeError) as exc:

@@ -40,7 +40,7 @@ class WeightUpdateExtension:
         specs = [TensorSpec.model_validate(t) for t in tensors]
         self._verifiers_check(specs)
         self._verifiers_specs = specs
-        self._verifiers_group = WeightGroup.join(
+        self._verifiers_group: WeightGroup | None = WeightGroup.join(
             host=host,
             port=port,
             rank=rank,

@@ -268,9 +268,9 @@ class WorkerPool:
                     worker.ready.set_exception(EnvWorkerError(error))
                 worker.dead = True
                 if all(w.dead for w in self._workers):  # nothing left to run what waits
-                    for pending in self._waiting:
-                        if not pending.future.done():
-                            pending.future.set_result(Response(success=False, error=error))
+                    for waiter in self._waiting:
+                        if not waiter.future.done():
+                            waiter.future.set_result(Response(success=False, error=error))
                     self._waiting.clear()
             elif len(frames) == 3:
                 request_id = frames[1]
@@ -293,13 +293,15 @@ class WorkerPool:
     # --- health ----------------------------------------------------------------------------------
     def _watch(self) -> None:
         """Runs in a thread: the event loop being blocked cannot delay noticing a dead worker."""
+        loop = self._loop
+        assert loop is not None, "start() the pool first"
         while not self._closing:
             for worker in list(self._workers):
                 if worker.dead:
                     continue
                 code = worker.process.poll()
                 if code is not None:
-                    self._loop.call_soon_threadsafe(self._died, worker, _describe_exit(code))
+                    loop.call_soon_threadsafe(self._died, worker, _describe_exit(code))
                 elif time.monotonic() - read_beat(worker.heartbeat) > self.hang_timeout:
                     logger.warning("worker %s stopped beating: killing it", worker.slot)
                     worker.process.kill()

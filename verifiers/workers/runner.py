@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -47,7 +48,7 @@ class RolloutBudget:
         self._taking = asyncio.Lock()
 
     @asynccontextmanager
-    async def hold(self, n: int):  # type: ignore[no-untyped-def]
+    async def hold(self, n: int) -> AsyncIterator[None]:
         if self._permits is None:
             yield
             return
@@ -84,9 +85,9 @@ def client_config_of(client: Any, message_type: str = "chat") -> ClientConfig:
             f"a vf.ClientConfig instead of a {type(client).__name__}"
         )
     key = getattr(client, "api_key", None)
-    has_key = bool(key) and key != "EMPTY"
+    has_key = isinstance(key, str) and key not in ("", "EMPTY")
     if has_key:
-        os.environ[KEY_VAR] = key
+        os.environ[KEY_VAR] = str(key)
     retry = getattr(client, "retry", None)
     return ClientConfig(
         client_type=kind,

@@ -61,7 +61,7 @@ class WorkerRuntime:
             return Response(
                 success=response.success,
                 error=response.error,
-                output=(response.outputs or [None])[0],
+                output=response.outputs[0] if response.outputs else None,
             )
         if isinstance(request, RunGroupRequest):
             return await self.run_group(request)

@@ -87,7 +87,7 @@ def rebuild_error(record: Any) -> Any:
         exc = cls(record.get("message", ""))
     except TypeError:
         exc = errors.RolloutError(record.get("message", ""))
-    exc.phase = record.get("phase")  # type: ignore[attr-defined]
+    exc.phase = record.get("phase")
     if "status_code" in record and isinstance(exc, errors.ModelError):
         exc.status_code = record.get("status_code")
         exc.retries = record.get("retries") or 0

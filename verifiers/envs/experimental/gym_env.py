@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from verifiers.decorators import cleanup, stop
 from verifiers.envs.multiturn_env import MultiTurnEnv
 from verifiers.rubrics.rubric import Rubric
-from verifiers.types import Messages, State
+from verifiers.types import ChatMessage, Message, Messages, State
 
 
 class StepResetEnv(Protocol):
@@ -135,8 +135,10 @@ class GymEnv(MultiTurnEnv):
         if self.release.typed_messages:
             from verifiers.messages.models import UserMessage
 
-            return [UserMessage(content=text)]
-        return [{"role": "user", "content": text}]
+            typed: list[Message] = [UserMessage(content=text)]
+            return typed
+        plain: list[ChatMessage] = [{"role": "user", "content": text}]
+        return plain
 
     async def env_response(self, messages: Messages, state: State, **kwargs: Any) -> Messages:
         text = self._act(state)

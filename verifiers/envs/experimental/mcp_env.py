@@ -146,7 +146,7 @@ class MCPEnv(ToolEnv):
                 wrapper = MCPToolWrapper(config.name, tool, connection, self._loop)
                 self.mcp_tools[wrapper.__name__] = wrapper
         wrappers = list(self.mcp_tools.values())
-        self.tools = wrappers
+        self.tools = list(wrappers)
         self.tool_map = {w.__name__: w for w in wrappers}
         schemas = [w.to_tool_def() for w in wrappers]
         if self.release.typed_messages:

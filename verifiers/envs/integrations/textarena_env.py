@@ -18,7 +18,7 @@ from verifiers.decorators import cleanup, stop
 from verifiers.envs.multiturn_env import MultiTurnEnv
 from verifiers.parsers.xml_parser import XMLParser
 from verifiers.rubrics.rubric import Rubric
-from verifiers.types import Messages, State
+from verifiers.types import ChatMessage, Messages, State
 
 
 def _textarena() -> Any:
@@ -80,7 +80,7 @@ class TextArenaEnv(MultiTurnEnv):
         completed, _ = game.step(str(self.parser.parse_answer(messages)))
         state["game_completed"] = bool(completed)
         _, observation = game.get_observation()
-        reply = [{"role": "user", "content": str(self.feedback_fn(observation))}]
+        reply: list[ChatMessage] = [{"role": "user", "content": str(self.feedback_fn(observation))}]
         if completed:
             state["final_env_response"] = reply
         return reply
