@@ -318,8 +318,12 @@ def test_vf_sft_under_torchrun_equals_one_process(tmp_path):
     )
     assert shards == ["__0_0.distcp", "__1_0.distcp"]
     assert outputs[1].keys() == outputs[2].keys()
-    for name in outputs[1]:
-        assert torch.allclose(outputs[1][name], outputs[2][name], atol=1e-5), name
+    for name in outputs[1]:  # bf16 exports: the fp32 sums of two ranks may round one ulp apart
+        one, two = outputs[1][name].float(), outputs[2][name].float()
+        ulp = torch.maximum(one.abs(), two.abs()) * 2**-7 + 1e-6
+        apart = (one - two).abs()
+        assert (apart <= ulp).all(), (name, apart.max())
+        assert (apart > 0).float().mean() < 0.01, name  # a rounding here and there, no drift
 
 
 @pytest.mark.parametrize(
