@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="needs chromium (apt-get install chromium)"
 )
 ARTIFACTS = Path(
-    os.environ.get("VF_TEST_ARTIFACTS", Path(__file__).parent.parent / "outputs" / "test-artifacts")
+    os.environ.get("VF_TEST_ARTIFACTS", Path(__file__).parents[2] / "outputs" / "test-artifacts")
 )
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 

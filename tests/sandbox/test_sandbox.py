@@ -1198,7 +1198,7 @@ def _readable_copy_of_the_sandbox(lib: Path) -> Path:
         capture_output=True,
         text=True,
         check=True,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
     ).stdout
     stdlib = [Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "platstdlib")]
     lib.mkdir()

@@ -23,7 +23,7 @@ from hub_client.client import HubAPIError, HubClient
 from hub_client.versions import bump, set_version
 from hub_server.process import start_hub
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

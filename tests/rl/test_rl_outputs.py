@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(
-    os.environ.get("VF_TEST_ARTIFACTS", Path(__file__).parent.parent / "outputs" / "test-artifacts")
+    os.environ.get("VF_TEST_ARTIFACTS", Path(__file__).parents[2] / "outputs" / "test-artifacts")
 )
 
 

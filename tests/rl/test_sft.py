@@ -378,7 +378,7 @@ def test_vf_sft_shares_the_command_base_not_vf_rls_command():
     """vf-sft took its helpers from the vf-rl command module; both now use verifiers.rl.command."""
     import ast
 
-    source = (Path(__file__).resolve().parents[1] / "verifiers" / "rl" / "sft.py").read_text()
+    source = (Path(__file__).resolve().parents[2] / "verifiers" / "rl" / "sft.py").read_text()
     modules = {
         node.module for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)
     }

@@ -20,7 +20,7 @@ from verifiers.rl.batching import (  # noqa: E402
 from verifiers.rl.losses import LOSSES  # noqa: E402
 
 # The losses against their papers' formulas, packed and padded under each attention
-# implementation, and the safeguards: tests/test_rl_losses.py.
+# implementation, and the safeguards: tests/rl/test_rl_losses.py.
 
 
 # --- advantages -------------------------------------------------------------------------------------------
@@ -1172,7 +1172,7 @@ def test_serve_and_rl_do_not_import_each_other():
     """Weight updates live in verifiers.weights; the server and the trainer both use it."""
     import ast
 
-    root = Path(__file__).resolve().parents[1] / "verifiers"
+    root = Path(__file__).resolve().parents[2] / "verifiers"
 
     def imports(package):
         for path in (root / package).rglob("*.py"):

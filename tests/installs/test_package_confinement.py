@@ -26,7 +26,7 @@ from hub_server import Hub
 from hub_server.process import start_hub
 from verifiers.package_confinement import SDK_MODULES, sdk_commands
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PY = f"python{sys.version_info[0]}.{sys.version_info[1]}"
 SITE = f"lib/{PY}/site-packages"  # a virtualenv's site-packages, relative to its prefix
 

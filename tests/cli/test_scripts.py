@@ -3,7 +3,7 @@ package that will not install, a pipeline run that was interrupted.
 
 The stage commands of the pipeline (vf-eval, vf-data, vf-sft, vf-rl) are replaced by small
 scripts that write what each stage writes: what is tested here is the script's own logic
-(which stages run, with which sizes, what a rerun skips), not the stages (tests/test_e2e.py,
+(which stages run, with which sizes, what a rerun skips), not the stages (tests/cli/test_e2e.py,
 test_sft.py and test_rl.py run those for real).
 """
 
@@ -15,7 +15,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def shim(bin_dir: Path, name: str, body: str) -> None:

@@ -17,7 +17,7 @@ from verifiers import local_stack
 from verifiers.results import read_rows
 from verifiers.testing import cli
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def uv() -> str:

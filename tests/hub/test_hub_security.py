@@ -573,7 +573,7 @@ def test_hub_pages_hide_private_environments_and_run_nothing_from_readmes(hub, t
 
     artifacts = Path(
         os.environ.get(
-            "VF_TEST_ARTIFACTS", Path(__file__).parent.parent / "outputs" / "test-artifacts"
+            "VF_TEST_ARTIFACTS", Path(__file__).parents[2] / "outputs" / "test-artifacts"
         )
     )
     artifacts.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ import verifiers as vf
 from verifiers.testing import Reply
 
 # These tests hold the SDK to the verifiers 0.1.8 contract (message dicts, ``oai_tools``,
-# ChatCompletion replies); tests/test_typed_api.py covers the same paths for 0.1.11+.
+# ChatCompletion replies); tests/sdk/test_typed_api.py covers the same paths for 0.1.11+.
 pytestmark = pytest.mark.usefixtures("dict_era")
 
 
