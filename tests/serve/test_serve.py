@@ -163,6 +163,7 @@ def test_streaming_matches_non_streaming(served):
     assert lines[-1] == "data: [DONE]"
     for line in lines[:-1]:
         chunk = json.loads(line[6:])
+        assert chunk["policy_version"] == 0  # every chunk says which weights sampled it
         if chunk.get("usage"):
             usage = chunk["usage"]
         for choice in chunk["choices"]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
+from verifiers.envs.generation import group_advantages
+
 AdvantageFn = Callable[[list[float]], list[float]]
 
 STD_EPSILON = 1e-4
@@ -22,11 +24,8 @@ large but finite advantages; an exactly uniform group gets 0."""
 def group_mean(rewards: list[float], scale: bool = False, eps: float = STD_EPSILON) -> list[float]:
     """r - mean(group); with ``scale``, divided by the group's sample std (n - 1) plus ``eps``,
     GRPO's form (DeepSeekMath §4.1.2; TRL's ``rewards.std()``)."""
-    if not rewards:
-        return []
-    mean = statistics.fmean(rewards)
-    centered = [r - mean for r in rewards]
-    if not scale:
+    centered = group_advantages(rewards)  # the rollout engine's own baseline, one definition
+    if not scale or not rewards:
         return centered
     std = statistics.stdev(rewards) if len(rewards) > 1 else 0.0
     return [c / (std + eps) for c in centered]

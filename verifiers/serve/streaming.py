@@ -70,7 +70,13 @@ class _Detokenizer:
 
 async def stream_chat(service, req, rid, prompt_ids, started):
     created = int(time.time())
-    base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": service.name}
+    base = {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": service.name,
+        "policy_version": service.policy_version,  # as when the stream started
+    }
     detok = [_Detokenizer(service, s) for s, _ in started]
     for i in range(len(started)):
         yield _sse(
@@ -120,6 +126,7 @@ async def stream_text(service, req, rid, started):
         "object": "text_completion",
         "created": int(time.time()),
         "model": service.name,
+        "policy_version": service.policy_version,
     }
     detok = [_Detokenizer(service, s) for s, _ in started]
     async for index, kind, _payload in _events(service, started):

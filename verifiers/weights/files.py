@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +29,20 @@ def safetensors_files(path: str | Path) -> list[Path]:
     return files
 
 
+def iter_safetensors(path: str | Path, device: str = "cpu") -> Iterator[tuple[str, Any]]:
+    """``(name, tensor)`` for every tensor of the safetensors files at ``path``, one at a time
+    (a server applying them holds one tensor more than its model, not a second model)."""
+    from safetensors import safe_open
+
+    for file in safetensors_files(path):
+        with safe_open(str(file), framework="pt", device=str(device)) as handle:
+            for name in handle.keys():
+                yield name, handle.get_tensor(name)
+
+
 def read_safetensors(path: str | Path, device: str = "cpu") -> dict[str, Any]:
     """Every tensor of the safetensors files at ``path``."""
-    from safetensors.torch import load_file
-
-    state: dict[str, Any] = {}
-    for file in safetensors_files(path):
-        state.update(load_file(str(file), device=str(device)))
-    return state
+    return dict(iter_safetensors(path, device))
 
 
 def is_adapter(path: str | Path) -> bool:

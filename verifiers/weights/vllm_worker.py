@@ -69,20 +69,15 @@ class WeightUpdateExtension:
 
     def verifiers_load_weights_from_path(self, path: str) -> int:
         """The filesystem transport: every ``*.safetensors`` file under ``path``."""
-        from safetensors import safe_open
-
-        from verifiers.weights.files import safetensors_files
+        from verifiers.weights.files import iter_safetensors
         from verifiers.weights.group import safetensors_manifest
 
-        files = safetensors_files(path)
         self._verifiers_check(safetensors_manifest(path))
         loaded = 0
         model = self.model_runner.model
-        for file in files:
-            with safe_open(str(file), framework="pt", device=str(self.device)) as handle:
-                for name in handle.keys():
-                    model.load_weights(weights=[(name, handle.get_tensor(name))])
-                    loaded += 1
+        for name, tensor in iter_safetensors(path, str(self.device)):
+            model.load_weights(weights=[(name, tensor)])
+            loaded += 1
         return loaded
 
     def verifiers_close_weight_group(self) -> None:
