@@ -62,7 +62,7 @@ class UploadPool:
     def __init__(self, settings: HubSettings, workers: int = UPLOAD_WORKERS) -> None:
         self.settings, self.workers = settings, workers
         self._executor: ProcessPoolExecutor | None = None
-        self.spool = Path(tempfile.mkdtemp(prefix="hub-uploads-"))
+        self._spool: Path | None = None  # made on the first upload too large for memory
 
     def _pool(self) -> ProcessPoolExecutor:
         if self._executor is None:
@@ -73,6 +73,15 @@ class UploadPool:
                 initargs=(self.settings.model_dump(),),
             )
         return self._executor
+
+    def spool(self) -> Path:
+        """Where large uploads are copied for the workers: under the hub's data dir, one
+        directory per hub process, removed when the hub closes."""
+        if self._spool is None:
+            root = Path(self.settings.data_dir) / "upload-spool"
+            root.mkdir(parents=True, exist_ok=True)
+            self._spool = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+        return self._spool
 
     def start(self) -> None:
         """Start the workers now (their imports run in them, in the background), so the
@@ -91,7 +100,7 @@ class UploadPool:
             if isinstance(arg, Upload):
                 arg.file.seek(0)
                 if getattr(arg.file, "_rolled", True):  # spooled to disk: copy off the loop
-                    arg = await loop.run_in_executor(None, _stage, arg, self.spool, made)
+                    arg = await loop.run_in_executor(None, _stage, arg, self.spool(), made)
                 else:  # small, in memory: its bytes travel with the call
                     arg = StoredUpload(arg.filename, data=arg.file.read())
             elif isinstance(arg, sqlite3.Row):
@@ -113,7 +122,9 @@ class UploadPool:
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
-        shutil.rmtree(self.spool, ignore_errors=True)
+        if self._spool is not None:
+            shutil.rmtree(self._spool, ignore_errors=True)
+            self._spool = None
 
 
 def _stage(upload: Upload, spool: Path, made: list[str]) -> StoredUpload:

@@ -1120,3 +1120,32 @@ async def test_uploads_are_admitted_as_many_at_once_as_there_are_workers(tmp_pat
         assert admitted.is_set()
     finally:
         hub.close()
+
+
+async def test_a_large_upload_reaches_its_worker_through_the_spool_and_leaves_nothing(tmp_path):
+    """An upload spooled to disk (over the parser's in-memory size) is copied for the worker,
+    read there whole, and the copy and its directory are gone after the work and the hub."""
+    import hashlib
+    import tempfile
+
+    from hub_server.hub import Hub
+    from hub_server.upload_pool import Upload
+
+    payload = os.urandom(4096)
+    spooled = tempfile.SpooledTemporaryFile(max_size=1024)
+    spooled.write(payload)
+    assert spooled._rolled  # on disk, as the parser leaves a large file
+    hub = Hub(tmp_path)
+    try:
+        digest = await hub.upload_work(digest_in_worker, Upload("big.whl", spooled))
+        assert digest == hashlib.sha256(payload).hexdigest()
+        assert list((tmp_path / "upload-spool").glob("*/*")) == []
+    finally:
+        hub.close()
+    assert list((tmp_path / "upload-spool").iterdir()) == []
+
+
+def digest_in_worker(hub, upload) -> str:
+    import hashlib
+
+    return hashlib.sha256(upload.file.read()).hexdigest()
