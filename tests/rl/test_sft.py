@@ -7,7 +7,7 @@ code uses); the round trip runs the real CLIs on a real vf-eval run against a lo
 
 from __future__ import annotations
 
-import itertools
+import collections
 import json
 import subprocess
 import sys
@@ -143,11 +143,14 @@ def test_the_filters_mean_what_they_say():
 
 
 def uppercase_reply():
-    count = itertools.count()
+    asked: collections.Counter[str] = collections.Counter()
 
     def handler(request):
+        # Counted per prompt, not globally: concurrent rollouts of different examples interleave,
+        # and each example's three rollouts must still hold exactly one right answer.
         text = request["messages"][-1]["content"].split(": ", 1)[1]
-        return [text.upper(), text, "no idea"][next(count) % 3]  # one right answer in three
+        asked[text] += 1
+        return [text.upper(), text, "no idea"][(asked[text] - 1) % 3]
 
     return handler
 
