@@ -106,10 +106,13 @@ class UploadPool:
             elif isinstance(arg, sqlite3.Row):
                 arg = dict(arg)
             portable.append(arg)
+        pool = self._pool()
         try:
-            return await loop.run_in_executor(self._pool(), _call, fn, portable)
+            return await loop.run_in_executor(pool, _call, fn, portable)
         except BrokenProcessPool:  # a worker died (OOM, a kill): the next upload gets new ones
-            self._executor = None
+            if self._executor is pool:  # not a fresh pool another upload has made since
+                self._executor = None
+            pool.shutdown(wait=False, cancel_futures=True)
             raise HubError(
                 503, "upload_worker_failed", "the upload's worker process died; push again"
             ) from None

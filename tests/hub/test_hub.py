@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -1095,6 +1096,29 @@ def refuse_in_worker(hub) -> None:
     from hub_server.errors import HubError
 
     raise HubError(409, "version_exists", "refused in the worker")
+
+
+async def test_a_dead_upload_worker_is_a_503_and_the_next_upload_gets_fresh_workers(tmp_path):
+    """A worker killed mid-upload (the OOM killer, an operator's kill) answers that upload with
+    503 ``upload_worker_failed``; the hub stays up and the next upload runs in new workers."""
+    from hub_server.errors import HubError
+    from hub_server.hub import Hub
+    from hub_server.upload_pool import worker_identity
+
+    hub = Hub(tmp_path)
+    try:
+        first, _, _ = await hub.upload_work(worker_identity)
+        with pytest.raises(HubError) as died:
+            await hub.upload_work(die_in_worker)
+        assert (died.value.status, died.value.code) == (503, "upload_worker_failed")
+        again, parent, _ = await hub.upload_work(worker_identity)
+        assert parent == os.getpid() and again != first
+    finally:
+        hub.close()
+
+
+def die_in_worker(hub) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 async def test_uploads_are_admitted_as_many_at_once_as_there_are_workers(tmp_path):
