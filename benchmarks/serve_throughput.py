@@ -21,8 +21,8 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from verifiers.local_models import DEFAULT_MODEL
-from verifiers.server_process import start_server
+from verifiers.local_model.models import DEFAULT_MODEL
+from verifiers.processes.server import start_server
 
 PROMPTS = [
     f"Write a long story about a {x}."

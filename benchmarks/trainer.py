@@ -28,12 +28,12 @@ def run(
     from transformers import AutoModelForCausalLM
 
     from verifiers.clients import OpenAICompatibleClient
+    from verifiers.processes.server import start_server
     from verifiers.rl.config import TrainerConfig
     from verifiers.rl.loop import LoopSettings, train
     from verifiers.rl.orchestrator import Orchestrator
     from verifiers.rl.toy import letter_env
     from verifiers.rl.trainer import Trainer
-    from verifiers.server_process import start_server
     from verifiers.weights.access import new_secret
     from verifiers.weights.transport import FilesystemTransport
 

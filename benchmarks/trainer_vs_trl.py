@@ -141,7 +141,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from verifiers.local_models import DEFAULT_MODEL, resolve_model_dir
+    from verifiers.local_model.models import DEFAULT_MODEL, resolve_model_dir
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)

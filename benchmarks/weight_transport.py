@@ -22,7 +22,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from rich.console import Console
 from rich.table import Table
 
-from verifiers.local_models import DEFAULT_MODEL
+from verifiers.local_model.models import DEFAULT_MODEL
 
 
 def main() -> None:
@@ -33,10 +33,10 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM
 
-    from verifiers.local_models import resolve_model_dir
+    from verifiers.local_model.models import resolve_model_dir
+    from verifiers.processes.server import start_server
     from verifiers.rl.config import TrainerConfig
     from verifiers.rl.trainer import Trainer
-    from verifiers.server_process import start_server
     from verifiers.weights.access import new_secret
     from verifiers.weights.transport import BroadcastTransport, FilesystemTransport
 

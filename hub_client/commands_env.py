@@ -29,7 +29,7 @@ from hub_client.versions import bump, read_project, set_version
 
 
 def cmd_env_init(args: argparse.Namespace) -> int:
-    from verifiers.scaffold import ScaffoldError, scaffold
+    from verifiers.cli.scaffold import ScaffoldError, scaffold
 
     try:
         root = scaffold(args.name, args.path, multi_file=args.multi_file)
@@ -80,7 +80,7 @@ def cmd_env_push(args: argparse.Namespace) -> int:
         if exc.code not in ("environment_not_found", "version_not_found"):
             raise
     readme = (path / "README.md").read_text() if (path / "README.md").exists() else None
-    from verifiers.scaffold import TEMPLATE_PLACEHOLDER
+    from verifiers.cli.scaffold import TEMPLATE_PLACEHOLDER
 
     if readme and TEMPLATE_PLACEHOLDER in readme:
         err.print(
@@ -107,7 +107,7 @@ def cmd_env_push(args: argparse.Namespace) -> int:
 
 
 def cmd_env_install(args: argparse.Namespace) -> int:
-    from verifiers.sdk_guard import sdk_problem
+    from verifiers.installs.sdk_guard import sdk_problem
 
     lock = Path(args.lock_file)
     if args.locked and args.specs:

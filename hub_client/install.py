@@ -22,14 +22,14 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from hub_client.client import HubAPIError, HubClient
 from hub_protocol.wire import VersionInfo
-from verifiers.env_id import EnvId, EnvIdError
-from verifiers.sdk_guard import (
+from verifiers.installs.sdk_guard import (
     installed_sdk_requirement,
     keep_sdk_args,
     kept_sdk_line,
     sdk_requirement,
     sdk_version,
 )
+from verifiers.loading.env_id import EnvId, EnvIdError
 
 LOCK_VERSION = 1
 
@@ -40,7 +40,7 @@ class InstallError(Exception):
 
 @dataclass(frozen=True)
 class EnvSpec(EnvId):
-    """An ``owner/name[@version]`` to install (the grammar of ``verifiers.env_id``): the hub's
+    """An ``owner/name[@version]`` to install (the grammar of ``verifiers.loading.env_id``): the hub's
     ids always have an owner."""
 
     owner: str
@@ -48,7 +48,7 @@ class EnvSpec(EnvId):
     @classmethod
     def parse(cls, text: str, *, require_owner: bool = True) -> EnvSpec:
         if not require_owner:
-            raise ValueError("an EnvSpec always has an owner; use verifiers.env_id.EnvId")
+            raise ValueError("an EnvSpec always has an owner; use verifiers.loading.env_id.EnvId")
         try:
             parsed = EnvId.parse(text, require_owner=True)
         except EnvIdError as exc:
@@ -117,10 +117,10 @@ def pip_install(
     hub: HubClient, wheel_pins: list[tuple[str, VersionInfo, str, str]], python: str
 ) -> None:
     """Install each ``dist==version --hash=sha256:...`` from its environment's index, confined
-    (``verifiers.confined_install``): every wheel the resolver picks, the environment's and its
+    (``verifiers.installs.confined``): every wheel the resolver picks, the environment's and its
     dependencies', is checked before anything is installed."""
-    from verifiers.confined_install import ConfinementError, InstallFailed, Requested
-    from verifiers.confined_install import install as confined_install
+    from verifiers.installs.confined import ConfinementError, InstallFailed, Requested
+    from verifiers.installs.confined import install as confined_install
 
     with tempfile.TemporaryDirectory() as tmp:
         requirements = Path(tmp) / "requirements.txt"
@@ -169,8 +169,8 @@ def prefix_of(python: str) -> str:
 
 
 def record_provenance(entries: list[LockEntry], python: str, hub_url: str) -> None:
-    """Remember which owner each installed distribution came from (``verifiers.provenance``)."""
-    from verifiers.provenance import write_record
+    """Remember which owner each installed distribution came from (``verifiers.installs.provenance``)."""
+    from verifiers.installs.provenance import write_record
 
     prefix = prefix_of(python)
     for e in entries:
@@ -227,7 +227,7 @@ def install(
 ) -> list[LockEntry]:
     python = python or sys.executable
     entries = read_lock(lock_path)
-    from verifiers.provenance import read_records
+    from verifiers.installs.provenance import read_records
 
     installed_from = read_records(prefix_of(python))  # what this Python has, whatever the lock says
     pins, new_entries = [], []
@@ -310,7 +310,7 @@ def uninstall(spec: EnvSpec, lock_path: Path, python: str | None = None) -> None
     )
     if result.returncode != 0:
         raise InstallError(f"uv pip uninstall failed: {result.stderr.strip()[-500:]}")
-    from verifiers.provenance import write_record
+    from verifiers.installs.provenance import write_record
 
     write_record(match[0].distribution, None, prefix_of(python or sys.executable))
     write_lock(lock_path, [e for e in entries if e not in match])

@@ -16,13 +16,13 @@ from pathlib import Path, PurePosixPath
 
 from packaging.metadata import parse_email
 
-from verifiers.content_hash import content_hash
-from verifiers.package_confinement import (
+from verifiers.installs.confinement import (
     Installs,
     is_own_metadata_dir,
     layout_problems,
     top_level_names,
 )
+from verifiers.installs.content_hash import content_hash
 
 MAX_MEMBERS = 10_000
 MAX_UNPACKED = 256 * 1024 * 1024
@@ -98,10 +98,10 @@ def _check_totals(count: int, unpacked: int, packed: int) -> None:
 
 def inspect_wheel(data: bytes) -> tuple[PackageMetadata, str]:
     """(metadata, content hash) of a wheel, or UnsafeArchiveError. The hash is
-    ``verifiers.content_hash`` over the files the wheel installs: what vf-eval records.
+    ``verifiers.installs.content_hash`` over the files the wheel installs: what vf-eval records.
 
     The wheel must have one metadata directory and install nothing but its own modules
-    (``verifiers.package_confinement``, held to an environment's rules), whichever scheme of
+    (``verifiers.installs.confinement``, held to an environment's rules), whichever scheme of
     the wheel a file arrives through."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))

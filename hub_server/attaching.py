@@ -148,7 +148,7 @@ def _too_large(size: int) -> str:
 
 def check_run_matches(meta: dict[str, Any], env: Any, version: Any) -> str:
     """A run attaches only to the version whose code it ran: its environment id, version and
-    content hash (``verifiers.content_hash``) must be that version's. Returns its run id."""
+    content hash (``verifiers.installs.content_hash``) must be that version's. Returns its run id."""
     where = f"{env['owner']}/{env['name']} {version['version']}"
     env_id = str(meta.get("env_id") or "")
     if env_id not in (f"{env['owner']}/{env['name']}", env["name"], env["distribution"]):

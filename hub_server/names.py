@@ -8,7 +8,7 @@ from packaging.version import InvalidVersion, Version
 
 from hub_server.errors import HubError
 
-NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # verifiers.env_id's grammar, stored lowercase
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # verifiers.loading.env_id's grammar, stored lowercase
 
 
 def check_name(value: str, what: str) -> None:

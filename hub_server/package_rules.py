@@ -3,7 +3,7 @@ startup, and no entry point or command that answers for another environment or t
 
 The layout of the wheel (startup hooks, metadata directories, data schemes, namespace packages)
 is checked as it is read (``hub_protocol.archives.inspect_wheel``, with the rules of
-``verifiers.package_confinement``); here, what needs the hub: a top-level module of this SDK,
+``verifiers.installs.confinement``); here, what needs the hub: a top-level module of this SDK,
 of the standard library, of one of the SDK's dependencies or of another environment on this hub,
 and entry points for an id that is not ``owner/name`` (``load_environment("alice/x")`` must only
 ever run alice's ``x``).
@@ -17,7 +17,7 @@ from importlib import metadata
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from verifiers.package_confinement import (
+from verifiers.installs.confinement import (
     ENTRY_POINT_GROUP,
     SDK_MODULES,
     entry_point_problems,

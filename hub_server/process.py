@@ -50,7 +50,7 @@ def start_hub(
 ) -> HubProcess:
     """``backend``: the serve flags of a storage backend (``--db URL --blobs URL ...``); no SDK
     wheel is built unless ``sdk`` (each build costs seconds of CPU)."""
-    from verifiers.server_process import free_port
+    from verifiers.processes.server import free_port
 
     port = port or free_port()
     cmd = [

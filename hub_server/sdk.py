@@ -9,7 +9,7 @@ stack from the SDK's own installer (torch pinned, its CPU build without a GPU, a
 model: an extra cannot say which torch build, so ``verifiers[local]`` would pull CUDA's)::
 
     pip install "verifiers @ http://HUB/sdk/verifiers-0.3.1.post1-py3-none-any.whl#sha256=…"
-    python -m verifiers.local_stack
+    python -m verifiers.local_model.stack
 
 The wheel is the one given to ``prime hub serve --sdk-wheel`` or, for a hub run from a source
 checkout, built with ``uv build`` when the hub starts (in the background, never because a request
@@ -30,10 +30,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifiers.sdk_guard import sdk_version
+from verifiers.installs.sdk_guard import sdk_version
 
-# what a machine that runs models adds after the SDK (verifiers/local_stack.py)
-LOCAL_STACK_COMMAND = "python -m verifiers.local_stack"
+# what a machine that runs models adds after the SDK (verifiers/local_model/stack.py)
+LOCAL_STACK_COMMAND = "python -m verifiers.local_model.stack"
 
 
 class SDKWheelUnavailable(RuntimeError):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from verifiers.server_process import free_port
+from verifiers.processes.server import free_port
 
 S3_TEST_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",

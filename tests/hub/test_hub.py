@@ -62,7 +62,7 @@ def prime(hub, token, *args, cwd=None, check=True):
 
 
 def scaffold(tmp_path, name):
-    from verifiers.scaffold import scaffold as make
+    from verifiers.cli.scaffold import scaffold as make
 
     return make(name, tmp_path / "envs")
 
@@ -908,7 +908,7 @@ def test_a_second_machine_installs_this_sdk_from_the_hub_then_an_environment(hub
         capture_output=True,
     )
     python = venv / "bin" / "python"
-    assert info["local_models"] == "python -m verifiers.local_stack"  # not run: no model here
+    assert info["local_models"] == "python -m verifiers.local_model.stack"  # not run: no model here
     # the documented command, as the hub prints it
     core = info["install"].removeprefix("pip install ").strip('"')
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", core], check=True, timeout=600)

@@ -129,7 +129,7 @@ def test_install_locked_uses_the_hub_the_lock_names(hub, tmp_path):
 
 
 def test_push_without_a_login_says_to_log_in(tmp_path):
-    from verifiers.scaffold import scaffold
+    from verifiers.cli.scaffold import scaffold
 
     root = scaffold("nologin-env", tmp_path / "envs")
     pushed = typed("env", "push", "--path", str(root), cwd=tmp_path)

@@ -24,7 +24,7 @@ import pytest
 from hub_client.client import HubClient
 from hub_server import Hub
 from hub_server.process import start_hub
-from verifiers.package_confinement import SDK_MODULES, sdk_commands
+from verifiers.installs.confinement import SDK_MODULES, sdk_commands
 
 REPO = Path(__file__).resolve().parents[2]
 PY = f"python{sys.version_info[0]}.{sys.version_info[1]}"
@@ -537,7 +537,7 @@ def test_the_client_holds_the_environments_own_wheel_to_the_rules_whatever_the_h
     """A hub that did not check (an old or a compromised one) serves the wheel: the installer
     judges it itself, and the clean wheel installs next."""
     from verifiers.cli.install import uv_binary
-    from verifiers.confined_install import ConfinementError, Requested, install
+    from verifiers.installs.confined import ConfinementError, Requested, install
 
     files, entry_points, code = OWN_ROUTES[route]
     hostile = wheel(tmp_path, "own-env", files=files, entry_points=entry_points, package=False)

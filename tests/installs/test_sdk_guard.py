@@ -104,7 +104,7 @@ def test_vf_install_keeps_this_sdk_whatever_the_environment_pins(venv, tmp_path,
             str(venv),
             "-c",
             "import verifiers, importlib.metadata as m; print(verifiers.__file__); "
-            "print(m.version('verifiers')); import verifiers.sdk_guard",
+            "print(m.version('verifiers')); import verifiers.installs.sdk_guard",
         ],
         capture_output=True,
         text=True,

@@ -238,11 +238,11 @@ def run_loop(
 ):
     from transformers import AutoModelForCausalLM
 
+    from verifiers.processes.server import start_server
     from verifiers.rl.config import TrainerConfig
     from verifiers.rl.loop import LoopSettings, train
     from verifiers.rl.orchestrator import Orchestrator
     from verifiers.rl.trainer import Trainer
-    from verifiers.server_process import start_server
     from verifiers.weights.transport import BroadcastTransport, FilesystemTransport
 
     server = start_server(
@@ -322,10 +322,10 @@ def test_level_zero_matches_a_synchronous_loop_bit_for_bit(policy_dir, tmp_path)
 
     from transformers import AutoModelForCausalLM
 
+    from verifiers.processes.server import start_server
     from verifiers.rl.config import TrainerConfig
     from verifiers.rl.orchestrator import Orchestrator
     from verifiers.rl.trainer import Trainer
-    from verifiers.server_process import start_server
     from verifiers.weights.transport import FilesystemTransport
 
     _, async_trainer = run_loop(policy_dir, tmp_path / "a", steps=3, lag=0)
@@ -482,10 +482,10 @@ def test_broadcast_refuses_weights_that_do_not_fit_the_served_model(policy_dir, 
     import httpx
     from transformers import AutoModelForCausalLM
 
+    from verifiers.processes.server import start_server
     from verifiers.rl.config import TrainerConfig
     from verifiers.rl.toy import tiny_llama
     from verifiers.rl.trainer import Trainer
-    from verifiers.server_process import start_server
     from verifiers.weights.errors import InferenceServerError
     from verifiers.weights.transport import BroadcastTransport
 
@@ -526,9 +526,9 @@ def test_a_server_killed_between_broadcasts_is_reported_not_waited_for(policy_di
 
     from transformers import AutoModelForCausalLM
 
+    from verifiers.processes.server import start_server
     from verifiers.rl.config import TrainerConfig
     from verifiers.rl.trainer import Trainer
-    from verifiers.server_process import start_server
     from verifiers.weights.errors import InferenceServerError
     from verifiers.weights.transport import BroadcastTransport
 
@@ -925,9 +925,9 @@ def test_a_stuck_broadcast_init_cannot_lock_the_trainer_out(policy_dir, tmp_path
     import httpx
     from transformers import AutoModelForCausalLM
 
+    from verifiers.processes.server import free_port, start_server
     from verifiers.rl.config import TrainerConfig
     from verifiers.rl.trainer import Trainer
-    from verifiers.server_process import free_port, start_server
     from verifiers.weights.transport import BroadcastTransport
 
     server = start_server(str(policy_dir), log_path=tmp_path / "s.log", weights_secret=SECRET)

@@ -54,7 +54,7 @@ CONVERSATION = [
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from verifiers.local_models import resolve_model_dir
+    from verifiers.local_model.models import resolve_model_dir
 
     model_dir, _ = resolve_model_dir("SmolLM2-135M-Instruct")
     tok = AutoTokenizer.from_pretrained(model_dir)

@@ -7,7 +7,7 @@ import pytest
 
 import verifiers as vf
 from verifiers.errors import EnvironmentNotFoundError
-from verifiers.loading import parse_env_id
+from verifiers.loading.loader import parse_env_id
 
 ENV_SOURCE = textwrap.dedent(
     """
@@ -136,7 +136,7 @@ def test_an_editable_install_reports_the_version_its_code_has(tmp_path):
     import subprocess
     import sys
 
-    from verifiers.loading import editable_source
+    from verifiers.loading.loader import editable_source
 
     source = editable_source("reverse-text")
     assert source is not None and (source / "pyproject.toml").exists()
@@ -168,7 +168,7 @@ def test_owner_name_loads_that_owners_package_or_says_whose_is_installed(tmp_pat
     install` recorded; a local install answers to its bare name only."""
     import sys
 
-    from verifiers.provenance import write_record
+    from verifiers.installs.provenance import write_record
 
     monkeypatch.setattr(sys, "prefix", str(tmp_path))  # records of a throwaway prefix
     with pytest.raises(

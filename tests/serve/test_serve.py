@@ -17,10 +17,10 @@ import pytest
 torch = pytest.importorskip("torch", reason="vf-serve needs the local extra (torch, transformers)")
 transformers = pytest.importorskip("transformers")
 
-from verifiers.local_models import DEFAULT_MODEL, EMBEDDED, convert_embedded  # noqa: E402
+from verifiers.local_model.models import DEFAULT_MODEL, EMBEDDED, convert_embedded  # noqa: E402
+from verifiers.processes.server import start_server  # noqa: E402
 from verifiers.serve.engine import Engine, SamplingParams, Sequence  # noqa: E402
 from verifiers.serve.service import parse_tool_calls  # noqa: E402
-from verifiers.server_process import start_server  # noqa: E402
 
 SECRET = "serve-test-secret"
 AUTH = {"X-VF-Weights-Secret": SECRET}
@@ -357,7 +357,7 @@ def test_a_server_does_not_outlive_a_parent_killed_with_sigkill(tiny_dir, tmp_pa
     script = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from verifiers.server_process import start_server\n"
+        "from verifiers.processes.server import start_server\n"
         f"server = start_server({str(tiny_dir)!r}, log_path=Path({str(tmp_path / 's.log')!r}))\n"
         "print(server.process.pid, server.base_url, flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"

@@ -256,7 +256,7 @@ def _start_server(tmp_path: Path, secret: str, port: int) -> subprocess.Popen:
 
 async def test_two_callers_share_one_tcp_server_and_a_stranger_is_refused(server, flags, tmp_path):
     from verifiers.errors import EnvWorkerError
-    from verifiers.server_process import free_port
+    from verifiers.processes.server import free_port
     from verifiers.workers.remote import RemoteWorkers
 
     port = free_port()

@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from verifiers.errors import VFError
-from verifiers.local_models import DEFAULT_MODEL
+from verifiers.local_model.models import DEFAULT_MODEL
 
 Api = Literal["chat", "completions", "responses", "anthropic"]
 DEFAULT_KEY_VAR = "OPENAI_API_KEY"  # where an endpoint's key is read from, unless told otherwise
@@ -103,7 +103,7 @@ def unknown_model(model: str, registry: dict[str, EndpointEntry], registry_name:
     alias, not a local model directory, not an embedded model (the closest alias suggested)."""
     import difflib
 
-    from verifiers.local_models import is_servable
+    from verifiers.local_model.models import is_servable
 
     if is_servable(model):
         return

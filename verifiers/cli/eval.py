@@ -34,7 +34,7 @@ from verifiers.cli.endpoints import (
 )
 from verifiers.cli.eval_defaults import EvalDefaults, eval_defaults
 from verifiers.cli.settings import CommandSettings, Flag, parse_settings
-from verifiers.local_models import DEFAULT_MODEL
+from verifiers.local_model.models import DEFAULT_MODEL
 from verifiers.workers.auth import DEFAULT_SECRET_FILE, SECRET_ENV
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ def check_reachable(
 
 def check_same_env(args: EvalSettings, previous: dict[str, Any], flag: str, run: str) -> None:
     """``--resume`` / ``--rescore`` act on a run of the environment named: say when it is not."""
-    from verifiers.env_id import EnvId, EnvIdError
+    from verifiers.loading.env_id import EnvId, EnvIdError
 
     try:
         wanted = EnvId.parse(args.env)
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
     from verifiers.errors import EnvironmentNotFoundError, EnvWorkerError, ResumeError
-    from verifiers.loading import load_environment
+    from verifiers.loading.loader import load_environment
     from verifiers.results.layout import new_run_dir
 
     for flag, value in (
@@ -553,7 +553,7 @@ def _local_model(model: str, console: Console) -> dict[str, str] | None:
     path = Path(model).expanduser()
     if not path.is_dir():
         return None
-    from verifiers.local_models import content_hash
+    from verifiers.local_model.models import content_hash
 
     with console.status(f"hashing {path}"):
         return {"model_path": str(path.resolve()), "model_sha256": content_hash(path)}
@@ -566,8 +566,8 @@ def _start_embedded(
     servers: list[Any],
     local: dict[str, str] | None,
 ) -> Endpoint:
-    from verifiers.sdk_guard import LOCAL_STACK_HINT
-    from verifiers.server_process import start_server
+    from verifiers.installs.sdk_guard import LOCAL_STACK_HINT
+    from verifiers.processes.server import start_server
 
     try:
         import torch  # noqa: F401

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from verifiers.scaffold import ScaffoldError, scaffold
+from verifiers.cli.scaffold import ScaffoldError, scaffold
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """vf-install: install a local environment package (editable) into the current Python environment.
 
-The install is confined (``verifiers.confined_install``): the project and every dependency uv
+The install is confined (``verifiers.installs.confined``): the project and every dependency uv
 picks are staged and checked before anything lands, and dependencies install from wheels only.
 Building the project runs its build backend: vf-install only source you trust (a hub
 environment installs with ``prime env install``, from its published wheel, with nothing built).
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from verifiers.confined_install import ConfinementError, InstallFailed, Requested, install
-from verifiers.sdk_guard import installed_sdk_requirement, keep_sdk_args, kept_sdk_line
+from verifiers.installs.confined import ConfinementError, InstallFailed, Requested, install
+from verifiers.installs.sdk_guard import installed_sdk_requirement, keep_sdk_args, kept_sdk_line
 
 
 def find_package(name: str, path: str) -> Path:

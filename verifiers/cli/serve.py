@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from verifiers.cli.settings import CommandSettings, Flag, parse_settings
-from verifiers.local_models import DEFAULT_MODEL
+from verifiers.local_model.models import DEFAULT_MODEL
 from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV
 
 API_KEY_ENV = "VF_SERVE_API_KEY"
@@ -92,14 +92,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvicorn
 
-        from verifiers.local_models import ModelNotAvailableError, load_model
+        from verifiers.local_model.models import ModelNotAvailableError, load_model
         from verifiers.serve.app import build_app
         from verifiers.serve.engine import Engine
         from verifiers.serve.limits import ClientBudget
         from verifiers.serve.service import ModelService
         from verifiers.weights.access import WeightAccess
     except ImportError as exc:
-        from verifiers.sdk_guard import LOCAL_STACK_HINT
+        from verifiers.installs.sdk_guard import LOCAL_STACK_HINT
 
         print(f"vf-serve: {exc.name} is not installed: {LOCAL_STACK_HINT}", file=sys.stderr)
         return 2

@@ -215,7 +215,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
 
     import verifiers as vf
     from verifiers.errors import VFError
-    from verifiers.local_models import ModelNotAvailableError, resolve_model_dir
+    from verifiers.local_model.models import ModelNotAvailableError, resolve_model_dir
     from verifiers.rl.batching import PackingError
     from verifiers.rl.distributed import init_from_env
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from verifiers.local_models import DEFAULT_MODEL
+from verifiers.local_model.models import DEFAULT_MODEL
 
 Advantage = Literal["group_mean", "group_mean_std", "group_mean_batch_std", "leave_one_out"]
 Aggregation = Literal["sequence_mean", "token_mean", "constant"]

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from verifiers.server_process import ServerProcess, free_port, launch, start_server
+from verifiers.processes.server import ServerProcess, free_port, launch, start_server
 from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV
 
 VLLM_ROUTES = "verifiers.weights.vllm_routes.weight_routes"

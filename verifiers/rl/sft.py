@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from verifiers.local_models import DEFAULT_MODEL
+from verifiers.local_model.models import DEFAULT_MODEL
 from verifiers.rl.command import (
     command_main,
     load_policy,
@@ -190,7 +190,7 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
     from rich.progress import Progress
     from transformers import AutoTokenizer
 
-    from verifiers.local_models import ModelNotAvailableError, resolve_model_dir
+    from verifiers.local_model.models import ModelNotAvailableError, resolve_model_dir
     from verifiers.rl.chat_tokens import TemplateError
     from verifiers.rl.distributed import init_from_env
     from verifiers.rl.export import export_model

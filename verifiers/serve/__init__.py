@@ -4,6 +4,6 @@ Needs the ``local`` extra (torch, transformers). ``start_server`` runs it in a s
 tools that need a model endpoint for the duration of a job (``vf-eval`` with no endpoint).
 """
 
-from verifiers.server_process import ServerProcess, start_server
+from verifiers.processes.server import ServerProcess, start_server
 
 __all__ = ["ServerProcess", "start_server"]

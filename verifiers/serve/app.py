@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from verifiers.http_api import APIError, _error, _json, read_body
+from verifiers.asgi.json_api import APIError, _error, _json, read_body
 from verifiers.serve.limits import ClientBudget, Hold, off_loop
 from verifiers.serve.protocol import ChatCompletionRequest, CompletionRequest
 from verifiers.serve.service import ModelService, parse_tool_calls

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from verifiers.http_api import APIError
+from verifiers.asgi.json_api import APIError
 
 T = TypeVar("T")
 _PROMPTS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vf-serve-prompt")

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from verifiers.http_api import APIError
+from verifiers.asgi.json_api import APIError
 from verifiers.serve.engine import Engine, SamplingParams, Sequence
 from verifiers.serve.protocol import ChatCompletionRequest, CompletionRequest
 from verifiers.weights.access import WeightAccess

@@ -1,5 +1,5 @@
 """Classic module path ``verifiers.utils.env_utils``."""
 
-from verifiers.loading import load_environment
+from verifiers.loading.loader import load_environment
 
 __all__ = ["load_environment"]

@@ -17,7 +17,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from verifiers.http_api import APIError
+from verifiers.asgi.json_api import APIError
 
 SECRET_ENV = "VF_WEIGHTS_SECRET"
 TRUSTED_ENV = "VF_TRUSTED_WEIGHTS_DIRS"

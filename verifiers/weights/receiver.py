@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from verifiers.http_api import APIError, _error, _json, read_body
+from verifiers.asgi.json_api import APIError, _error, _json, read_body
 from verifiers.weights.protocol import BroadcastInitRequest, BroadcastUpdateRequest
 
 log = logging.getLogger("verifiers.serve")

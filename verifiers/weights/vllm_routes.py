@@ -29,7 +29,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from verifiers.http_api import APIError, _error, _json
+from verifiers.asgi.json_api import APIError, _error, _json
 from verifiers.weights.access import WeightAccess
 from verifiers.weights.protocol import (
     BroadcastInitRequest,

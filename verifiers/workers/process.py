@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -23,16 +22,14 @@ import threading
 import time
 from typing import Any
 
-PR_SET_PDEATHSIG = 1
+from verifiers.processes.die_with_parent import arm_parent_death_signal
+
 READY = b"ready"
 FAILED = b"failed"
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:
+    if not arm_parent_death_signal(parent_pid, signal.SIGKILL):
         os._exit(1)
 
     def watch() -> None:

@@ -40,7 +40,7 @@ class WorkerRuntime:
     """One environment and its clients, answering requests (async, many at once)."""
 
     def __init__(self, env_id: str, env_args: dict[str, Any] | None = None) -> None:
-        from verifiers.loading import load_environment
+        from verifiers.loading.loader import load_environment
 
         self.env = load_environment(env_id, **(env_args or {}))
         self._clients: dict[str, Any] = {}

@@ -104,8 +104,8 @@ def launch(
     signal), so call it from the main thread or one that lives as long as the server."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("wb")
-    # the server goes when this process goes, even by SIGKILL (see verifiers.utils.die_with_parent)
-    guarded = [sys.executable, "-m", "verifiers.utils.die_with_parent", "--", *cmd]
+    # the server goes when this process goes, even by SIGKILL (see verifiers.processes.die_with_parent)
+    guarded = [sys.executable, "-m", "verifiers.processes.die_with_parent", "--", *cmd]
     process = subprocess.Popen(
         guarded,
         stdout=log,

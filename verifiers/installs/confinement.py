@@ -2,7 +2,7 @@
 
 One set of rules for every place a package is judged: the hub at upload (the wheel's members) and
 ``prime env install`` / ``vf-install`` at install (each distribution uv staged, see
-``verifiers.confined_install``). Routes by which an installed package could run code it was not
+``verifiers.installs.confined``). Routes by which an installed package could run code it was not
 asked to, or take over something that is not its own, and the rule that closes each:
 
 - code at every interpreter start: a ``.pth`` file, a ``sitecustomize`` / ``usercustomize``
@@ -23,7 +23,7 @@ An *environment* (the package a user asked for by name) is held to more: regular
 only (a namespace portion could slip into another distribution's package), no ``.data`` scheme
 but purelib/platlib, commands named after itself, and entry points only in the groups an
 environment needs. What is checked against the target Python (another distribution's files,
-names and commands) lives in ``verifiers.confined_install``; what is checked against the hub
+names and commands) lives in ``verifiers.installs.confined``; what is checked against the hub
 (another owner's modules) in ``hub_server.package_rules``.
 """
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from verifiers.errors import VFError
-from verifiers.local_stack import EMBEDDED_MODEL_PACKAGE, HINT
+from verifiers.local_model.stack import EMBEDDED_MODEL_PACKAGE, HINT
 
 logger = logging.getLogger("verifiers.serve")
 

@@ -6,7 +6,7 @@
 2. exactly that plan is installed into a staging prefix beside the target, wheels only
    (``--no-build``: no dependency's build code runs; a local project of ``vf-install`` is
    still built, it is the user's own source);
-3. every staged distribution, not only the one asked for, is judged (``verifiers.install_judge``):
+3. every staged distribution, not only the one asked for, is judged (``verifiers.installs.judge``):
    the layout rules, then against what the target already has;
 4. only when nothing is wrong are the replaced versions uninstalled and the staged files moved
    into place, so what runs later is byte for byte what was checked. A refusal installs nothing.
@@ -31,9 +31,9 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from verifiers.errors import VFError
-from verifiers.install_judge import Requested, Staged, judge
-from verifiers.install_target import Target, probe
-from verifiers.package_confinement import Installs, Problem
+from verifiers.installs.confinement import Installs, Problem
+from verifiers.installs.judge import Requested, Staged, judge
+from verifiers.installs.target import Target, probe
 
 _PLAN_LINE = re.compile(r"^ ([+-]) ([A-Za-z0-9][A-Za-z0-9._-]*)(?:==(\S+))?(?: @ (\S+))?")
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from verifiers import local_stack
+from verifiers.local_model import stack as local_stack
 
 SDK_DISTRIBUTION = "verifiers"
-MARKER_MODULE = "verifiers.sdk_guard"  # this module: PyPI's unrelated verifiers has none
+MARKER_MODULES = ("verifiers.installs.sdk_guard", "verifiers.sdk_guard")
+"""This module, and where earlier releases of this SDK kept it: PyPI's unrelated verifiers has neither."""
 
 INSTALL_HINT = (
     "install this SDK from its checkout (bash scripts/setup.sh, or pip install -e '.[local]'), "
@@ -34,7 +35,10 @@ _PROBE = (
     "spec = importlib.util.find_spec('verifiers')\n"
     "if spec is None: print('missing')\n"
     "else:\n"
-    "    ours = importlib.util.find_spec('verifiers.sdk_guard') is not None\n"
+    "    def has(name):\n"
+    "        try: return importlib.util.find_spec(name) is not None\n"
+    "        except ImportError: return False\n"
+    f"    ours = any(has(name) for name in {MARKER_MODULES!r})\n"
     "    try: version = m.version('verifiers')\n"
     "    except m.PackageNotFoundError: version = '?'\n"
     "    print(('ours' if ours else 'foreign') + ' ' + version + ' ' + str(spec.origin))\n"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from verifiers.package_confinement import import_name, is_metadata_name
+from verifiers.installs.confinement import import_name, is_metadata_name
 
 _PROBE = """
 import json, sys, sysconfig

@@ -24,11 +24,11 @@ from types import ModuleType
 from typing import Any
 
 from verifiers import classic
-from verifiers.env_id import EnvId, EnvIdError
 from verifiers.errors import EnvironmentNotFoundError
+from verifiers.loading.env_id import EnvId, EnvIdError
 
 ENTRY_POINT_GROUP = "verifiers.environments"
-logger = logging.getLogger("verifiers.loading")
+logger = logging.getLogger("verifiers.loading.loader")
 
 
 def parse_env_id(env_id: str) -> EnvId:
@@ -141,7 +141,7 @@ def written_for_release(dist_name: str | None) -> str | None:
 
 def _check_owner(parsed: EnvId, dist_name: str | None) -> None:
     """``owner/name`` loads that owner's package or fails, naming the owner that is installed."""
-    from verifiers.provenance import installed_owner
+    from verifiers.installs.provenance import installed_owner
 
     owner = installed_owner(dist_name) if dist_name else None
     if owner == parsed.owner:
@@ -238,9 +238,9 @@ def editable_source(dist_name: str) -> Path | None:
 
 
 def content_hash(module: ModuleType) -> str | None:
-    """The environment's content hash (``verifiers.content_hash``) from the loaded module's
+    """The environment's content hash (``verifiers.installs.content_hash``) from the loaded module's
     files: a package's whole directory, or a single module file."""
-    from verifiers.content_hash import content_hash as hash_files
+    from verifiers.installs.content_hash import content_hash as hash_files
 
     path = getattr(module, "__file__", None)
     if not path:

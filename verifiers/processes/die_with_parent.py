@@ -1,0 +1,43 @@
+"""``python -m verifiers.processes.die_with_parent CMD...``: run CMD, killed (SIGTERM) when its parent
+dies, however it dies.
+
+The trainer and vf-eval start servers as children; if the parent is SIGKILLed or crashes, a
+server left running would hold its port, its memory and (vLLM) a GPU. Linux's parent-death
+signal survives ``exec``, so this sets it and then becomes CMD (same pid, no extra process).
+Elsewhere it just runs CMD.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+
+PR_SET_PDEATHSIG = 1
+
+
+def arm_parent_death_signal(parent_pid: int, sig: int = signal.SIGTERM) -> bool:
+    """Have Linux send ``sig`` to this process when its parent dies (it survives ``exec``);
+    False when ``parent_pid`` is already gone, so the caller can stop at once."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    return os.getppid() == parent_pid
+
+
+def main() -> None:
+    command = sys.argv[1:]
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise SystemExit("usage: python -m verifiers.processes.die_with_parent CMD [ARGS...]")
+    parent = int(os.environ.get("VF_PARENT_PID", os.getppid()))
+    if not arm_parent_death_signal(parent):  # the parent died before the signal was armed
+        raise SystemExit(1)
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    main()
