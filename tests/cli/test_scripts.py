@@ -4,7 +4,7 @@ package that will not install, a pipeline run that was interrupted.
 The stage commands of the pipeline (vf-eval, vf-data, vf-sft, vf-rl) are replaced by small
 scripts that write what each stage writes: what is tested here is the script's own logic
 (which stages run, with which sizes, what a rerun skips), not the stages (tests/cli/test_e2e.py,
-test_sft.py and test_rl.py run those for real).
+test_sft.py and the test_rl_*.py files run those for real).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run by test_rl.py, under torchrun (FSDP2, 2 CPU ranks) or as one process: train four steps
+"""Run by test_rl_trainer.py, under torchrun (FSDP2, 2 CPU ranks) or as one process: train four steps
 with a checkpoint after two, or resume from that checkpoint and train the last two; export the
 final weights. Both runs must end with the same weights, on any number of ranks."""
 

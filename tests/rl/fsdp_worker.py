@@ -1,4 +1,4 @@
-"""Run by test_rl.py under torchrun (2 CPU processes, gloo): FSDP2 data parallelism must give the
+"""Run by test_rl_trainer.py under torchrun (2 CPU processes, gloo): FSDP2 data parallelism must give the
 same gradients, the same optimizer step and the same exported weights as one process, with
 gradient checkpointing on the sharded side."""
 

@@ -1,0 +1,138 @@
+"""What the hub tests share: users and their tokens, the real ``prime`` CLI against a hub,
+scaffolded and built environments, raw uploads of hand-made wheels, fresh virtualenvs."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import httpx
+
+from hub_client.client import HubClient
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def new_user(hub, name: str) -> str:
+    return HubClient(hub["url"], hub["admin"]).create_user(name).token
+
+
+def prime(hub, token, *args, cwd=None, check=True):
+    env = {
+        **os.environ,
+        "PRIME_HUB_URL": hub["url"],
+        "PRIME_API_KEY": token or "",
+        "PRIME_CONFIG_DIR": str(cwd or ".") + "/.prime",
+    }
+    if token is None:
+        env.pop("PRIME_API_KEY")
+    result = subprocess.run(
+        [sys.executable, "-m", "hub_client.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if check:
+        assert result.returncode == 0, f"prime {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def scaffold(tmp_path, name):
+    from verifiers.cli.scaffold import scaffold as make
+
+    return make(name, tmp_path / "envs")
+
+
+def built(tmp_path, root) -> tuple[Path, Path]:
+    from hub_client.commands_env import build
+
+    out = tmp_path / f"dist-{root.name}"
+    out.mkdir(exist_ok=True)
+    return build(root, out)
+
+
+# --- end to end ------------------------------------------------------------------------------------------
+
+
+def fresh_venv(path: Path) -> Path:
+    from uv import find_uv_bin
+
+    subprocess.run(
+        [find_uv_bin(), "venv", "--python", sys.executable, str(path)],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            find_uv_bin(),
+            "pip",
+            "install",
+            "--python",
+            str(path / "bin" / "python"),
+            "-e",
+            f"{REPO}[server]",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return path / "bin" / "python"
+
+
+def installed_version(python: Path, dist: str) -> str:
+    return subprocess.run(
+        [str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def adder(request):
+    match = re.search(r"What is (\d+) \+ (\d+)\?", request["messages"][-1]["content"])
+    return f"<answer>{int(match.group(1)) + int(match.group(2))}</answer>"
+
+
+def publish_raw(
+    hub, token, owner, name, wheel: tuple[str, bytes], sdist: tuple[str, bytes] | None = None
+) -> httpx.Response:
+    files = {"wheel": (wheel[0], wheel[1])}
+    if sdist:
+        files["sdist"] = (sdist[0], sdist[1])
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.post(
+        f"{hub['url']}/api/v1/environments/{owner}/{name}/versions",
+        files=files,
+        headers=headers,
+        timeout=60,
+    )
+
+
+def make_wheel(
+    name="evil-env",
+    version="1.0.0",
+    extra: list[tuple[zipfile.ZipInfo | str, bytes]] | None = None,
+    meta_name=None,
+) -> tuple[str, bytes]:
+    buf = io.BytesIO()
+    dist = name.replace("-", "_")
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(f"{dist}.py", "def load_environment(): pass\n")
+        z.writestr(
+            f"{dist}-{version}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: {meta_name or name}\nVersion: {version}\n",
+        )
+        z.writestr(f"{dist}-{version}.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+        for info, data in extra or []:
+            z.writestr(info, data)
+    return f"{dist}-{version}-py3-none-any.whl", buf.getvalue()
+
+
+def error_code(resp: httpx.Response) -> str:
+    return resp.json()["error"]["code"]

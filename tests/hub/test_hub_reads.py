@@ -1,0 +1,173 @@
+"""What readers see: private environments invisible to others, the simple index's standards and
+yanking, search and listing (never stale across processes, counting only what a viewer may
+see), the fast paths answering like the routes, stable error codes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import httpx
+import pytest
+from hubs import error_code, make_wheel, new_user, publish_raw
+
+from hub_client.client import HubAPIError, HubClient
+from hub_server.process import start_hub
+
+
+def test_private_environments_are_invisible_to_others(hub):
+    gina, hal = new_user(hub, "gina"), new_user(hub, "hal")
+    resp = httpx.post(
+        f"{hub['url']}/api/v1/environments/gina/secret-env/versions",
+        files={"wheel": make_wheel("secret-env")},
+        data={"visibility": "private"},
+        headers={"Authorization": f"Bearer {gina}"},
+    )
+    assert resp.status_code == 201
+    assert HubClient(hub["url"], gina).environment("gina", "secret-env").visibility == "private"
+    for token in (None, hal):
+        with pytest.raises(HubAPIError) as excinfo:
+            HubClient(hub["url"], token).environment("gina", "secret-env")
+        assert excinfo.value.code == "environment_not_found"
+        assert "secret-env" not in [
+            e.name for e in HubClient(hub["url"], token).list_environments().items
+        ]
+    assert httpx.get(f"{hub['url']}/simple/gina/secret-env/secret-env/").status_code == 404
+    assert (
+        httpx.get(
+            f"{hub['url']}/simple/gina/secret-env/secret-env/", auth=("__token__", gina)
+        ).status_code
+        == 200
+    )
+
+
+def test_simple_index_standards_and_yanking(hub):
+    lee = new_user(hub, "lee")
+    for version in ("1.0.0", "1.1.0", "2.0.0rc1"):
+        assert (
+            publish_raw(hub, lee, "lee", "idx-env", make_wheel("idx-env", version)).status_code
+            == 201
+        )
+    client = HubClient(hub["url"], lee)
+    assert (
+        client.version("lee", "idx-env", "latest").version == "1.1.0"
+    )  # pre-releases only when asked
+    client.yank("lee", "idx-env", "1.1.0", "broken scorer")
+    assert client.version("lee", "idx-env", "latest").version == "1.0.0"
+    page = httpx.get(
+        f"{hub['url']}/simple/lee/idx-env/idx-env/",
+        headers={"Accept": "application/vnd.pypi.simple.v1+json"},
+    ).json()
+    assert page["meta"]["api-version"] == "1.1" and page["versions"] == [
+        "1.0.0",
+        "1.1.0",
+        "2.0.0rc1",
+    ]
+    by_version = {f["filename"].split("-")[1]: f for f in page["files"]}
+    assert (
+        by_version["1.1.0"]["yanked"] == "broken scorer" and by_version["1.0.0"]["yanked"] is False
+    )
+    first = by_version["1.0.0"]
+    assert first["upload-time"].endswith("Z") and len(first["hashes"]["sha256"]) == 64
+    assert first["url"].startswith("/files/")  # path-absolute: pages never embed the Host header
+    metadata = httpx.get(hub["url"] + first["url"] + ".metadata").content
+    assert hashlib.sha256(metadata).hexdigest() == first["core-metadata"]["sha256"]
+    assert b"Name: idx-env" in metadata
+    html = httpx.get(f"{hub['url']}/simple/lee/idx-env/idx-env/").text
+    assert (
+        'data-yanked="broken scorer"' in html
+        and "#sha256=" in html
+        and "data-core-metadata=" in html
+    )
+    assert (
+        httpx.get(f"{hub['url']}/simple/lee/idx-env/requests/").status_code == 404
+    )  # no other project here
+
+
+def test_search_listing_and_openapi(hub):
+    mia = new_user(hub, "mia")
+    for name, tags in (("alpha-env", ["games"]), ("beta-env", ["math"])):
+        resp = httpx.post(
+            f"{hub['url']}/api/v1/environments/mia/{name}/versions",
+            files={"wheel": make_wheel(name)},
+            data={"tags": json.dumps(tags)},
+            headers={"Authorization": f"Bearer {mia}"},
+        )
+        assert resp.status_code == 201
+    client = HubClient(hub["url"])
+    assert [e.name for e in client.list_environments(owner="mia", sort="name").items] == [
+        "alpha-env",
+        "beta-env",
+    ]
+    assert [e.name for e in client.list_environments(tag="math", owner="mia").items] == ["beta-env"]
+    assert [e.name for e in client.list_environments(q="alpha").items] == ["alpha-env"]
+    page = client.list_environments(owner="mia", per_page=1, page=2, sort="name")
+    assert page.total == 2 and [e.name for e in page.items] == ["beta-env"]
+    assert (
+        "/api/v1/environments/{owner}/{name}/versions"
+        in httpx.get(f"{hub['url']}/openapi.json").json()["paths"]
+    )
+
+
+def test_search_is_never_stale_across_processes_and_counts_only_what_a_viewer_sees(hub):
+    """Searches are cached per process under the catalog's generation: a publish, a visibility
+    change or a delete made through another hub process shows in this one's next search. The
+    count (read from the search index alone) never includes what the viewer may not see."""
+    sora, ugo = new_user(hub, "sora"), new_user(hub, "ugo")
+
+    def push(url, name, visibility="public"):
+        resp = httpx.post(
+            f"{url}/api/v1/environments/sora/{name}/versions",
+            files={"wheel": make_wheel(name)},
+            data={"visibility": visibility, "description": "zebra crossings"},
+            headers={"Authorization": f"Bearer {sora}"},
+        )
+        assert resp.status_code == 201, resp.text
+
+    def found(url, token=None):
+        page = HubClient(url, token).list_environments(q="zebra", sort="name")
+        return page.total, [e.name for e in page.items]
+
+    push(hub["url"], "zebra-one")
+    assert found(hub["url"]) == (1, ["zebra-one"])
+    assert found(hub["url"]) == (1, ["zebra-one"])  # now answered from the cache
+    with start_hub(hub["data"], backend=hub["backend"].flags) as second:
+        push(second.url, "zebra-two")
+        push(second.url, "zebra-hidden", visibility="private")
+        assert found(hub["url"]) == (2, ["zebra-one", "zebra-two"])
+        assert found(hub["url"], ugo) == (2, ["zebra-one", "zebra-two"])
+        assert found(hub["url"], sora) == (3, ["zebra-hidden", "zebra-one", "zebra-two"])
+        HubClient(second.url, sora).delete("sora", "zebra-one")
+        assert found(hub["url"]) == (1, ["zebra-two"])
+        assert found(hub["url"], sora) == (2, ["zebra-hidden", "zebra-two"])
+
+
+def test_the_search_fast_path_answers_like_the_route(hub):
+    """Whatever the route would refuse is refused the same way (the fast path hands it over)."""
+    base = f"{hub['url']}/api/v1/environments"
+    for query, status, code in (
+        ("?page=abc", 422, "invalid_request"),
+        ("?q=" + "x" * 201, 422, "invalid_request"),
+        ("?sort=bogus", 400, "invalid_sort"),
+    ):
+        resp = httpx.get(base + query)
+        assert resp.status_code == status and error_code(resp) == code, (query, resp.text)
+    clamped = httpx.get(base + "?per_page=1000&page=-3").json()
+    assert clamped["per_page"] == 100 and clamped["page"] == 1
+    bad_token = httpx.get(base, headers={"Authorization": "Bearer not-a-token"})
+    assert bad_token.status_code == 401 and error_code(bad_token)
+
+
+def test_unknown_routes_and_methods_answer_with_stable_codes(hub):
+    missing = httpx.get(f"{hub['url']}/api/v1/nothing-here")
+    assert missing.status_code == 404 and error_code(missing) == "not_found"
+    wrong = httpx.put(
+        f"{hub['url']}/api/v1/environments", headers={"Authorization": f"Bearer {hub['admin']}"}
+    )
+    assert wrong.status_code == 405 and error_code(wrong) == "method_not_allowed"
+
+
+def test_an_admin_users_first_token_says_it_holds_admin(hub):
+    created = HubClient(hub["url"], hub["admin"]).create_user("second-admin", is_admin=True)
+    assert created.scopes == ["admin", "publish", "read"]
+    assert HubClient(hub["url"], created.token).me().is_admin

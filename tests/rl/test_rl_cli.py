@@ -1,0 +1,269 @@
+"""``vf-rl`` as a user runs it: checkpoints, plots and resume, limits and devices checked before
+anything starts, one-line config mistakes, Ctrl-C, and serve/rl kept apart."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.slow
+def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    config = tmp_path / "rl.toml"
+    config.write_text(
+        f'model = "{policy_dir}"\nenv_id = "reverse-text"\noutput_dir = "{tmp_path / "out"}"\nsteps = 2\n'
+        "checkpoint_every = 1\n[orchestrator]\nexamples_per_step = 2\nrollouts_per_example = 2\nmax_tokens = 8\n"
+        '[trainer]\nlr = 1e-3\nautocast = "none"\n[eval]\nevery = 1\nexamples = 3\n'
+    )
+    first = subprocess.run(
+        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    out = tmp_path / "out"
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1]
+    # the environment (loaded by id) ran in worker processes, as vf-eval runs it
+    assert all(r["env_workers"] >= 1 and r["env_worker_restarts"] == 0 for r in records)
+    assert (out / "metrics.png").stat().st_size > 1000 and (
+        out / "checkpoints" / "step_000002" / "trainer.pt"
+    ).exists()
+    assert (out / "weights" / "config.json").exists() and (
+        out / "weights" / "model.safetensors"
+    ).exists()
+    (out / "weights" / "model.safetensors").unlink()
+    effective = json.loads((out / "config.json").read_text())["trainer"]
+    assert effective["loss"] == {
+        "name": "grpo",
+        "clip_low": 0.2,
+        "clip_high": 0.2,
+        "delta": None,
+        "advantage": "group_mean_std",
+    }
+    assert "loss grpo (clip_low 0.2, clip_high 0.2; sequence_mean" in first.stdout
+    again = subprocess.run(  # a second run into the same dir would mix the two
+        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config)], capture_output=True, text=True
+    )
+    assert again.returncode == 2 and "already holds a run" in again.stdout
+    nothing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verifiers.rl.cli",
+            "@",
+            str(config),
+            "--resume",
+            "--output_dir",
+            str(tmp_path / "empty"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert nothing.returncode == 2 and "--resume: no checkpoint" in nothing.stdout
+    # resume from step 1: the records of step 1 are redone, not appended after it
+    shutil.rmtree(out / "checkpoints" / "step_000002")
+    resumed = subprocess.run(  # and the rest of the run with weights over a gloo group
+        [
+            *(sys.executable, "-m", "verifiers.rl.cli", "@", str(config)),
+            *("--steps", "3", "--resume", "--inference.weight_transport", "gloo"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming from" in resumed.stdout and "(step 1)" in resumed.stdout
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert [r["served_version"] for r in records] == [1, 2, 3]
+    assert all(r["tokens"] > 0 and r["tokens_per_s"] > 0 for r in records)
+    # held-out evaluation before the first step, after each, and after the resumed one
+    evals = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals] == [0, 1, 2, 3]
+    assert [e["policy_version"] for e in evals] == [0, 1, 2, 3]
+    assert all(e["eval_rollouts"] == 3 and e["eval_errors"] == 0 for e in evals)
+    assert "held-out reward after 3 steps" in resumed.stdout
+    assert (out / "weights" / "model.safetensors").exists()  # the trained model, at the end
+    nccl = subprocess.run(
+        [
+            *(sys.executable, "-m", "verifiers.rl.cli", "@", str(config)),
+            *("--inference.weight_transport", "nccl", "--output_dir", str(tmp_path / "nccl")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert nccl.returncode == 2 and "two different GPUs" in nccl.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config), "--steps", "0"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "invalid config" in bad.stderr
+    misspelt = subprocess.run(
+        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config), "--trainer.lrr", "1e-3"],
+        capture_output=True,
+        text=True,
+    )
+    assert misspelt.returncode == 2 and "trainer.lrr" in misspelt.stderr
+    for flag, value, message in (
+        ("--env_id", "nope-env", "no environment 'nope-env' is installed"),
+        ("--model", str(tmp_path / "nowhere"), "is not a local directory"),
+    ):
+        missing = subprocess.run(
+            [
+                *(sys.executable, "-m", "verifiers.rl.cli", "@", str(config), flag, value),
+                "--output_dir",
+                str(tmp_path / "x"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert missing.returncode == 2 and message in missing.stdout, missing.stdout
+        assert "Traceback" not in missing.stdout + missing.stderr
+
+
+def test_model_limits_are_checked_before_vllm_starts(policy_dir):
+    """vLLM refuses a context longer than the model's positions, and one GPU shared by the
+    trainer and a vLLM that reserves most of it runs out of memory: vf-rl says so first."""
+    from verifiers.rl.cli import RLConfig, model_problem, parameter_count
+
+    def config(**inference):
+        return RLConfig.model_validate(
+            {"inference": {"backend": "vllm", "device": "cuda", **inference}}
+        )
+
+    too_long = model_problem(config(max_model_len=1024), policy_dir, "cuda:1", gpu_bytes=2**34)
+    assert "longer than the model's 512 positions" in too_long
+    assert model_problem(config(max_model_len=512), policy_dir, "cuda:1", gpu_bytes=2**34) is None
+    params = parameter_count(policy_dir)
+    assert 10_000 < params < 1_000_000  # the toy policy, counted without allocating it
+    gpu = 64 * params  # a GPU four times the trainer's 16 bytes a parameter
+    crowded = model_problem(config(gpu_memory_utilization=0.9), policy_dir, "cuda:0", gpu_bytes=gpu)
+    assert "share cuda:0" in crowded and "gpu_memory_utilization to at most" in crowded
+    assert (
+        model_problem(config(gpu_memory_utilization=0.2), policy_dir, "cuda:0", gpu_bytes=gpu)
+        is None
+    )
+    # on another GPU, vLLM may take all of its own
+    assert (
+        model_problem(
+            config(device="cuda:1", gpu_memory_utilization=0.95),
+            policy_dir,
+            "cuda:0",
+            gpu_bytes=gpu,
+        )
+        is None
+    )
+
+
+def test_device_choices_that_cannot_work_are_refused_up_front():
+    from verifiers.rl.cli import RLConfig, device_problem, trainer_device
+
+    def config(**inference) -> RLConfig:
+        return RLConfig.model_validate({"inference": inference})
+
+    assert trainer_device(config(), cuda_available=True) == "cpu"
+    assert trainer_device(config(device="cuda"), cuda_available=False) == "cpu"
+    assert device_problem(config(), "cpu") is None
+    assert "needs inference.device" in device_problem(config(backend="vllm"), "cpu")
+    one_gpu = config(backend="vllm", device="cuda", weight_transport="nccl")
+    assert "two different GPUs" in device_problem(one_gpu, "cuda:0")
+    two_gpus = config(backend="vllm", device="cuda:1", weight_transport="nccl")
+    assert device_problem(two_gpus, "cuda:0") is None
+    assert device_problem(config(device="cuda", weight_transport="gloo"), "cuda:0") is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["@", "/nonexistent.toml"], "no config file /nonexistent.toml"),
+        (["@", "{bad}"], "is not valid TOML"),
+        (["--steps"], "expected '--key value'"),
+    ],
+)
+def test_vf_rl_config_mistakes_are_one_line_and_exit_2(tmp_path, argv, message):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("steps = = 3\n")
+    argv = [a.replace("{bad}", str(bad)) for a in argv]
+    result = subprocess.run(
+        [sys.executable, "-m", "verifiers.rl.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_serve_and_rl_do_not_import_each_other():
+    """Weight updates live in verifiers.weights; the server and the trainer both use it."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "verifiers"
+
+    def imports(package):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    yield path.name, node.module
+
+    def within(module, package):
+        return module == package or module.startswith(package + ".")
+
+    assert not [m for _, m in imports("serve") if within(m, "verifiers.rl")]
+    assert not [m for _, m in imports("rl") if within(m, "verifiers.serve")]
+    assert not [
+        m
+        for _, m in imports("weights")
+        if within(m, "verifiers.rl") or within(m, "verifiers.serve")
+    ]
+
+
+def test_ctrl_c_promises_a_resume_only_when_a_checkpoint_exists(policy_dir, tmp_path):
+    """vf-rl interrupted before any checkpoint said 'continue with --resume (from the last
+    checkpoint)', and --resume then refused: there was none."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    config = tmp_path / "rl.toml"
+    config.write_text(
+        f'model = "{policy_dir}"\nenv_id = "reverse-text"\noutput_dir = "{out}"\nsteps = 50\n'
+        "[orchestrator]\nexamples_per_step = 2\nrollouts_per_example = 2\nmax_tokens = 8\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "400"},
+    )
+    deadline = time.monotonic() + 240
+    while not (out / "metrics.jsonl").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, output
+    assert "no checkpoint was written" in output and "--resume" not in output, output
+    from verifiers.rl.command import interrupted_hint
+
+    (out / "checkpoints" / "step_000003").mkdir(parents=True)
+    assert interrupted_hint(out) == "continue with --resume (from step_000003)"

@@ -1,0 +1,98 @@
+"""Sandboxes through environments: state within a rollout and never across, teardown on errors,
+a crashed sandbox as data on its rollout, and none surviving Ctrl-C or the parent's death."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from sandboxes import python_policy, sandbox_pids, wait_until_no_sandboxes
+
+import verifiers as vf
+from verifiers.testing import Reply
+
+
+async def test_python_env_state_persists_within_a_rollout_never_across(server, client):
+    env = vf.PythonEnv(dataset=[{"question": "q"}], pool_size=1)
+    server.set_handler(
+        python_policy(
+            "try:\n    print(counter)\nexcept NameError:\n    counter = 0\ncounter += 1\nprint('counter', counter)",
+            "counter += 1\nprint('counter', counter)",
+        )
+    )
+    out = await env.evaluate(client, "m", rollouts_per_example=3)
+    for state in out.state:
+        tools = [m["content"] for m in state["completion"] if m["role"] == "tool"]
+        assert tools == ["counter 1", "counter 2"]  # each rollout starts from nothing
+    assert wait_until_no_sandboxes() == []  # destroyed at rollout end, pool closed at run end
+    meta_mode = env.run_metadata()["sandbox_mode"]
+    assert meta_mode in ("bwrap", "landlock")
+
+
+async def test_sandbox_env_bash_and_teardown_on_errors(server, client):
+    env = vf.SandboxEnv(dataset=[{"question": "q"}], pool_size=0)
+    server.set_handler(
+        lambda req: (
+            Reply(tool_calls=[Reply.tool_call("bash", {"command": "echo hi > f.txt && cat f.txt"})])
+            if not any(m["role"] == "tool" for m in req["messages"])
+            else Reply(status=400, error="model broke")
+        )
+    )
+    out = await env.evaluate(client, "m")
+    state = out.state[0]
+    assert [m["content"] for m in state["completion"] if m["role"] == "tool"] == ["hi"]
+    assert state["error"]["type"] == "BadRequestError"  # the rollout failed after the tool call ...
+    assert wait_until_no_sandboxes() == []  # ... and its sandbox was still destroyed
+
+
+async def test_crashed_sandbox_becomes_data_on_the_rollout(server, client):
+    env = vf.PythonEnv(dataset=[{"question": "q"}], pool_size=0)
+    server.set_handler(
+        python_policy("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", "print('after')")
+    )
+    out = await env.evaluate(client, "m")
+    state = out.state[0]
+    tools = [m["content"] for m in state["completion"] if m["role"] == "tool"]
+    assert state["error"] is None and len(tools) == 2
+    assert any("SandboxError" in t for t in tools) and state.get("sandbox_errors")
+    assert wait_until_no_sandboxes() == []
+
+
+RUNNER = textwrap.dedent("""
+    import sys, verifiers as vf
+    from verifiers.testing import Reply
+    env = vf.PythonEnv(dataset=[{"question": str(i)} for i in range(4)], pool_size=2)
+    env.evaluate_sync(sys.argv[1], "m", max_concurrent=4)
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "parent-death"])
+def test_no_sandbox_survives_ctrl_c_or_parent_death(server, sig):
+    server.set_handler(
+        lambda req: Reply(
+            tool_calls=[Reply.tool_call("python", {"code": "import time; time.sleep(30)"})]
+        )
+    )
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, server.base_url], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while len(sandbox_pids()) < 4:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    os.kill(proc.pid, sig)
+    proc.wait(timeout=30)
+    assert wait_until_no_sandboxes(timeout=10) == []
+    # what a killed process could not clean (its dirs and disks) goes with the next sandbox
+    from verifiers.sandbox.local import _remove_stale_dirs
+
+    _remove_stale_dirs()
+    leftovers = list(Path(tempfile.gettempdir()).glob(f"vf-sandbox-{proc.pid}-*"))
+    assert leftovers == [] and not any(
+        f"vf-sandbox-{proc.pid}-" in m for m in Path("/proc/mounts").read_text().splitlines()
+    )

@@ -1,0 +1,272 @@
+"""Processes inside a sandbox: bounded, killed at their limits, swept before the next snippet
+(whatever started them: a snippet, the REPL, a zombie), and never able to forge a later
+grader's result; starts cancelled at any point leave nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+import tempfile
+import textwrap
+import time
+
+import pytest
+from sandboxes import available_modes, still_works, wait_until_no_sandboxes
+
+from verifiers.sandbox import LocalSandboxProvider, SandboxLimits
+from verifiers.sandbox.provider import probe_mode
+
+
+async def test_fork_bomb_is_bounded(sandbox):
+    before = len(os.listdir("/proc"))
+    result = await sandbox.run_python("import os\nwhile True:\n    os.fork()", timeout=2)
+    assert result.timed_out or result.exit_code != 0
+    await still_works(sandbox)
+    assert len(os.listdir("/proc")) < before + 10  # everything it made is gone
+
+
+async def test_spinning_forever_is_killed_at_the_time_limit(sandbox):
+    start = time.monotonic()
+    # a wall limit under the fixture's 2 s CPU limit: CPU time never exceeds wall time, so the
+    # wall clock always fires first (at 2 s both raced, and RLIMIT_CPU's kill reads as no timeout)
+    result = await sandbox.run_python("while True:\n    pass", timeout=1)
+    assert result.timed_out and time.monotonic() - start < 3
+    await still_works(sandbox)
+
+
+async def test_background_processes_are_swept(sandbox):
+    result = await sandbox.run_python(
+        "import subprocess, os\nsubprocess.Popen(['sleep', '300'])\nif os.fork() == 0:\n    import time; time.sleep(300)\nprint('started')"
+    )
+    assert result.stdout.strip().endswith("started") and result.swept >= 2
+    check = await sandbox.run_shell("ps -e -o comm= 2>/dev/null | grep -c sleep || true")
+    assert check.stdout.strip() in ("0", "")
+    await still_works(sandbox)
+
+
+REPL_ATTACK = textwrap.dedent("""
+    import builtins, os, sys, threading, time
+    x = 41
+    builtins.print = lambda *a, **k: sys.stdout.write("42 passed\\n")
+    worker = sys.modules["__main__"]  # the worker's own functions, as forked into the REPL
+    for name in ("run_python", "exec_snippet", "_result"):
+        if hasattr(worker, name):
+            setattr(worker, name, lambda *a, **k: {"stdout": "42 passed\\n", "exit_code": 0})
+    def forge_graders():  # write a verdict into every other process's stdout, again and again
+        me = os.getpid()
+        while True:
+            for pid in os.listdir("/proc"):
+                if pid.isdigit() and int(pid) != me:
+                    try:
+                        fd = os.open(f"/proc/{pid}/fd/1", os.O_WRONLY)
+                        os.write(fd, b"42 passed\\n")
+                        os.close(fd)
+                    except OSError:
+                        pass
+            time.sleep(0.001)
+    def fork_later():  # a process born after the sweep, to do the same
+        time.sleep(0.3)
+        if os.fork() == 0:
+            forge_graders()
+    threading.Thread(target=forge_graders, daemon=True).start()
+    threading.Thread(target=fork_later, daemon=True).start()
+    try:
+        open(f"/proc/{os.getppid()}/mem", "r+b")
+        sys.stderr.write("worker memory open\\n")
+    except OSError:
+        sys.stderr.write("worker memory closed\\n")
+""")
+
+
+GRADERS = {
+    "python": ("python", "import time; time.sleep(0.5); print('0 passed')"),
+    "shell": ("shell", "sleep 0.5; echo 0 passed"),
+    "exec-from-python": (
+        "python",
+        "import subprocess, sys\n"
+        "subprocess.run([sys.executable, '-c', 'import time; time.sleep(0.5); print(\"0 passed\")'])",
+    ),
+}
+
+
+async def test_repl_code_cannot_forge_any_later_graders_result(sandbox):
+    """Model code in the REPL patches the worker functions forked into it, prints through a
+    patched print, keeps threads writing a fake verdict into every process's stdout (through
+    /proc/PID/fd, which an exec'd grader opens to its uid) and forks a writer after the sweep.
+    Graders are fresh snippets (the REPL is frozen while they run): each prints only its own
+    result, in both modes; the REPL keeps its state. A grader cannot be sent into the REPL:
+    run_python has no repl=True (the REPL is run_repl, the model's tool)."""
+    tampered = await sandbox.run_repl(REPL_ATTACK)
+    assert "worker memory closed" in tampered.stderr, tampered
+    for name, (language, code) in GRADERS.items():
+        run = sandbox.run_shell if language == "shell" else sandbox.run_python
+        for _ in range(2):
+            verdict = await run(code)
+            assert verdict.stdout == "0 passed\n" and verdict.exit_code == 0, (name, verdict)
+    # the REPL is the model's own, patched by it: whatever it answers is still a clean result,
+    # and a reset gives a fresh one
+    assert isinstance((await sandbox.run_repl("print(x + 1)")).exit_code, int)
+    await sandbox.reset_repl()
+    assert (await sandbox.run_repl("x = 2\nprint(x)")).stdout == "2\n"
+    with pytest.raises(TypeError):
+        await sandbox.run_python("print('0 passed')", repl=True)
+
+
+async def test_fork_hoppers_are_gone_before_the_next_snippet(sandbox):
+    """A background process that keeps forking and letting its parent exit (so it is never the
+    same pid twice) survives no sweep: six tries, none leaves a process behind."""
+    hopper = textwrap.dedent("""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            while True:
+                if os.fork():
+                    os._exit(0)
+                time.sleep(0.0005)
+        print("started")
+    """)
+    if not sandbox.uid:
+        pytest.skip("needs the sandbox's own uid to count its processes from the host")
+
+    def running() -> int:  # host view: processes of the sandbox's uid
+        total = 0
+        for entry in os.listdir("/proc"):
+            try:
+                total += entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == sandbox.uid
+            except OSError:
+                pass
+        return total
+
+    baseline = running()  # the worker (and bwrap's init)
+    for _ in range(6):
+        started = await sandbox.run_python(hopper)
+        assert started.stdout == "started\n"
+        assert running() <= baseline, f"{running() - baseline} process(es) survived the sweep"
+    await still_works(sandbox)
+
+
+async def test_what_a_repl_starts_between_snippets_is_gone_before_a_grader(sandbox):
+    """A REPL thread starts processes after its own snippet's sweep: a child of the REPL and an
+    orphan (reparented to the worker). The grader's sweep finds both (it reads the frozen REPL's
+    children, then the worker's) and the grader sees none of them; the REPL, whose children were
+    killed, is restarted (and says so)."""
+    await sandbox.run_repl(
+        "import subprocess, threading\n"
+        "def later():\n"
+        "    subprocess.Popen(['sleep', '300'])\n"
+        "    subprocess.run(['sh', '-c', 'sleep 301 &'])\n"
+        "threading.Timer(0.3, later).start()\n"
+        "kept = 7"
+    )
+    await asyncio.sleep(1.0)
+    # (what was killed but is the frozen REPL's to reap stays a zombie until it runs again)
+    grader = await sandbox.run_shell(
+        "ps -e -o stat=,comm= 2>/dev/null | grep -v '^Z' | grep -c sleep || true"
+    )
+    assert grader.stdout.strip() == "0" and grader.swept >= 2, grader
+    after = await sandbox.run_repl("print('kept' in globals())")
+    assert after.stdout == "False\n" and "REPL was restarted" in after.stderr
+
+
+async def test_zombies_a_repl_leaves_cannot_starve_a_grader(sandbox):
+    """The REPL forks children it never reaps (zombies hold the sandbox's process budget) and
+    keeps one running: the next fresh snippet still starts its own processes (the REPL, with
+    what it left, is restarted first), the model is told with its next REPL reply, and the
+    fresh REPL works."""
+    await sandbox.run_repl(
+        "import os, subprocess\n"
+        "for _ in range(40):\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            os._exit(0)\n"
+        "    except OSError:\n"
+        "        break\n"
+        "keep = subprocess.Popen(['sleep', '300'])\n"
+        "state = 1"
+    )
+    grader = await sandbox.run_python(
+        "import subprocess\n"
+        "print(subprocess.run(['sh', '-c', 'echo 0 passed'], capture_output=True, text=True).stdout, end='')"
+    )
+    assert grader.stdout == "0 passed\n" and grader.exit_code == 0, grader
+    shell = await sandbox.run_shell("echo $((6 * 7)); ps -e -o stat= | grep -c '^Z' || true")
+    assert shell.stdout.split() == ["42", "0"], shell
+    after = await sandbox.run_repl("print('state' in globals())")
+    assert "REPL was restarted" in after.stderr and after.stdout == "False\n", after
+    assert (await sandbox.run_repl("print(1)")).stderr == ""
+
+
+async def test_nothing_the_model_writes_under_home_runs_in_a_later_python(sandbox):
+    """The user site (usercustomize, .pth files under $HOME/.local) and a sitecustomize in the
+    work dir run in no later snippet's python3; System V IPC, whose objects would outlive the
+    sandbox in the host's IPC namespace (landlock mode), is refused there."""
+    plant = (
+        "site=$(python3 -c 'import site; print(site.getusersitepackages())') && mkdir -p $site && "
+        "echo 'print(\"HIJACKED\")' > $site/usercustomize.py && "
+        "echo 'import sys; print(\"HIJACKED\")' > $site/evil.pth && "
+        "echo 'print(\"HIJACKED\")' > sitecustomize.py && echo planted"
+    )
+    assert (await sandbox.run_shell(plant)).stdout == "planted\n"
+    for result in (
+        await sandbox.run_shell("python3 -c 'print(6 * 7)'"),
+        await sandbox.run_shell("cd /tmp && python3 -c 'print(6 * 7)'"),
+        await sandbox.run_python("print(6 * 7)"),
+    ):
+        assert result.stdout == "42\n" and "HIJACKED" not in result.stderr, result
+    shm = await sandbox.run_python(
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.shmget(0, 1 << 20, 0o1000 | 0o600), ctypes.get_errno())"
+    )
+    if sandbox.mode == "landlock":
+        assert shm.stdout.split() == ["-1", "1"], shm  # EPERM
+    else:  # its own IPC namespace, gone with the sandbox
+        assert shm.stdout.split()[0] != "-1", shm
+
+
+@pytest.mark.parametrize("mode", available_modes())
+async def test_a_start_cancelled_at_any_point_leaves_nothing_running(mode):
+    """A rollout cancelled while its sandbox boots (mid-spawn, mid-handshake, just after): no
+    process, dir or budget of it survives, before the provider is even closed; a sandbox its
+    creator dropped without destroying is still destroyed by the provider's close."""
+    import gc
+
+    provider = LocalSandboxProvider(mode=mode, pool_size=0, limits=SandboxLimits())
+    for delay in (0, 0.002, 0.01, 0.03, 0.05, 0.08, 0.12):
+        task = asyncio.ensure_future(provider.create())
+        await asyncio.sleep(delay)
+        task.cancel()
+        done = (await asyncio.gather(task, return_exceptions=True))[0]
+        if isinstance(done, BaseException):
+            gc.collect()
+            assert wait_until_no_sandboxes() == [], f"cancelled after {delay}s"
+        else:
+            await done.destroy()
+    dropped = await provider.create()
+    pid = dropped.process.pid
+    del dropped
+    gc.collect()
+    await provider.close()
+    assert wait_until_no_sandboxes() == []
+    assert pid not in {int(p) for p in os.listdir("/proc") if p.isdigit()}
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"vf-sandbox-{os.getpid()}-*"))
+    # a budget whose dying process still held it is removed by the next start
+    await (await provider.create()).destroy()
+    await provider.close()
+    assert not glob.glob(f"/sys/fs/cgroup/*/vf-sandbox-{os.getpid()}-*") + glob.glob(
+        f"/sys/fs/cgroup/vf-sandbox-{os.getpid()}-*"
+    )
+
+
+async def test_repl_keeps_state_and_recovers_from_timeouts(sandbox):
+    assert (await sandbox.run_repl("x = 41")).exit_code == 0
+    assert (await sandbox.run_repl("print(x + 1)")).stdout == "42\n"
+    hung = await sandbox.run_repl("while True: pass", timeout=1)
+    assert hung.timed_out and "state is lost" in hung.stderr
+    assert "NameError" in (await sandbox.run_repl("print(x)")).stderr
+
+
+def test_unsafe_mode_is_never_chosen_automatically():
+    assert probe_mode() in ("bwrap", "landlock")
+    with pytest.raises(ValueError, match="auto, bwrap, landlock or unsafe"):
+        LocalSandboxProvider(mode="none")
