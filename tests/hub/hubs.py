@@ -136,3 +136,11 @@ def make_wheel(
 
 def error_code(resp: httpx.Response) -> str:
     return resp.json()["error"]["code"]
+
+
+def scripted_eval(vf_eval: Path, env_id: str, server, out: Path, env=None):
+    """``vf-eval ENV_ID`` from a given install, 2 examples x 1 rollout, against a scripted server."""
+    command = [str(vf_eval), env_id, "-b", server.base_url, "-m", "scripted", "-n", "2", "-r", "1"]
+    return subprocess.run(
+        [*command, "--output-dir", str(out)], capture_output=True, text=True, timeout=300, env=env
+    )

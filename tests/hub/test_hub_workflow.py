@@ -15,7 +15,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hubs import REPO, adder, built, fresh_venv, installed_version, new_user, prime, scaffold
+from hubs import (
+    REPO,
+    adder,
+    built,
+    fresh_venv,
+    installed_version,
+    new_user,
+    prime,
+    scaffold,
+    scripted_eval,
+)
 
 from hub_client.client import HubClient
 from hub_client.versions import bump, set_version
@@ -52,25 +62,7 @@ def test_push_install_eval_upgrade_and_locked_replay(hub, server, tmp_path):
     (tmp_path / "a0.lock").write_text((tmp_path / "a.lock").read_text())
 
     server.set_handler(adder)
-    result = subprocess.run(
-        [
-            str(python.parent / "vf-eval"),
-            "alice/hub-adder",
-            "-b",
-            server.base_url,
-            "-m",
-            "scripted",
-            "-n",
-            "2",
-            "-r",
-            "1",
-            "--output-dir",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = scripted_eval(python.parent / "vf-eval", "alice/hub-adder", server, tmp_path / "out")
     assert result.returncode == 0, result.stderr
     run = next((tmp_path / "out" / "evals").glob("alice--hub-adder--scripted/*"))
     meta = json.loads((run / "metadata.json").read_text())
@@ -336,25 +328,8 @@ def test_a_second_machine_installs_this_sdk_from_the_hub_then_an_environment(hub
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
     server.set_handler(lambda request: "<answer>olleh</answer>")
-    result = subprocess.run(
-        [
-            str(venv / "bin" / "vf-eval"),
-            "remote/reverse-text",
-            "-b",
-            server.base_url,
-            "-m",
-            "scripted",
-            "-n",
-            "2",
-            "-r",
-            "1",
-            "--output-dir",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
+    result = scripted_eval(
+        venv / "bin" / "vf-eval", "remote/reverse-text", server, tmp_path / "out", env
     )
     assert result.returncode == 0, result.stdout + result.stderr
     (run,) = (tmp_path / "out" / "evals").glob("remote--reverse-text--scripted/*")

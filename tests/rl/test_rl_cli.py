@@ -267,3 +267,20 @@ def test_ctrl_c_promises_a_resume_only_when_a_checkpoint_exists(policy_dir, tmp_
 
     (out / "checkpoints" / "step_000003").mkdir(parents=True)
     assert interrupted_hint(out) == "continue with --resume (from step_000003)"
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "rl").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_config_is_a_valid_vf_rl_config_for_an_installed_environment(path):
+    """The configs the docs tell users to run parse as written (no misspelt key) and name an
+    environment this checkout installs, with arguments its load_environment accepts."""
+    from verifiers.rl.cli import parse_args
+
+    config, resume = parse_args(["@", str(path)])
+    assert not resume and config.steps > 0
+    import verifiers as vf
+
+    env = vf.load_environment(config.env_id, **config.env_args)
+    assert len(env.get_eval_dataset(n=1)) == 1
