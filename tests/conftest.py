@@ -12,6 +12,13 @@ import pytest
 from verifiers.clients import OpenAICompatibleClient, RetryPolicy
 from verifiers.testing import ModelServer, echo
 
+# Tests send SIGINT to the commands they start, as a terminal's Ctrl-C would. A suite started in
+# the background by a shell without job control (`nohup .ci/run &`) inherits SIGINT ignored, and
+# so would every command it starts (ignored signals survive exec; Python then installs no
+# KeyboardInterrupt). Catching it here makes each child start with the default disposition.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 @pytest.fixture(scope="session")
 def _shared_server() -> Iterator[ModelServer]:
