@@ -147,7 +147,7 @@ def test_dynamic_sampling_never_draws_an_example_twice_in_a_step():
     for step_index in range(20):
         drawn = [row["question"] for r in range(4) for row in orch.examples_for(step_index, r)]
         assert len(drawn) == len(set(drawn)) == 10  # 3 + 3 + 3 + the last 1, each once
-        assert orch.examples_for(step, 4) == []
+        assert orch.examples_for(step_index, 4) == []
 
 
 def test_overlong_penalty_is_dapos_soft_linear_punishment():
