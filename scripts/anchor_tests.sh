@@ -14,7 +14,7 @@ python=${PYTHON:-$here/.venv/bin/python}
 [ -x "$python" ] || python=python
 release=${VF_API_VERSION:-}
 if [ -z "$release" ]; then
-  release=$(git -C "$anchor" describe --tags --exact-match 2> /dev/null | sed 's/^v//' || true)
+  release=$(git -C "$anchor" describe --tags --exact-match --match 'v[0-9]*' 2> /dev/null | sed 's/^v//' || true)
 fi
 if [ -z "$release" ]; then
   release=$(sed -n 's/^__version__ *= *"\(.*\)"/\1/p' "$anchor/verifiers/__init__.py" 2> /dev/null | head -1 || true)

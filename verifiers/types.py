@@ -159,6 +159,8 @@ class TrajectoryStepTokens(TypedDict, total=False):
     overlong_prompt: bool
     is_truncated: bool
     routed_experts: Any
+    multi_modal_data: Any
+    prompt_attribution: dict[str, Any]  # which prompt message each prompt token came from
 
 
 TokenData = TrajectoryStepTokens
@@ -421,6 +423,11 @@ class GenerateOutputs(AttrDict):
         self.setdefault("metrics", {})
         self.setdefault("metadata", None)
 
+    def shape_rows_as(self, release: Any) -> None:
+        """Build ``outputs`` in the row shape of ``release`` (the environment's; by default
+        the current one). An attribute, not a key: the result's keys are the classic ones."""
+        object.__setattr__(self, "_release", release)
+
     def __missing__(self, key: str) -> Any:
         if key != "outputs":
             raise KeyError(key)
@@ -428,7 +435,8 @@ class GenerateOutputs(AttrDict):
 
         metadata = dict.get(self, "metadata") or {}
         columns = metadata.get("state_columns") if isinstance(metadata, dict) else None
-        rows = states_to_outputs(dict.get(self, "state") or [], columns)
+        release = self.__dict__.get("_release")
+        rows = states_to_outputs(dict.get(self, "state") or [], columns, release)
         self["outputs"] = rows
         return rows
 

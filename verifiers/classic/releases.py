@@ -14,13 +14,21 @@ What differs, by the release that changed it (``Release`` answers each question)
 ======== ===================================================================================
 0.1.9    multi-turn monitor metrics (``num_turns``; ``total_tool_calls`` and ``<tool>_calls``
          for tool environments), ``state["final_env_response"]``, MathRubric's metric is
-         named ``correct_answer`` (before: ``correct_answer_reward_func``)
+         named ``correct_answer`` (before: ``correct_answer_reward_func``);
+         ``get_model_response(state, prompt)`` raises ``EmptyModelResponseError`` for a reply
+         that is None or has no ``choices``
+0.1.10   ``get_model_response`` also raises ``InvalidModelResponseError`` for a reply with other
+         than one choice and ``EmptyModelResponseError`` for one with no content and no tool
+         calls; ``state_to_output`` rows carry ``oai_tools`` (``tool_defs`` from 0.1.11)
 0.1.11   typed messages (``vf.UserMessage``... objects instead of dicts), tool definitions as
          ``vf.Tool`` (``tool_defs``; ``oai_tools`` refused), replies as ``vf.Response``
          objects, completion prompts as ``vf.TextMessage`` lists, results as ``outputs`` rows
-0.1.14   a string ``task`` column is refused (task payloads are JSON objects); ``EnvGroup``
-         routes rows by ``info["env_id"]`` instead of ``task``; the completion is rendered by
-         a ``render_state`` cleanup handler that runs first
+0.1.12   MathRubric scores only a ``\\boxed{}`` answer (before: the whole reply when it has
+         none) and skips answers over 50,000 characters (before: no limit; here 100,000)
+0.1.14   a string ``task`` column is refused (task payloads are JSON objects) and output rows
+         no longer carry ``task``; ``EnvGroup`` routes rows by ``info["env_id"]`` instead of
+         ``task``; the completion is rendered by a ``render_state`` cleanup handler that runs
+         first
 0.2.0    tool definitions built from functions are ``strict``
 ======== ===================================================================================
 """
@@ -67,8 +75,31 @@ class Release:
         )
 
     @cached_property
+    def rejects_missing_reply(self) -> bool:
+        """A reply that is None or has no ``choices`` is an ``EmptyModelResponseError``."""
+        return self.version >= Version("0.1.9")
+
+    @cached_property
+    def rejects_malformed_reply(self) -> bool:
+        """``get_model_response`` itself refuses other than one choice and an empty reply."""
+        return self.version >= Version("0.1.10")
+
+    @cached_property
     def typed_messages(self) -> bool:
         return self.version >= Version("0.1.11")
+
+    @cached_property
+    def math_needs_boxed(self) -> bool:
+        """MathRubric's default parser finds no answer in a reply without ``\\boxed{}``."""
+        return self.version >= Version("0.1.12")
+
+    @cached_property
+    def math_max_verify_chars(self) -> int:
+        """MathRubric's default limit on an answer's length: 50,000 from 0.1.12. Earlier
+        releases set none; 100,000 still verifies every answer their own tests verify, while a
+        reply of a million characters cannot hold the verifier's threads (the flaw 0.1.12
+        fixed)."""
+        return 50_000 if self.version >= Version("0.1.12") else 100_000
 
     @cached_property
     def refuses_string_task(self) -> bool:

@@ -369,8 +369,9 @@ class Environment(ABC):
         - ``(state, prompt, client=None, model=None, tool_defs=None, sampling_args=None)``
           (v0.1.11+; returns a ``vf.Response``).
 
-        Raises a typed ``ModelError`` after the client's retries; an overlong prompt raises
-        ``OverlongPromptError``.
+        Raises a typed ``ModelError`` after the client's retries, and for a reply the
+        environment's release refuses (``model_turn.check_dict_reply``); an overlong prompt
+        raises ``OverlongPromptError``.
         """
         if (args and isinstance(args[0], State)) or "state" in kwargs:
             call = _bind(_STATE_FORM, args, kwargs)
@@ -385,7 +386,7 @@ class Environment(ABC):
                     tool_defs=call["tool_defs"],
                     sampling_args=call["sampling_args"],
                 )
-            return await model_turn.dict_model_call(
+            response = await model_turn.dict_model_call(
                 call["client"] or state["client"],
                 call["model"] or state["model"],
                 prompt,
@@ -393,6 +394,8 @@ class Environment(ABC):
                 call["sampling_args"] or state.get("sampling_args"),
                 self.message_type,
             )
+            model_turn.check_dict_reply(response, self.message_type, self.release)
+            return response
         call = _bind(_CLIENT_FORM, args, kwargs)
         return await model_turn.dict_model_call(
             call["client"],
@@ -627,7 +630,9 @@ class Environment(ABC):
             call["sampling_args"],
             max_retries=call["max_retries"] or 0,
         )
-        return [state_to_output(state, call["state_columns"] or []) for state in states]
+        return [
+            state_to_output(state, call["state_columns"] or [], self.release) for state in states
+        ]
 
     async def generate(
         self,

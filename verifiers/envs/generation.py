@@ -18,6 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol
 
+from verifiers.classic import Release
 from verifiers.clients import ClosableModelClient, SDKClient, make_client, model_client
 from verifiers.concurrency import NullAsyncContext, semaphore
 from verifiers.envs.dataset_format import format_rows, to_rows
@@ -43,6 +44,7 @@ class Environment(Protocol):
     message_type: MessageType
     system_prompt: str | None
     few_shot: list[dict[str, Any]] | None
+    release: Release  # the classic release it was written for
 
     def merge_sampling_args(self, sampling_args: dict[str, Any] | None) -> dict[str, Any]: ...
     def run_metadata(self) -> dict[str, Any]: ...
@@ -393,7 +395,9 @@ async def run_generation(
         if made_client is not None:
             await made_client.aclose()
         await env.end_run()
-    return _outputs(groups, done_states, meta, writer, state_columns)
+    results = _outputs(groups, done_states, meta, writer, state_columns)
+    results.shape_rows_as(env.release)
+    return results
 
 
 def _state_from_row(row: dict[str, Any]) -> State:

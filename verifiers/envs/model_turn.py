@@ -7,10 +7,12 @@ keep a ``vf.Response``. Both steps carry the same token ids, masks and logprobs 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from verifiers.clients import make_client, model_client
 from verifiers.clients.responses import (
+    field,
     finish_reason,
     first_choice,
     response_messages,
@@ -18,7 +20,7 @@ from verifiers.clients.responses import (
     response_usage,
 )
 from verifiers.envs.messages import strip_nones_from_content
-from verifiers.errors import EmptyModelResponseError
+from verifiers.errors import EmptyModelResponseError, InvalidModelResponseError
 from verifiers.messages.convert import tool_from_raw
 from verifiers.messages.models import AssistantMessage, Message, Response, Tool
 from verifiers.types import MessageType, SamplingArgs, State, TrajectoryStep, TrajectoryStepTokens
@@ -62,6 +64,34 @@ async def dict_model_call(
     if not isinstance(prompt, str):
         raise TypeError("completion environments need a string prompt")
     return await transport.complete(model=model, prompt=prompt, sampling_args=args)
+
+
+def check_dict_reply(response: Any, message_type: MessageType, release: Any) -> None:
+    """Refuse a dict-era reply as ``get_model_response`` of the environment's release did: from
+    0.1.9 one that is None or has no ``choices``; from 0.1.10 also other than one choice, and
+    one with no content and no tool calls (that error carries the reply, so the rollout still
+    records the turn the model took)."""
+    if not release.rejects_missing_reply:
+        return
+    if response is None:
+        raise EmptyModelResponseError("Model returned no response")
+    choices = field(response, "choices")
+    if choices is None:
+        raise EmptyModelResponseError("Model returned no response choices")
+    if not release.rejects_malformed_reply:
+        return
+    if len(choices) != 1:
+        raise InvalidModelResponseError(f"Model returned {len(choices)} choices, expected 1")
+    if message_type == "chat":
+        message = field(choices[0], "message")
+        empty = not (field(message, "content") or field(message, "tool_calls"))
+        reason = "Model returned no content and did not call any tools"
+    else:
+        empty, reason = not field(choices[0], "text"), "Model returned no content"
+    if empty:
+        error = EmptyModelResponseError(reason)
+        error.response = response
+        raise error
 
 
 def runtime_tools(tool_defs: Any) -> list[Tool] | None:
@@ -167,7 +197,7 @@ def typed_tokens(
                 completion_mask[:keep],
                 logprobs[:keep],
             )
-    return {
+    out: TrajectoryStepTokens = {
         "prompt_ids": prompt_ids,
         "prompt_mask": prompt_mask,
         "completion_ids": completion_ids,
@@ -177,6 +207,34 @@ def typed_tokens(
         "is_truncated": truncated,
         "routed_experts": tokens.routed_experts,
     }
+    if tokens.multi_modal_data is not None:
+        out["multi_modal_data"] = tokens.multi_modal_data
+    if tokens.prompt_attribution is not None:
+        out["prompt_attribution"] = attribution_data(tokens.prompt_attribution, len(prompt_ids))
+    return out
+
+
+PER_TOKEN_ATTRIBUTION = ("token_ids", "message_indices", "sampled_mask", "is_content")
+"""The fields of a prompt attribution (a renderer's ``RenderedTokens``) with one entry per
+prompt token; the rest (``message_roles``) are per message."""
+
+
+def attribution_data(attribution: Any, prompt_len: int) -> dict[str, Any]:
+    """A renderer's prompt attribution as a JSON-ready dict, its per-token fields cut to the
+    ``prompt_len`` tokens the step kept. Multi-modal data is left out: the step carries it once,
+    as ``multi_modal_data``."""
+    if dataclasses.is_dataclass(attribution) and not isinstance(attribution, type):
+        data = {f.name: getattr(attribution, f.name) for f in dataclasses.fields(attribution)}
+    elif hasattr(attribution, "model_dump"):
+        data = attribution.model_dump()
+    else:
+        data = dict(attribution)
+    if "multi_modal_data" in data:
+        data["multi_modal_data"] = None
+    for name in PER_TOKEN_ATTRIBUTION:
+        if isinstance(data.get(name), list | tuple):
+            data[name] = list(data[name][:prompt_len])
+    return data
 
 
 def typed_step(

@@ -24,6 +24,7 @@ from verifiers.envs.messages import concat_messages, normalize_env_messages
 from verifiers.envs.model_turn import add_usage
 from verifiers.errors import EmptyModelResponseError, OverlongPromptError, record_error
 from verifiers.messages.convert import normalize_messages
+from verifiers.messages.models import Response
 from verifiers.rubrics.rubric import Rubric
 from verifiers.types import Messages, RolloutInput, SamplingArgs, State, TrajectoryStep
 
@@ -315,7 +316,8 @@ class MultiTurnEnv(Environment):
                     # kept, so a trainer can penalize it rather than never see it
                     reply = getattr(exc, "response", None)
                     if reply is not None:
-                        add_usage(state, reply)
+                        if isinstance(reply, Response):  # a dict-era step counts its own
+                            add_usage(state, reply)
                         await self.add_trajectory_step(
                             state, self.make_step(state, prompt_messages, reply)
                         )

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from verifiers import classic
 from verifiers.classic.error_data import error_data
 from verifiers.envs.timing import milliseconds
 from verifiers.messages.convert import to_plain
@@ -84,13 +85,18 @@ def timing_output(timing: Any) -> dict[str, Any]:
     return milliseconds(timing)
 
 
-def state_to_output(state: State, state_columns: list[str] | None = None) -> RolloutOutput:
-    """One rollout's state as a ``RolloutOutput`` row (see the module docstring).
+def state_to_output(
+    state: State, state_columns: list[str] | None = None, release: classic.Release | None = None
+) -> RolloutOutput:
+    """One rollout's state as a ``RolloutOutput`` row (see the module docstring), in the shape
+    of ``release`` (default: the current one): before 0.1.14 it carries the string ``task``,
+    before 0.1.11 ``oai_tools`` instead of ``tool_defs``.
 
     Raises ``ValueError`` when a requested state column is not JSON-serializable.
     """
     if state.get("example_id") is None:
         raise ValueError("state['example_id'] is required.")
+    release = release or classic.current()
     tools = state.get("tool_defs")
     output = RolloutOutput(
         example_id=state["example_id"],
@@ -107,6 +113,11 @@ def state_to_output(state: State, state_columns: list[str] | None = None) -> Rol
         metrics=dict(state.get("metrics") or {}),
         tool_defs=[_jsonable(t) for t in tools] if tools is not None else None,
     )
+    if not release.typed_messages:
+        output.pop("tool_defs")
+        output["oai_tools"] = _jsonable(state.get("oai_tools"))
+    if not release.refuses_string_task:
+        output["task"] = state.get("task") or "default"
     usage = token_usage(state)
     if usage is not None:
         output["token_usage"] = usage
@@ -133,9 +144,11 @@ def state_to_output(state: State, state_columns: list[str] | None = None) -> Rol
 
 
 def states_to_outputs(
-    states: list[State], state_columns: list[str] | None = None
+    states: list[State],
+    state_columns: list[str] | None = None,
+    release: classic.Release | None = None,
 ) -> list[RolloutOutput]:
-    return [state_to_output(s, state_columns) for s in states]
+    return [state_to_output(s, state_columns, release) for s in states]
 
 
 def make_dataset(results: Any, state_columns: list[str] | None = None, **kwargs: Any) -> Any:

@@ -49,12 +49,13 @@ class MathRubric(Rubric):
 
     The metric is named as the environment's release names it: ``correct_answer`` from
     verifiers 0.1.9 on, ``correct_answer_reward_func`` before. The response is parsed with
-    ``parser`` (by default the last ``\\boxed{}`` after any think block); checks run in a thread
-    bounded by ``timeout_seconds``, and responses over ``max_verify_chars`` score 0, so a
-    pathological expression cannot stall the event loop.
+    ``parser`` (by default the last ``\\boxed{}`` after any think block; before verifiers 0.1.12
+    the whole reply when it has none); checks run in a thread bounded by ``timeout_seconds``,
+    and answers over ``max_verify_chars`` score 0 (default: the release's, 50,000 from 0.1.12),
+    so a pathological expression cannot hold the verifier.
     """
 
-    MAX_VERIFY_CHARS = 50_000
+    MAX_VERIFY_CHARS = classic.Release(classic.LATEST).math_max_verify_chars
 
     def __init__(
         self,
@@ -63,22 +64,23 @@ class MathRubric(Rubric):
         parser: Parser | None = None,
         max_workers: int = 2,
         timeout_seconds: float = 5.0,
-        max_verify_chars: int = MAX_VERIFY_CHARS,
+        max_verify_chars: int | None = None,
         timeout: float | None = None,
     ):
         release = classic.current()
         if parser is None:
-            strict = release.typed_messages
             parser = MaybeThinkParser(
                 extract_fn=partial(extract_boxed_answer, strict=True)
-                if strict
+                if release.math_needs_boxed
                 else extract_boxed_answer
             )
         super().__init__(funcs=funcs, weights=weights, parser=parser)
         self.timeout = self.timeout_seconds = float(
             timeout if timeout is not None else timeout_seconds
         )
-        self.max_verify_chars = max_verify_chars
+        self.max_verify_chars = (
+            max_verify_chars if max_verify_chars is not None else release.math_max_verify_chars
+        )
         self.max_workers = max_workers
         if release.math_metric_name == "correct_answer":
             self.add_reward_func(self.correct_answer)

@@ -32,7 +32,12 @@ async def parse_response_tokens(
     if isinstance(message_type, int) and not isinstance(message_type, bool):
         message_type, max_seq_len = None, message_type
     if response is None or isinstance(response, Response):
-        return typed_tokens(response, max_seq_len)
+        tokens = typed_tokens(response, max_seq_len)
+        if response is not None and response.message.tokens is not None:
+            # moved, not copied, as the classic function does: the step holds them now
+            response.message.tokens.prompt_attribution = None
+            response.message.tokens.multi_modal_data = None
+        return tokens
     return response_tokens(response, message_type or "chat", max_seq_len)
 
 

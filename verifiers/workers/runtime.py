@@ -97,7 +97,8 @@ class WorkerRuntime:
             ]
         if request.output == "state":
             return Response(outputs=[snapshot(s) for s in states])
-        return Response(outputs=[state_to_output(s, request.state_columns or []) for s in states])
+        columns, release = request.state_columns or [], self.env.release
+        return Response(outputs=[state_to_output(s, columns, release) for s in states])
 
     async def close(self) -> None:
         for client in self._clients.values():
