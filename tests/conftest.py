@@ -19,6 +19,16 @@ from verifiers.testing import ModelServer, echo
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# Tests run side by side (pytest -n) and start model servers and trainers beside each other:
+# OpenMP threads that spin while they wait slow every other process on the cores many times
+# over (verifiers/processes/server.py). Set before torch loads; every command inherits it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker per core, at most 4 (each test starts servers of its own)."""
+    return max(1, min(len(os.sched_getaffinity(0)), 4))
+
 
 @pytest.fixture(scope="session")
 def _shared_server() -> Iterator[ModelServer]:

@@ -22,6 +22,7 @@ def test_private_environments_are_invisible_to_others(hub):
         files={"wheel": make_wheel("secret-env")},
         data={"visibility": "private"},
         headers={"Authorization": f"Bearer {gina}"},
+        timeout=60,  # the first upload starts the hub's upload workers
     )
     assert resp.status_code == 201
     assert HubClient(hub["url"], gina).environment("gina", "secret-env").visibility == "private"
@@ -92,6 +93,7 @@ def test_search_listing_and_openapi(hub):
             files={"wheel": make_wheel(name)},
             data={"tags": json.dumps(tags)},
             headers={"Authorization": f"Bearer {mia}"},
+            timeout=60,  # the first upload starts the hub's upload workers
         )
         assert resp.status_code == 201
     client = HubClient(hub["url"])
@@ -121,6 +123,7 @@ def test_search_is_never_stale_across_processes_and_counts_only_what_a_viewer_se
             files={"wheel": make_wheel(name)},
             data={"visibility": visibility, "description": "zebra crossings"},
             headers={"Authorization": f"Bearer {sora}"},
+            timeout=60,  # the first upload starts the hub's upload workers
         )
         assert resp.status_code == 201, resp.text
 
