@@ -28,9 +28,27 @@ class HubAPIError(Exception):
         self.status, self.code, self.message = status, code, message
 
 
+def hub_url(url: str) -> str:
+    """``url`` as a hub's base URL (http or https, a host, maybe a path), or a clear error:
+    credentials, a query or a fragment in it would change which server a request reaches."""
+    try:
+        parsed = httpx.URL(url.strip())
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise HubAPIError(0, "bad_hub_url", f"{url!r} is not a hub URL: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise HubAPIError(0, "bad_hub_url", f"{url!r} is not a hub URL: use http(s)://HOST[:PORT]")
+    if parsed.userinfo or parsed.query or parsed.fragment:
+        raise HubAPIError(
+            0,
+            "bad_hub_url",
+            f"{url!r} is not a hub URL: it may not carry credentials, a query or a fragment",
+        )
+    return str(parsed).rstrip("/")
+
+
 class HubClient:
     def __init__(self, url: str, token: str | None = None, timeout: float = 60.0) -> None:
-        self.url = url.rstrip("/")
+        self.url = hub_url(url)
         self.token = token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
@@ -57,7 +75,15 @@ class HubClient:
                 ) from None
         if resp.status_code == 204:
             return None
-        return resp.json()
+        try:
+            return resp.json()
+        except ValueError:
+            raise HubAPIError(
+                resp.status_code,
+                "not_a_hub",
+                f"{self.url} answered {method} {path} with something other than the hub's API "
+                f"({resp.headers.get('content-type', 'no content type')}); check the hub URL",
+            ) from None
 
     def me(self) -> Me:
         return Me.model_validate(self._call("GET", "/api/v1/me"))

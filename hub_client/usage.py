@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from hub_client.client import HubClient
+from hub_client.client import HubClient, hub_url
 from hub_client.config import load_config
 from hub_client.install import EnvSpec, InstallError
 
@@ -44,9 +44,9 @@ def locked_hub(lock: Path) -> HubClient:
         recorded = json.loads(lock.read_text()).get("hub") if lock.exists() else None
     except (json.JSONDecodeError, AttributeError):
         recorded = None
-    if not recorded or recorded.rstrip("/") == config.url.rstrip("/"):
+    if not recorded or hub_url(str(recorded)) == hub_url(config.url):
         return HubClient(config.url, config.token)
-    return HubClient(recorded, None)  # never send this hub's token to another one
+    return HubClient(str(recorded), None)  # never send this hub's token to another one
 
 
 def emit_json(model: Any) -> int:

@@ -142,6 +142,47 @@ def test_install_of_something_that_is_not_a_spec_exits_2(tmp_path):
     assert result.returncode == 2 and "owner/name" in result.stderr
 
 
+def test_a_hub_url_that_is_not_one_is_a_clear_error_and_reaches_nobody(tmp_path):
+    """A lock file (or PRIME_HUB_URL) whose hub carries credentials, a query or a fragment could
+    reach another server than the one it names; and a server that answers something other than
+    the hub's API is said to be one, never a traceback."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html>not a hub</html>")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    elsewhere = f"http://127.0.0.1:{server.server_port}"
+    try:
+        entry = {"owner": "a", "name": "e", "version": "1.0.0", "distribution": "e"}
+        entry |= {"filename": "e-1.0.0-py3-none-any.whl", "sha256": "0" * 64}
+        for hub in (f"http://127.0.0.1:9?x=@{elsewhere[7:]}", f"http://user:pw@{elsewhere[7:]}"):
+            lock = {"lock_version": 1, "hub": hub, "environments": [entry]}
+            (tmp_path / "environments.lock").write_text(json.dumps(lock))
+            result = typed("env", "install", "--locked", cwd=tmp_path, hub_url="http://127.0.0.1:9")
+            assert result.returncode != 0 and "[bad_hub_url]" in result.stderr, result.stderr
+            assert "Traceback" not in result.stderr and not seen
+        lock["hub"] = elsewhere
+        (tmp_path / "environments.lock").write_text(json.dumps(lock))
+        result = typed("env", "install", "--locked", cwd=tmp_path, hub_url="http://127.0.0.1:9")
+        assert result.returncode != 0 and "[not_a_hub]" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr and seen
+    finally:
+        server.shutdown()
+
+
 def test_hub_serve_finds_a_busy_port_before_doing_any_work(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

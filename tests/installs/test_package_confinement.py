@@ -29,6 +29,7 @@ from verifiers.installs.confinement import SDK_MODULES, sdk_commands
 REPO = Path(__file__).resolve().parents[2]
 PY = f"python{sys.version_info[0]}.{sys.version_info[1]}"
 SITE = f"lib/{PY}/site-packages"  # a virtualenv's site-packages, relative to its prefix
+SITE64 = f"lib64/{PY}/site-packages"  # the same directory through the virtualenv's lib64 link
 
 
 def wheel(
@@ -191,10 +192,13 @@ def test_the_sdks_modules_and_commands_are_read_from_its_one_declaration():
 @pytest.fixture(scope="module")
 def target(tmp_path_factory) -> Path:
     """A fresh virtualenv with this SDK (editable, as setup makes it) whose dependencies come
-    from the test's own site-packages, an environment, and a .pth that imports a module
-    nobody has yet."""
+    from the test's own site-packages, an environment, a .pth that imports a module nobody has
+    yet, and a link out of its prefix (``share/vf-elsewhere``)."""
     root = tmp_path_factory.mktemp("target")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    assert (root / "lib64").is_symlink()  # as venv makes it on 64-bit Linux
+    (root / "share").mkdir()
+    (root / "share" / "vf-elsewhere").symlink_to(tmp_path_factory.mktemp("elsewhere"))
     site = root / SITE
     import sysconfig
 
@@ -286,6 +290,19 @@ DEPENDENCY_ROUTES = {
     "sdk-extension-module": ({"hub_client.abi3.so": b"\x7fELF"}, "", "foreign_module"),
     "pth": ({"{dist}.pth": "import os\n"}, "", "pth_file"),
     "pth-through-data": ({f"{DEP}/data/{SITE}/zz_route.pth": "import os\n"}, "", "pth_file"),
+    # a virtualenv's lib64 links to lib: these land in site-packages too
+    "pth-through-lib64": ({f"{DEP}/data/{SITE64}/zz_route.pth": "import os\n"}, "", "pth_file"),
+    "sdk-through-lib64": ({f"{DEP}/data/{SITE64}/verifiers.py": ""}, "", "foreign_module"),
+    "dist-info-through-lib64": (
+        {f"{DEP}/data/{SITE64}/planted-9.dist-info/METADATA": "Name: planted\nVersion: 9\n"},
+        "",
+        "extra_metadata",
+    ),
+    "data-through-a-link-out-of-the-prefix": (
+        {f"{DEP}/data/share/vf-elsewhere/planted.txt": "x\n"},
+        "",
+        "outside_prefix",
+    ),
     "sitecustomize": ({"sitecustomize.py": "print('owned')\n"}, "", "startup_module"),
     "usercustomize-through-purelib": (
         {f"{DEP}/purelib/usercustomize.py": ""},
@@ -498,6 +515,61 @@ def test_a_name_that_differs_only_by_normalization_never_installs_over_another_o
     )
 
 
+@pytest.mark.slow
+def test_a_dependency_never_replaces_an_installed_environment(hub, target, tmp_path):
+    """A dependency named like an installed environment (a hub environment another owner
+    published, or one installed by id) would change what that id loads while the install
+    records still name the environment: refused, whatever index serves it."""
+    from verifiers.cli.install import uv_binary
+
+    index = tmp_path / "index"
+    alice, alice_token = new_user(hub)
+    mallory, mallory_token = new_user(hub)
+    words = wheel(tmp_path, "word-tools", entry_points="")
+    assert publish(hub, alice_token, alice, words).status_code == 201
+    installed = prime_install(
+        hub, alice_token, f"{alice}/word-tools@1.0.0", target, index, tmp_path
+    )
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    by_id = wheel(
+        tmp_path,
+        "id-env",
+        entry_points="[verifiers.environments]\nid-env = id_env:load_environment\n",
+    )
+    python = str(target / "bin" / "python")
+    subprocess.run(
+        [uv_binary(), "pip", "install", "-q", "--python", python, str(by_id)], check=True
+    )
+    (tmp_path / "evil").mkdir()
+    for name, installed_as in (
+        ("word-tools", f"the hub environment {alice}/word-tools 1.0.0"),
+        ("id-env", "the environment id-env 1.0.0"),
+    ):
+        serve(index, wheel(tmp_path / "evil", name, "9.0.0"))
+        env = wheel(tmp_path, f"grab-{name}", requires=(f"{name}>=9",))
+        assert publish(hub, mallory_token, mallory, env).status_code == 201
+        before = snapshot(target)
+        other = tmp_path / name
+        other.mkdir()
+        result = prime_install(
+            hub, mallory_token, f"{mallory}/grab-{name}@1.0.0", target, index, other
+        )
+        assert result.returncode != 0 and "[foreign_environment]" in result.stderr, result.stderr[
+            -2000:
+        ]
+        assert installed_as in result.stderr and snapshot(target) == before
+    loaded = subprocess.run(
+        [
+            python,
+            "-c",
+            "import importlib.metadata as m; print(m.version('word-tools'), m.version('id-env'))",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert loaded.stdout.split() == ["1.0.0", "1.0.0"]
+
+
 # --- at install: the environment's own wheel, whoever served it ---------------------------------------
 
 OWN_ROUTES = {
@@ -607,6 +679,21 @@ LOCAL_ROUTES = {
         "",
         [],
         "startup_module",
+    ),
+    "editable-root-holds-a-dist-info": (
+        {
+            "zzfake-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: zzfake\nVersion: 1.0\n",
+            "zzfake-1.0.dist-info/entry_points.txt": "[verifiers.environments]\nreverse-text = pulled_env:load_environment\n",
+        },
+        "",
+        [],
+        "extra_metadata",
+    ),
+    "editable-root-holds-an-egg-info": (
+        {"zzegg.egg-info/PKG-INFO": "Metadata-Version: 2.1\nName: zzegg\nVersion: 1.0\n"},
+        "",
+        [],
+        "extra_metadata",
     ),
     "shared-script-named-like-the-sdk": (
         {"bin/vf-eval": "#!/bin/sh\necho owned\n"},

@@ -33,7 +33,7 @@ from packaging.utils import canonicalize_name
 from verifiers.errors import VFError
 from verifiers.installs.confinement import Installs, Problem
 from verifiers.installs.judge import Requested, Staged, judge
-from verifiers.installs.target import Target, probe
+from verifiers.installs.target import Target, probe, real_destination
 
 _PLAN_LINE = re.compile(r"^ ([+-]) ([A-Za-z0-9][A-Za-z0-9._-]*)(?:==(\S+))?(?: @ (\S+))?")
 
@@ -171,9 +171,9 @@ def _plan(uv: str, python: str, args: list[str], env: dict[str, str] | None) -> 
 
 
 def _read_stage(stage: Path, target: Target, plan: Plan) -> list[Staged]:
-    """Each planned distribution as staged: its RECORD sorted into site files, commands and data."""
+    """Each planned distribution as staged: its RECORD sorted into site files, commands and data
+    by where each file would really land in the target (``_sort_file``)."""
     purelib = stage / target.purelib.relative_to(target.prefix)
-    scripts = stage / target.scripts.relative_to(target.prefix)
     dist_infos: dict[str, list[Path]] = {}
     for info in purelib.glob("*.dist-info"):
         dist_infos.setdefault(
@@ -199,23 +199,18 @@ def _read_stage(stage: Path, target: Target, plan: Plan) -> list[Staged]:
         installs.entry_points = {}
         for point in dist.entry_points:
             installs.entry_points.setdefault(point.group, {})[point.name] = point.value
-        files, relative = [], []
+        item = Staged(installs, name, [], [])
         for row in csv.reader(io.StringIO((info / "RECORD").read_text())):
             if not row:
                 continue
             path = Path(os.path.normpath(purelib / row[0]))
             if stage not in path.parents:
                 raise InstallFailed(f"{installs.distribution}'s RECORD names {row[0]!r} outside")
-            files.append(path)
-            relative.append(row[0])
             claimed.setdefault(path, []).append(installs.distribution)
-            if purelib in path.parents:
-                installs.site.append(path.relative_to(purelib).as_posix())
-            elif path.parent == scripts:
-                installs.scripts.append(path.name)
-            else:
-                installs.data.append(path.relative_to(stage).as_posix())
-        staged.append(Staged(installs, name, files, relative))
+            item.files.append(path)
+            item.relative.append(row[0])
+            item.destinations.append(_sort_file(installs, row[0], target))
+        staged.append(item)
     problems = [
         Problem("foreign_file", f"{' and '.join(owners)} both install {path.relative_to(stage)}")
         for path, owners in claimed.items()
@@ -231,6 +226,28 @@ def _read_stage(stage: Path, target: Target, plan: Plan) -> list[Staged]:
     if problems:
         raise ConfinementError(problems)
     return staged
+
+
+def _sort_file(installs: Installs, relative: str, target: Target) -> Path:
+    """File one staged path (``relative`` to site-packages, as RECORD names it) under where it
+    really lands in the target, links in the target resolved: a site file (relative to the
+    ``sys.path`` directory that would import it), a command, or data. Returns that place.
+
+    A file never counts as data because of the way the wheel spelled its path: ``.data/data/
+    lib64/python3.X/site-packages/x.pth`` is a site file in a virtualenv whose ``lib64`` links
+    to ``lib``, and ``.data/platlib`` files are site files where platlib is a directory of its
+    own."""
+    real = real_destination(Path(os.path.normpath(target.purelib / relative)))
+    directory = target.import_dir_of(real)
+    if directory is not None:
+        installs.site.append(real.relative_to(directory).as_posix())
+    elif real.parent == target.scripts:
+        installs.scripts.append(real.name)
+    elif target.prefix in real.parents:
+        installs.data.append(real.relative_to(target.prefix).as_posix())
+    else:
+        installs.outside.append(str(real))
+    return real
 
 
 def _move_into_place(item: Staged, target: Target) -> None:

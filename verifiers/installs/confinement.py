@@ -11,7 +11,8 @@ asked to, or take over something that is not its own, and the rule that closes e
   at the top of site-packages (bytecode for other distributions' modules);
 - another's import names: a top-level name of this SDK (``SDK_MODULES``) or of the standard
   library, whatever the file (``verifiers.pyc``, ``verifiers.abi3.so``), wherever the wheel puts
-  it (top level, ``.data/purelib``, ``.data/platlib``, ``.data/data/.../site-packages``);
+  it (top level, ``.data/purelib``, ``.data/platlib``, ``.data/data/.../site-packages``, or any
+  path a link of the target takes into a ``sys.path`` directory, such as ``lib64/...``);
 - discovery: a second metadata directory (``*.dist-info``, ``*.egg-info``, ``*.egg-link``,
   ``*.egg``, any case, any depth), whose entry points importlib.metadata would load as if
   another distribution were installed; a ``verifiers.environments`` entry point for an id that
@@ -60,9 +61,11 @@ class Problem:
 
 @dataclass
 class Installs:
-    """What one distribution puts where: paths relative to site-packages (``site``), command
-    names (``scripts``), other paths relative to the prefix (``data``: the data and headers
-    schemes), and its entry points. ``metadata_dir`` is its own ``*.dist-info``."""
+    """What one distribution puts where: paths relative to the ``sys.path`` directory that
+    imports them (``site``), command names (``scripts``), other paths relative to the prefix
+    (``data``: the data and headers schemes), paths that resolve outside the prefix
+    (``outside``, through a link of the target), and its entry points. ``metadata_dir`` is its
+    own ``*.dist-info``."""
 
     distribution: str
     version: str
@@ -70,6 +73,7 @@ class Installs:
     site: list[str] = field(default_factory=list)
     scripts: list[str] = field(default_factory=list)
     data: list[str] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)
     entry_points: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
@@ -82,6 +86,14 @@ def import_name(entry: str) -> str:
 
 def is_metadata_name(part: str) -> bool:
     return part.lower().endswith(METADATA_SUFFIXES)
+
+
+def metadata_owner(part: str) -> str:
+    """The distribution a metadata entry speaks for, PEP 503-normalized
+    (``Foo_Bar-1.0.dist-info``, ``foo_bar.egg-info`` and ``foo_bar-1.0-py3.11.egg`` are
+    ``foo-bar``)."""
+    stem = part[: -len(next(s for s in METADATA_SUFFIXES if part.lower().endswith(s)))]
+    return canonicalize_name(stem.split("-", 1)[0])
 
 
 def is_own_metadata_dir(part: str, distribution: str, version: str) -> bool:
@@ -266,6 +278,14 @@ def entry_point_problems(
 def layout_problems(installs: Installs, environment: bool) -> list[Problem]:
     """Where the files go: ``site_problems``, then the data schemes and commands."""
     problems = site_problems(installs, environment)
+    problems += [
+        Problem(
+            "outside_prefix",
+            f"{installs.distribution} would write {path}, outside the Python it installs into "
+            "(a link of that Python's directories leads there)",
+        )
+        for path in installs.outside
+    ]
     if environment and installs.data:
         problems.append(
             Problem(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -22,7 +22,9 @@ from verifiers.installs.confinement import (
     Problem,
     entry_point_problems,
     import_name,
+    is_metadata_name,
     layout_problems,
+    metadata_owner,
     reserved_as,
     top_level_names,
 )
@@ -46,6 +48,7 @@ class Staged:
     canonical: str
     files: list[Path]  # absolute, in the stage
     relative: list[str]  # as RECORD names them, relative to site-packages
+    destinations: list[Path] = field(default_factory=list)  # where each lands, links resolved
 
 
 def judge(
@@ -65,6 +68,8 @@ def judge(
         if ask is not None and ask.editable_root is not None:
             problems += _editable_problems(item, ask.editable_root, target, mine, root_names)
         ids = ask.ids if ask is not None else {item.canonical}
+        if ask is None and item.canonical in target.environments():
+            problems.append(_replaces_environment(installs, target.environments()[item.canonical]))
         top_level = set(top_level_names(installs.site, installs.metadata_dir)) | root_names
         problems += layout_problems(installs, environment=ask is not None)
         problems += entry_point_problems(
@@ -81,8 +86,7 @@ def judge(
                     )
                 )
             names_taken.setdefault(name, (installs.distribution, namespace))
-        for rel in item.relative:
-            dest = Path(os.path.normpath(target.purelib / rel))
+        for dest in item.destinations:
             problems += _path_problems(installs.distribution, dest, target, mine)
         for command in installs.scripts:
             if command in commands_taken:
@@ -95,6 +99,17 @@ def judge(
             commands_taken.setdefault(command, installs.distribution)
             problems += _command_problems(installs.distribution, command, target, mine)
     return problems
+
+
+def _replaces_environment(installs: Installs, installed: str) -> Problem:
+    """A dependency that would replace an installed environment would change what its id (or
+    ``owner/name``) loads, while the install records still name the environment."""
+    return Problem(
+        "foreign_environment",
+        f"{installs.distribution} {installs.version}, a dependency, would replace {installed}: "
+        "a dependency never replaces an environment; install that one by name "
+        "(prime env install OWNER/NAME or vf-install), or use a separate virtualenv",
+    )
 
 
 def _names(installs: Installs) -> dict[str, bool]:
@@ -245,7 +260,16 @@ def _editable_problems(
         installs.site.remove(rel)
         for directory in {d for d in directories if d.is_dir()}:
             for entry in sorted(os.listdir(directory)):
-                if importable(directory / entry):
+                if is_metadata_name(entry) and metadata_owner(entry) != item.canonical:
+                    problems.append(
+                        Problem(
+                            "extra_metadata",
+                            f"{installs.distribution} puts {directory / entry} on sys.path: "
+                            "importlib.metadata would read it as another distribution (and load "
+                            "its entry points); remove it from the project",
+                        )
+                    )
+                elif importable(directory / entry):
                     names.add(import_name(entry))
                     problems += _root_name_problems(installs, directory / entry, target, mine)
     return problems

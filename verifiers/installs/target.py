@@ -20,7 +20,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from verifiers.installs.confinement import import_name, is_metadata_name
+from verifiers.installs.confinement import ENTRY_POINT_GROUP, import_name, is_metadata_name
+from verifiers.installs.provenance import read_records
 
 _PROBE = """
 import json, sys, sysconfig
@@ -55,10 +56,12 @@ class Target:
     prefix: Path
     purelib: Path
     scripts: Path
-    sys_path: list[Path]
+    sys_path: list[Path]  # where other distributions' names live (the stdlib's are reserved)
+    import_dirs: list[Path] = field(default_factory=list)  # every directory imports read, deepest first
     names: dict[str, list[Location]] = field(default_factory=dict)
     startup_imports: set[str] = field(default_factory=set)
     _owners: tuple[dict[Path, str], dict[Path, str]] | None = field(default=None, repr=False)
+    _environments: dict[str, str] | None = field(default=None, repr=False)
 
     def owners(self) -> tuple[dict[Path, str], dict[Path, str]]:
         """(file -> owner, sys.path entry -> owner), read from the RECORDs on first use: an
@@ -70,8 +73,32 @@ class Target:
     def owner_of(self, path: Path) -> str | None:
         return self.owners()[0].get(Path(os.path.normpath(path)))
 
+    def environments(self) -> dict[str, str]:
+        """The installed distributions that are environments (canonical name -> what it is):
+        those ``prime env install`` recorded as an owner's, and any that declares a
+        ``verifiers.environments`` entry point. Read on first use."""
+        if self._environments is None:
+            self._environments = _read_environments(self)
+        return self._environments
+
     def site_dirs(self) -> list[Path]:
         return [p for p in self.sys_path if p.is_dir()]
+
+    def import_dir_of(self, real: Path) -> Path | None:
+        """The directory of this Python's ``sys.path`` (stdlib included) that a file at the
+        resolved path ``real`` would be imported from, or None."""
+        return next((d for d in self.import_dirs if d in real.parents), None)
+
+
+def real_destination(path: Path) -> Path:
+    """Where a file written at ``path`` really lands: the links among its existing ancestors
+    resolved (a virtualenv's ``lib64 -> lib`` takes ``lib64/python3.X/site-packages/x.pth``
+    into site-packages)."""
+    existing, rest = path.parent, [path.name]
+    while not os.path.lexists(existing) and existing != existing.parent:
+        rest.append(existing.name)
+        existing = existing.parent
+    return existing.resolve().joinpath(*reversed(rest))
 
 
 def probe(python: str) -> Target:
@@ -84,9 +111,11 @@ def probe(python: str) -> Target:
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         raise RuntimeError(f"could not ask {python} where it installs packages: {exc}") from exc
     stdlib = {Path(info["stdlib"]).resolve(), Path(info["platstdlib"]).resolve()}
-    sys_path = []
-    for entry in info["sys_path"]:
+    sys_path, import_dirs = [], []
+    for entry in [*info["sys_path"], info["purelib"], info["platlib"]]:
         path = Path(entry).resolve()
+        if path.is_dir():
+            import_dirs.append(path)
         in_stdlib = path in stdlib or (
             path.parent in stdlib and path.name not in ("site-packages", "dist-packages")
         )
@@ -97,6 +126,7 @@ def probe(python: str) -> Target:
         purelib=Path(info["purelib"]).resolve(),
         scripts=Path(info["scripts"]).resolve(),
         sys_path=list(dict.fromkeys(sys_path)),
+        import_dirs=sorted(set(import_dirs), key=lambda d: len(d.parts), reverse=True),
     )
     _read_names(target)
     for directory in target.site_dirs():
@@ -136,6 +166,20 @@ def _read_owners(target: Target) -> tuple[dict[Path, str], dict[Path, str]]:
         {Path(k): v for k, v in file_owner.items()},
         {Path(k): v for k, v in entry_owner.items()},
     )
+
+
+def _read_environments(target: Target) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for dist in metadata.distributions(path=[str(p) for p in target.sys_path]):
+        name = canonicalize_name(dist.metadata["Name"] or "")
+        if name and name not in found and any(
+            point.group == ENTRY_POINT_GROUP for point in dist.entry_points
+        ):
+            found[name] = f"the environment {name} {dist.version}"
+    for key, record in read_records(str(target.prefix)).items():
+        owner, env, version = record.get("owner"), record.get("name"), record.get("version")
+        found[canonicalize_name(key)] = f"the hub environment {owner}/{env} {version}"
+    return found
 
 
 def _read_names(target: Target) -> None:
