@@ -29,6 +29,7 @@ from verifiers.serve.limits import ClientBudget, Hold, off_loop
 from verifiers.serve.protocol import ChatCompletionRequest, CompletionRequest
 from verifiers.serve.service import ModelService, parse_tool_calls
 from verifiers.serve.streaming import stream_chat, stream_text
+from verifiers.weights.files import WeightsFileError
 from verifiers.weights.protocol import LoadWeightsRequest
 
 
@@ -213,8 +214,12 @@ def build_app(
         dtype = next(service.engine.model.parameters()).dtype
         try:  # full weights, or a LoRA adapter merged into the served base
             state = await asyncio.to_thread(service.weight_files.read, directory, dtype)
-        except (FileNotFoundError, KeyError) as exc:
-            return _error(APIError(400, str(exc), param="path"))
+        except PermissionError as exc:  # a file in it leads outside the trusted directories
+            return _error(APIError(403, str(exc), kind="permission_error", param="path"))
+        except (WeightsFileError, ValueError, OSError) as exc:  # missing, not weights, not these
+            return _error(
+                APIError(400, f"cannot load weights from {req.path}: {exc}", param="path")
+            )
         await asyncio.to_thread(service.engine.swap_weights, state)
         service.advance(req.policy_version, req.path)
         return _json({"policy_version": service.policy_version, "path": req.path})

@@ -43,7 +43,8 @@ class ModelService:
         self.weights_path: str | None = None
         self.created = int(time.time())
         self.receiver = BroadcastReceiver(self)  # weights over a process group, from a trainer
-        self.weight_files = WeightFiles(engine.model)  # POST /v1/weights/load: full or adapter
+        # POST /v1/weights/load: full or adapter, every file read from a trusted directory
+        self.weight_files = WeightFiles(engine.model, self.access.trusted)
 
     def advance(self, version: int | None, path: str) -> None:
         """New weights are in: the trainer's version for them, or one more than before."""
