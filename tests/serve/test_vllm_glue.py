@@ -249,6 +249,32 @@ def test_vllm_weight_routes_need_the_secret_and_a_trusted_path(served, tmp_path)
     assert outside.status_code == 403 and served_version(served.url) == 0
 
 
+def test_vllm_loads_only_files_under_trusted_directories(served, tmp_path):
+    """As in vf-serve: a weights file inside the trusted directory that is a link to one
+    elsewhere is refused by the worker before a tensor is applied; a path with a NUL byte is a
+    400, not a 500."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    trainer = Trainer(tiny_llama(seed=0), TrainerConfig())
+    outside = Path(tempfile.mkdtemp(prefix="vf-untrusted-"))
+    try:
+        trainer.save_weights(outside)
+        linked = tmp_path / "linked"
+        linked.mkdir()
+        for file in outside.glob("*.safetensors"):
+            (linked / file.name).symlink_to(file)
+        reply = httpx.post(f"{served.url}/weights/load", json={"path": str(linked)}, headers=AUTH)
+        assert reply.status_code == 400, reply.text
+        assert "trusted weights directory" in reply.json()["error"]["message"]
+    finally:
+        shutil.rmtree(outside)
+    nul = httpx.post(f"{served.url}/weights/load", json={"path": "/tmp/\x00w"}, headers=AUTH)
+    assert nul.status_code == 400 and "not a usable path" in nul.json()["error"]["message"]
+    assert served.worker.model_runner.model.loaded == 0 and served_version(served.url) == 0
+
+
 # --- against real vLLM (a CUDA machine with vllm installed; scripts/gpu_check.sh runs these) ---
 
 needs_vllm = pytest.mark.skipif(

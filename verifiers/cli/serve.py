@@ -55,6 +55,10 @@ class ServeSettings(CommandSettings):
     client_max_requests: int = Field(
         64, description="requests one anonymous client may have in flight"
     )
+    client_max_bytes: int = Field(
+        64 * 1024 * 1024,
+        description="bytes of request bodies one anonymous client may have in flight",
+    )
     weights_secret_file: str | None = Field(
         None,
         description="a 0600 file holding the secret weight updates must carry; without a "
@@ -132,11 +136,13 @@ def main(argv: list[str] | None = None) -> int:
         args.host,
         args.port,
     )
-    budget = ClientBudget(args.client_max_tokens, args.client_max_requests)
+    budget = ClientBudget(args.client_max_tokens, args.client_max_requests, args.client_max_bytes)
     config = uvicorn.Config(
         build_app(service, api_key=api_key, budget=budget),
         log_level="warning",
         timeout_graceful_shutdown=5,
+        # a client is the address it connects from: X-Forwarded-For is anyone's to write
+        proxy_headers=False,
     )
     try:
         uvicorn.Server(config).run(sockets=[listener])

@@ -15,21 +15,31 @@ import asyncio
 import hmac
 import itertools
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from verifiers.asgi.json_api import APIError, _error, _json, read_body
-from verifiers.serve.limits import ClientBudget, Hold, off_loop
-from verifiers.serve.protocol import ChatCompletionRequest, CompletionRequest
-from verifiers.serve.service import ModelService, parse_tool_calls
+from verifiers.serve.engine import SamplingParams
+from verifiers.serve.limits import ClientBudget, client_of, off_loop, unless_gone
+from verifiers.serve.protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    Reply,
+    check_brackets,
+)
+from verifiers.serve.service import ModelService, Started, parse_tool_calls
 from verifiers.serve.streaming import stream_chat, stream_text
+from verifiers.weights.files import WeightsFileError
 from verifiers.weights.protocol import LoadWeightsRequest
+
+Prompted = ChatCompletionRequest | CompletionRequest
 
 
 def build_app(
@@ -38,9 +48,8 @@ def build_app(
     """The app; without ``api_key`` every client is anonymous and held to ``budget``."""
     ids = itertools.count(1)
     budget = ClientBudget(max_tokens=0) if api_key else (budget or ClientBudget())
-
-    def hold(request: Request) -> Hold:
-        return budget.hold(request.client.host if request.client else "unknown")
+    # every list in a request is counted against the context before its items are validated
+    context = {"max_items": service.engine.max_model_len}
 
     async def health(_: Request) -> Response:
         return _json(
@@ -64,65 +73,87 @@ def build_app(
             }
         )
 
-    async def parse(
-        request: Request, model: type[ChatCompletionRequest | CompletionRequest]
-    ) -> Any:
+    def parse(body: bytes, model: type[Prompted]) -> Any:
+        check_brackets(body, service.engine.max_model_len, service.max_prompt_chars)
         try:
-            body = orjson.loads(await read_body(request))
+            data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             raise APIError(400, f"request body is not valid JSON: {exc}") from exc
         try:
-            parsed = model.model_validate(body)
+            parsed = model.model_validate(data, context=context)
         except ValidationError as exc:
-            first = exc.errors()[0]
+            first = exc.errors(include_url=False)[0]
             param = ".".join(str(p) for p in first["loc"])
             raise APIError(400, f"invalid request: {param}: {first['msg']}", param=param) from exc
         service.check_model(parsed.model)
         return parsed
 
+    def prepare(
+        body: bytes, model: type[Prompted], render: Callable[[Any], list[int]]
+    ) -> tuple[Reply, list[int], SamplingParams, int]:
+        """In the prompt pool: parse, validate, render, tokenize. Only what the reply needs
+        leaves it; the parsed body is dropped here, not held while the request generates."""
+        req = parse(body, model)
+        prompt_ids = render(req)
+        reply = req.reply()
+        return reply, prompt_ids, service.params(req, len(prompt_ids), reply.top_logprobs), req.n
+
     async def admit(
-        request: Request,
-        model: type[ChatCompletionRequest | CompletionRequest],
-        render: Any,
-        top_of: Any,
-    ) -> tuple[Any, list[int], Any]:
-        """Parse, render and tokenize off the loop, check the context and the client's
-        budget, start the sequences: (request, prompt ids, started). The budget holds the
-        request from its first byte until its last sequence ends, however it ends."""
-        held = hold(request)
+        request: Request, model: type[Prompted], render: Callable[[Any], list[int]]
+    ) -> tuple[Reply, list[int], Started]:
+        """Read the body, prepare it off the loop, check the context and the client's budget,
+        start the sequences. The budget holds the request from its first byte until its last
+        sequence ends, however it ends; a client that hangs up meanwhile is let go."""
+        held = budget.hold(client_of(request))
         try:
-            req = await parse(request, model)
-            prompt_ids = await off_loop(render, req)
-            params = service.params(req, len(prompt_ids), top_of(req))
-            held.charge(len(prompt_ids) + req.n * params.max_tokens)
+            body = await held.read_body(request)
+            reply, prompt_ids, params, n = await unless_gone(
+                request, off_loop(prepare, body, model, render, size=len(body))
+            )
+            held.charge(len(prompt_ids) + n * params.max_tokens)
         except BaseException:
             held.release()
             raise
-        return req, prompt_ids, service.start(prompt_ids, params, req.n, held.release)
+        return reply, prompt_ids, service.start(prompt_ids, params, n, held.release)
 
-    async def chat(request: Request) -> Response:
+    async def finished(request: Request, started: Started) -> None:
+        """Every sequence done; if the client hangs up first (or one fails), all of them stop."""
         try:
-            req, prompt_ids, started = await admit(
-                request,
-                ChatCompletionRequest,
-                service.chat_prompt_ids,
-                lambda r: r.top_logprobs or 0 if r.logprobs else 0,
-            )
+            await unless_gone(request, asyncio.gather(*(service.finish(s, q) for s, q in started)))
+        except BaseException:
+            service.cancel(started)
+            raise
+
+    async def answer(
+        request: Request,
+        model: type[Prompted],
+        render: Callable[[Any], list[int]],
+        prefix: str,
+        body_of: Callable[[Reply, str, list[int], Started], dict[str, Any]],
+    ) -> Response:
+        try:
+            reply, prompt_ids, started = await admit(request, model, render)
+            rid = f"{prefix}-{next(ids)}-{uuid.uuid4().hex[:8]}"
+            if reply.stream:
+                stream = stream_chat if model is ChatCompletionRequest else stream_text
+                return StreamingResponse(
+                    stream(service, reply, rid, prompt_ids, started),
+                    media_type="text/event-stream",
+                )
+            await finished(request, started)
         except APIError as exc:
             return _error(exc)
-        rid = f"chatcmpl-{next(ids)}-{uuid.uuid4().hex[:8]}"
-        if req.stream:
-            return StreamingResponse(
-                stream_chat(service, req, rid, prompt_ids, started), media_type="text/event-stream"
-            )
-        try:
-            await asyncio.gather(*(service.finish(s, q) for s, q in started))
-        except APIError as exc:
-            return _error(exc)
+        except ClientDisconnect:  # no one is there to read an answer
+            return Response(status_code=499)
+        return _json(body_of(reply, rid, prompt_ids, started))
+
+    def chat_body(
+        reply: Reply, rid: str, prompt_ids: list[int], started: Started
+    ) -> dict[str, Any]:
         choices = []
         for index, (seq, _) in enumerate(started):
             text, reason = service.output_text(seq)
-            content, tool_calls = parse_tool_calls(text) if req.tools else (text, [])
+            content, tool_calls = parse_tool_calls(text) if reply.tool_calls else (text, [])
             message: dict[str, Any] = {"role": "assistant", "content": content}
             if tool_calls:
                 message["tool_calls"], reason = tool_calls, "tool_calls"
@@ -132,38 +163,23 @@ def build_app(
                 "finish_reason": reason,
                 "logprobs": None,
             }
-            if req.logprobs:
+            if reply.logprobs:
                 choice["logprobs"] = {
                     "content": [
                         service.token_entry(t, lp, seq.out_top[i] if seq.out_top else None)
                         for i, (t, lp) in enumerate(zip(seq.out_ids, seq.out_logprobs, strict=True))
                     ]
                 }
-            if req.return_token_ids:
+            if reply.return_token_ids:
                 choice["token_ids"] = list(seq.out_ids)
             choices.append(choice)
-        return _json(
-            service.envelope(
-                rid, "chat.completion", choices, prompt_ids, started, req.return_token_ids
-            )
+        return service.envelope(
+            rid, "chat.completion", choices, prompt_ids, started, reply.return_token_ids
         )
 
-    async def completions(request: Request) -> Response:
-        try:
-            req, prompt_ids, started = await admit(
-                request, CompletionRequest, service.text_prompt_ids, lambda r: r.logprobs or 0
-            )
-        except APIError as exc:
-            return _error(exc)
-        rid = f"cmpl-{next(ids)}-{uuid.uuid4().hex[:8]}"
-        if req.stream:
-            return StreamingResponse(
-                stream_text(service, req, rid, started), media_type="text/event-stream"
-            )
-        try:
-            await asyncio.gather(*(service.finish(s, q) for s, q in started))
-        except APIError as exc:
-            return _error(exc)
+    def text_body(
+        reply: Reply, rid: str, prompt_ids: list[int], started: Started
+    ) -> dict[str, Any]:
         choices = []
         for index, (seq, _) in enumerate(started):
             text, reason = service.output_text(seq)
@@ -173,7 +189,7 @@ def build_app(
                 "finish_reason": reason,
                 "logprobs": None,
             }
-            if req.logprobs is not None:
+            if reply.logprobs:
                 choice["logprobs"] = {
                     "tokens": [service.tokenizer.decode([t]) for t in seq.out_ids],
                     "token_logprobs": list(seq.out_logprobs),
@@ -182,15 +198,21 @@ def build_app(
                     ]
                     or None,
                 }
-            if req.return_token_ids:
+            if reply.return_token_ids:
                 choice["token_ids"] = list(seq.out_ids)
                 choice["prompt_token_ids"] = prompt_ids
             choices.append(choice)
-        return _json(
-            service.envelope(
-                rid, "text_completion", choices, prompt_ids, started, req.return_token_ids
-            )
+        return service.envelope(
+            rid, "text_completion", choices, prompt_ids, started, reply.return_token_ids
         )
+
+    async def chat(request: Request) -> Response:
+        return await answer(
+            request, ChatCompletionRequest, service.chat_prompt_ids, "chatcmpl", chat_body
+        )
+
+    async def completions(request: Request) -> Response:
+        return await answer(request, CompletionRequest, service.text_prompt_ids, "cmpl", text_body)
 
     async def weights(_: Request) -> Response:
         return _json(
@@ -213,8 +235,12 @@ def build_app(
         dtype = next(service.engine.model.parameters()).dtype
         try:  # full weights, or a LoRA adapter merged into the served base
             state = await asyncio.to_thread(service.weight_files.read, directory, dtype)
-        except (FileNotFoundError, KeyError) as exc:
-            return _error(APIError(400, str(exc), param="path"))
+        except PermissionError as exc:  # a file in it leads outside the trusted directories
+            return _error(APIError(403, str(exc), kind="permission_error", param="path"))
+        except (WeightsFileError, ValueError, OSError) as exc:  # missing, not weights, not these
+            return _error(
+                APIError(400, f"cannot load weights from {req.path}: {exc}", param="path")
+            )
         await asyncio.to_thread(service.engine.swap_weights, state)
         service.advance(req.policy_version, req.path)
         return _json({"policy_version": service.policy_version, "path": req.path})

@@ -1,57 +1,152 @@
 """What one anonymous client may ask of vf-serve at a time, and prompt work off the event loop.
 
 Without ``--api-key`` anyone who reaches the port is a client. One of them asking for 16 x 8k
-tokens (or sending a thousand requests) would hold the batch for minutes while everyone else
-waits, so each client (by address) has a budget of tokens in flight (its requests' prompts plus
-``n x max_tokens``) and of concurrent requests; past it, a 429 says what to do. A server with
-``--api-key`` serves trusted clients only and keeps no per-client budget.
+tokens (or sending a thousand requests, or gigabytes of bodies) would hold the batch or the
+memory while everyone else waits, so each client has a budget of what it has in flight: tokens
+(its requests' prompts plus ``n x max_tokens``), requests, and request-body bytes; past it, a 429
+says what to do. A server with ``--api-key`` serves trusted clients only and keeps no budget.
 
-Rendering and tokenizing a prompt (up to the 32 MiB body limit) takes seconds for the largest:
-it runs in a small thread pool, never on the event loop, so one large prompt stalls no one.
+A client is the address its connection comes from, never a header (vf-serve runs uvicorn without
+proxy headers: ``X-Forwarded-For`` is anyone's to write). Addresses one party can pick at will
+count as one client: every address of this machine (all of 127.0.0.0/8 and ``::1``, IPv4-mapped
+or not, and the host's own addresses, which any local process may bind), and each IPv6 /64 (one
+host's, by SLAAC and privacy addresses). A request nobody waits for any more (its client hung up)
+is cancelled and stops counting.
+
+Parsing, rendering and tokenizing a prompt (up to the 32 MiB body limit) takes seconds for the
+largest: it runs in a small thread pool, never on the event loop, and bodies over 1 MiB queue in
+a lane of their own, so large prompts stall no one.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from verifiers.asgi.json_api import APIError
+from starlette.requests import ClientDisconnect, Request
+
+from verifiers.asgi.json_api import MAX_BODY, APIError
 
 T = TypeVar("T")
 _PROMPTS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vf-serve-prompt")
+_LARGE_PROMPTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vf-serve-large-prompt")
+LARGE_BODY = 1024 * 1024
+THIS_MACHINE = "this machine"
 
 
-async def off_loop(work: Callable[..., T], *args: Any) -> T:
-    """``work(*args)`` in the prompt pool (rendering and tokenizing), awaited."""
-    return await asyncio.get_running_loop().run_in_executor(_PROMPTS, work, *args)
+async def off_loop(work: Callable[..., T], *args: Any, size: int = 0) -> T:
+    """``work(*args)`` in the prompt pool (parsing, rendering and tokenizing), awaited. Work on
+    a body of ``size`` over 1 MiB goes to a lane of its own: parsing holds the interpreter, and
+    a small request never waits for a queue of large ones."""
+    pool = _LARGE_PROMPTS if size > LARGE_BODY else _PROMPTS
+    return await asyncio.get_running_loop().run_in_executor(pool, work, *args)
+
+
+def client_of(request: Request) -> str:
+    """Whose budget ``request`` counts against (see the module docstring)."""
+    peer = request.client.host if request.client else ""
+    try:
+        address = _unmapped(ipaddress.ip_address(peer))
+    except ValueError:  # not an IP address (a unix socket): one client
+        return peer or "unknown"
+    server = request.scope.get("server") or ("",)
+    if address.is_loopback or _is_loopback(server[0]) or _is_ours(address):
+        return THIS_MACHINE
+    if address.version == 6:
+        return str(ipaddress.IPv6Network((int(address) >> 64 << 64, 64)))
+    return str(address)
+
+
+def _unmapped(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return mapped or address
+
+
+def _is_loopback(host: str) -> bool:
+    """A connection to a loopback address can only come from this machine (Linux drops
+    packets from elsewhere addressed to 127.0.0.0/8 or ``::1``)."""
+    try:
+        return _unmapped(ipaddress.ip_address(host)).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_ours(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ``address`` is one of this host's: only a local address can be bound."""
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind((str(address), 0))
+        except OSError:
+            return False
+    return True
+
+
+async def unless_gone(request: Request, work: Awaitable[T]) -> T:
+    """``work``'s result; if the client hangs up first, ``work`` is cancelled and
+    ``ClientDisconnect`` raised. Call it once the body is read (it then listens for the end)."""
+    task = asyncio.create_task(_awaited(work))  # a task, so cancelling it leaves nothing unread
+    gone = asyncio.create_task(_hung_up(request))
+    try:
+        done, _ = await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        task.cancel()  # nothing once it is done; else its client (or the server) has gone
+    if task not in done:
+        raise ClientDisconnect()
+    return task.result()
+
+
+async def _awaited(work: Awaitable[T]) -> T:
+    return await work
+
+
+async def _hung_up(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+@dataclass
+class InFlight:
+    """One client's requests, tokens and request-body bytes in flight."""
+
+    requests: int = 0
+    tokens: int = 0
+    body_bytes: int = 0
 
 
 @dataclass
 class ClientBudget:
-    """Requests and tokens in flight per client address; ``max_tokens`` 0 means no budget."""
+    """What each client may have in flight; ``max_tokens`` 0 means no budget at all."""
 
     max_tokens: int = 32_768
     max_requests: int = 64
-    _tokens: dict[str, int] = field(default_factory=dict)
-    _requests: dict[str, int] = field(default_factory=dict)
+    max_bytes: int = 2 * MAX_BODY
+    clients: dict[str, InFlight] = field(default_factory=dict)
 
     def hold(self, client: str) -> Hold:
-        """Count a request against ``client`` from its first byte (before its prompt is
-        tokenized), or refuse it with a 429; ``charge`` its tokens once they are known."""
+        """Count a request against ``client`` from its first byte (before its body is read),
+        or refuse it with a 429; its bytes and tokens are charged as they become known."""
         if self.max_tokens:
-            running = self._requests.get(client, 0)
-            if running >= self.max_requests:
-                raise APIError(
-                    429,
-                    f"this client already has {running} requests in flight (limit "
-                    f"{self.max_requests}): wait for them to finish, then retry",
-                    "rate_limit_error",
+            held = self.clients.setdefault(client, InFlight())
+            if held.requests >= self.max_requests:
+                raise _busy(
+                    f"this client already has {held.requests} requests in flight (limit "
+                    f"{self.max_requests})"
                 )
-            self._requests[client] = running + 1
+            held.requests += 1
         return Hold(self, client)
+
+
+def _busy(what: str) -> APIError:
+    return APIError(429, f"{what}: wait for its requests to finish, then retry", "rate_limit_error")
 
 
 @dataclass
@@ -61,39 +156,63 @@ class Hold:
     budget: ClientBudget
     client: str
     tokens: int = 0
+    body_bytes: int = 0
     released: bool = False
 
+    @property
+    def in_flight(self) -> InFlight | None:
+        return self.budget.clients.get(self.client) if self.budget.max_tokens else None
+
+    async def read_body(self, request: Request) -> bytes:
+        """The body, each chunk charged as it arrives: a 413 past 32 MiB for this request, a
+        429 past the client's bytes in flight. ``ClientDisconnect`` if the client hangs up."""
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > MAX_BODY:
+            raise APIError(413, f"request bodies are limited to {MAX_BODY} bytes")
+        chunks = []
+        async for chunk in request.stream():
+            if self.body_bytes + len(chunk) > MAX_BODY:
+                raise APIError(413, f"request bodies are limited to {MAX_BODY} bytes")
+            self.charge_bytes(len(chunk))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def charge_bytes(self, size: int) -> None:
+        held = self.in_flight
+        if held is not None:
+            if held.body_bytes + size > self.budget.max_bytes:
+                raise _busy(
+                    f"this client already has {held.body_bytes} bytes of requests in flight (limit "
+                    f"{self.budget.max_bytes})"
+                )
+            held.body_bytes += size
+        self.body_bytes += size
+
     def charge(self, tokens: int) -> None:
-        budget, client = self.budget, self.client
-        if not budget.max_tokens:
+        held, limit = self.in_flight, self.budget.max_tokens
+        if held is None:
             return
-        held = budget._tokens.get(client, 0)
-        if tokens > budget.max_tokens:
+        if tokens > limit:
             raise APIError(
                 429,
                 f"this request needs {tokens} tokens (prompt + n x max_tokens) and a client may "
-                f"hold {budget.max_tokens} at a time here: lower n or max_tokens, or run the "
-                "server with --api-key for trusted clients",
+                f"hold {limit} at a time here: lower n or max_tokens, or run the server with "
+                "--api-key for trusted clients",
                 "rate_limit_error",
                 "max_tokens",
             )
-        if held + tokens > budget.max_tokens:
-            raise APIError(
-                429,
-                f"this client already holds {held} tokens in flight (limit {budget.max_tokens}): "
-                "wait for its requests to finish, then retry",
-                "rate_limit_error",
-            )
-        budget._tokens[client] = held + tokens
+        if held.tokens + tokens > limit:
+            raise _busy(f"this client already holds {held.tokens} tokens in flight (limit {limit})")
+        held.tokens += tokens
         self.tokens = tokens
 
     def release(self) -> None:
-        budget, client = self.budget, self.client
-        if self.released or not budget.max_tokens:
+        held = self.in_flight
+        if self.released or held is None:
             return
         self.released = True
-        budget._tokens[client] = budget._tokens.get(client, 0) - self.tokens
-        budget._requests[client] -= 1
-        if not budget._requests[client]:
-            budget._requests.pop(client)
-            budget._tokens.pop(client, None)
+        held.requests -= 1
+        held.tokens -= self.tokens
+        held.body_bytes -= self.body_bytes
+        if not held.requests:
+            self.budget.clients.pop(self.client)

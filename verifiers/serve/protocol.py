@@ -1,15 +1,60 @@
-"""Request models of the OpenAI-compatible API (the subset the server implements, validated)."""
+"""Request models of the OpenAI-compatible API (the subset the server implements, validated).
+
+Every list a request may carry is counted before its items are validated, against the served
+model's context (``model_validate(..., context={"max_items": max_model_len})``): a conversation
+with more messages, content parts, tool calls or tools than the context has tokens cannot be a
+prompt for it, and refusing it costs a ``len`` where validating and rendering it would cost
+seconds of the prompt pool. Before that, :func:`check_brackets` bounds what parsing the body can
+cost: millions of tiny arrays make the JSON parser hold the interpreter (every thread, the event
+loop too) for seconds. Stop strings are few and short, as OpenAI's are: they stay in memory
+(and are searched for) while the request generates.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from verifiers.asgi.json_api import APIError
+
+MAX_STOPS = 8
+MAX_STOP_CHARS = 256
+STRUCTURE_PER_ITEM = 16  # arrays and objects a message, part, tool call or tool may take
+
+
+def check_brackets(body: bytes, max_model_len: int, max_prompt_chars: int) -> None:
+    """Refuse, before parsing, a body with more ``[`` and ``{`` than a request for this model
+    can need: those in its prompt text (at most ``max_prompt_chars``, what the context holds)
+    and its structure (a few per message, part, tool call or tool, of which there are at most
+    ``max_model_len``). Only these bytes open the arrays and objects a parser builds, so the
+    count bounds that work, at the cost of a ``bytes.count``."""
+    limit = max_prompt_chars + STRUCTURE_PER_ITEM * max_model_len
+    found = body.count(b"[") + body.count(b"{")
+    if found > limit:
+        raise APIError(
+            400,
+            f"this body has {found} '[' and '{{' (JSON arrays and objects, or brackets in its "
+            f"text); a request for this model's context of {max_model_len} tokens has at most "
+            f"{limit}",
+        )
+
+
+def _count(info: ValidationInfo, found: int, what: str) -> None:
+    """Refuse more ``what`` than ``info.context["max_items"]`` (the served context, in tokens)."""
+    limit = (info.context or {}).get("max_items")
+    if limit is not None and found > limit:
+        raise ValueError(
+            f"this request has {found} {what}; a prompt for this model's context of {limit} "
+            f"tokens has at most {limit}"
+        )
 
 
 class _Sampling(BaseModel):
-    # Unknown OpenAI fields (user, frequency_penalty, ...) are accepted and ignored, as vLLM does.
-    model_config = ConfigDict(extra="allow")
+    # Unknown OpenAI fields (user, frequency_penalty, ...) are accepted and ignored, as vLLM
+    # does, and not kept: a request holds only what it uses while it generates.
+    model_config = ConfigDict(extra="ignore")
 
     model: str
     max_tokens: int | None = Field(default=None, ge=1)
@@ -25,19 +70,30 @@ class _Sampling(BaseModel):
     return_token_ids: bool = False
     ignore_eos: bool = False
 
-    @field_validator("stop")
+    @field_validator("stop", mode="before")
     @classmethod
-    def _stops(cls, value: str | list[str] | None) -> list[str]:
+    def _stops(cls, value: Any) -> Any:
+        """Up to 8 non-empty strings of up to 256 characters, counted before anything else."""
         if value is None:
             return []
         stops = [value] if isinstance(value, str) else value
-        if len(stops) > 8 or any(not s for s in stops):
-            raise ValueError("stop must be up to 8 non-empty strings")
+        if isinstance(stops, list) and not (
+            len(stops) <= MAX_STOPS
+            and all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stops)
+        ):
+            raise ValueError(
+                f"stop must be up to {MAX_STOPS} non-empty strings of up to {MAX_STOP_CHARS} "
+                "characters"
+            )
         return stops
 
     @property
     def limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
+
+    @property
+    def stream_usage(self) -> bool:
+        return bool((self.stream_options or {}).get("include_usage"))
 
 
 class ChatCompletionRequest(_Sampling):
@@ -46,6 +102,28 @@ class ChatCompletionRequest(_Sampling):
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _few_messages(cls, messages: Any, info: ValidationInfo) -> Any:
+        if isinstance(messages, list):
+            _count(info, len(messages), "messages")
+            parts = calls = 0
+            for message in messages:
+                if isinstance(message, dict):
+                    content, tool_calls = message.get("content"), message.get("tool_calls")
+                    parts += len(content) if isinstance(content, list) else 0
+                    calls += len(tool_calls) if isinstance(tool_calls, list) else 0
+            _count(info, parts, "content parts")
+            _count(info, calls, "tool calls")
+        return messages
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _few_tools(cls, tools: Any, info: ValidationInfo) -> Any:
+        if isinstance(tools, list):
+            _count(info, len(tools), "tools")
+        return tools
 
     @field_validator("messages")
     @classmethod
@@ -76,8 +154,48 @@ class ChatCompletionRequest(_Sampling):
                     )
         return messages
 
+    def reply(self) -> Reply:
+        return Reply(
+            stream=self.stream,
+            logprobs=self.logprobs,
+            top_logprobs=(self.top_logprobs or 0) if self.logprobs else 0,
+            return_token_ids=self.return_token_ids,
+            stream_usage=self.stream_usage,
+            tool_calls=bool(self.tools),
+        )
+
 
 class CompletionRequest(_Sampling):
     prompt: str | list[int]
     logprobs: int | None = Field(default=None, ge=0, le=20)
     echo: Literal[False] = False
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _few_ids(cls, prompt: Any, info: ValidationInfo) -> Any:
+        if isinstance(prompt, list):
+            _count(info, len(prompt), "prompt token ids")
+        return prompt
+
+    def reply(self) -> Reply:
+        return Reply(
+            stream=self.stream,
+            logprobs=self.logprobs is not None,
+            top_logprobs=self.logprobs or 0,
+            return_token_ids=self.return_token_ids,
+            stream_usage=self.stream_usage,
+            tool_calls=False,
+        )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What answering a request needs once its prompt is tokenized: the parsed body (up to 32
+    MiB of JSON, many times that as objects) is dropped then, not held while it generates."""
+
+    stream: bool
+    logprobs: bool
+    top_logprobs: int
+    return_token_ids: bool
+    stream_usage: bool
+    tool_calls: bool

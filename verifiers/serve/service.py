@@ -18,6 +18,7 @@ from verifiers.weights.access import WeightAccess
 from verifiers.weights.files import WeightFiles
 from verifiers.weights.receiver import BroadcastReceiver
 
+Started = list[tuple[Sequence, asyncio.Queue]]  # a request's sequences and their event queues
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
 
@@ -43,7 +44,8 @@ class ModelService:
         self.weights_path: str | None = None
         self.created = int(time.time())
         self.receiver = BroadcastReceiver(self)  # weights over a process group, from a trainer
-        self.weight_files = WeightFiles(engine.model)  # POST /v1/weights/load: full or adapter
+        # POST /v1/weights/load: full or adapter, every file read from a trusted directory
+        self.weight_files = WeightFiles(engine.model, self.access.trusted)
 
     def advance(self, version: int | None, path: str) -> None:
         """New weights are in: the trainer's version for them, or one more than before."""
@@ -73,8 +75,13 @@ class ModelService:
         self.check_fits(text, "messages")
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    @property
+    def max_prompt_chars(self) -> int:
+        """The longest prompt text the context could hold, at the longest token's length."""
+        return self.engine.max_model_len * self.longest_token
+
     def check_fits(self, text: str, param: str) -> None:
-        limit = self.engine.max_model_len * self.longest_token
+        limit = self.max_prompt_chars
         if len(text) > limit:
             raise APIError(
                 400,
@@ -132,7 +139,7 @@ class ModelService:
         params: SamplingParams,
         n: int,
         on_finished: Callable[[], None] | None = None,
-    ) -> list[tuple[Sequence, asyncio.Queue]]:
+    ) -> Started:
         """Submit ``n`` sequences; ``on_finished`` runs (on the loop) once all of them ended,
         however they ended (done, error, or cancelled by a client that went away)."""
         loop = asyncio.get_running_loop()
@@ -159,6 +166,13 @@ class ModelService:
 
             started.append((self.engine.submit(Sequence(prompt_ids, p, emit)), events))
         return started
+
+    @staticmethod
+    def cancel(started: Started) -> None:
+        """Sequences nobody waits for any more: the engine ends them at its next step (or before
+        they start), and ``start``'s ``on_finished`` runs then, releasing their budget."""
+        for seq, _ in started:
+            seq.cancelled = True
 
     async def finish(self, seq: Sequence, events: asyncio.Queue) -> None:
         while True:

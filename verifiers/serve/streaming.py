@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 
 from verifiers.serve.engine import Sequence
-from verifiers.serve.service import ModelService
+from verifiers.serve.protocol import Reply
+from verifiers.serve.service import ModelService, Started
 
 
 def _sse(obj: Any) -> bytes:
@@ -40,8 +42,7 @@ async def _events(service: ModelService, started: list[tuple[Sequence, asyncio.Q
     finally:
         for task in tasks:
             task.cancel()
-        for seq, _ in started:
-            seq.cancelled = True  # a client that went away stops costing compute
+        service.cancel(started)  # a client that went away stops costing compute
 
 
 class _Detokenizer:
@@ -68,7 +69,9 @@ class _Detokenizer:
         return piece
 
 
-async def stream_chat(service, req, rid, prompt_ids, started):
+async def stream_chat(
+    service: ModelService, reply: Reply, rid: str, prompt_ids: list[int], started: Started
+) -> AsyncIterator[bytes]:
     created = int(time.time())
     base = {
         "id": rid,
@@ -104,23 +107,25 @@ async def stream_chat(service, req, rid, prompt_ids, started):
             "delta": {"content": piece} if piece else {},
             "finish_reason": None,
         }
-        if kind == "token" and req.logprobs:
+        if kind == "token" and reply.logprobs:
             token, logprob, top = payload
             choice["logprobs"] = {"content": [service.token_entry(token, logprob, top)]}
-        if req.return_token_ids and kind == "token":
+        if reply.return_token_ids and kind == "token":
             choice["token_ids"] = [payload[0]]
         if final:
             choice["finish_reason"] = service.output_text(started[index][0])[1]
         if piece or final or "logprobs" in choice or "token_ids" in choice:
             yield _sse({**base, "choices": [choice]})
-    if (req.stream_options or {}).get("include_usage"):
+    if reply.stream_usage:
         yield _sse(
             {**base, "choices": [], "usage": service.usage(prompt_ids, [s for s, _ in started])}
         )
     yield b"data: [DONE]\n\n"
 
 
-async def stream_text(service, req, rid, started):
+async def stream_text(
+    service: ModelService, reply: Reply, rid: str, prompt_ids: list[int], started: Started
+) -> AsyncIterator[bytes]:
     base = {
         "id": rid,
         "object": "text_completion",

@@ -5,7 +5,10 @@ only requests that carry the secret the trainer created at launch, in the ``X-VF
 header. The trainer hands it to the server privately (the ``VF_WEIGHTS_SECRET`` environment
 variable of the server process, or a 0600 file given with ``--weights-secret-file``), never on a
 command line. Without a secret the routes are off. ``/v1/weights/load`` reads only directories
-under the ``--trusted-weights-dir`` roots (``VF_TRUSTED_WEIGHTS_DIRS``), after resolving links.
+under the ``--trusted-weights-dir`` roots (``VF_TRUSTED_WEIGHTS_DIRS``), after resolving links,
+and in them only regular files that lie under a root themselves, judged by the file each one
+opened (:func:`opened`): a link inside a trusted directory to a file elsewhere, or a file swapped
+for one between the check and the read, is refused.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import hmac
 import os
 import secrets
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from verifiers.asgi.json_api import APIError
@@ -83,9 +87,13 @@ class WeightAccess:
             raise APIError(401, "missing or wrong weights secret", kind="authentication_error")
 
     def check_path(self, path: str) -> Path:
-        """``path`` resolved, if it lies under a trusted root; else a 403 APIError."""
-        resolved = Path(path).resolve()
-        if not any(resolved == root or root in resolved.parents for root in self.trusted):
+        """``path`` resolved, if it lies under a trusted root; else a 403 APIError (a 400 for a
+        path no file can have)."""
+        try:
+            resolved = Path(path).resolve()
+        except (ValueError, OSError) as exc:  # a NUL byte, a link loop
+            raise APIError(400, f"{path!r} is not a usable path: {exc}", param="path") from exc
+        if not is_under(resolved, self.trusted):
             raise APIError(
                 403,
                 f"{path} is not under a trusted weights directory "
@@ -94,3 +102,41 @@ class WeightAccess:
                 param="path",
             )
         return resolved
+
+
+def is_under(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+@contextmanager
+def opened(path: Path, trusted: Sequence[Path] | None) -> Iterator[str]:
+    """A name to read the file at ``path`` by. Without ``trusted`` roots, ``path`` itself.
+    With them, ``/proc/self/fd/N`` of a descriptor opened here, once the file it opened is known
+    to be a regular file that lies under a root: its real path (every link resolved) is under
+    one and is that very file (same device and inode), so a link to a file elsewhere is refused,
+    and so is one swapped in between this check and the read (PermissionError; without /proc
+    the name is the checked real path, which a swap after the check could still change).
+    Non-blocking: a FIFO planted in its place cannot hang the server (ValueError)."""
+    if trusted is None:
+        yield str(path)
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        real = Path(os.path.realpath(path))
+        try:
+            there = os.stat(real)
+        except OSError:
+            there = None
+        same = there is not None and (there.st_dev, there.st_ino) == (found.st_dev, found.st_ino)
+        if not (same and is_under(real, [Path(r).resolve() for r in trusted])):
+            raise PermissionError(
+                f"{path} does not open a file under a trusted weights directory (it leads to "
+                f"{real})"
+            )
+        proc = f"/proc/self/fd/{fd}"
+        yield proc if os.path.exists(proc) else str(real)
+    finally:
+        os.close(fd)

@@ -5,19 +5,31 @@ A weights directory is either a model's ``*.safetensors`` (one file or shards) o
 :class:`WeightFiles`: an adapter is merged into the base the server started with, W = W₀ +
 (α/r)·B·A (α/√r with rsLoRA), so the trainer pushes only the adapters. The trainer's merged
 export uses the same :func:`merged_weights`.
+
+A server reads with ``trusted`` roots: every file it opens must lie under one
+(:func:`verifiers.weights.access.opened`), and one that is not usable weights is a
+:class:`WeightsFileError`, never a crash.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from verifiers.weights.access import opened
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."
+
+
+class WeightsFileError(ValueError):
+    """A weights file that cannot be used as such (not safetensors, a broken adapter config,
+    tensors the served model does not have): the request that named it is wrong."""
 
 
 def safetensors_files(path: str | Path) -> list[Path]:
@@ -29,20 +41,39 @@ def safetensors_files(path: str | Path) -> list[Path]:
     return files
 
 
-def iter_safetensors(path: str | Path, device: str = "cpu") -> Iterator[tuple[str, Any]]:
+def iter_safetensors(
+    path: str | Path, device: str = "cpu", trusted: Sequence[Path] | None = None
+) -> Iterator[tuple[str, Any]]:
     """``(name, tensor)`` for every tensor of the safetensors files at ``path``, one at a time
     (a server applying them holds one tensor more than its model, not a second model)."""
-    from safetensors import safe_open
-
     for file in safetensors_files(path):
-        with safe_open(str(file), framework="pt", device=str(device)) as handle:
+        with safetensors_file(file, trusted, device) as handle:
             for name in handle.keys():
                 yield name, handle.get_tensor(name)
 
 
-def read_safetensors(path: str | Path, device: str = "cpu") -> dict[str, Any]:
+@contextmanager
+def safetensors_file(
+    file: Path, trusted: Sequence[Path] | None = None, device: str = "cpu"
+) -> Iterator[Any]:
+    """``safe_open`` of one file, opened within ``trusted``; a file that is not safetensors is
+    a :class:`WeightsFileError`."""
+    from safetensors import SafetensorError, safe_open
+
+    with opened(file, trusted) as name:
+        try:
+            handle = safe_open(name, framework="pt", device=str(device))
+        except SafetensorError as exc:
+            raise WeightsFileError(f"{file} is not a safetensors file ({exc})") from exc
+        with handle:
+            yield handle
+
+
+def read_safetensors(
+    path: str | Path, device: str = "cpu", trusted: Sequence[Path] | None = None
+) -> dict[str, Any]:
     """Every tensor of the safetensors files at ``path``."""
-    return dict(iter_safetensors(path, device))
+    return dict(iter_safetensors(path, device, trusted))
 
 
 def is_adapter(path: str | Path) -> bool:
@@ -77,20 +108,50 @@ def merged_weights(
 
 class WeightFiles:
     """What vf-serve loads from a weights directory: full weights as they are, an adapter
-    merged into the weights the served model had before its first adapter (kept once)."""
+    merged into the weights the served model had before its first adapter (kept once). Every
+    file is read within ``trusted``, and what is read must fit the served model."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, trusted: Sequence[Path] | None = None) -> None:
         self.model = model
+        self.trusted = trusted
         self.base: dict[str, Any] = {}  # original weights of the modules adapters touched
 
     def read(self, path: str | Path, dtype: Any) -> dict[str, Any]:
-        if not is_adapter(path):
-            return {k: v.to(dtype) for k, v in read_safetensors(path).items()}
-        config = json.loads((Path(path) / ADAPTER_CONFIG).read_text())
-        adapter = read_safetensors(Path(path) / ADAPTER_WEIGHTS)
+        from verifiers.weights.group import check_fits, manifest
+
         served = self.model.state_dict()
+        if not is_adapter(path):
+            state = {
+                k: v.to(dtype) for k, v in read_safetensors(path, trusted=self.trusted).items()
+            }
+            check_fits(manifest(state), served)
+            return state
+        config, adapter = self._adapter(Path(path))
+        try:
+            scaling = adapter_scaling(config)
+        except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
+            raise WeightsFileError(
+                f"{Path(path) / ADAPTER_CONFIG} needs numbers r (not 0) and lora_alpha ({exc!r})"
+            ) from exc
         for key in adapter:
             name = f"{key.removeprefix(PEFT_PREFIX).rsplit('.lora_', 1)[0]}.weight"
             if name not in self.base and name in served:
                 self.base[name] = served[name].detach().clone()
-        return merged_weights(self.base, adapter, adapter_scaling(config))
+        try:
+            merged = merged_weights(self.base, adapter, scaling)
+        except (KeyError, RuntimeError) as exc:  # a lora_B missing, shapes that do not multiply
+            raise WeightsFileError(
+                f"the adapter at {path} does not fit the served model: {exc}"
+            ) from exc
+        check_fits(manifest(merged), served)
+        return merged
+
+    def _adapter(self, path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+        with opened(path / ADAPTER_CONFIG, self.trusted) as name:
+            try:
+                config = json.loads(Path(name).read_bytes())
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise WeightsFileError(f"{path / ADAPTER_CONFIG} is not JSON ({exc})") from exc
+        if not isinstance(config, dict):
+            raise WeightsFileError(f"{path / ADAPTER_CONFIG} is not a JSON object")
+        return config, read_safetensors(path / ADAPTER_WEIGHTS, trusted=self.trusted)

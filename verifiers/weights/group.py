@@ -12,6 +12,8 @@ that share one GPU, which NCCL refuses).
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -57,16 +59,28 @@ def check_manifest(specs: list[TensorSpec], model_state: dict[str, Any]) -> list
     return problems
 
 
-def safetensors_manifest(path: Any) -> list[TensorSpec]:
-    """Names, dtypes and shapes of every tensor in the ``*.safetensors`` files at ``path`` (a
-    file or a directory), read from their headers: nothing is loaded."""
-    from safetensors import safe_open
+def check_fits(specs: list[TensorSpec], model_state: dict[str, Any]) -> None:
+    """Refuse (``WeightsFileError``, a ValueError) an update ``check_manifest`` finds problems
+    with, naming the first few: before a single tensor of it is applied."""
+    from verifiers.weights.files import WeightsFileError
 
-    from verifiers.weights.files import safetensors_files
+    problems = check_manifest(specs, model_state)
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise WeightsFileError(
+            "the weights do not fit the served model: " + "; ".join(problems[:5]) + more
+        )
+
+
+def safetensors_manifest(path: Any, trusted: Sequence[Path] | None = None) -> list[TensorSpec]:
+    """Names, dtypes and shapes of every tensor in the ``*.safetensors`` files at ``path`` (a
+    file or a directory, each file opened within ``trusted``), read from their headers: nothing
+    is loaded."""
+    from verifiers.weights.files import safetensors_file, safetensors_files
 
     specs = []
     for file in safetensors_files(path):
-        with safe_open(str(file), framework="pt") as handle:
+        with safetensors_file(file, trusted) as handle:
             for name in handle.keys():
                 piece = handle.get_slice(name)
                 dtype = _SAFETENSORS_DTYPES.get(piece.get_dtype(), piece.get_dtype().lower())

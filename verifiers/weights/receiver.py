@@ -37,7 +37,7 @@ class BroadcastReceiver:
         self.busy = asyncio.Lock()
 
     async def init(self, request: Request) -> Response:
-        from verifiers.weights.group import TensorSpec, check_manifest
+        from verifiers.weights.group import TensorSpec, check_fits
 
         try:
             req = BroadcastInitRequest.model_validate(orjson.loads(await read_body(request)))
@@ -55,14 +55,10 @@ class BroadcastReceiver:
         # A newer init wins: a join still pending (a stuck or abandoned trainer) or a previous
         # group (a restarted trainer) is dropped, so nothing can lock the trainer out.
         self.close()
-        problems = check_manifest(specs, self.service.engine.model.state_dict())
-        if problems:
-            shown = "; ".join(problems[:5]) + (
-                f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
-            )
-            return _error(
-                APIError(400, f"the weights do not fit the served model: {shown}", param="tensors")
-            )
+        try:
+            check_fits(specs, self.service.engine.model.state_dict())
+        except ValueError as exc:
+            return _error(APIError(400, str(exc), param="tensors"))
         self.specs, self.join_error = specs, None
         self.generation += 1
         self.joined.clear()

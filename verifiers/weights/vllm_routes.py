@@ -137,7 +137,10 @@ async def _load(request: Request, engine: Any) -> Response:
     directory = str(ACCESS.check_path(req.path))
     async with STATE.busy:
         try:
-            await engine.collective_rpc("verifiers_load_weights_from_path", args=(directory,))
+            trusted = [str(root) for root in ACCESS.trusted]  # every file read must lie there
+            await engine.collective_rpc(
+                "verifiers_load_weights_from_path", args=(directory, trusted)
+            )
         except Exception as exc:
             raise APIError(
                 400, f"loading weights from {req.path} failed: {exc}", param="path"

@@ -67,15 +67,19 @@ class WeightUpdateExtension:
             torch.cuda.synchronize(self.device)
         return len(self._verifiers_specs)
 
-    def verifiers_load_weights_from_path(self, path: str) -> int:
-        """The filesystem transport: every ``*.safetensors`` file under ``path``."""
+    def verifiers_load_weights_from_path(self, path: str, trusted: list[str] | None = None) -> int:
+        """The filesystem transport: every ``*.safetensors`` file under ``path``, each of which
+        must lie under one of the ``trusted`` directories (the server's), links resolved."""
+        from pathlib import Path
+
         from verifiers.weights.files import iter_safetensors
         from verifiers.weights.group import safetensors_manifest
 
-        self._verifiers_check(safetensors_manifest(path))
+        roots = None if trusted is None else [Path(d) for d in trusted]
+        self._verifiers_check(safetensors_manifest(path, roots))
         loaded = 0
         model = self.model_runner.model
-        for name, tensor in iter_safetensors(path, str(self.device)):
+        for name, tensor in iter_safetensors(path, str(self.device), roots):
             model.load_weights(weights=[(name, tensor)])
             loaded += 1
         return loaded
@@ -95,7 +99,7 @@ class WeightUpdateExtension:
         return len(specs)
 
     def _verifiers_check(self, specs: list[Any]) -> None:
-        from verifiers.weights.group import check_manifest, safetensors_manifest
+        from verifiers.weights.group import check_fits, safetensors_manifest
 
         served = {
             spec.name: spec.shape for spec in safetensors_manifest(self._verifiers_model_dir())
@@ -105,12 +109,7 @@ class WeightUpdateExtension:
                 f"the served model at {self._verifiers_model_dir()} has no safetensors weights to "
                 "check updates against"
             )
-        problems = check_manifest(specs, served)
-        if problems:
-            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-            raise ValueError(
-                "the weights do not fit the served model: " + "; ".join(problems[:5]) + more
-            )
+        check_fits(specs, served)
 
     def _verifiers_model_dir(self) -> str:
         """The checkpoint directory vLLM loaded (``--model``)."""
