@@ -7,11 +7,11 @@ compression ratios (zip bombs), before anything touches the disk. A wheel's zip 
 same way to every reader (``hub_protocol.zip_layout``); an sdist holds one top directory,
 ``<normalized name>-<version>/`` as ``uv build`` makes it. Whatever a broken archive makes the
 decoders raise is an ``UnsafeArchiveError`` with a code, never another exception. Metadata must
-parse the way installers parse it (names, ``Requires-Dist``, ``Requires-Python``).
+parse the way installers parse it (names, ``Requires-Dist``, ``Requires-Python``, entry points).
 
-A little over 400 lines, not split: wheels and sdists share the member-name rules, the decoder
-guard and the metadata parse, and every refusal is the one ``UnsafeArchiveError``; the zip's
-layout, which needs none of them, is a module of its own.
+Over 400 lines, not split: wheels and sdists share the member-name rules, the decoder guard
+and the metadata parse, and every refusal is the one ``UnsafeArchiveError``; the zip's layout,
+which needs none of them, is a module of its own.
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ DECODER_ERRORS = (
     ValueError,
 )
 INSTALLER_FIELDS = ("name", "version", "requires_dist", "requires_python")
+# an entry point's value as importlib.metadata reads it: module, attribute, extras
+OBJECT_REFERENCE = re.compile(r"[\w.]+\s*(:\s*[\w.]+\s*)?(\[[\w.,\s-]*\]\s*)?")
 
 
 class UnsafeArchiveError(ValueError):
@@ -322,7 +324,16 @@ def parse_entry_points(raw: bytes) -> dict[str, dict[str, str]]:
         raise UnsafeArchiveError(
             "invalid_metadata", f"entry_points.txt does not parse: {exc}"
         ) from exc
-    return {group: dict(parser[group]) for group in parser.sections()}
+    entry_points = {group: dict(parser[group]) for group in parser.sections()}
+    for group, entries in entry_points.items():
+        for name, value in entries.items():
+            if not (name.isprintable() and OBJECT_REFERENCE.fullmatch(value.strip())):
+                raise UnsafeArchiveError(
+                    "invalid_metadata",
+                    f"entry point {name!r} = {value!r} in [{group}] is not a name and an object "
+                    "reference (module:attr) as installers read it",
+                )
+    return entry_points
 
 
 def inspect_sdist(data: bytes) -> PackageMetadata:

@@ -159,28 +159,45 @@ def test_a_wheel_installers_would_read_otherwise_is_refused_with_a_code(hub, tri
     assert publish(hub, token, owner, "arc-env", package()).status_code == 201
 
 
-@pytest.mark.parametrize(
-    ("version", "metadata", "expected"),
-    [
-        ("1.0.0", "Requires-Dist: six --index-url http://127.0.0.1:1/\n", "invalid_metadata"),
-        ("1.0.0", "Requires-Dist: --index-url http://127.0.0.1:1/\n", "invalid_metadata"),
-        ("1.0.0", "Requires-Dist: six # a comment\n", "invalid_metadata"),
-        ("1.0.0", "Requires-Python: >=3.11 or so\n", "invalid_metadata"),
-        ("1.0.0", "Name: other-env\n", "invalid_metadata"),
-        ("1." + "9" * 90, "", "invalid_version"),
-        ("1.18446744073709551616", "", "invalid_version"),
-        ("1." + "9" * 3000, "", "invalid_filename"),
-    ],
-    ids=["index-url", "bare-option", "comment", "python", "name-twice", "long", "huge", "3000"],
-)
-def test_metadata_installers_cannot_parse_is_refused(hub, version, metadata, expected):
+ENTRY_POINTS = "arc_env-1.0.0.dist-info/entry_points.txt"
+METADATA_TRICKS = {
+    "index-url": (
+        {"metadata": "Requires-Dist: six --index-url http://127.0.0.1:1/\n"},
+        "invalid_metadata",
+    ),
+    "bare-option": (
+        {"metadata": "Requires-Dist: --index-url http://127.0.0.1:1/\n"},
+        "invalid_metadata",
+    ),
+    "comment": ({"metadata": "Requires-Dist: six # a comment\n"}, "invalid_metadata"),
+    "python": ({"metadata": "Requires-Python: >=3.11 or so\n"}, "invalid_metadata"),
+    "name-twice": ({"metadata": "Name: other-env\n"}, "invalid_metadata"),
+    "long-version": ({"version": "1." + "9" * 90}, "invalid_version"),
+    "huge-version": ({"version": "1.18446744073709551616"}, "invalid_version"),
+    "3000-digit-version": ({"version": "1." + "9" * 3000}, "invalid_filename"),
+    "entry-point-code": (
+        {"members": ((ENTRY_POINTS, b"[console_scripts]\narc-env = os; import evil\n"),)},
+        "invalid_metadata",
+    ),
+    "entry-point-nul": (
+        {"members": ((ENTRY_POINTS, b"[console_scripts]\narc-env = arc_env:ma\x00in\n"),)},
+        "invalid_metadata",
+    ),
+}
+
+
+@pytest.mark.parametrize("trick", sorted(METADATA_TRICKS))
+def test_metadata_installers_cannot_parse_is_refused(hub, trick):
     """uv refuses the whole METADATA (which the hub serves as PEP 658 metadata) when a line
-    does not parse, and keeps each number of a version in 64 bits."""
+    does not parse, keeps each number of a version in 64 bits, and writes a launcher for each
+    console script from its object reference."""
+    made, expected = METADATA_TRICKS[trick]
     owner, token = user(hub)
-    refused = publish(hub, token, owner, "arc-env", package(version=version, metadata=metadata))
+    refused = publish(hub, token, owner, "arc-env", package(**made))
     assert refused.status_code == 400 and code(refused) == expected, refused.text
     fine = package(
-        metadata='Requires-Dist: six>=1; python_version > "3"\nRequires-Python: >=3.11\n'
+        metadata='Requires-Dist: six>=1; python_version > "3"\nRequires-Python: >=3.11\n',
+        members=((ENTRY_POINTS, b"[console_scripts]\narc-env = arc_env.cli:main [cli]\n"),),
     )
     assert publish(hub, token, owner, "arc-env", fine).status_code == 201
 
