@@ -1,21 +1,41 @@
 """Inspecting and extracting package archives without trusting them.
 
 Used by the server (validating uploads) and the client (``prime env pull``). Rejects absolute
-paths, ``..`` components, symlinks and hard links, device files, oversized or too many members,
-and absurd compression ratios (zip bombs), before anything touches the disk.
+paths, ``..`` components, control characters in names, symlinks and hard links, device files,
+a member twice or a file that is also a directory, oversized or too many members, and absurd
+compression ratios (zip bombs), before anything touches the disk. A wheel's zip must read the
+same way to every reader (``hub_protocol.zip_layout``); an sdist holds one top directory,
+``<normalized name>-<version>/`` as ``uv build`` makes it. Whatever a broken archive makes the
+decoders raise is an ``UnsafeArchiveError`` with a code, never another exception. Metadata must
+parse the way installers parse it (names, ``Requires-Dist``, ``Requires-Python``, entry points).
+
+Over 400 lines, not split: wheels and sdists share the member-name rules, the decoder guard
+and the metadata parse, and every refusal is the one ``UnsafeArchiveError``; the zip's layout,
+which needs none of them, is a module of its own.
 """
 
 from __future__ import annotations
 
 import configparser
 import io
+import lzma
+import re
+import struct
 import tarfile
 import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from packaging.metadata import parse_email
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
+from hub_protocol.zip_layout import ZipLayoutError, check_layout
 from verifiers.installs.confinement import (
     Installs,
     is_own_metadata_dir,
@@ -29,10 +49,43 @@ MAX_UNPACKED = 256 * 1024 * 1024
 MAX_RATIO = 100
 
 
+PROJECT_NAME = re.compile(r"[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9]", re.IGNORECASE)  # PEP 508
+# what a corrupt or hostile archive makes zipfile, tarfile and their decompressors raise
+DECODER_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    tarfile.TarError,
+    ZipLayoutError,
+    zlib.error,
+    lzma.LZMAError,
+    struct.error,
+    EOFError,
+    OSError,
+    NotImplementedError,
+    RuntimeError,
+    UnicodeError,
+    ValueError,
+)
+INSTALLER_FIELDS = ("name", "version", "requires_dist", "requires_python")
+# an entry point's value as importlib.metadata reads it: module, attribute, extras
+OBJECT_REFERENCE = re.compile(r"[\w.]+\s*(:\s*[\w.]+\s*)?(\[[\w.,\s-]*\]\s*)?")
+
+
 class UnsafeArchiveError(ValueError):
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code = code
+
+
+@contextmanager
+def _decoding(kind: str) -> Iterator[None]:
+    """Whatever the archive makes its decoders raise becomes ``invalid_archive``."""
+    try:
+        yield
+    except UnsafeArchiveError:
+        raise
+    except DECODER_ERRORS as exc:
+        raise UnsafeArchiveError("invalid_archive", f"not a valid {kind}: {exc}") from exc
 
 
 @dataclass
@@ -49,6 +102,15 @@ class PackageMetadata:
 
 
 def safe_member_name(name: str) -> str:
+    """``name`` normalized (``a//b``, ``a/./b`` and ``a/b/`` are ``a/b``), or UnsafeArchiveError
+    for a name that escapes the root or holds a character that is not printable (a newline
+    splits a RECORD line; installers refuse them)."""
+    hidden = next((c for c in name if not (c.isprintable() or c == " ")), None)
+    if hidden is not None:
+        raise UnsafeArchiveError(
+            "unsafe_path",
+            f"archive member {name!r} has a control or invisible character (U+{ord(hidden):04X})",
+        )
     path = PurePosixPath(name.replace("\\", "/"))
     if not path.parts or path.parts == (".",):
         raise UnsafeArchiveError("unsafe_path", f"archive member {name!r} names the archive root")
@@ -65,19 +127,74 @@ def safe_member_name(name: str) -> str:
 
 
 def parse_metadata(raw: bytes) -> PackageMetadata:
-    """Core metadata (``METADATA`` / ``PKG-INFO``) read by ``packaging.metadata``."""
-    fields, _ = parse_email(raw)
+    """Core metadata (``METADATA`` / ``PKG-INFO``) read by ``packaging.metadata``, held to what
+    installers need to parse: a PEP 508 name, and every ``Requires-Dist`` and
+    ``Requires-Python`` parsing as a requirement and a specifier (uv refuses the whole file
+    otherwise, and the hub serves this file to installers as PEP 658 metadata)."""
+    fields, unparsed = parse_email(raw)
+    broken = [key for key in INSTALLER_FIELDS if key in unparsed]
+    if broken:
+        raise UnsafeArchiveError(
+            "invalid_metadata", f"package metadata: {', '.join(broken)} does not parse"
+        )
     name, version = fields.get("name"), fields.get("version")
     if not name or not version:
         raise UnsafeArchiveError("invalid_metadata", "package metadata has no Name or Version")
+    if not PROJECT_NAME.fullmatch(name.strip()):
+        raise UnsafeArchiveError("invalid_metadata", f"Name {name[:100]!r} is not a PEP 508 name")
+    requires_dist = list(fields.get("requires_dist") or [])
+    requires_python = fields.get("requires_python")
+    try:
+        for line in requires_dist:
+            Requirement(line)
+        if requires_python is not None:
+            SpecifierSet(requires_python)
+    except (InvalidRequirement, InvalidSpecifier) as exc:
+        raise UnsafeArchiveError(
+            "invalid_metadata", f"package metadata does not parse as installers read it: {exc}"
+        ) from None
     return PackageMetadata(
         name=name.strip(),
         version=version.strip(),
         summary=fields.get("summary"),
-        requires_python=fields.get("requires_python"),
-        requires_dist=list(fields.get("requires_dist") or []),
+        requires_python=requires_python,
+        requires_dist=requires_dist,
         raw=raw,
     )
+
+
+def sdist_root(name: str, version: str) -> str:
+    """The one top directory of an sdist, as ``uv build`` names it (PEP 625):
+    ``<normalized name>-<version>``, with ``_`` for ``-``."""
+    try:
+        normalized = str(Version(version))
+    except InvalidVersion:
+        raise UnsafeArchiveError(
+            "invalid_metadata", f"Version {version[:100]!r} is not a PEP 440 version"
+        ) from None
+    return f"{canonicalize_name(name).replace('-', '_')}-{normalized}"
+
+
+def _check_members(kind: str, members: list[tuple[str, bool]]) -> None:
+    """Each (normalized name, is a directory) once, and no file that is also a directory
+    (``x`` and ``x/y``): an extractor or installer meets the second one as an error, or writes
+    one over the other."""
+    seen: set[str] = set()
+    files = {name for name, is_dir in members if not is_dir}
+    for name, _ in members:
+        if name in seen:
+            raise UnsafeArchiveError(
+                "duplicate_member", f"{kind} has {name!r} more than once (which one is it?)"
+            )
+        seen.add(name)
+        parent = PurePosixPath(name).parent
+        while parent != PurePosixPath("."):
+            if str(parent) in files:
+                raise UnsafeArchiveError(
+                    "duplicate_member",
+                    f"{kind} has {str(parent)!r} as a file and as the directory of {name!r}",
+                )
+            parent = parent.parent
 
 
 def _check_totals(count: int, unpacked: int, packed: int) -> None:
@@ -103,30 +220,8 @@ def inspect_wheel(data: bytes) -> tuple[PackageMetadata, str]:
     The wheel must have one metadata directory and install nothing but its own modules
     (``verifiers.installs.confinement``, held to an environment's rules), whichever scheme of
     the wheel a file arrives through."""
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        infos = archive.infolist()
-    except zipfile.BadZipFile as exc:
-        raise UnsafeArchiveError("invalid_archive", f"not a valid wheel (zip): {exc}") from exc
-    _check_totals(len(infos), sum(i.file_size for i in infos), len(data))
-    names = [safe_member_name(i.filename) for i in infos]
-    if len(set(names)) != len(names):
-        duplicate = next(n for n in names if names.count(n) > 1)
-        raise UnsafeArchiveError(
-            "duplicate_member", f"wheel has {duplicate!r} more than once (which one installs?)"
-        )
-    for info, name in zip(infos, names, strict=True):
-        mode = info.external_attr >> 16
-        if mode and (mode & 0o170000) not in (0o100000, 0o040000, 0):
-            raise UnsafeArchiveError(
-                "unsafe_member", f"wheel member {name!r} is not a regular file (symlink or device)"
-            )
-    metadata_dir = _metadata_dir(names)
-    files = {
-        name: archive.read(info)
-        for info, name in sorted(zip(infos, names, strict=True), key=lambda pair: pair[1])
-        if not info.is_dir()
-    }
+    files = _wheel_files(data)
+    metadata_dir = _metadata_dir(list(files))
     if f"{metadata_dir}/METADATA" not in files:
         raise UnsafeArchiveError("invalid_metadata", f"wheel has no {metadata_dir}/METADATA")
     meta = parse_metadata(files[f"{metadata_dir}/METADATA"])
@@ -153,6 +248,29 @@ def inspect_wheel(data: bytes) -> tuple[PackageMetadata, str]:
     meta.top_level = top_level_names(installs.site, metadata_dir)
     meta.entry_points = installs.entry_points
     return meta, content_hash(installed_files)
+
+
+def _wheel_files(data: bytes) -> dict[str, bytes]:
+    """The wheel's files by normalized name, sorted, once its members and layout are checked."""
+    with _decoding("wheel (zip)"):
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        infos = archive.infolist()
+        _check_totals(len(infos), sum(i.file_size for i in infos), len(data))
+        names = [safe_member_name(i.orig_filename) for i in infos]
+        _check_members("wheel", [(n, i.is_dir()) for n, i in zip(names, infos, strict=True)])
+        for info, name in zip(infos, names, strict=True):
+            mode = info.external_attr >> 16
+            if mode and (mode & 0o170000) not in (0o100000, 0o040000, 0):
+                raise UnsafeArchiveError(
+                    "unsafe_member",
+                    f"wheel member {name!r} is not a regular file (symlink or device)",
+                )
+        check_layout(data, archive)
+        return {
+            name: archive.read(info)
+            for info, name in sorted(zip(infos, names, strict=True), key=lambda pair: pair[1])
+            if not info.is_dir()
+        }
 
 
 def _metadata_dir(names: list[str]) -> str:
@@ -206,68 +324,87 @@ def parse_entry_points(raw: bytes) -> dict[str, dict[str, str]]:
         raise UnsafeArchiveError(
             "invalid_metadata", f"entry_points.txt does not parse: {exc}"
         ) from exc
-    return {group: dict(parser[group]) for group in parser.sections()}
+    entry_points = {group: dict(parser[group]) for group in parser.sections()}
+    for group, entries in entry_points.items():
+        for name, value in entries.items():
+            if not (name.isprintable() and OBJECT_REFERENCE.fullmatch(value.strip())):
+                raise UnsafeArchiveError(
+                    "invalid_metadata",
+                    f"entry point {name!r} = {value!r} in [{group}] is not a name and an object "
+                    "reference (module:attr) as installers read it",
+                )
+    return entry_points
 
 
 def inspect_sdist(data: bytes) -> PackageMetadata:
-    try:
+    """The sdist's metadata once every member is checked: regular files and directories only,
+    each once, all inside one top directory named as ``uv build`` names it (``sdist_root``),
+    so ``prime env pull`` extracts into ``DIR/<name>-<version>/`` and nowhere else."""
+    with _decoding("sdist (tar.gz)"):
         archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:gz")
         members = archive.getmembers()
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise UnsafeArchiveError("invalid_archive", f"not a valid sdist (tar.gz): {exc}") from exc
-    _check_totals(len(members), sum(m.size for m in members), len(data))
-    pkg_info = None
-    for member in members:
-        name = safe_member_name(member.name)
-        if member.issym() or member.islnk():
-            raise UnsafeArchiveError("unsafe_member", f"sdist member {name!r} is a link")
-        if not (member.isfile() or member.isdir()):
+        _check_totals(len(members), sum(m.size for m in members), len(data))
+        names = [_sdist_member_name(member) for member in members]
+        _check_members("sdist", [(n, m.isdir()) for n, m in zip(names, members, strict=True)])
+        roots = sorted({PurePosixPath(name).parts[0] for name in names})
+        if len(roots) != 1:
             raise UnsafeArchiveError(
-                "unsafe_member", f"sdist member {name!r} is not a regular file"
+                "unsafe_path", f"an sdist has one top directory; this one has {roots[:5]}"
             )
-        if member.isfile() and name.count("/") == 1 and name.endswith("/PKG-INFO"):
-            pkg_info = _member_bytes(archive, member)
-    if pkg_info is None:
-        raise UnsafeArchiveError("invalid_metadata", "sdist has no top-level PKG-INFO")
-    return parse_metadata(pkg_info)
+        root = roots[0]
+        pkg_info = next(
+            (m for m, n in zip(members, names, strict=True) if n == f"{root}/PKG-INFO"), None
+        )
+        if pkg_info is None or not pkg_info.isfile():
+            raise UnsafeArchiveError("invalid_metadata", f"sdist has no {root}/PKG-INFO")
+        raw = _member_bytes(archive, pkg_info)
+    meta = parse_metadata(raw)
+    expected = sdist_root(meta.name, meta.version)
+    if root != expected:
+        raise UnsafeArchiveError(
+            "metadata_mismatch",
+            f"the sdist's top directory is {root!r}, not {expected!r} (<normalized name>-"
+            "<version>, as uv build names it)",
+        )
+    return meta
+
+
+def _sdist_member_name(member: tarfile.TarInfo) -> str:
+    name = safe_member_name(member.name)
+    if member.issym() or member.islnk():
+        raise UnsafeArchiveError("unsafe_member", f"sdist member {name!r} is a link")
+    if not (member.isfile() or member.isdir()):
+        raise UnsafeArchiveError("unsafe_member", f"sdist member {name!r} is not a regular file")
+    return name
 
 
 def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
-    """Extract a checked sdist into a fresh ``target/<root>``; returns (root, skipped dotfiles).
+    """Extract a checked sdist into a fresh ``target/<name>-<version>``; returns (that root,
+    skipped dotfiles).
 
-    Everything lands in the sdist's single root directory, which must not exist yet; members with
-    a dot-named component (``.bashrc``, ``.ssh/...``, ``.git/...``) are never written.
+    Everything lands in the sdist's one top directory (``inspect_sdist``), which must not exist
+    yet; members with a dot-named component (``.bashrc``, ``.ssh/...``, ``.git/...``) are never
+    written.
     """
-    inspect_sdist(data)
+    meta = inspect_sdist(data)
     target = target.resolve()
+    root = target / sdist_root(meta.name, meta.version)
+    if root.exists():
+        raise UnsafeArchiveError(
+            "target_exists", f"{root} already exists; pull into a fresh directory"
+        )
+    skipped: list[str] = []
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        members = archive.getmembers()
-        roots = {PurePosixPath(safe_member_name(m.name)).parts[0] for m in members}
-        if len(roots) != 1:
-            raise UnsafeArchiveError(
-                "unsafe_path", f"an sdist has one root directory; this one has {sorted(roots)}"
-            )
-        (root_name,) = roots
-        if root_name.startswith("."):
-            raise UnsafeArchiveError(
-                "unsafe_path", f"the sdist's root {root_name!r} is a dot-directory"
-            )
-        root = target / root_name
-        if root.exists():
-            raise UnsafeArchiveError(
-                "target_exists", f"{root} already exists; pull into a fresh directory"
-            )
-        skipped: list[str] = []
-        for member in members:
+        for member in archive.getmembers():
             relative = PurePosixPath(safe_member_name(member.name))
             if any(part.startswith(".") for part in relative.parts):
                 if not member.isdir():
                     skipped.append(str(relative))
                 continue
             dest = (target / relative).resolve()
-            if target not in dest.parents and dest != target:
+            if root not in dest.parents and dest != root:
                 raise UnsafeArchiveError(
-                    "unsafe_path", f"{member.name!r} would land outside {target}"
+                    "unsafe_path", f"{member.name!r} would land outside {root}"
                 )
             if member.isdir():
                 dest.mkdir(parents=True, exist_ok=True)

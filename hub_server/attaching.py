@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 
 from hub_server.blobs import file_sha256
 from hub_server.errors import HubError
+from hub_server.names import check_text
 from verifiers.results.records import SummaryAccumulator
 from verifiers.results.report import histogram
 
@@ -50,6 +51,7 @@ def read_metadata(file: BinaryIO) -> dict[str, Any]:
     model = meta.get("model")
     if model is not None and (not isinstance(model, str) or len(model) > 200):
         raise HubError(400, "invalid_eval", "metadata.json's model must be a name (a string)")
+    check_text(model, "metadata.json's model")
     return meta
 
 
@@ -177,4 +179,5 @@ def check_run_matches(meta: dict[str, Any], env: Any, version: Any) -> str:
         raise HubError(
             400, "invalid_eval", "metadata.json has no run_id (made by an older vf-eval)"
         )
+    check_text(run_id, "metadata.json's run_id")
     return run_id

@@ -29,7 +29,7 @@ from hub_server.db.engine import open_database
 from hub_server.db.schema import migrate
 from hub_server.db.search import Search
 from hub_server.errors import HubError
-from hub_server.names import check_name, normalize_version
+from hub_server.names import check_name, is_name, normalize_version
 from hub_server.settings import HubSettings
 from hub_server.upload_pool import UPLOAD_WORKERS, UploadPool
 
@@ -116,8 +116,9 @@ class Hub:
         return body
 
     def environment(self, owner: str, name: str, user: Any) -> Any:
-        """The environment row, or 404 (private environments do not exist for others)."""
-        row = self.catalog.environment(owner, name)
+        """The environment row, or 404 (private environments do not exist for others; names
+        outside the grammar exist for nobody, and are not looked up)."""
+        row = self.catalog.environment(owner, name) if is_name(owner) and is_name(name) else None
         if row is None or not self.auth.can_read(user, row):
             raise HubError(404, "environment_not_found", f"no environment {owner}/{name}")
         return row

@@ -1,12 +1,20 @@
-"""What an environment package may install on this hub: its own modules, nothing that runs at
-startup, and no entry point or command that answers for another environment or the SDK.
+"""What an environment package may install on this hub: one import name, its own, nothing that
+runs at startup, and no entry point or command that answers for another environment or the SDK.
 
 The layout of the wheel (startup hooks, metadata directories, data schemes, namespace packages)
 is checked as it is read (``hub_protocol.archives.inspect_wheel``, with the rules of
-``verifiers.installs.confinement``); here, what needs the hub: a top-level module of this SDK,
-of the standard library, of one of the SDK's dependencies or of another environment on this hub,
-and entry points for an id that is not ``owner/name`` (``load_environment("alice/x")`` must only
-ever run alice's ``x``).
+``verifiers.installs.confinement``); here, what is the hub's own rule:
+
+- an environment installs exactly one top-level import name, its distribution name normalized
+  (``reverse-text`` installs ``reverse_text``, as a module or a regular package: the layout of
+  ``vf-init``'s scaffolds and of every environment in ``environments/``). No environment can
+  take a name another environment (published or not yet) will need, so the hub never has to
+  compare an upload with other environments: no refusal depends on, or names, anyone else's
+  environment (a private one stays invisible; a first claim cannot lock a name). Two owners may
+  publish the same distribution name; an install never puts both in one Python;
+- that name is not one of this SDK, the standard library or the SDK's dependencies;
+- entry points only for ``owner/name`` (``load_environment("alice/x")`` must only ever run
+  alice's ``x``).
 """
 
 from __future__ import annotations
@@ -24,7 +32,13 @@ from verifiers.installs.confinement import (
     reserved_names,
 )
 
-__all__ = ["ENTRY_POINT_GROUP", "entry_point_problem", "reserved_top_level", "top_level_problem"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "entry_point_problem",
+    "import_name_of",
+    "reserved_top_level",
+    "top_level_problem",
+]
 
 
 @cache
@@ -56,16 +70,28 @@ def reserved_top_level() -> frozenset[str]:
     return frozenset(names | reserved_names())
 
 
-def top_level_problem(top_level: list[str], claimed_by_others: dict[str, str]) -> str | None:
-    """Why these top-level modules may not be installed, or None (names compared
-    case-insensitively: a case-insensitive filesystem imports ``Maze_Env/`` as ``maze_env``)."""
-    reserved = {name.casefold() for name in reserved_top_level()}
-    claimed = {name.casefold(): owner for name, owner in claimed_by_others.items()}
+def import_name_of(distribution: str) -> str:
+    """The one import name ``distribution`` may install: PEP 503 normalized, ``-`` as ``_``."""
+    return canonicalize_name(distribution).replace("-", "_")
+
+
+def top_level_problem(top_level: list[str], distribution: str) -> str | None:
+    """Why a wheel of ``distribution`` may not install these top-level names, or None. Its own
+    name compares case-insensitively (a case-insensitive filesystem imports ``Maze_Env/`` as
+    ``maze_env``), in ASCII only (``str.lower`` maps the Kelvin sign to ``k``)."""
+    own = import_name_of(distribution)
     for module in top_level:
-        if module.casefold() in reserved:
-            return f"the wheel installs {module!r}, which belongs to this SDK, the standard library or one of their dependencies"
-        if module.casefold() in claimed:
-            return f"the wheel installs {module!r}, which is {claimed[module.casefold()]}'s module"
+        if not (module.isascii() and module.lower() == own):
+            return (
+                f"the wheel installs the top-level name {module!r}: an environment installs one "
+                f"import name, its own ({own!r}, from its name {distribution!r}); move "
+                f"{module!r} inside the {own} package"
+            )
+    if top_level and own in {name.casefold() for name in reserved_top_level()}:
+        return (
+            f"the wheel installs {own!r}, which belongs to this SDK, the standard library or one "
+            "of their dependencies: pick another name for the environment"
+        )
     return None
 
 

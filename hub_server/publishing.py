@@ -27,11 +27,11 @@ from hub_server.blobs import file_sha256
 from hub_server.db.catalog import NewVersion, StoredFile
 from hub_server.errors import HubError
 from hub_server.hub import Hub
-from hub_server.names import normalize_version
+from hub_server.names import check_text, normalize_version
 from hub_server.package_rules import entry_point_problem, top_level_problem
 from hub_server.upload_pool import Upload
 
-SAFE_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.(?:whl|tar\.gz)$")
+SAFE_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\.(?:whl|tar\.gz)")
 
 
 @dataclass
@@ -44,11 +44,12 @@ class PublishForm:
 
 def _check_filenames(wheel: Upload, sdist: Upload | None) -> tuple[str, Version]:
     for upload in (wheel, sdist):
-        if upload is not None and not SAFE_FILENAME.match(upload.filename):
+        if upload is not None and not SAFE_FILENAME.fullmatch(upload.filename):
             raise HubError(
                 400,
                 "invalid_filename",
-                f"{upload.filename!r}: package filenames are letters, digits, '.', '_', '-', '+'",
+                f"{upload.filename[:100]!r}: package filenames are letters, digits, '.', '_', "
+                "'-', '+' (at most 200 before the extension)",
             )
     try:
         name, version, _, _ = parse_wheel_filename(wheel.filename)
@@ -126,11 +127,10 @@ def publish(
     problem = entry_point_problem(meta.entry_points, owner, name, meta.top_level)
     if problem is not None:
         raise HubError(400, "foreign_entry_point", problem)
-    problem = top_level_problem(
-        meta.top_level, hub.catalog.module_claims(meta.top_level, meta.name)
-    )
+    problem = top_level_problem(meta.top_level, meta.name)
     if problem is not None:
         raise HubError(400, "foreign_module", problem)
+    check_text(meta.summary, "the package's Summary")
     stored = []
     for kind, upload in (("wheel", wheel), ("sdist", sdist)):
         if upload is None:
@@ -163,9 +163,7 @@ def publish(
         description=form.description,
         tags=form.tags,
     )
-    return hub.catalog.publish(
-        new, stored, lambda claims: top_level_problem(meta.top_level, claims)
-    )
+    return hub.catalog.publish(new, stored)
 
 
 def _size(file: BinaryIO) -> int:

@@ -16,6 +16,10 @@ from hub_server.errors import HubError
 PRINCIPAL_COLUMNS = (
     "u.id, u.name, u.is_admin, t.id AS token_id, t.scopes, t.expires_at, t.revoked_at"
 )
+# An owner name as a reader might confuse it: case, '.', '-' and '_' dropped (SQL, one spelling
+# for both backends; names are ASCII, so lower() is the same on both).
+OWNER_KEY = "replace(replace(replace(lower({}), '.', ''), '-', ''), '_', '')"
+NAMESPACE_LOCK = 7242002  # PostgreSQL advisory lock: one user or team created at a time
 
 
 def stored_scopes(text: str) -> set[Scope]:
@@ -35,13 +39,31 @@ def hash_secret(value: str) -> str:
 class Accounts:
     def __init__(self, database: Database) -> None:
         self.database = database
+        self.postgres = database.dialect == "postgresql"
 
     # --- users and tokens ------------------------------------------------------------------------
     def _check_free(self, db: Any, name: str) -> None:
-        if db.execute(
-            "SELECT 1 FROM users WHERE name=? UNION SELECT 1 FROM teams WHERE name=?", (name, name)
-        ).fetchone():
+        """A new user or team (both own a namespace) may not take a name that reads as an
+        existing owner's: ``al.ice``, ``alice-`` or ``Alice_`` beside ``alice`` would pass for
+        it on every page and install line. Creations are serialized (SQLite has one writer;
+        PostgreSQL takes a lock), so two at once cannot both pass the check."""
+        if self.postgres:
+            db.execute("SELECT pg_advisory_xact_lock(?)", (NAMESPACE_LOCK,))
+        key, new_key = OWNER_KEY.format("name"), OWNER_KEY.format("?")
+        row = db.execute(
+            f"SELECT name FROM users WHERE {key} = {new_key} "
+            f"UNION ALL SELECT name FROM teams WHERE {key} = {new_key} LIMIT 1",
+            (name, name),
+        ).fetchone()
+        if row is not None and row["name"] == name:
             raise HubError(409, "name_taken", f"the name {name!r} is taken by a user or team")
+        if row is not None:  # the other spelling is not repeated: the answer is about this one
+            raise HubError(
+                409,
+                "name_taken",
+                f"{name!r} reads as the name of an existing user or team: names that differ "
+                "only in '.', '-', '_' or case are one name",
+            )
 
     def create_user(self, name: str, is_admin: bool) -> tuple[str, list[Scope]]:
         """The new user's first token and its scopes (admin included for an admin)."""

@@ -1,14 +1,14 @@
-"""Environments, versions, files, modules, tags and downloads: every SQL statement about what the
-hub holds, except search (``db.search``).
+"""Environments, versions, files, tags and downloads: every SQL statement about what the hub
+holds, except search (``db.search``).
 
-A push reads only the module index rows of the names it installs; an environment's latest
+A push reads and locks only its own environment (what it may install is decided by the package
+alone, ``hub_server.package_rules``, never by other environments); an environment's latest
 version and index serial live on its row, so listings never read its versions.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,28 +122,14 @@ class Catalog:
             ).fetchall()
         return sorted(rows, key=lambda r: (Version(r["version"]), r["filename"]))
 
-    def module_claims(self, modules: list[str], distribution: str) -> dict[str, str]:
-        """Which of ``modules`` another distribution on this hub installs: {module: owner/name}."""
-        with self.database.read() as db:
-            return self._claims_in(db, modules, distribution)
-
     # --- writing ---------------------------------------------------------------------------------
-    def publish(
-        self,
-        new: NewVersion,
-        files: list[StoredFile],
-        module_problem: Callable[[dict[str, str]], str | None],
-    ) -> tuple[int, int]:
+    def publish(self, new: NewVersion, files: list[StoredFile]) -> tuple[int, int]:
         """Make the version visible in one transaction: (env_id, version_id). Blobs are written
-        before this; a crash before the commit leaves only unreferenced blobs. ``module_problem``
-        judges the module claims of other distributions, read under the claim lock."""
+        before this; a crash before the commit leaves only unreferenced blobs."""
         stamp = now()
         try:
             with self.database.transaction() as db:
-                self._lock_modules(db, new.top_level)
-                problem = module_problem(self._claims_in(db, new.top_level, new.distribution))
-                if problem is not None:
-                    raise HubError(400, "foreign_module", problem)
+                self._lock_environment(db, new)
                 env = self._environment_for_update(db, new, stamp)
                 versions = db.execute(
                     "SELECT version, yanked FROM versions WHERE env_id=?", (env["id"],)
@@ -189,12 +175,6 @@ class Catalog:
                             stamp,
                         ),
                     )
-                for module in new.top_level:
-                    db.execute(
-                        "INSERT INTO modules (module, env_id, distribution_key) VALUES (?,?,?) "
-                        "ON CONFLICT DO NOTHING",
-                        (module, env["id"], canonicalize_name(new.distribution)),
-                    )
                 latest = latest_of([*versions, {"version": new.version, "yanked": 0}])
                 db.execute(
                     "UPDATE environments SET latest_version=?, serial=serial+1 WHERE id=?",
@@ -210,23 +190,12 @@ class Catalog:
             raise self._version_exists(new) from None
         return env["id"], version_id
 
-    def _lock_modules(self, db: Any, modules: list[str]) -> None:
-        """Serialize claims on the same module names (SQLite writers are serialized already)."""
+    def _lock_environment(self, db: Any, new: NewVersion) -> None:
+        """Serialize pushes to one environment, including the first two, which would both find
+        no row to lock and race to create it (SQLite writers are serialized already)."""
         if self.postgres:
-            for module in sorted(modules):
-                db.execute("SELECT pg_advisory_xact_lock(hashtext(?))", ("module:" + module,))
-
-    @staticmethod
-    def _claims_in(db: Any, modules: list[str], distribution: str) -> dict[str, str]:
-        if not modules:
-            return {}
-        marks = ",".join("?" * len(modules))
-        rows = db.execute(
-            f"SELECT m.module, e.owner, e.name FROM modules m JOIN environments e ON e.id=m.env_id "
-            f"WHERE m.module IN ({marks}) AND m.distribution_key<>?",
-            [*modules, canonicalize_name(distribution)],
-        ).fetchall()
-        return {r["module"]: f"{r['owner']}/{r['name']}" for r in rows}
+            key = f"environment:{new.owner}/{canonicalize_name(new.name)}"
+            db.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (key,))
 
     def _environment_for_update(self, db: Any, new: NewVersion, stamp: str) -> Any:
         lock = " FOR UPDATE" if self.postgres else ""
@@ -317,7 +286,7 @@ class Catalog:
 
     def delete_version(self, env_id: int, version_id: int) -> None:
         """Remove one version (its files, evals, datasets); its number is retired (files are
-        never replaced), and modules no other version of this environment installs are released."""
+        never replaced)."""
         with self.database.transaction() as db:
             row = db.execute(
                 "SELECT version_key FROM versions WHERE id=?", (version_id,)
@@ -328,16 +297,6 @@ class Catalog:
                 (env_id, row["version_key"]),
             )
             db.execute("DELETE FROM versions WHERE id=?", (version_id,))
-            kept = set()
-            for row in db.execute("SELECT top_level FROM versions WHERE env_id=?", (env_id,)):
-                kept.update(json.loads(row["top_level"]))
-            for row in db.execute(
-                "SELECT module FROM modules WHERE env_id=?", (env_id,)
-            ).fetchall():
-                if row["module"] not in kept:
-                    db.execute(
-                        "DELETE FROM modules WHERE env_id=? AND module=?", (env_id, row["module"])
-                    )
             self._refresh(db, env_id)
 
     def _refresh(self, db: Any, env_id: int) -> None:

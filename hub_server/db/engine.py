@@ -4,6 +4,13 @@ Statements are written once, with ``?`` placeholders, and run on either backend:
 side rewrites them to ``%s``. A unique-constraint violation surfaces as ``Conflict`` on both, so
 the repository turns races (two pushes of one version) into clean 409s. Nothing is cached in
 process: every read goes to the database, so several hub processes on one PostgreSQL agree.
+
+Both backends take the same values: a parameter one of them cannot hold (text with NUL, which
+PostgreSQL's ``text`` refuses while SQLite stores it; a lone surrogate, which is not UTF-8; an
+integer beyond 64 bits) is refused before the statement runs, on either, as a coded 400, and a
+value the database refuses anyway (``DataError``, a key too large for its index) is a coded 400
+too, never a 500. Routes check their fields first (``hub_server.names.check_text``), to name the
+field; this is the net under every statement.
 """
 
 from __future__ import annotations
@@ -18,9 +25,45 @@ from typing import Any, Protocol
 
 from packaging.utils import canonicalize_name, canonicalize_version
 
+from hub_server.errors import HubError
+
+INT64 = range(-(2**63), 2**63)
+
 
 class Conflict(Exception):
     """A unique constraint refused a row (another writer got there first)."""
+
+
+def unstorable(text: str) -> str | None:
+    """What in ``text`` one of the backends cannot store (a NUL character, a lone surrogate),
+    described, or None."""
+    if "\x00" in text:
+        return "a NUL character (U+0000)"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"an unpaired surrogate (U+{ord(text[exc.start]):04X})"
+    return None
+
+
+def check_params(params: Sequence[Any]) -> tuple[Any, ...]:
+    """``params`` as a tuple, once each is a value both backends store alike."""
+    for value in params:
+        if isinstance(value, str) and (bad := unstorable(value)) is not None:
+            raise HubError(
+                400, "invalid_text", f"a value contains {bad}, which the hub does not store"
+            )
+        if isinstance(value, int) and value not in INT64:
+            raise HubError(400, "invalid_number", f"{value} is out of range (64-bit integers)")
+    return tuple(params)
+
+
+def refused_value() -> HubError:
+    """A value the database itself refused (its message names tables and indexes: not shown)."""
+    return HubError(
+        400, "invalid_value", "a value of the request cannot be stored (too large or malformed)"
+    )
 
 
 class Cursor(Protocol):
@@ -37,12 +80,15 @@ class SQLiteCursor:
         self.db = db
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        values = check_params(params)
         try:
-            return self.db.execute(sql, tuple(params))
+            return self.db.execute(sql, values)
         except sqlite3.IntegrityError as exc:
             if "UNIQUE" in str(exc) or "PRIMARY KEY" in str(exc):
                 raise Conflict(str(exc)) from exc
             raise
+        except (OverflowError, sqlite3.DataError):
+            raise refused_value() from None
 
 
 class SQLiteDatabase:
@@ -103,10 +149,13 @@ class PostgresCursor:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         from psycopg import errors
 
+        values = check_params(params)
         try:
-            return self.conn.execute(_postgres_sql(sql), tuple(params) or None)
+            return self.conn.execute(_postgres_sql(sql), values or None)
         except errors.UniqueViolation as exc:
             raise Conflict(str(exc)) from exc
+        except (errors.DataError, errors.ProgramLimitExceeded):
+            raise refused_value() from None
 
 
 class PostgresDatabase:

@@ -8,6 +8,11 @@ starting at once migrate the database exactly once.
 What the schema guarantees by itself, so races end in a constraint and not in a corrupt store:
 one environment per normalized name and owner (``name_key``), one version per PEP 440 version
 (``version_key``), one file per filename in an environment, one eval per run and version.
+
+The ``modules`` table (SQLite v8, PostgreSQL v1) is no longer read or written: an environment
+installs only its own import name, so the hub keeps no index of who installs what. It stays so
+that a hub process of the previous release, still serving during a rolling upgrade, finds it; a
+later migration drops it.
 """
 
 from __future__ import annotations

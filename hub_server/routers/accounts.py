@@ -18,7 +18,7 @@ from hub_protocol.wire import (
 from hub_server.clock import now
 from hub_server.db.accounts import stored_scopes
 from hub_server.errors import HubError
-from hub_server.names import check_name
+from hub_server.names import check_name, check_text
 from hub_server.routers.deps import HubDep, User
 
 router = APIRouter(prefix="/api/v1", tags=["accounts"])
@@ -49,6 +49,7 @@ def create_token(body: TokenCreate, user: User, hub: HubDep) -> TokenCreated:
     """A token never outranks or outlives the token that made it: its scopes are among the
     creator's, and it expires no later than the creator does."""
     user.require_account_change("creating a token")
+    check_text(body.name, "the token name")
     if not set(body.scopes) <= user.scopes:
         raise HubError(
             403, "insufficient_scope", "a token cannot grant scopes its creator's token lacks"

@@ -18,6 +18,7 @@ from hub_server.auth import Principal
 from hub_server.db.attachments import NewDataset, NewEval
 from hub_server.errors import HubError
 from hub_server.hub import Hub
+from hub_server.names import check_text
 from hub_server.routers.deps import HubDep, MaybeUser, User, ViewsDep
 from hub_server.uploads import admitted_form, required
 from hub_server.views import Views
@@ -101,12 +102,14 @@ def store_dataset(hub: Hub, user: Principal, env, v, card, data):
         raise HubError(400, "invalid_dataset", "the dataset names no source run")
     for source in sources:
         attaching.check_run_matches({**source, "run_id": source.get("run_id") or "?"}, env, v)
+    description = str(info.get("description") or json.dumps(spec, sort_keys=True))[:2000]
+    check_text(description, "vf_data.json's description")
     digest = attaching.check_parquet(data.file, rows)
     new = NewDataset(
         version_id=v["id"],
         uploaded_by=user.name,
         rows=rows,
-        filter=str(info.get("description") or json.dumps(spec, sort_keys=True))[:2000],
+        filter=description,
         models=sorted({str(s.get("model")) for s in sources}),
         card_blob=hub.blobs.put(card_bytes),
         data_blob=hub.blobs.put_file(data.file, digest),

@@ -17,6 +17,7 @@ from hub_server.db.search import SORTS, Answer
 from hub_server.errors import HubError, error_body
 from hub_server.fastpath import request_headers, respond
 from hub_server.hub import Hub
+from hub_server.names import check_text
 from hub_server.routers.deps import HubDep, MaybeUser, ViewsDep
 from hub_server.views import Views
 
@@ -32,6 +33,12 @@ def page_bounds(sort: str, page: int, per_page: int) -> tuple[int, int]:
     return min(max(page, 1), MAX_PAGE), max(1, min(per_page, 100))
 
 
+def check_filters(q: str | None, owner: str | None, tag: str | None) -> None:
+    """A filter the hub could not have stored is refused, not looked up."""
+    for field, value in (("q", q), ("owner", owner), ("tag", tag)):
+        check_text(value, f"the {field} filter")
+
+
 def environment_page(
     hub: Hub,
     user: Principal | None,
@@ -43,6 +50,7 @@ def environment_page(
     per_page: int = 20,
 ) -> EnvironmentPage:
     page, per_page = page_bounds(sort, page, per_page)
+    check_filters(q, owner, tag)
     hub.flush_downloads()  # this process's pending counts (a no-op when none are)
     rows, total = hub.search.page(viewer_of(user), q, owner, tag, sort, page, per_page)
     return listing(rows, total, page, per_page)
@@ -60,6 +68,7 @@ async def environment_page_json(hub: Hub, user: Principal | None, query: dict[st
     sort = query.get("sort", "updated")
     page, per_page = page_bounds(sort, query.get("page", 1), query.get("per_page", 20))
     viewer = viewer_of(user)
+    check_filters(query.get("q"), query.get("owner"), query.get("tag"))
     args = (query.get("q"), query.get("owner"), query.get("tag"), sort, page, per_page)
     answer: Answer | None = None
     if not hub.downloads_pending():

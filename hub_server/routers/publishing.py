@@ -16,7 +16,7 @@ from hub_server import publishing
 from hub_server.auth import Principal
 from hub_server.errors import HubError
 from hub_server.hub import Hub
-from hub_server.names import check_name
+from hub_server.names import check_name, check_text
 from hub_server.routers.deps import HubDep, User, ViewsDep
 from hub_server.routers.environments import version_infos
 from hub_server.uploads import admitted_form, required
@@ -39,14 +39,11 @@ async def publish(
         visibility = form.fields.get("visibility")
         if visibility not in (None, "public", "private"):
             raise HubError(400, "invalid_visibility", "visibility must be public or private")
-        try:
-            tags = json.loads(form.fields.get("tags") or "[]")
-            if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-                raise TypeError
-        except (json.JSONDecodeError, TypeError):
-            raise HubError(400, "invalid_tags", "tags must be a JSON list of strings") from None
+        tags = publish_tags(form.fields.get("tags"))
+        for field in ("readme", "description"):
+            check_text(form.fields.get(field), f"the {field}")
         details = publishing.PublishForm(
-            visibility, form.fields.get("readme"), form.fields.get("description"), tags[:20]
+            visibility, form.fields.get("readme"), form.fields.get("description"), tags
         )
         return await hub.upload_work(
             publish_and_describe,
@@ -58,6 +55,27 @@ async def publish(
             form.files.get("sdist"),
             details,
         )
+
+
+MAX_TAGS, MAX_TAG_LENGTH = 20, 64
+
+
+def publish_tags(raw: str | None) -> list[str]:
+    """The ``tags`` field: a JSON list of strings, the first 20 kept, each at most 64
+    characters (a tag is a key of an index; PostgreSQL's cannot hold a long one)."""
+    try:
+        tags = json.loads(raw or "[]")
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise TypeError
+    except (json.JSONDecodeError, TypeError):
+        raise HubError(400, "invalid_tags", "tags must be a JSON list of strings") from None
+    for tag in tags[:MAX_TAGS]:
+        check_text(tag, "a tag")
+        if len(tag) > MAX_TAG_LENGTH:
+            raise HubError(
+                400, "invalid_tags", f"tag {tag[:20]!r}... is over {MAX_TAG_LENGTH} characters"
+            )
+    return tags[:MAX_TAGS]
 
 
 def publish_and_describe(
@@ -89,6 +107,7 @@ def yank(
     owner: str, name: str, version: str, body: YankRequest, user: User, hub: HubDep, views: ViewsDep
 ) -> VersionInfo:
     env = administered(hub, user, owner, name, "yank versions of")
+    check_text(body.reason, "the yank reason")
     v = hub.version(env, version)
     # PEP 592 yanking is reversible: the files are never removed
     hub.catalog.set_yanked(env["id"], v["id"], not body.undo, body.reason)

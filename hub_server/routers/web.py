@@ -33,6 +33,7 @@ from hub_server.clock import now
 from hub_server.db.search import SORTS
 from hub_server.errors import HubError
 from hub_server.hub import Hub
+from hub_server.names import is_name
 from hub_server.routers.deps import HubDep, ViewsDep
 from hub_server.routers.environments import environment_page, version_infos
 from hub_server.templates import templates
@@ -161,6 +162,8 @@ def home(
 @router.get("/u/{owner}", response_class=HTMLResponse)
 def owner_page(request: Request, owner: str, hub: HubDep) -> HTMLResponse:
     user = session_user(request, hub)
+    if not is_name(owner):  # no owner has such a name
+        return page(request, "missing.html", user, status=404, what=owner)
     listing = environment_page(hub, user, owner=owner, per_page=100)
     return page(request, "owner.html", user, owner=owner, listing=listing)
 

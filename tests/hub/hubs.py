@@ -9,13 +9,26 @@ import re
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
 from hub_client.client import HubClient
+from hub_server.process import start_hub
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def serving(tmp_path_factory, backend) -> Iterator[dict]:
+    """A hub process (no SDK wheel) on ``backend`` with an admin ``root``: a test module's
+    ``hub`` fixture yields from it."""
+    data = tmp_path_factory.mktemp("hub")
+    admin = backend.create_user(data, "root", is_admin=True)
+    with start_hub(data, backend=backend.flags) as server:
+        yield {"url": server.url, "admin": admin, "data": data, "backend": backend}
 
 
 def new_user(hub, name: str) -> str:

@@ -49,7 +49,7 @@ def test_published_versions_and_files_are_never_replaced(hub):
     frank = new_user(hub, "frank")
     original = make_wheel("frank-env")  # zip timestamps: build once, compare against these bytes
     assert publish_raw(hub, frank, "frank", "frank-env", original).status_code == 201
-    changed = make_wheel("frank-env", extra=[("frank_env_extra.py", b"x = 1")])
+    changed = make_wheel("frank-env", extra=[("frank_env-1.0.0.dist-info/NOTICE", b"x = 1")])
     resp = publish_raw(hub, frank, "frank", "frank-env", changed)
     assert resp.status_code == 409 and error_code(resp) == "version_exists"
     files = HubClient(hub["url"]).version("frank", "frank-env", "1.0.0").files
@@ -236,7 +236,9 @@ def test_concurrent_pushes_across_two_hub_processes_leave_one_consistent_store(h
                         rita,
                         "rita",
                         "busy-env",
-                        make_wheel("busy-env", "3.0.0", extra=[(f"f{i}.py", b"x")]),
+                        make_wheel(
+                            "busy-env", "3.0.0", extra=[(f"busy_env-3.0.0.dist-info/f{i}", b"x")]
+                        ),
                     ),
                     range(20),
                 )
@@ -261,7 +263,8 @@ def test_killing_the_server_mid_upload_leaves_no_partial_version(tmp_path, fresh
     token = fresh_backend.create_user(data, "sam")
     server = start_hub(data, backend=fresh_backend.flags)
     port = int(server.url.rsplit(":", 1)[1])
-    name, wheel = make_wheel("half-env", extra=[("big.bin", os.urandom(4 * 1024 * 1024))])
+    big = ("half_env-1.0.0.dist-info/big.bin", os.urandom(4 * 1024 * 1024))
+    name, wheel = make_wheel("half-env", extra=[big])
     body = (
         b'--b\r\nContent-Disposition: form-data; name="wheel"; filename="'
         + name.encode()
