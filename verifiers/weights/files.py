@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from verifiers.errors import VFError
 from verifiers.weights.access import opened
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -27,7 +28,7 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."
 
 
-class WeightsFileError(ValueError):
+class WeightsFileError(VFError, ValueError):
     """A weights file that cannot be used as such (not safetensors, a broken adapter config,
     tensors the served model does not have): the request that named it is wrong."""
 
