@@ -68,10 +68,13 @@ def cmd_hub_serve(args: argparse.Namespace) -> int:
 
 def cmd_hub_create_user(args: argparse.Namespace) -> int:
     from hub_server import Hub
+    from hub_server.errors import HubError
 
     hub = Hub(hub_settings(args))
     try:
         print(hub.create_user(args.name, args.admin))
+    except HubError as exc:  # a name taken (or one that reads like it), a name not allowed
+        raise UsageError(f"{exc.message} [{exc.code}]") from None
     finally:
         hub.close()
     return 0

@@ -19,9 +19,12 @@ from __future__ import annotations
 import configparser
 import io
 import lzma
+import os
 import re
+import shutil
 import struct
 import tarfile
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -384,7 +387,9 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
 
     Everything lands in the sdist's one top directory (``inspect_sdist``), which must not exist
     yet; members with a dot-named component (``.bashrc``, ``.ssh/...``, ``.git/...``) are never
-    written.
+    written. The files are written into a hidden staging directory beside it and moved into
+    place at once, so a pull that fails (a full disk, names that collide on a case-insensitive
+    filesystem) leaves nothing behind.
     """
     meta = inspect_sdist(data)
     target = target.resolve()
@@ -393,7 +398,23 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
         raise UnsafeArchiveError(
             "target_exists", f"{root} already exists; pull into a fresh directory"
         )
+    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=target))
+    try:
+        skipped = _extract_members(data, staging, staging / root.name)
+        if root.exists():
+            raise UnsafeArchiveError("target_exists", f"{root} appeared while pulling")
+        os.rename(staging / root.name, root)
+    except OSError as exc:
+        raise UnsafeArchiveError("extract_failed", f"could not extract into {root}: {exc}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return root, skipped
+
+
+def _extract_members(data: bytes, base: Path, root: Path) -> list[str]:
+    """Write the sdist's members under ``base`` (all inside ``root``); the skipped dotfiles."""
     skipped: list[str] = []
+    root.mkdir()
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
         for member in archive.getmembers():
             relative = PurePosixPath(safe_member_name(member.name))
@@ -401,10 +422,10 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
                 if not member.isdir():
                     skipped.append(str(relative))
                 continue
-            dest = (target / relative).resolve()
+            dest = (base / relative).resolve()
             if root not in dest.parents and dest != root:
                 raise UnsafeArchiveError(
-                    "unsafe_path", f"{member.name!r} would land outside {root}"
+                    "unsafe_path", f"{member.name!r} would land outside {root.name}"
                 )
             if member.isdir():
                 dest.mkdir(parents=True, exist_ok=True)
@@ -412,7 +433,7 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 with open(dest, "xb") as out:  # never replaces a file (or follows a planted link)
                     out.write(_member_bytes(archive, member))
-    return root, skipped
+    return skipped
 
 
 def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 import random
 import struct
+import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -336,6 +338,29 @@ def test_a_pull_lands_in_the_packages_own_directory(hub, tmp_path):
     pulled = prime(hub, token, "env", "pull", f"{owner}/arc-env@1.0.0", "-d", "out", cwd=tmp_path)
     assert pulled.returncode == 0, pulled.stderr
     assert sorted(p.name for p in Path(tmp_path, "out").iterdir()) == [ROOT]
+
+
+def test_a_pull_that_fails_midway_leaves_nothing_behind(tmp_path):
+    """A write that fails while extracting (here the file-size limit; elsewhere a full disk, or
+    names that collide on a case-insensitive filesystem) is a coded refusal, and the target
+    holds no half-extracted directory."""
+    big = rooted(ROOT, ("arc_env/__init__.py", b"x = 1\n"), ("arc_env/data.txt", b"y" * 65536))
+    script = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from hub_protocol.archives import UnsafeArchiveError, extract_sdist\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "try:\n"
+        "    extract_sdist(sys.stdin.buffer.read(), Path(sys.argv[1]))\n"
+        "except UnsafeArchiveError as exc:\n"
+        "    print(exc.code)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], input=big, capture_output=True, check=True
+    )
+    assert out.stdout.decode().strip() == "extract_failed", out.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_hubs_answer_to_a_broken_upload_is_never_a_500(hub):

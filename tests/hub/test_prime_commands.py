@@ -183,6 +183,15 @@ def test_a_hub_url_that_is_not_one_is_a_clear_error_and_reaches_nobody(tmp_path)
         server.shutdown()
 
 
+def test_create_user_refuses_a_name_that_reads_like_one_taken_in_a_line(tmp_path):
+    data = str(tmp_path / "hub-data")
+    first = typed("hub", "create-user", "alice", "--data-dir", data, cwd=tmp_path)
+    assert first.returncode == 0 and first.stdout.strip().startswith("vfh_"), first.stderr
+    again = typed("hub", "create-user", "al.ice_", "--data-dir", data, cwd=tmp_path)
+    assert again.returncode == 2 and "[name_taken]" in again.stderr, again.stderr
+    assert "Traceback" not in again.stderr
+
+
 def test_hub_serve_finds_a_busy_port_before_doing_any_work(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
