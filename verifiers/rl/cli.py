@@ -25,7 +25,6 @@ from verifiers.rl.command import (
     parse_overrides,
     prepare_weights_dir,
     resume_or_follow,
-    run_dir_problem,
 )
 from verifiers.rl.config import InferenceConfig, RLConfig, summary
 
@@ -220,11 +219,7 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     from verifiers.rl.distributed import init_from_env
 
     ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 also runs rollouts
-    out = Path(config.output_dir)
-    problem = run_dir_problem(out, resume)
-    if problem:
-        console.print(f"vf-rl: {escape(problem)}", soft_wrap=True)
-        return 2
+    out = Path(config.output_dir)  # command_main checked it is free (or resumable)
     out.mkdir(parents=True, exist_ok=True)
     try:  # what the user named must exist: say so in one line, not a traceback
         model_dir, _ = resolve_model_dir(config.model)

@@ -102,13 +102,16 @@ def command_main(
     if before_run is not None:
         before_run(config)
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
+    problem = run_dir_problem(Path(config.output_dir), resume)
+    if problem:  # said at once, before torch loads (and before any rank of torchrun writes)
+        console.print(f"{prog}: {escape(problem)}", soft_wrap=True)
+        return 2
     try:
         code = run(config, resume, console)
     except KeyboardInterrupt:
-        from rich.markup import escape
-
         hint = escape(interrupted_hint(Path(config.output_dir)))
         console.print(f"[yellow]interrupted[/yellow]; {hint}", soft_wrap=True)  # paths unbroken
         code = 130

@@ -32,7 +32,6 @@ from verifiers.rl.command import (
     prepare_weights_dir,
     prune_checkpoints,
     resume_or_follow,
-    run_dir_problem,
 )
 from verifiers.rl.config import InferenceConfig, Tracker, TrainerConfig, _Strict, resolve_autocast
 
@@ -198,11 +197,7 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
     from verifiers.rl.trainer import Trainer
 
     ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 runs the loop
-    out = Path(config.output_dir)
-    problem = run_dir_problem(out, resume)
-    if problem:
-        console.print(f"vf-sft: {escape(problem)}", soft_wrap=True)
-        return 2
+    out = Path(config.output_dir)  # command_main checked it is free (or resumable)
     try:
         model_dir, _ = resolve_model_dir(config.model)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
