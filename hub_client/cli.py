@@ -13,6 +13,7 @@ Exit codes: 0 ok, 1 the hub or the installer refused (the message says why), 2 b
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from hub_client.client import HubAPIError
@@ -207,10 +208,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM ends prime as Ctrl-C does: cleanup (a pull's staging directory, an install's
+    stage) runs on the way out."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        err.print("[red]prime:[/red] interrupted", highlight=False)
+        return 130
     except UsageError as exc:
         err.print(f"[red]prime:[/red] {safe(exc)}", soft_wrap=True, highlight=False)
         return 2

@@ -12,7 +12,9 @@ is checked as it is read (``hub_protocol.archives.inspect_wheel``, with the rule
   compare an upload with other environments: no refusal depends on, or names, anyone else's
   environment (a private one stays invisible; a first claim cannot lock a name). Two owners may
   publish the same distribution name; an install never puts both in one Python;
-- that name is not one of this SDK, the standard library or the SDK's dependencies;
+- that name, exactly (import names are case-sensitive: an environment ``crypto`` may not ship
+  ``Crypto``, pycryptodome's), is not one of this SDK, the standard library, the packaging tools
+  every Python has, or a distribution this SDK can install with any of its extras;
 - entry points only for ``owner/name`` (``load_environment("alice/x")`` must only ever run
   alice's ``x``).
 """
@@ -41,10 +43,17 @@ __all__ = [
 ]
 
 
+TOOLING_MODULES = frozenset({"pip", "setuptools", "pkg_resources", "wheel", "test", "tests"})
+"""Names nearly every Python has (the packaging tools; the standard library's ``test``, which
+``sys.stdlib_module_names`` leaves out) or that many packages wrongly ship (``tests``)."""
+
+
 @cache
 def reserved_top_level() -> frozenset[str]:
-    """Modules no environment may install: the SDK's, the startup hooks, the stdlib's, and the
-    SDK's dependencies'."""
+    """Modules no environment may install: the SDK's, the startup hooks, the stdlib's, the
+    packaging tools', and those of every distribution the SDK can install, with any of its
+    extras (by the installed distributions' own top-level names, and by its name where one is
+    not installed here: ``torch`` for torch)."""
     owners: dict[str, set[str]] = {}
     for module, dists in metadata.packages_distributions().items():
         for dist in dists:
@@ -55,19 +64,28 @@ def reserved_top_level() -> frozenset[str]:
         if dist in seen:
             continue
         seen.add(dist)
-        names |= owners.get(dist, set())
+        names |= owners.get(dist, {import_name_of(dist)})
+        todo += _requirements_with_every_extra(dist)
+    return frozenset(names | reserved_names() | TOOLING_MODULES)
+
+
+def _requirements_with_every_extra(dist: str) -> list[str]:
+    """The distributions ``dist`` requires, with or without any of its extras."""
+    try:
+        found = metadata.distribution(dist)
+    except metadata.PackageNotFoundError:
+        return []
+    extras = ["", *(found.metadata.get_all("Provides-Extra") or [])]
+    names = []
+    for line in found.requires or []:
         try:
-            requires = metadata.requires(dist) or []
-        except metadata.PackageNotFoundError:
+            requirement = Requirement(line)
+        except InvalidRequirement:
             continue
-        for line in requires:
-            try:
-                requirement = Requirement(line)
-            except InvalidRequirement:
-                continue
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                todo.append(requirement.name)
-    return frozenset(names | reserved_names())
+        marker = requirement.marker
+        if marker is None or any(marker.evaluate({"extra": extra}) for extra in extras):
+            names.append(requirement.name)
+    return names
 
 
 def import_name_of(distribution: str) -> str:
@@ -77,17 +95,17 @@ def import_name_of(distribution: str) -> str:
 
 def top_level_problem(top_level: list[str], distribution: str) -> str | None:
     """Why a wheel of ``distribution`` may not install these top-level names, or None. Its own
-    name compares case-insensitively (a case-insensitive filesystem imports ``Maze_Env/`` as
-    ``maze_env``), in ASCII only (``str.lower`` maps the Kelvin sign to ``k``)."""
+    name is matched exactly: imports are case-sensitive, so ``PIL/`` is another package's name
+    whatever the environment is called."""
     own = import_name_of(distribution)
     for module in top_level:
-        if not (module.isascii() and module.lower() == own):
+        if module != own:
             return (
                 f"the wheel installs the top-level name {module!r}: an environment installs one "
                 f"import name, its own ({own!r}, from its name {distribution!r}); move "
                 f"{module!r} inside the {own} package"
             )
-    if top_level and own in {name.casefold() for name in reserved_top_level()}:
+    if top_level and own.casefold() in {name.casefold() for name in reserved_top_level()}:
         return (
             f"the wheel installs {own!r}, which belongs to this SDK, the standard library or one "
             "of their dependencies: pick another name for the environment"

@@ -363,6 +363,39 @@ def test_a_pull_that_fails_midway_leaves_nothing_behind(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_pull_ended_by_sigterm_or_ctrl_c_leaves_nothing_behind(hub, tmp_path):
+    """prime ends on SIGTERM as on Ctrl-C: the pull's hidden staging directory is removed on
+    the way out, and it says it was interrupted (no traceback)."""
+    import os
+    import signal
+    import time
+
+    owner, token = user(hub)
+    payload = [(f"arc_env/blob{i}.bin", os.urandom(4 * 2**20)) for i in range(6)]
+    sdist = ("arc_env-1.0.0.tar.gz", rooted(ROOT, ("arc_env/__init__.py", b""), *payload))
+    assert publish(hub, token, owner, "arc-env", package(), sdist).status_code == 201
+    env = {**os.environ, "PRIME_HUB_URL": hub["url"], "PRIME_API_KEY": token}
+    env["PRIME_CONFIG_DIR"] = str(tmp_path / ".prime")
+    for number in (signal.SIGTERM, signal.SIGINT):
+        out = tmp_path / f"out-{number}"
+        out.mkdir()
+        command = ["env", "pull", f"{owner}/arc-env@1.0.0", "-d", str(out)]
+        pull = subprocess.Popen(
+            [sys.executable, "-m", "hub_client.cli", *command],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not any(out.glob(f".{ROOT}.*/{ROOT}/arc_env/blob0.bin")):  # 5 more to write
+            assert pull.poll() is None and time.monotonic() < deadline, "no pull to interrupt"
+            time.sleep(0.002)
+        pull.send_signal(number)
+        _, stderr = pull.communicate(timeout=60)
+        assert pull.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr
+        assert list(out.iterdir()) == [], stderr
+
+
 def test_the_hubs_answer_to_a_broken_upload_is_never_a_500(hub):
     """The fuzzed archives through the hub: each is a coded 4xx or a publish."""
     owner, token = user(hub)

@@ -47,16 +47,25 @@ def test_an_environment_installs_only_its_own_import_name(hub, extra):
     assert publish(hub, alice_token, alice, "sq-env", wheel("sq-env")).status_code == 201
 
 
-def test_an_environments_own_name_is_a_module_or_a_package_in_any_case(hub):
-    """The legitimate layouts: vf-init's single module (``name.py``) and package (``name/``);
-    a case-insensitive filesystem imports ``Cased_Env/`` as ``cased_env``, so it is its own.
-    Case folds in ASCII only: the Kelvin sign is not a K."""
+def test_an_environments_own_name_is_a_module_or_a_package_spelled_exactly(hub):
+    """The legitimate layouts: vf-init's single module (``name.py``) and package (``name/``).
+    Imports are case-sensitive, so another spelling is another package's name: an environment
+    ``crypto`` may not ship ``Crypto`` (pycryptodome's), nor ``kelvin`` a Kelvin-sign K."""
     owner, token = user(hub)
     assert publish(hub, token, owner, "single-env", make_wheel("single-env")).status_code == 201
-    for env, top in (("pkg-env", None), ("cased-env", "Cased_Env")):
-        assert publish(hub, token, owner, env, wheel(env, top=top)).status_code == 201
-    kelvin = publish(hub, token, owner, "kelvin", wheel("kelvin", top="\u212aelvin"))
-    assert kelvin.status_code == 400 and code(kelvin) == "foreign_module", kelvin.text
+    assert publish(hub, token, owner, "pkg-env", wheel("pkg-env")).status_code == 201
+    for env, top in (("crypto", "Crypto"), ("cased-env", "Cased_Env"), ("kelvin", "\u212aelvin")):
+        refused = publish(hub, token, owner, env, wheel(env, top=top))
+        assert refused.status_code == 400 and code(refused) == "foreign_module", refused.text
+
+
+def test_names_of_what_this_sdk_can_install_and_of_every_pythons_tools_are_not_environments(hub):
+    """An environment named ``torch`` (an extra's), ``pip`` or ``test`` (the standard library's
+    test package) would stand in for another's module in many a Python."""
+    owner, token = user(hub)
+    for env in ("torch", "pip", "setuptools", "test", "tests", "multipart"):
+        refused = publish(hub, token, owner, env, wheel(env))
+        assert refused.status_code == 400 and code(refused) == "foreign_module", (env, refused.text)
 
 
 def alike(secret: httpx.Response, missing: httpx.Response, names: dict[str, str]) -> bool:

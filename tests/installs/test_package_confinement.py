@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -254,13 +255,16 @@ def snapshot(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-def prime_install(hub, token, spec: str, target: Path, index: Path, tmp_path: Path):
+def prime_install(
+    hub, token, spec: str, target: Path, index: Path, tmp_path: Path, **extra_env: str
+):
     env = {
         **os.environ,
         "PRIME_HUB_URL": hub["url"],
         "PRIME_API_KEY": token,
         "PRIME_CONFIG_DIR": str(tmp_path / ".prime"),
         "UV_DEFAULT_INDEX": (index / "simple").as_uri(),
+        **extra_env,
     }
     return subprocess.run(
         [
@@ -353,6 +357,22 @@ DEPENDENCY_ROUTES = {
     ),
     "another-distributions-module": ({"six.py": "print('owned')\n"}, "", "foreign_module"),
     "another-environments-module": ({"resident_env/__init__.py": ""}, "", "foreign_module"),
+    # data files other programs of the target read as their configuration or code
+    "pip-config": (
+        {f"{DEP}/data/pip.conf": "[global]\nindex-url = http://127.0.0.1:9/\n"},
+        "",
+        "data_location",
+    ),
+    "ipython-config": (
+        {f"{DEP}/data/etc/ipython/ipython_config.py": "print('owned')\n"},
+        "",
+        "data_location",
+    ),
+    "jupyter-kernel": (
+        {f"{DEP}/data/share/jupyter/kernels/python3/kernel.json": '{"argv": ["sh", "-c", "id"]}'},
+        "",
+        "data_location",
+    ),
     "overwrites-the-virtualenvs-config": (
         {f"{DEP}/data/pyvenv.cfg": "home = /tmp\n"},
         "",
@@ -513,6 +533,44 @@ def test_a_name_that_differs_only_by_normalization_never_installs_over_another_o
         ).returncode
         == 0
     )
+
+
+@pytest.mark.slow
+def test_a_file_at_an_entry_of_sys_path_is_refused(hub, target, tmp_path):
+    """A Python that is not a virtualenv has ``PREFIX/lib/python3XY.zip`` on its path before it
+    exists, ahead of everything: a dependency that creates it runs its sitecustomize at every
+    start. Modelled here by a path entry that does not exist yet (PYTHONPATH)."""
+    index = tmp_path / "index"
+    entry = target / "lib" / "vf_route.zip"
+    owner, token = new_user(hub)
+    for files, code in (
+        (
+            {"vfdep_zip-1.0.0.data/data/lib/vf_route.zip": b"PK\x05\x06" + b"\x00" * 18},
+            "import_root",
+        ),
+        (
+            {"vfdep_zip-1.0.0.data/data/lib/vf_route.zip/sitecustomize.py": "x = 1\n"},
+            "startup_module",
+        ),
+    ):
+        case = tmp_path / code
+        case.mkdir()
+        serve(index, wheel(case, "vfdep-zip", files=files))
+        env = wheel(case, f"zip-{code.replace('_', '-')}", requires=("vfdep-zip",))
+        assert publish(hub, token, owner, env).status_code == 201
+        before = snapshot(target)
+        result = prime_install(
+            hub,
+            token,
+            f"{owner}/{env.name.split('-')[0].replace('_', '-')}@1.0.0",
+            target,
+            index,
+            case,
+            PYTHONPATH=str(entry),
+        )
+        assert result.returncode != 0 and f"[{code}]" in result.stderr, result.stderr[-2000:]
+        assert snapshot(target) == before and not entry.exists()
+        shutil.rmtree(index)
 
 
 @pytest.mark.slow

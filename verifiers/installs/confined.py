@@ -239,7 +239,9 @@ def _sort_file(installs: Installs, relative: str, target: Target) -> Path:
     own."""
     real = real_destination(Path(os.path.normpath(target.purelib / relative)))
     directory = target.import_dir_of(real)
-    if directory is not None:
+    if real in target.import_dirs:
+        installs.import_roots.append(str(real))
+    elif directory is not None:
         installs.site.append(real.relative_to(directory).as_posix())
     elif real.parent == target.scripts:
         installs.scripts.append(real.name)

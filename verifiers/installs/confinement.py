@@ -74,6 +74,7 @@ class Installs:
     scripts: list[str] = field(default_factory=list)
     data: list[str] = field(default_factory=list)
     outside: list[str] = field(default_factory=list)
+    import_roots: list[str] = field(default_factory=list)  # files placed at a sys.path entry
     entry_points: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
@@ -285,6 +286,15 @@ def layout_problems(installs: Installs, environment: bool) -> list[Problem]:
             "(a link of that Python's directories leads there)",
         )
         for path in installs.outside
+    ]
+    problems += [
+        Problem(
+            "import_root",
+            f"{installs.distribution} would create {path}, an entry of the sys.path of the "
+            "Python it installs into: whatever it holds would be imported from, ahead of "
+            "site-packages (a lib/python3XY.zip runs its sitecustomize at every start)",
+        )
+        for path in installs.import_roots
     ]
     if environment and installs.data:
         problems.append(

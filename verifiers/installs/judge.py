@@ -70,6 +70,8 @@ def judge(
         ids = ask.ids if ask is not None else {item.canonical}
         if ask is None and item.canonical in target.environments():
             problems.append(_replaces_environment(installs, target.environments()[item.canonical]))
+        if ask is None:
+            problems += _data_problems(installs, item.canonical)
         top_level = set(top_level_names(installs.site, installs.metadata_dir)) | root_names
         problems += layout_problems(installs, environment=ask is not None)
         problems += entry_point_problems(
@@ -110,6 +112,36 @@ def _replaces_environment(installs: Installs, installed: str) -> Problem:
         "a dependency never replaces an environment; install that one by name "
         "(prime env install OWNER/NAME or vf-install), or use a separate virtualenv",
     )
+
+
+INERT_DATA = ("share/man/", "share/doc/", "share/licenses/", "share/info/")
+"""Where a dependency's data files may land: documentation nothing reads as configuration or
+code. (Its own ``share/<name>/`` and its headers, ``include/.../<name>/``, too.)"""
+
+
+def _data_problems(installs: Installs, canonical: str) -> list[Problem]:
+    """A dependency's data files (``.data/data``, ``.data/headers``) go only where no other
+    program of the target reads them as its configuration or code: pip reads ``PREFIX/pip.conf``
+    (an index of the package's choosing for every later install), IPython ``etc/ipython/``
+    (Python it runs at start), Jupyter ``share/jupyter/kernels/`` (a command it runs), conda
+    ``etc/conda/activate.d/``...; rather than name them all, only inert places are allowed."""
+    problems = []
+    for path in installs.data:
+        parts = path.split("/")
+        own = len(parts) > 2 and parts[0] == "share" and canonicalize_name(parts[1]) == canonical
+        header = parts[0] == "include" and canonical in {canonicalize_name(p) for p in parts[1:-1]}
+        if not (own or header or path.startswith(INERT_DATA)):
+            problems.append(
+                Problem(
+                    "data_location",
+                    f"{installs.distribution} would write {path} into the Python it installs "
+                    "into, where other programs may read it as their configuration or code: a "
+                    "dependency's data files go only in share/man, share/doc, share/licenses, "
+                    f"share/{canonical}/ or its headers; install {installs.distribution} "
+                    "yourself first if you trust it",
+                )
+            )
+    return problems
 
 
 def _names(installs: Installs) -> dict[str, bool]:

@@ -57,7 +57,7 @@ class Target:
     purelib: Path
     scripts: Path
     sys_path: list[Path]  # where other distributions' names live (the stdlib's are reserved)
-    import_dirs: list[Path] = field(default_factory=list)  # every directory imports read, deepest first
+    import_dirs: list[Path] = field(default_factory=list)  # every sys.path entry, deepest first
     names: dict[str, list[Location]] = field(default_factory=dict)
     startup_imports: set[str] = field(default_factory=set)
     _owners: tuple[dict[Path, str], dict[Path, str]] | None = field(default=None, repr=False)
@@ -85,8 +85,8 @@ class Target:
         return [p for p in self.sys_path if p.is_dir()]
 
     def import_dir_of(self, real: Path) -> Path | None:
-        """The directory of this Python's ``sys.path`` (stdlib included) that a file at the
-        resolved path ``real`` would be imported from, or None."""
+        """The entry of this Python's ``sys.path`` (stdlib included, and entries that do not
+        exist yet) that a file at the resolved path ``real`` would be imported from, or None."""
         return next((d for d in self.import_dirs if d in real.parents), None)
 
 
@@ -114,8 +114,7 @@ def probe(python: str) -> Target:
     sys_path, import_dirs = [], []
     for entry in [*info["sys_path"], info["purelib"], info["platlib"]]:
         path = Path(entry).resolve()
-        if path.is_dir():
-            import_dirs.append(path)
+        import_dirs.append(path)  # one that does not exist yet (lib/python3XY.zip) counts too
         in_stdlib = path in stdlib or (
             path.parent in stdlib and path.name not in ("site-packages", "dist-packages")
         )
