@@ -13,6 +13,7 @@ import tarfile
 import time
 import uuid
 import zipfile
+from pathlib import Path
 
 import httpx
 import pytest
@@ -279,8 +280,14 @@ def test_killing_the_server_mid_upload_leaves_no_partial_version(tmp_path, fresh
     )
     sock.sendall(body[: len(body) // 2])  # half the upload, then the server dies
     time.sleep(0.3)
+    workers = descendants(server.process.pid)
+    assert len(workers) >= 2  # the upload workers (with the fork server and resource tracker)
     server.kill()
     sock.close()
+    deadline = time.monotonic() + 10  # nothing of the hub's outlives it, holding the store open
+    while (left := [pid for pid in workers if alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, [Path(f"/proc/{pid}/cmdline").read_bytes()[:120] for pid in left]
     with start_hub(data, port=port, backend=fresh_backend.flags) as again:
         resp = httpx.get(
             f"{again.url}/api/v1/environments/sam/half-env/versions/1.0.0",
@@ -304,13 +311,39 @@ async def test_uploads_work_in_processes_that_yield_the_cpu_to_reads(tmp_path):
     hub = Hub(tmp_path)
     try:
         pid, parent, nice = await hub.upload_work(worker_identity)
-        assert pid != os.getpid() and parent == os.getpid()
+        # a child of the hub's fork server, which is the hub's child
+        assert pid != os.getpid() and parent_of(parent) == os.getpid()
         assert nice == min(19, os.getpriority(os.PRIO_PROCESS, 0) + UPLOAD_NICENESS)
         with pytest.raises(HubError) as refused:
             await hub.upload_work(refuse_in_worker)
         assert (refused.value.status, refused.value.code) == (409, "version_exists")
     finally:
         hub.close()
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def alive(pid: int) -> bool:
+    """Running, neither gone nor a zombie waiting for its parent."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def descendants(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                child = parent_of(int(entry.name)) == pid
+            except (OSError, IndexError):
+                continue
+            if child:
+                found += [int(entry.name), *descendants(int(entry.name))]
+    return found
 
 
 def refuse_in_worker(hub) -> None:
@@ -333,7 +366,7 @@ async def test_a_dead_upload_worker_is_a_503_and_the_next_upload_gets_fresh_work
             await hub.upload_work(die_in_worker)
         assert (died.value.status, died.value.code) == (503, "upload_worker_failed")
         again, parent, _ = await hub.upload_work(worker_identity)
-        assert parent == os.getpid() and again != first
+        assert parent_of(parent) == os.getpid() and again != first
     finally:
         hub.close()
 
