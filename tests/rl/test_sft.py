@@ -335,10 +335,13 @@ def test_vf_sft_under_torchrun_equals_one_process(tmp_path):
         ("verifiers.rl.sft", ["@", "nowhere.toml"], "no config file nowhere.toml"),
         ("verifiers.rl.sft", ["--trainer.loss", "grpo"], "vf-sft trains with trainer.loss = 'sft'"),
         ("verifiers.rl.sft", ["--data.path", "no/such/data"], "no dataset at no/such/data"),
+        ("verifiers.rl.sft", ["--data.path", "rows.csv"], "rows.csv: a .parquet, .jsonl or .json"),
         ("verifiers.rl.cli", ["--trainer.loss", "sft"], "trainer.loss = 'sft' is vf-sft's"),
     ],
 )
 def test_sft_and_rl_mistakes_are_one_line_and_exit_2(command, argv, message, tmp_path):
+    """Said before torch loads (a fraction of a second), and no run directory is made."""
+    (tmp_path / "rows.csv").write_text("prompt,completion\nhi,hello\n")
     result = subprocess.run(
         [sys.executable, "-m", command, *argv, "--output_dir", str(tmp_path / "out")],
         capture_output=True,
@@ -348,6 +351,7 @@ def test_sft_and_rl_mistakes_are_one_line_and_exit_2(command, argv, message, tmp
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stdout + result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_vf_data_keeps_a_tool_messages_name(tmp_path):

@@ -85,9 +85,12 @@ def command_main(
     run: Any,
     argv: list[str] | None,
     before_run: Any = None,
+    input_problem: Any = None,
 ) -> int:
     """A trainer command from argv to exit code: config mistakes are one line and exit 2,
-    Ctrl-C says how to go on (130), and a torchrun worker exits without gloo's teardown."""
+    Ctrl-C says how to go on (130), and a torchrun worker exits without gloo's teardown.
+    ``input_problem(config)``: what is wrong with the run's inputs (a missing dataset), said
+    before torch loads, as a taken run directory is."""
     # Two processes (trainer, inference server) share the cores: spinning OpenMP threads would
     # slow both many times over. Must be set before torch is imported.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -105,7 +108,9 @@ def command_main(
     from rich.markup import escape
 
     console = Console()
-    problem = run_dir_problem(Path(config.output_dir), resume)
+    problem = run_dir_problem(Path(config.output_dir), resume) or (
+        input_problem(config) if input_problem is not None else None
+    )
     if problem:  # said at once, before torch loads (and before any rank of torchrun writes)
         console.print(f"{prog}: {escape(problem)}", soft_wrap=True)
         return 2

@@ -116,22 +116,40 @@ class SFTConfig(_Strict):
         return self
 
 
+DATA_FILE_KINDS = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
+
+
+def dataset_file(spec: SFTDataConfig) -> Path:
+    """The file or dataset directory ``[data] path`` names (a vf-data directory's parquet)."""
+    path = Path(spec.path)
+    if path.is_dir() and (path / "data.parquet").is_file():  # a vf-data directory
+        path = path / "data.parquet"
+    if path.is_file() and path.suffix not in DATA_FILE_KINDS:
+        raise ValueError(f"{path}: a .parquet, .jsonl or .json file, or a dataset directory")
+    if not path.exists():
+        raise FileNotFoundError(f"no dataset at {path} (make one with vf-data)")
+    return path
+
+
+def dataset_problem(config: SFTConfig) -> str | None:
+    try:
+        dataset_file(config.data)
+    except (FileNotFoundError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
 def load_conversations(spec: SFTDataConfig) -> list[list[dict[str, Any]]]:
     """Every row's conversation: ``messages``, or ``prompt`` + ``completion``."""
     import datasets
 
-    path = Path(spec.path)
-    if path.is_dir() and (path / "data.parquet").is_file():  # a vf-data directory
-        path = path / "data.parquet"
+    path = dataset_file(spec)
     if path.is_file():
-        kind = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}.get(path.suffix)
-        if kind is None:
-            raise ValueError(f"{path}: a .parquet, .jsonl or .json file, or a dataset directory")
-        data = datasets.load_dataset(kind, data_files=str(path), split="train")
-    elif path.is_dir():
-        data = datasets.load_dataset(str(path), split=spec.split)
+        data = datasets.load_dataset(
+            DATA_FILE_KINDS[path.suffix], data_files=str(path), split="train"
+        )
     else:
-        raise FileNotFoundError(f"no dataset at {path} (make one with vf-data)")
+        data = datasets.load_dataset(str(path), split=spec.split)
     columns = set(data.column_names)
     if "messages" in columns:
         return [list(row["messages"]) for row in data]
@@ -180,7 +198,7 @@ def parse_args(argv: list[str]) -> tuple[SFTConfig, bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return command_main("vf-sft", parse_args, run, argv)
+    return command_main("vf-sft", parse_args, run, argv, input_problem=dataset_problem)
 
 
 def run(config: SFTConfig, resume: bool, console: Any) -> int:
