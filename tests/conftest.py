@@ -11,6 +11,7 @@ import pytest
 
 from verifiers.clients import OpenAICompatibleClient, RetryPolicy
 from verifiers.testing import ModelServer, echo
+from verifiers.testing.processes import children
 
 # Tests send SIGINT to the commands they start, as a terminal's Ctrl-C would. A suite started in
 # the background by a shell without job control (`nohup .ci/run &`) inherits SIGINT ignored, and
@@ -205,19 +206,14 @@ def dict_era(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _sandbox_children() -> set[int]:
     """This test process's direct children that are sandboxes (bwrap or a sandbox worker)."""
-    me, found = str(os.getpid()), set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    found = set()
+    for pid in children(os.getpid()):
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if stat.rsplit(")", 1)[1].split()[1] == me and (
-            b"bwrap" in cmdline or b"worker.py" in cmdline
-        ):
-            found.add(int(entry))
+        if b"bwrap" in cmdline or b"worker.py" in cmdline:
+            found.add(pid)
     return found
 
 

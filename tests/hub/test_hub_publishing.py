@@ -21,6 +21,7 @@ from hubs import error_code, make_wheel, new_user, publish_raw
 
 from hub_client.client import HubAPIError, HubClient
 from hub_server.process import start_hub
+from verifiers.testing.processes import alive, descendants, parent_of
 
 
 def test_publishing_requires_a_token_with_publish_scope_in_your_namespace(hub, tmp_path):
@@ -319,31 +320,6 @@ async def test_uploads_work_in_processes_that_yield_the_cpu_to_reads(tmp_path):
         assert (refused.value.status, refused.value.code) == (409, "version_exists")
     finally:
         hub.close()
-
-
-def parent_of(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
-def alive(pid: int) -> bool:
-    """Running, neither gone nor a zombie waiting for its parent."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def descendants(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                child = parent_of(int(entry.name)) == pid
-            except (OSError, IndexError):
-                continue
-            if child:
-                found += [int(entry.name), *descendants(int(entry.name))]
-    return found
 
 
 def refuse_in_worker(hub) -> None:

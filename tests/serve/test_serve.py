@@ -20,6 +20,7 @@ transformers = pytest.importorskip("transformers")
 from verifiers.processes.server import start_server  # noqa: E402
 from verifiers.serve.engine import Engine, SamplingParams, Sequence  # noqa: E402
 from verifiers.serve.service import parse_tool_calls  # noqa: E402
+from verifiers.testing.processes import descendants  # noqa: E402
 
 SECRET = "serve-test-secret"
 AUTH = {"X-VF-Weights-Secret": SECRET}
@@ -34,6 +35,28 @@ def served(tiny_dir: Path, tmp_path_factory):
         extra_args=["--dtype", "float32", "--served-model-name", "tiny"],
         weights_secret=SECRET,
         trusted_weights_dirs=[tmp_path_factory.getbasetemp()],
+    ) as server:
+        yield server
+
+
+KEY = "s3cret-key"
+
+
+@pytest.fixture(scope="module")
+def keyed(tiny_dir: Path, tmp_path_factory):
+    """A server for trusted clients: the key in a 0600 file, no trainer's secret (so no weight
+    changes), and a token budget that only anonymous clients would be held to."""
+    root = tmp_path_factory.mktemp("keyed")
+    key_file = root / "key"
+    key_file.write_text(f"{KEY}\n")
+    key_file.chmod(0o600)
+    with start_server(
+        str(tiny_dir),
+        log_path=root / "serve.log",
+        extra_args=[
+            *("--dtype", "float32", "--served-model-name", "tiny"),
+            *("--api-key-file", str(key_file), "--client-max-tokens", "600"),
+        ],
     ) as server:
         yield server
 
@@ -546,16 +569,13 @@ def test_weights_that_are_not_weights_are_a_clean_400(served, tmp_path):
     assert chat(served).json()["policy_version"] == 0
 
 
-def test_a_server_without_a_secret_refuses_every_weight_change(tiny_dir, tmp_path):
-    with start_server(
-        str(tiny_dir), log_path=tmp_path / "s.log", extra_args=["--dtype", "float32"]
-    ) as server:
-        resp = httpx.post(
-            f"{server.base_url}/weights/load", json={"path": str(tiny_dir)}, headers=AUTH
-        )
-        assert (
-            resp.status_code == 403 and "weight updates are off" in resp.json()["error"]["message"]
-        )
+def test_a_server_without_a_secret_refuses_every_weight_change(keyed, tiny_dir):
+    resp = httpx.post(
+        f"{keyed.base_url}/weights/load",
+        json={"path": str(tiny_dir)},
+        headers={**AUTH, "Authorization": f"Bearer {KEY}"},
+    )
+    assert resp.status_code == 403 and "weight updates are off" in resp.json()["error"]["message"]
 
 
 def test_bad_token_ids_fail_alone(served):
@@ -587,51 +607,41 @@ def test_request_bodies_are_capped(served):
     assert chat(served).status_code == 200
 
 
-def test_api_key_protects_every_route_but_health(tiny_dir, tmp_path):
-    with start_server(
-        str(tiny_dir),
-        log_path=tmp_path / "s.log",
-        extra_args=["--dtype", "float32", "--served-model-name", "tiny", "--api-key", "k3y"],
-        weights_secret=SECRET,
-    ) as server:
-        assert httpx.get(f"{server.base_url.removesuffix('/v1')}/health").status_code == 200
-        assert httpx.get(f"{server.base_url}/models").status_code == 401
-        weights = httpx.post(f"{server.base_url}/weights/load", json={"path": "x"}, headers=AUTH)
-        assert weights.status_code == 401
-        ok = httpx.get(f"{server.base_url}/models", headers={"Authorization": "Bearer k3y"})
-        assert ok.status_code == 200
+def test_api_key_protects_every_route_but_health(keyed):
+    assert httpx.get(f"{keyed.base_url.removesuffix('/v1')}/health").status_code == 200
+    assert httpx.get(f"{keyed.base_url}/models").status_code == 401
+    weights = httpx.post(f"{keyed.base_url}/weights/load", json={"path": "x"}, headers=AUTH)
+    assert weights.status_code == 401
+    ok = httpx.get(f"{keyed.base_url}/models", headers={"Authorization": f"Bearer {KEY}"})
+    assert ok.status_code == 200
 
 
-def test_the_api_key_comes_from_a_file_or_the_environment_not_the_command_line(tiny_dir, tmp_path):
-    """Any local user reads /proc/PID/cmdline: the key travels in a 0600 file or the server's
-    environment, and a key file others can read is refused."""
+def test_the_api_key_comes_from_a_file_or_the_environment_not_the_command_line(
+    keyed, tiny_dir, tmp_path
+):
+    """Any local user reads /proc/PID/cmdline: the key travels in a 0600 file (``keyed``) or the
+    server's environment, and a key file others can read is refused."""
     import os
     import subprocess
     import sys
 
-    key_file = tmp_path / "key"
-    key_file.write_text("s3cret-key\n")
-    key_file.chmod(0o600)
-    for extra, env in (
-        (["--api-key-file", str(key_file)], {}),
-        ([], {"VF_SERVE_API_KEY": "s3cret-key"}),
-    ):
-        with start_server(
-            str(tiny_dir),
-            log_path=tmp_path / "s.log",
-            extra_args=["--dtype", "float32", "--served-model-name", "tiny", *extra],
-            env_overrides=env,
-        ) as server:
+    with start_server(
+        str(tiny_dir),
+        log_path=tmp_path / "s.log",
+        extra_args=["--dtype", "float32", "--served-model-name", "tiny"],
+        env_overrides={"VF_SERVE_API_KEY": KEY},
+    ) as from_environment:
+        for server in (keyed, from_environment):
             cmdlines = b"".join(
                 Path(f"/proc/{pid}/cmdline").read_bytes()
-                for pid in (server.process.pid, *_children(server.process.pid))
+                for pid in (server.process.pid, *descendants(server.process.pid))
             )
-            assert b"s3cret-key" not in cmdlines
+            assert KEY.encode() not in cmdlines
             assert httpx.get(f"{server.base_url}/models").status_code == 401
-            ok = httpx.get(
-                f"{server.base_url}/models", headers={"Authorization": "Bearer s3cret-key"}
-            )
+            ok = httpx.get(f"{server.base_url}/models", headers={"Authorization": f"Bearer {KEY}"})
             assert ok.status_code == 200
+    key_file = tmp_path / "key"
+    key_file.write_text(f"{KEY}\n")
     key_file.chmod(0o644)
     refused = subprocess.run(
         [
@@ -648,19 +658,6 @@ def test_the_api_key_comes_from_a_file_or_the_environment_not_the_command_line(t
         env={**os.environ},
     )
     assert refused.returncode == 2 and "chmod 600" in refused.stderr
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and (entry / "stat").read_text().rsplit(")", 1)[1].split()[
-                1
-            ] == str(pid):
-                found += [int(entry.name), *_children(int(entry.name))]
-        except OSError:
-            pass
-    return found
 
 
 def test_a_busy_port_is_found_before_the_model_loads(tiny_dir):
@@ -759,7 +756,7 @@ def test_a_huge_prompt_is_tokenized_without_stalling_other_clients(tiny_dir, tmp
         assert max(waits) < max(0.3, big_took / 2), (waits, big_took)
 
 
-def test_an_anonymous_client_is_held_to_a_budget(tiny_dir, tmp_path):
+def test_an_anonymous_client_is_held_to_a_budget(keyed, tiny_dir, tmp_path):
     """Without --api-key anyone local is a client: 16 x 200 tokens, or more requests at once
     than the budget allows, get a 429 saying what to do; a request within it is served; a
     server with --api-key (trusted clients) keeps no budget."""
@@ -803,30 +800,13 @@ def test_an_anonymous_client_is_held_to_a_budget(tiny_dir, tmp_path):
         codes = asyncio.run(flood())
         assert 429 in codes and 200 in codes, codes
         assert httpx.post(url, json=body(max_tokens=8), timeout=60).status_code == 200
-    key = tmp_path / "key"
-    key.write_text("k")
-    key.chmod(0o600)
-    with start_server(
-        str(tiny_dir),
-        log_path=tmp_path / "k.log",
-        extra_args=[
-            "--dtype",
-            "float32",
-            "--served-model-name",
-            "tiny",
-            "--api-key-file",
-            str(key),
-            "--client-max-tokens",
-            "600",
-        ],
-    ) as server:
-        trusted = httpx.post(
-            f"{server.base_url}/chat/completions",
-            json=body(n=16, max_tokens=200),
-            headers={"Authorization": "Bearer k"},
-            timeout=120,
-        )
-        assert trusted.status_code == 200 and len(trusted.json()["choices"]) == 16
+    trusted = httpx.post(  # the same token budget, on a server whose clients hold its key
+        f"{keyed.base_url}/chat/completions",
+        json=body(n=16, max_tokens=200),
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=120,
+    )
+    assert trusted.status_code == 200 and len(trusted.json()["choices"]) == 16
 
 
 def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized(served):

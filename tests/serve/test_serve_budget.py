@@ -83,22 +83,31 @@ def post(url: str, body: dict, source: str | None = None, **headers: str) -> htt
         return client.post(f"{url}/completions", json=body, headers=headers)
 
 
-def test_forwarded_headers_do_not_make_a_new_client(tiny_dir, tmp_path):
+@pytest.fixture(scope="module")
+def one_at_a_time(tiny_dir, tmp_path_factory) -> Iterator[ServerProcess]:
+    """A server that admits one request in flight per client, listening on every address where
+    this host has IPv6 (on loopback otherwise). Each test using it ends with its budget free."""
+    host = ["--host", "::"] if can_bind("::1") else []
+    tmp_path = tmp_path_factory.mktemp("one-at-a-time")
+    with serving(tiny_dir, tmp_path, *host, "--client-max-requests", "1") as server:
+        yield server
+
+
+def test_forwarded_headers_do_not_make_a_new_client(one_at_a_time):
     """From 127.0.0.1 (every local client's address) uvicorn would believe X-Forwarded-For by
     default: each value was a fresh budget. The budget follows the connection only."""
-    with serving(tiny_dir, tmp_path, "--client-max-requests", "1") as server:
-        url = server.base_url
-        with held(url):
-            for header, value in (
-                ("X-Forwarded-For", "10.0.0.1"),
-                ("X-Forwarded-For", "10.0.0.2, 10.0.0.3"),
-                ("X-Real-IP", "10.0.0.4"),
-                ("Forwarded", "for=10.0.0.5"),
-            ):
-                resp = post(url, SMALL, **{header: value})
-                assert resp.status_code == 429, (header, value, resp.text)
-                assert "requests in flight" in resp.json()["error"]["message"]
-        assert eventually(lambda: post(url, SMALL).status_code == 200)
+    url = one_at_a_time.base_url
+    with held(url):
+        for header, value in (
+            ("X-Forwarded-For", "10.0.0.1"),
+            ("X-Forwarded-For", "10.0.0.2, 10.0.0.3"),
+            ("X-Real-IP", "10.0.0.4"),
+            ("Forwarded", "for=10.0.0.5"),
+        ):
+            resp = post(url, SMALL, **{header: value})
+            assert resp.status_code == 429, (header, value, resp.text)
+            assert "requests in flight" in resp.json()["error"]["message"]
+    assert eventually(lambda: post(url, SMALL).status_code == 200)
 
 
 def can_bind(address: str) -> bool:
@@ -127,7 +136,7 @@ def own_addresses(families: tuple[socket.AddressFamily, ...]) -> list[str]:
     return found
 
 
-def test_every_address_of_this_machine_is_one_client(tiny_dir, tmp_path):
+def test_every_address_of_this_machine_is_one_client(one_at_a_time):
     """Any local process may bind 127.0.0.2, ..., ::1 or the host's own addresses: each was a
     fresh budget. All of them are this machine, one client: over IPv4 to a loopback listener,
     and where the host has IPv6, over IPv6 and IPv4-mapped IPv6 to one listening on every
@@ -136,16 +145,14 @@ def test_every_address_of_this_machine_is_one_client(tiny_dir, tmp_path):
     families = (socket.AF_INET, socket.AF_INET6) if ipv6 else (socket.AF_INET,)
     sources = ["127.0.0.1", "127.0.0.2", "127.1.2.3", *own_addresses(families)]
     sources += ["::1"] if ipv6 else []
-    host = ["--host", "::"] if ipv6 else []
-    with serving(tiny_dir, tmp_path, *host, "--client-max-requests", "1") as server:
-        url = server.base_url
-        port = url.split(":")[-1].split("/")[0]
-        with held(url, "127.0.0.2"):
-            for source in sources:
-                target = f"http://[{source}]:{port}/v1" if ":" in source else url
-                resp = post(target, SMALL, source=source)
-                assert resp.status_code == 429, (source, resp.text)
-        assert eventually(lambda: post(url, SMALL, "127.0.0.3").status_code == 200)
+    url = one_at_a_time.base_url
+    port = url.split(":")[-1].split("/")[0]
+    with held(url, "127.0.0.2"):
+        for source in sources:
+            target = f"http://[{source}]:{port}/v1" if ":" in source else url
+            resp = post(target, SMALL, source=source)
+            assert resp.status_code == 429, (source, resp.text)
+    assert eventually(lambda: post(url, SMALL, "127.0.0.3").status_code == 200)
 
 
 @pytest.mark.parametrize(
@@ -202,19 +209,18 @@ def test_a_client_holds_bounded_memory(tiny_dir, tmp_path):
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["non-streaming", "streaming"])
-def test_a_request_whose_client_hangs_up_stops(tiny_dir, tmp_path, stream):
+def test_a_request_whose_client_hangs_up_stops(one_at_a_time, stream):
     """A non-streaming request went on generating for its departed client, holding the engine
     and the budget for minutes. Now it is cancelled as soon as the client is gone, streaming
     or not, and the budget is free again."""
-    with serving(tiny_dir, tmp_path, "--client-max-requests", "1") as server:
-        url = server.base_url
-        if stream:
-            with held(url):
-                pass  # admitted, streaming, then gone
-        else:
-            with client_from() as client, pytest.raises(httpx.ReadTimeout):
-                client.post(f"{url}/completions", json=LONG, timeout=httpx.Timeout(2.0))
-        assert eventually(lambda: post(url, SMALL).status_code == 200, within=30)
+    url = one_at_a_time.base_url
+    if stream:
+        with held(url):
+            pass  # admitted, streaming, then gone
+    else:
+        with client_from() as client, pytest.raises(httpx.ReadTimeout):
+            client.post(f"{url}/completions", json=LONG, timeout=httpx.Timeout(2.0))
+    assert eventually(lambda: post(url, SMALL).status_code == 200, within=30)
 
 
 def test_a_burst_of_hopeless_requests_is_refused_without_stalling_other_clients(tiny_dir, tmp_path):

@@ -1,5 +1,6 @@
 """Test helpers for environment authors: a scripted model server on loopback (OpenAI chat and
-completions, Responses, Anthropic Messages), and where this SDK's commands live."""
+completions, Responses, Anthropic Messages), where this SDK's commands live, and process-tree
+checks that a run leaves nothing running (``verifiers.testing.processes``)."""
 
 import sys
 from pathlib import Path
