@@ -3,20 +3,21 @@
 Nothing an uploader says about its numbers is taken on trust: ``results.jsonl`` is read line by
 line from its spooled file (memory stays flat whatever its size), every row must carry a finite
 numeric reward, and the summary shown on the hub is recomputed from the rows, never copied from
-``metadata.json``. A dataset's Parquet file is checked by a decode in a child process under a memory limit, so a small file that decodes to gigabytes is
-refused before it is kept, and never costs the hub its memory.
+``metadata.json``. A dataset's Parquet file is checked by a decode in a child process under a
+memory limit (forked from the hub's fork server, ``forks``), so a small file that decodes to
+gigabytes is refused before it is kept, and never costs the hub its memory.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import resource
 import shutil
-import subprocess
-import sys
 import tempfile
 from typing import Any, BinaryIO
 
+from hub_server import forks
 from hub_server.blobs import file_sha256
 from hub_server.errors import HubError
 from hub_server.names import check_text
@@ -90,19 +91,7 @@ def summarize_results(file: BinaryIO) -> tuple[dict[str, Any], int, dict[str, An
     return summary, len(rewards), histogram(rewards)
 
 
-PARQUET_PROBE = """
-import json, resource, sys
-limit = int(sys.argv[2])
-resource.setrlimit(resource.RLIMIT_AS, (limit * 2 + 512 * 2**20,) * 2)
-import pyarrow.parquet as pq
-parquet = pq.ParquetFile(sys.argv[1])
-decoded = 0
-for batch in parquet.iter_batches(batch_size=256):
-    decoded += batch.nbytes
-    if decoded > limit:
-        break
-print(json.dumps({"rows": parquet.metadata.num_rows, "decoded": decoded}))
-"""
+PROBE_TIMEOUT_S = 120
 
 
 def check_parquet(file: BinaryIO, declared_rows: int) -> str:
@@ -117,28 +106,58 @@ def check_parquet(file: BinaryIO, declared_rows: int) -> str:
         file.seek(0)
         shutil.copyfileobj(file, copy)
         copy.flush()
-        probe = subprocess.run(
-            [sys.executable, "-c", PARQUET_PROBE, copy.name, str(MAX_DATASET_DECODED)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    if probe.returncode != 0:
-        memory = "MemoryError" in probe.stderr or "bad_alloc" in probe.stderr
-        if memory or probe.returncode < 0:
-            raise HubError(413, "dataset_too_large", _too_large(MAX_DATASET_DECODED))
-        detail = probe.stderr.strip().splitlines()[-1:] or ["unknown error"]
-        raise HubError(400, "invalid_dataset", f"data.parquet does not decode: {detail[0][:300]}")
-    result = json.loads(probe.stdout)
-    if result["decoded"] > MAX_DATASET_DECODED:
-        raise HubError(413, "dataset_too_large", _too_large(result["decoded"]))
-    if result["rows"] != declared_rows:
+        outcome = _decode_in_a_child(copy.name, MAX_DATASET_DECODED)
+    if outcome[0] == "memory":
+        raise HubError(413, "dataset_too_large", _too_large(MAX_DATASET_DECODED))
+    if outcome[0] == "error":
+        raise HubError(400, "invalid_dataset", f"data.parquet does not decode: {outcome[1]}")
+    _, rows, decoded = outcome
+    if decoded > MAX_DATASET_DECODED:
+        raise HubError(413, "dataset_too_large", _too_large(decoded))
+    if rows != declared_rows:
         raise HubError(
-            400,
-            "invalid_dataset",
-            f"the card says {declared_rows} rows; data.parquet has {result['rows']}",
+            400, "invalid_dataset", f"the card says {declared_rows} rows; data.parquet has {rows}"
         )
     return file_sha256(file)
+
+
+def _decode_in_a_child(path: str, limit: int) -> tuple[Any, ...]:
+    """``("ok", rows, decoded bytes)``, ``("memory",)`` or ``("error", detail)``: what a child
+    forked from the hub's fork server found, under an address-space limit."""
+    forking = forks.context()
+    reader, writer = forking.Pipe(duplex=False)
+    child = forking.Process(target=_decode, args=(path, limit, writer), name="parquet-decode")
+    child.start()
+    writer.close()
+    try:
+        if not reader.poll(PROBE_TIMEOUT_S):
+            return ("error", f"no answer within {PROBE_TIMEOUT_S} s")
+        return reader.recv()
+    except EOFError:  # the child died without a word: the allocator aborted, or a signal
+        return ("memory",)
+    finally:
+        reader.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+
+
+def _decode(path: str, limit: int, reply: Any) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (limit * 2 + 512 * 2**20,) * 2)
+    try:
+        import pyarrow.parquet as pq
+
+        parquet = pq.ParquetFile(path)
+        decoded = 0
+        for batch in parquet.iter_batches(batch_size=256):
+            decoded += batch.nbytes
+            if decoded > limit:
+                break
+        reply.send(("ok", parquet.metadata.num_rows, decoded))
+    except MemoryError:  # pyarrow's ArrowMemoryError is one
+        reply.send(("memory",))
+    except Exception as exc:  # any decoder error is the file's: said in the 400
+        reply.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
 
 
 def _too_large(size: int) -> str:

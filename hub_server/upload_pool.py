@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import multiprocessing
 import os
 import select
 import shutil
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from hub_server import forks
 from hub_server.errors import HubError
 from hub_server.settings import HubSettings
 
@@ -70,7 +70,7 @@ class UploadPool:
         if self._executor is None:
             self._executor = ProcessPoolExecutor(
                 self.workers,
-                mp_context=_forkserver(),
+                mp_context=forks.context(),
                 initializer=_start_worker,
                 initargs=(self.settings.model_dump(), os.getpid()),
             )
@@ -130,15 +130,6 @@ class UploadPool:
         if self._spool is not None:
             shutil.rmtree(self._spool, ignore_errors=True)
             self._spool = None
-
-
-def _forkserver() -> multiprocessing.context.BaseContext:
-    """Workers forked from a server process that has imported the hub once: a fresh interpreter
-    with nothing of the hub's event loop, threads or sockets (as ``spawn`` gives), but each
-    worker starts in milliseconds instead of importing the hub again (about a second of CPU)."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["hub_server.hub"])
-    return context
 
 
 def _stage(upload: Upload, spool: Path, made: list[str]) -> StoredUpload:
