@@ -133,8 +133,11 @@ def _decode_in_a_child(path: str, limit: int) -> tuple[Any, ...]:
         if not reader.poll(PROBE_TIMEOUT_S):
             return ("error", f"no answer within {PROBE_TIMEOUT_S} s")
         return reader.recv()
-    except EOFError:  # the child died without a word: the allocator aborted, or a signal
-        return ("memory",)
+    except EOFError:  # the child died without a word
+        child.join(5)
+        if child.exitcode is not None and child.exitcode < 0:  # aborted (bad_alloc) or killed
+            return ("memory",)
+        return ("error", f"the decoder exited with code {child.exitcode}")
     finally:
         reader.close()
         if child.is_alive():
@@ -145,12 +148,17 @@ def _decode_in_a_child(path: str, limit: int) -> tuple[Any, ...]:
 def _decode(path: str, limit: int, reply: Any) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit * 2 + 512 * 2**20,) * 2)
     try:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         parquet = pq.ParquetFile(path)
+        plain = pa.schema([f.with_type(_plain(f.type)) for f in parquet.schema_arrow])
         decoded = 0
         for batch in parquet.iter_batches(batch_size=256):
-            decoded += batch.nbytes
+            # a dictionary column is as large as its values repeated: whoever reads the rows
+            # (datasets, pandas, a training loop) gets them expanded
+            table = pa.Table.from_batches([batch])
+            decoded += (table if table.schema == plain else table.cast(plain)).nbytes
             if decoded > limit:
                 break
         reply.send(("ok", parquet.metadata.num_rows, decoded))
@@ -158,6 +166,24 @@ def _decode(path: str, limit: int, reply: Any) -> None:
         reply.send(("memory",))
     except Exception as exc:  # any decoder error is the file's: said in the 400
         reply.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
+
+
+def _plain(kind: Any) -> Any:
+    """An Arrow type with every dictionary encoding, however nested, replaced by its values."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        return _plain(kind.value_type)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        make = pa.list_ if pa.types.is_list(kind) else pa.large_list
+        return make(kind.value_field.with_type(_plain(kind.value_type)))
+    if pa.types.is_fixed_size_list(kind):
+        return pa.list_(kind.value_field.with_type(_plain(kind.value_type)), kind.list_size)
+    if pa.types.is_map(kind):
+        return pa.map_(_plain(kind.key_type), _plain(kind.item_type))
+    if pa.types.is_struct(kind):
+        return pa.struct([field.with_type(_plain(field.type)) for field in kind])
+    return kind
 
 
 def _too_large(size: int) -> str:

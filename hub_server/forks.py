@@ -10,12 +10,17 @@ and children of its children use the same server.
 from __future__ import annotations
 
 import multiprocessing
-from multiprocessing.context import ForkServerContext
+import sys
+from multiprocessing.context import ForkServerContext, SpawnContext
 
-PRELOAD = ["hub_server.hub", "hub_server.attaching", "pyarrow.parquet"]
+# hub_client.cli: ``prime hub serve``'s module, which each child re-runs as its main (as spawn
+# would); with its imports done here, that costs nothing.
+PRELOAD = ["hub_client.cli", "hub_server.hub", "hub_server.attaching", "pyarrow.parquet"]
 
 
-def context() -> ForkServerContext:
+def context() -> ForkServerContext | SpawnContext:
+    if sys.version_info < (3, 11, 1):  # its fork server listened where any local user could send
+        return multiprocessing.get_context("spawn")  # it pickles (CVE-2022-42919)
     forking = multiprocessing.get_context("forkserver")
     forking.set_forkserver_preload(PRELOAD)
     return forking

@@ -345,12 +345,20 @@ def test_the_evals_quota_holds_under_concurrent_uploads(hub):
     assert len(HubClient(hub["url"]).evals(name, "quota-env", "1.0.0")) == 200
 
 
-def parquet_bytes(rows: int, value: str = "x") -> bytes:
+def parquet_bytes(rows: int, value: str = "x", encoding: str = "plain") -> bytes:
+    """``encoding``: ``plain``, ``dictionary`` (a dictionary-typed column: Arrow keeps each
+    value once, whoever reads the rows gets it repeated) or ``nested-dictionary`` (the same
+    inside a list)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    column = pa.array([value] * rows)
+    if encoding != "plain":
+        column = column.dictionary_encode()
+    if encoding == "nested-dictionary":
+        column = pa.ListArray.from_arrays(pa.array(range(rows + 1), pa.int32()), column)
     buf = io.BytesIO()
-    pq.write_table(pa.table({"text": [value] * rows}), buf, compression="zstd")
+    pq.write_table(pa.table({"text": column}), buf, compression="zstd")
     return buf.getvalue()
 
 
@@ -375,16 +383,19 @@ def test_datasets_are_capped_in_number_and_in_decoded_size(hub):
     name, token, version = published(hub, "data-env")
     url = f"{hub['url']}/api/v1/environments/{name}/data-env/versions/1.0.0/datasets"
     auth = {"Authorization": f"Bearer {token}"}
-    bomb = parquet_bytes(600, "a" * 1024 * 1024)  # ~100 KiB on disk, 600 MiB decoded
-    assert len(bomb) < 2 * 1024 * 1024
-    refused = httpx.post(url, files=dataset_files(version, bomb, 600), headers=auth, timeout=120)
-    assert refused.status_code == 413 and code(refused) == "dataset_too_large", refused.text
+    for encoding in ("plain", "dictionary", "nested-dictionary"):  # 600 MiB once read
+        bomb = parquet_bytes(600, "a" * 1024 * 1024, encoding)
+        assert len(bomb) < 2 * 1024 * 1024
+        refused = httpx.post(
+            url, files=dataset_files(version, bomb, 600), headers=auth, timeout=120
+        )
+        assert refused.status_code == 413, (encoding, refused.text)
+        assert code(refused) == "dataset_too_large"
     lying = httpx.post(url, files=dataset_files(version, parquet_bytes(3), 5), headers=auth)
     assert lying.status_code == 400 and code(lying) == "invalid_dataset"
-    for i in range(20):  # legitimate datasets attach, up to the cap
-        resp = httpx.post(
-            url, files=dataset_files(version, parquet_bytes(i + 1), i + 1), headers=auth
-        )
+    for i in range(20):  # legitimate datasets attach, up to the cap (dictionary columns too)
+        data = parquet_bytes(i + 1, encoding=("plain", "dictionary", "nested-dictionary")[i % 3])
+        resp = httpx.post(url, files=dataset_files(version, data, i + 1), headers=auth)
         assert resp.status_code == 201, resp.text
     over = httpx.post(url, files=dataset_files(version, parquet_bytes(99), 99), headers=auth)
     assert over.status_code == 403 and code(over) == "dataset_quota"
