@@ -153,6 +153,11 @@ def _decode(path: str, limit: int, reply: Any) -> None:
 
         parquet = pq.ParquetFile(path)
         plain = pa.schema([f.with_type(_plain(f.type)) for f in parquet.schema_arrow])
+        nested = [f for f in plain if _holds_a_dictionary(f.type)]
+        if nested:  # e.g. in a list view, whose rows may all share one value: no cast undoes it
+            detail = f"column {nested[0].name!r} nests a dictionary encoding in {nested[0].type}"
+            reply.send(("error", detail[:300]))
+            return
         decoded = 0
         for batch in parquet.iter_batches(batch_size=256):
             # a dictionary column is as large as its values repeated: whoever reads the rows
@@ -169,7 +174,8 @@ def _decode(path: str, limit: int, reply: Any) -> None:
 
 
 def _plain(kind: Any) -> Any:
-    """An Arrow type with every dictionary encoding, however nested, replaced by its values."""
+    """An Arrow type with dictionary encodings replaced by their values, at the top and inside
+    lists, maps and structs (``_holds_a_dictionary`` finds any other)."""
     import pyarrow as pa
 
     if pa.types.is_dictionary(kind):
@@ -184,6 +190,16 @@ def _plain(kind: Any) -> Any:
     if pa.types.is_struct(kind):
         return pa.struct([field.with_type(_plain(field.type)) for field in kind])
     return kind
+
+
+def _holds_a_dictionary(kind: Any) -> bool:
+    """Whether a dictionary encoding is left anywhere in ``kind`` (in a nesting ``_plain`` does
+    not rebuild): such a file is refused, not measured smaller than it reads."""
+    import pyarrow as pa
+
+    return pa.types.is_dictionary(kind) or any(
+        _holds_a_dictionary(kind.field(i).type) for i in range(kind.num_fields)
+    )
 
 
 def _too_large(size: int) -> str:
