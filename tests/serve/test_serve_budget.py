@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,6 +27,29 @@ from verifiers.processes.server import ServerProcess, start_server
 LONG = {"model": "tiny", "prompt": "Hi", "max_tokens": 90_000, "ignore_eos": True}
 SMALL = {"model": "tiny", "prompt": "Hi", "max_tokens": 2}
 JSON = {"content-type": "application/json"}
+
+
+# another client's small requests, one after another until the file argv[2] exists: each wait
+# (a /health and a two-token chat) is printed as JSON at the end
+SMALL_REQUESTS = """
+import json, pathlib, sys, time
+import httpx
+url, stop = sys.argv[1], pathlib.Path(sys.argv[2])
+small = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+waits = []
+with httpx.Client(timeout=60) as client:
+    def ask():
+        assert client.get(url.removesuffix("/v1") + "/health").status_code == 200
+        assert client.post(url + "/chat/completions", json=small).status_code == 200
+    ask()
+    print("ready", flush=True)
+    while not stop.exists():
+        started = time.monotonic()
+        ask()
+        if not stop.exists():
+            waits.append(time.monotonic() - started)
+print(json.dumps(waits))
+"""
 
 
 @contextmanager
@@ -246,18 +270,6 @@ def test_a_burst_of_hopeless_requests_is_refused_without_stalling_other_clients(
             *[("/chat/completions", json.dumps(conversation), "200000 messages")] * 6,
             ("/completions", json.dumps(arrays), "5000002 '[' and '{'"),
         ]  # 57 MiB in all: within the client's 64 MiB in flight, so none is a 429
-        small = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
-        waits: list[float] = []
-        burst_done = threading.Event()
-
-        def others() -> None:  # small requests, one after another, until the burst is answered
-            with client_from() as client:
-                while not burst_done.is_set():
-                    started = time.monotonic()
-                    assert client.get(f"{url.removesuffix('/v1')}/health").status_code == 200
-                    assert client.post(f"{url}/chat/completions", json=small).status_code == 200
-                    if not burst_done.is_set():
-                        waits.append(time.monotonic() - started)
 
         async def burst() -> list[httpx.Response]:
             async with httpx.AsyncClient(timeout=300) as client:
@@ -268,13 +280,20 @@ def test_a_burst_of_hopeless_requests_is_refused_without_stalling_other_clients(
                     )
                 )
 
-        thread = threading.Thread(target=others)
-        thread.start()
-        started = time.monotonic()
-        replies = asyncio.run(burst())
-        burst_took = time.monotonic() - started
-        burst_done.set()
-        thread.join()
+        stop = tmp_path / "burst-answered"
+        with subprocess.Popen(  # another client, in its own process: its waits are the server's
+            [sys.executable, "-c", SMALL_REQUESTS, url, str(stop)],
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as others:
+            assert others.stdout is not None
+            assert others.stdout.readline() == "ready\n"
+            started = time.monotonic()
+            replies = asyncio.run(burst())
+            burst_took = time.monotonic() - started
+            stop.touch()
+            waits = json.loads(others.communicate(timeout=60)[0])
+        assert others.returncode == 0
         for reply, (_, _, needle) in zip(replies, hopeless, strict=True):
             assert reply.status_code == 400, reply.text
             assert needle in reply.json()["error"]["message"], reply.text
