@@ -28,6 +28,7 @@ MAX_METADATA = 1024 * 1024
 MAX_ROWS = 1_000_000
 MAX_DATASET_DECODED = 512 * 1024 * 1024
 MAX_LINE = 16 * 1024 * 1024
+BATCH_BYTES = 16 * 1024 * 1024  # decoded bytes per step of a dataset's check
 
 
 def _number(value: Any, where: str) -> float:
@@ -158,19 +159,37 @@ def _decode(path: str, limit: int, reply: Any) -> None:
             detail = f"column {nested[0].name!r} nests a dictionary encoding in {nested[0].type}"
             reply.send(("error", detail[:300]))
             return
-        decoded = 0
-        for batch in parquet.iter_batches(batch_size=256):
-            # a dictionary column is as large as its values repeated: whoever reads the rows
-            # (datasets, pandas, a training loop) gets them expanded
-            table = pa.Table.from_batches([batch])
-            decoded += (table if table.schema == plain else table.cast(plain)).nbytes
-            if decoded > limit:
-                break
-        reply.send(("ok", parquet.metadata.num_rows, decoded))
+        reply.send(("ok", parquet.metadata.num_rows, _decoded_size(parquet, plain, limit)))
     except MemoryError:  # pyarrow's ArrowMemoryError is one
         reply.send(("memory",))
     except Exception as exc:  # any decoder error is the file's: said in the 400
         reply.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
+
+
+def _decoded_size(parquet: Any, plain: Any, limit: int) -> int:
+    """The bytes the rows take as their readers get them, counted until past ``limit``, in
+    batches of about ``BATCH_BYTES`` (rows per batch from the size of the first rows): a decode
+    reuses the same memory, whatever one row holds. Rows far larger than the first ones make a
+    larger batch, bounded by the address-space limit."""
+    first = next(parquet.iter_batches(batch_size=16), None)
+    if first is None:
+        return 0
+    per_row = max(1, _read_size(first, plain) // max(1, first.num_rows))
+    decoded = 0
+    for batch in parquet.iter_batches(batch_size=max(1, min(65_536, BATCH_BYTES // per_row))):
+        decoded += _read_size(batch, plain)
+        if decoded > limit:
+            break
+    return decoded
+
+
+def _read_size(batch: Any, plain: Any) -> int:
+    """A batch's size once read: a dictionary column is as large as its values repeated, since
+    whoever reads the rows (datasets, pandas, a training loop) gets them expanded."""
+    import pyarrow as pa
+
+    table = pa.Table.from_batches([batch])
+    return int((table if table.schema == plain else table.cast(plain)).nbytes)
 
 
 def _plain(kind: Any) -> Any:

@@ -345,23 +345,29 @@ def test_the_evals_quota_holds_under_concurrent_uploads(hub):
     assert len(HubClient(hub["url"]).evals(name, "quota-env", "1.0.0")) == 200
 
 
-def parquet_bytes(rows: int, value: str = "x", encoding: str = "plain") -> bytes:
+def parquet_bytes(
+    rows: int, value: str = "x", encoding: str = "plain", small_first: int = 0
+) -> bytes:
     """``encoding``: ``plain``, ``dictionary`` (a dictionary-typed column: Arrow keeps each
     value once, whoever reads the rows gets it repeated), ``nested-dictionary`` (the same
-    inside a list) or ``list-view-dictionary`` (inside a list view, whose rows share it)."""
+    inside a list) or ``list-view-dictionary`` (inside a list view, whose rows share it).
+    ``small_first`` rows of ``"x"`` come before the others (the hub sizes its decode batches
+    from the first rows)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    column = pa.array([value] * rows)
-    if encoding != "plain":
-        column = column.dictionary_encode()
+    # each value once, indexed per row: building the rows themselves (600 MiB) took 10-20 s
+    indices = pa.array([1] * small_first + [0] * (rows - small_first), pa.int32())
+    column = pa.DictionaryArray.from_arrays(indices, pa.array([value, "x"]))
     if encoding == "nested-dictionary":
         column = pa.ListArray.from_arrays(pa.array(range(rows + 1), pa.int32()), column)
     if encoding == "list-view-dictionary":  # every row a view of the same one value
         starts = pa.array([0] * rows, pa.int32())
         column = pa.ListViewArray.from_arrays(starts, pa.array([1] * rows, pa.int32()), column)
-    buf = io.BytesIO()
-    pq.write_table(pa.table({"text": column}), buf, compression="zstd")
+    buf = io.BytesIO()  # without Arrow's schema, a plain file's readers see strings
+    pq.write_table(
+        pa.table({"text": column}), buf, compression="zstd", store_schema=encoding != "plain"
+    )
     return buf.getvalue()
 
 
@@ -386,25 +392,30 @@ def test_datasets_are_capped_in_number_and_in_decoded_size(hub):
     name, token, version = published(hub, "data-env")
     url = f"{hub['url']}/api/v1/environments/{name}/data-env/versions/1.0.0/datasets"
     auth = {"Authorization": f"Bearer {token}"}
-    for encoding, status, expected in (  # each 600 MiB once its rows are read
-        ("plain", 413, "dataset_too_large"),
-        ("dictionary", 413, "dataset_too_large"),
-        ("nested-dictionary", 413, "dataset_too_large"),
-        ("list-view-dictionary", 400, "invalid_dataset"),  # no cast undoes it: refused as is
+    mib = "a" * 1024 * 1024
+    for encoding, small_first, status, expected in (  # each 600 MiB once its rows are read
+        ("plain", 0, 413, "dataset_too_large"),
+        ("plain", 16, 413, "dataset_too_large"),  # batches sized for tiny rows: one of 600 MiB
+        ("dictionary", 0, 413, "dataset_too_large"),
+        ("nested-dictionary", 0, 413, "dataset_too_large"),
+        ("list-view-dictionary", 0, 400, "invalid_dataset"),  # no cast undoes it: refused as is
     ):
-        bomb = parquet_bytes(600, "a" * 1024 * 1024, encoding)
+        bomb = parquet_bytes(600 + small_first, mib, encoding, small_first)
         assert len(bomb) < 2 * 1024 * 1024
         refused = httpx.post(
-            url, files=dataset_files(version, bomb, 600), headers=auth, timeout=120
+            url, files=dataset_files(version, bomb, 600 + small_first), headers=auth, timeout=120
         )
-        assert refused.status_code == status, (encoding, refused.text)
-        assert code(refused) == expected, (encoding, refused.text)
+        assert refused.status_code == status, (encoding, small_first, refused.text)
+        assert code(refused) == expected, (encoding, small_first, refused.text)
     lying = httpx.post(url, files=dataset_files(version, parquet_bytes(3), 5), headers=auth)
     assert lying.status_code == 400 and code(lying) == "invalid_dataset"
-    for i in range(20):  # legitimate datasets attach, up to the cap (dictionary columns too)
+    for i in range(19):  # legitimate datasets attach, up to the cap (dictionary columns too)
         data = parquet_bytes(i + 1, encoding=("plain", "dictionary", "nested-dictionary")[i % 3])
         resp = httpx.post(url, files=dataset_files(version, data, i + 1), headers=auth)
         assert resp.status_code == 201, resp.text
+    mixed = parquet_bytes(40, mib, small_first=16)  # 24 MiB of rows after 16 tiny ones
+    resp = httpx.post(url, files=dataset_files(version, mixed, 40), headers=auth)
+    assert resp.status_code == 201, resp.text
     over = httpx.post(url, files=dataset_files(version, parquet_bytes(99), 99), headers=auth)
     assert over.status_code == 403 and code(over) == "dataset_quota"
 
