@@ -231,21 +231,16 @@ def test_no_worker_outlives_its_caller(server, flags, tmp_path, how):
     assert _worker_pids(tag) == []
 
 
-def _start_server(tmp_path: Path, secret: str, port: int) -> subprocess.Popen:
+def _start_server(tmp_path: Path, secret: str | None, port: int) -> subprocess.Popen:
+    """``vf-env-server`` on loopback; without a secret, ``--no-auth``."""
     secret_file = tmp_path / "secret"
-    secret_file.write_text(secret)
+    if secret is not None:
+        secret_file.write_text(secret)
+    lock = ["--secret-file", str(secret_file)] if secret is not None else ["--no-auth"]
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "verifiers.workers.server",
-            "vf-worker-probe",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--secret-file",
-            str(secret_file),
+            *(sys.executable, "-m", "verifiers.workers.server", "vf-worker-probe"),
+            *("--port", str(port), "--workers", "1", *lock),
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -276,10 +271,27 @@ async def test_two_callers_share_one_tcp_server_and_a_stranger_is_refused(server
         assert len(server.requests) == sent  # refused before any model call
         for caller in callers:
             await caller.close()
-        with pytest.raises(EnvWorkerError, match="did not answer"):
-            await RemoteWorkers([f"127.0.0.1:{port}"], "wrong", connect_timeout=2).start()
-        with pytest.raises(EnvWorkerError):
-            await RemoteWorkers([f"127.0.0.1:{port}"], None, connect_timeout=2).start()
+        # refused in the handshake, and said so (not waited out as a server that is down)
+        with pytest.raises(EnvWorkerError, match="refused the handshake"):
+            await RemoteWorkers([f"127.0.0.1:{port}"], "wrong", connect_timeout=60).start()
+        with pytest.raises(EnvWorkerError, match="refused the handshake"):
+            await RemoteWorkers([f"127.0.0.1:{port}"], None, connect_timeout=60).start()
+    finally:
+        env_server.terminate()
+        env_server.wait(30)
+
+
+async def test_a_caller_with_a_secret_is_told_the_server_runs_without_one(flags, tmp_path):
+    from verifiers.errors import EnvWorkerError
+    from verifiers.processes.server import free_port
+    from verifiers.workers.remote import RemoteWorkers
+
+    port = free_port()
+    env_server = _start_server(tmp_path, None, port)
+    try:
+        with pytest.raises(EnvWorkerError, match="refused the handshake"):
+            await RemoteWorkers([f"127.0.0.1:{port}"], "s3cret", connect_timeout=60).start()
+        await (await RemoteWorkers([f"127.0.0.1:{port}"], None).start()).close()
     finally:
         env_server.terminate()
         env_server.wait(30)

@@ -21,12 +21,22 @@ TIMEOUT_GRACE = 30.0
 _ids = itertools.count()
 
 
+# the ZeroMQ monitor events a caller sees when the two sides' locks differ: which one depends
+# on which side noticed first, so they are reported as one
+HANDSHAKE_REFUSALS = (
+    "HANDSHAKE_FAILED_NO_DETAIL",
+    "HANDSHAKE_FAILED_AUTH",
+    "HANDSHAKE_FAILED_PROTOCOL",
+)
+
+
 @dataclass
 class _Server:
     address: str
     socket: Any
     inflight: dict[bytes, asyncio.Future[Response]] = field(default_factory=dict)
     receiver: asyncio.Task[None] | None = None
+    monitor: Any = None  # the socket's handshake events, until the first answer
 
 
 def normalize_address(address: str) -> str:
@@ -65,29 +75,58 @@ class RemoteWorkers:
             sock.setsockopt(zmq.LINGER, 0)
             if self.secret is not None:
                 secure_client(sock, self.secret)
+            events = zmq.EVENT_HANDSHAKE_SUCCEEDED
+            for name in HANDSHAKE_REFUSALS:
+                events |= getattr(zmq, f"EVENT_{name}")
+            server = _Server(address, sock, monitor=sock.get_monitor_socket(events))
             sock.connect(address)
-            server = _Server(address, sock)
             server.receiver = asyncio.create_task(self._receive(server))
             self._servers.append(server)
         await asyncio.gather(*(self._ping(s) for s in self._servers))
         return self
 
     async def _ping(self, server: _Server) -> None:
+        """An answer to a health probe, or the reason there is none: a refused handshake is
+        said at once (a wrong secret is never answered, so it would otherwise read as a
+        server that is down)."""
         request_id = f"h{next(_ids)}".encode()
         future = asyncio.get_running_loop().create_future()
         server.inflight[request_id] = future
+        refusal = asyncio.ensure_future(self._handshake_refusal(server))
         await server.socket.send_multipart([request_id, HEALTH_PING])
         try:
-            await asyncio.wait_for(future, self.connect_timeout)
-        except TimeoutError:
-            await self.close()
-            raise EnvWorkerError(
-                f"the env server at {server.address} did not answer within {self.connect_timeout:g}s "
-                "(is it running, and is the secret the same on both sides? a caller with the wrong "
-                "secret gets no answer at all)"
-            ) from None
+            await asyncio.wait(
+                (future, refusal), timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
+            refusal.cancel()
             server.inflight.pop(request_id, None)
+            if not server.socket.closed:  # (another server's failure closed them all)
+                server.socket.disable_monitor()
+            server.monitor.close()
+        if future.done():
+            return
+        await self.close()
+        if refusal.done() and not refusal.cancelled():
+            raise EnvWorkerError(f"the env server at {server.address} {refusal.result()}")
+        raise EnvWorkerError(
+            f"the env server at {server.address} did not answer within "
+            f"{self.connect_timeout:g}s: is it running at that address?"
+        )
+
+    @staticmethod
+    async def _handshake_refusal(server: _Server) -> str:
+        """Why the server refused this caller's handshake, once it has (never returns if not)."""
+        import zmq
+        from zmq.utils.monitor import parse_monitor_message
+
+        while True:
+            event = parse_monitor_message(await server.monitor.recv_multipart())["event"]
+            if zmq.Event(event).name in HANDSHAKE_REFUSALS:
+                return (
+                    "refused the handshake: its secret is another, or one side runs --no-auth "
+                    "and the other has a secret"
+                )
 
     async def _receive(self, server: _Server) -> None:
         while True:
@@ -130,6 +169,7 @@ class RemoteWorkers:
         for server in self._servers:
             if server.receiver is not None:
                 server.receiver.cancel()
+            server.monitor.close()
             server.socket.close()
         self._servers = []
         if self._ctx is not None:
