@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -247,6 +248,7 @@ def test_a_request_whose_client_hangs_up_stops(one_at_a_time, stream):
     assert eventually(lambda: post(url, SMALL).status_code == 200, within=30)
 
 
+@pytest.mark.slow
 def test_a_burst_of_hopeless_requests_is_refused_without_stalling_other_clients(tiny_dir, tmp_path):
     """Chats of 200,000 one-character messages (7 MiB each, under the body limit) were each
     rendered (seconds of the prompt pool) before being refused, and parsed on the event loop:
@@ -297,7 +299,9 @@ def test_a_burst_of_hopeless_requests_is_refused_without_stalling_other_clients(
         for reply, (_, _, needle) in zip(replies, hopeless, strict=True):
             assert reply.status_code == 400, reply.text
             assert needle in reply.json()["error"]["message"], reply.text
-        assert waits, "no small request overlapped the burst"
-        # before: stuck behind the burst, many seconds; now at most a few JSON parses of it
-        # (~0.1 s each, holding the interpreter)
-        assert max(waits) < max(2.0, burst_took / 2), (waits, burst_took)
+        # before: stuck behind the burst, many seconds (none was answered while it lasted);
+        # now most wait at most a JSON parse of it (~0.1 s, holding the interpreter). On a
+        # starved machine one may queue behind several parses in a row (5.0 s of a 5.3 s burst
+        # in one CI run), so the bound is on the median, not the slowest
+        assert len(waits) >= 2, ("small requests were not answered during the burst", waits)
+        assert statistics.median(waits) < max(1.0, burst_took / 4), (waits, burst_took)
