@@ -402,6 +402,7 @@ def test_an_endpoints_alias_may_name_its_api(server, tmp_path, monkeypatch):
     assert code == 0 and server.requests[0]["_api"] == "messages"
 
 
+@pytest.mark.slow
 def test_a_local_checkpoint_is_filed_by_name_and_content_hash(tiny_dir, tmp_path):
     """Two checkpoints both called ``weights`` are two models: each run records the path and
     the sha256 of the files it evaluated, and is filed under <name>-<hash>."""

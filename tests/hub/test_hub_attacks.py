@@ -323,6 +323,7 @@ def test_an_eval_summary_is_recomputed_from_its_results_and_bad_numbers_are_refu
     assert page.status_code == 200 and "reward <b>-</b>" in page.text
 
 
+@pytest.mark.slow
 def test_the_evals_quota_holds_under_concurrent_uploads(hub):
     name, token, version = published(hub, "quota-env")
     url = f"{hub['url']}/api/v1/environments/{name}/quota-env/versions/1.0.0/evals"
@@ -388,6 +389,7 @@ def dataset_files(version: dict, data: bytes, rows: int) -> dict:
     return {"card": ("vf_data.json", json.dumps(card).encode()), "data": ("data.parquet", data)}
 
 
+@pytest.mark.slow
 def test_datasets_are_capped_in_number_and_in_decoded_size(hub):
     name, token, version = published(hub, "data-env")
     url = f"{hub['url']}/api/v1/environments/{name}/data-env/versions/1.0.0/datasets"

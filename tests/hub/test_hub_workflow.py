@@ -342,6 +342,7 @@ def test_a_second_machine_installs_this_sdk_from_the_hub_then_an_environment(hub
     assert meta["env_id"] == "remote/reverse-text" and meta["summary"]["num_rollouts"] == 2
 
 
+@pytest.mark.slow
 def test_a_dataset_made_from_a_versions_rollouts_attaches_to_that_version(hub, server, tmp_path):
     """vf-eval on the installed (editable) environment, vf-data, then prime data push: the
     runs' content hash is the pushed version's, so the dataset attaches there, once."""

@@ -236,6 +236,7 @@ def test_serve_and_rl_do_not_import_each_other():
     ]
 
 
+@pytest.mark.slow
 def test_ctrl_c_promises_a_resume_only_when_a_checkpoint_exists(policy_dir, tmp_path):
     """vf-rl interrupted before any checkpoint said 'continue with --resume (from the last
     checkpoint)', and --resume then refused: there was none."""

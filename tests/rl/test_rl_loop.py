@@ -14,6 +14,7 @@ SECRET = "test-weights-secret"  # what the trainer would make at launch (weight_
 torch = pytest.importorskip("torch")
 
 
+@pytest.mark.slow
 def test_no_trained_sample_exceeds_the_staleness_bound(policy_dir, tmp_path):
     from verifiers.rl.orchestrator import Orchestrator
 
@@ -35,6 +36,7 @@ def test_no_trained_sample_exceeds_the_staleness_bound(policy_dir, tmp_path):
     assert all(h["max_lag"] <= 1 and h["stale_dropped"] == 0 for h in normal)
 
 
+@pytest.mark.slow
 def test_level_zero_matches_a_synchronous_loop_bit_for_bit(policy_dir, tmp_path):
     import asyncio
 
@@ -68,6 +70,7 @@ def test_level_zero_matches_a_synchronous_loop_bit_for_bit(policy_dir, tmp_path)
         assert torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_run(policy_dir, tmp_path):
     full_history, full = run_loop(policy_dir, tmp_path / "full", steps=4, lag=0, checkpoint_every=2)
     checkpoint = tmp_path / "full" / "run" / "checkpoints" / "step_000002"
@@ -101,6 +104,7 @@ def test_generation_runs_up_to_max_off_policy_steps_ahead(policy_dir, tmp_path):
     assert sum(h["samples"] + h["stale_dropped"] for h in history) == 5 * 16
 
 
+@pytest.mark.slow
 def test_trainer_logprobs_are_of_the_sampling_distribution_at_any_temperature(policy_dir, tmp_path):
     """At temperature 0.6 the server reports logprobs of softmax(logits / 0.6); the trainer must
     compute the same, or every importance ratio is off before any training happens."""

@@ -53,6 +53,7 @@ def run_dir(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_weights_are_bf16_in_save_pretrained_layout_with_a_model_card(run_dir):
     from transformers import AutoModelForCausalLM
 

@@ -102,6 +102,7 @@ def test_trainer_step_on_gpu_matches_cpu(tiny_model):
         assert torch.allclose(a, b.cpu(), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_fsdp2_data_parallel_step_equals_one_process(tmp_path):
     """Two CPU ranks (gloo) under torchrun: sharded FSDP2 training with uneven shards gives the
     same weights after a step, exported as one full state dict."""
@@ -148,6 +149,7 @@ def _checkpoint_worker(tmp_path: Path, ranks: int, *args: str) -> None:
     assert "done at version 4" in result.stdout
 
 
+@pytest.mark.slow
 def test_fsdp2_checkpoint_resume_reproduces_the_run_and_reshards(tmp_path):
     """Two FSDP2 ranks checkpoint at step 2 (sharded, via torch.distributed.checkpoint); resuming
     on two ranks gives the uninterrupted run's weights bit for bit, and the same checkpoint

@@ -31,6 +31,7 @@ def _probe_logprobs(into: dict):
     return probe
 
 
+@pytest.mark.slow
 def test_broadcast_transport_serves_exactly_the_trained_weights(policy_dir, tmp_path):
     """Weights over a gloo process group (no disk) reach the server bit for bit: the same run
     with the filesystem transport gives the same rollouts, the same trained weights and the same

@@ -155,6 +155,7 @@ def uppercase_reply():
     return handler
 
 
+@pytest.mark.slow
 def test_eval_run_to_dataset_to_load_dataset_to_an_sft_step(server, tmp_path):
     import datasets
 
@@ -241,6 +242,7 @@ def conversations_file(path: Path, n: int = 12) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_sft_resume_is_bit_exact(tmp_path):
     from safetensors.torch import load_file
 
@@ -282,6 +284,7 @@ def test_sft_resume_is_bit_exact(tmp_path):
     assert steps == list(range(6))  # the redone steps replaced their records
 
 
+@pytest.mark.slow
 def test_vf_sft_under_torchrun_equals_one_process(tmp_path):
     """FSDP2 over two ranks (gloo on CPU): sharded checkpoints, and the same weights as one
     process trained on the same batches."""

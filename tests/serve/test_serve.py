@@ -756,6 +756,7 @@ def test_a_huge_prompt_is_tokenized_without_stalling_other_clients(tiny_dir, tmp
         assert max(waits) < max(0.3, big_took / 2), (waits, big_took)
 
 
+@pytest.mark.slow
 def test_an_anonymous_client_is_held_to_a_budget(keyed, tiny_dir, tmp_path):
     """Without --api-key anyone local is a client: 16 x 200 tokens, or more requests at once
     than the budget allows, get a 429 saying what to do; a request within it is served; a

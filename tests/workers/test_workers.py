@@ -315,6 +315,7 @@ def test_the_server_refuses_to_listen_beyond_loopback_without_a_secret():
     assert result.returncode == 2 and "loopback host only" in result.stderr
 
 
+@pytest.mark.slow
 async def test_workers_as_ray_actors_on_a_local_ray(server, flags):
     pytest.importorskip("ray")
     env = vf.load_environment("vf-worker-probe")
