@@ -92,8 +92,8 @@ class RemoteWorkers:
         request_id = f"h{next(_ids)}".encode()
         future = asyncio.get_running_loop().create_future()
         server.inflight[request_id] = future
-        refusal = asyncio.ensure_future(self._handshake_refusal(server))
         await server.socket.send_multipart([request_id, HEALTH_PING])
+        refusal = asyncio.ensure_future(self._handshake_refusal(server))  # (events queue meanwhile)
         try:
             await asyncio.wait(
                 (future, refusal), timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED
@@ -124,8 +124,8 @@ class RemoteWorkers:
             event = parse_monitor_message(await server.monitor.recv_multipart())["event"]
             if zmq.Event(event).name in HANDSHAKE_REFUSALS:
                 return (
-                    "refused the handshake: its secret is another, or one side runs --no-auth "
-                    "and the other has a secret"
+                    "refused the handshake: the two sides' secrets differ, or one side runs "
+                    "--no-auth and the other has a secret"
                 )
 
     async def _receive(self, server: _Server) -> None:
