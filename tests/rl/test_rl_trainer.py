@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-from trainer_runs import cuda, random_samples  # noqa: E402
+from trainer_runs import cuda, random_samples, torchrun  # noqa: E402
 
 from verifiers.rl.advantages import ESTIMATORS  # noqa: E402
 from verifiers.rl.losses import LOSSES  # noqa: E402
@@ -107,15 +107,12 @@ def test_fsdp2_data_parallel_step_equals_one_process(tmp_path):
     """Two CPU ranks (gloo) under torchrun: sharded FSDP2 training with uneven shards gives the
     same weights after a step, exported as one full state dict."""
     import json
-    import shutil
     import subprocess
-    import sys
 
-    torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
     worker = Path(__file__).with_name("fsdp_worker.py")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
-        [torchrun, "--standalone", "--nproc_per_node", "2", str(worker), str(tmp_path / "w")],
+        [*torchrun(2, tmp_path / "logs"), str(worker), str(tmp_path / "w")],
         capture_output=True,
         text=True,
         timeout=300,
@@ -127,16 +124,12 @@ def test_fsdp2_data_parallel_step_equals_one_process(tmp_path):
 
 
 def _checkpoint_worker(tmp_path: Path, ranks: int, *args: str) -> None:
-    import shutil
     import subprocess
     import sys
 
     worker = str(Path(__file__).with_name("fsdp_checkpoint_worker.py"))
-    torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
     command = (
-        [torchrun, "--standalone", "--nproc_per_node", str(ranks), worker]
-        if ranks > 1
-        else [sys.executable, worker]
+        [*torchrun(ranks, tmp_path / "logs"), worker] if ranks > 1 else [sys.executable, worker]
     )
     result = subprocess.run(
         [*command, *args],
@@ -185,9 +178,7 @@ def test_vf_rl_under_torchrun_with_two_training_processes(policy_dir, tmp_path):
     """vf-rl with FSDP2 over two ranks: trains, checkpoints (sharded), and resumes, the resumed
     part shipping weights over a gloo group (gathered from the shards on every update)."""
     import json
-    import shutil
     import subprocess
-    import sys
 
     config = tmp_path / "rl.toml"
     config.write_text(
@@ -195,10 +186,9 @@ def test_vf_rl_under_torchrun_with_two_training_processes(policy_dir, tmp_path):
         "steps = 2\ncheckpoint_every = 2\n"
         '[orchestrator]\nexamples_per_step = 2\nrollouts_per_example = 2\nmax_tokens = 8\n[trainer]\nlr = 1e-3\nautocast = "none"\n'
     )
-    torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
 
     def vf_rl(*extra: str) -> subprocess.CompletedProcess:
-        command = [torchrun, "--standalone", "--nproc_per_node", "2", "-m", "verifiers.rl.cli"]
+        command = [*torchrun(2, tmp_path / "logs"), "-m", "verifiers.rl.cli"]
         return subprocess.run(
             [*command, "@", str(config), *extra],
             capture_output=True,

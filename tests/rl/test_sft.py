@@ -17,6 +17,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from trainer_runs import torchrun  # noqa: E402
+
 from verifiers.data.rollouts import RolloutFilter, select  # noqa: E402
 from verifiers.rl.chat_tokens import TemplateError, assistant_masked  # noqa: E402
 from verifiers.testing import cli  # noqa: E402
@@ -289,7 +291,6 @@ def test_vf_sft_under_torchrun_equals_one_process(tmp_path):
     """FSDP2 over two ranks (gloo on CPU): sharded checkpoints, and the same weights as one
     process trained on the same batches."""
     import os
-    import shutil
 
     from safetensors.torch import load_file
 
@@ -297,7 +298,6 @@ def test_vf_sft_under_torchrun_equals_one_process(tmp_path):
 
     policy = make_tiny_policy(tmp_path / "policy")
     data = conversations_file(tmp_path / "chats.jsonl")
-    torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
     outputs = {}
     for ranks in (2, 1):
         out = tmp_path / f"ranks-{ranks}"
@@ -306,9 +306,7 @@ def test_vf_sft_under_torchrun_equals_one_process(tmp_path):
             f'model = "{policy}"\noutput_dir = "{out}"\nbatch_size = 4\nsteps = 3\n'
             f'checkpoint_every = 3\n[data]\npath = "{data}"\n[trainer]\nlr = 1e-3\n'
         )
-        launcher = (
-            [torchrun, "--standalone", "--nproc_per_node", "2"] if ranks == 2 else [sys.executable]
-        )
+        launcher = torchrun(2, tmp_path / "logs") if ranks == 2 else [sys.executable]
         result = subprocess.run(
             [*launcher, "-m", "verifiers.rl.sft", "@", str(config)],
             capture_output=True,

@@ -3,6 +3,10 @@ built-in server, random samples for a tiny model, and scripted batches of rollou
 
 from __future__ import annotations
 
+import shutil
+import sys
+from pathlib import Path
+
 import pytest
 
 SECRET = "test-weights-secret"  # what the trainer would make at launch (weight_access)
@@ -17,6 +21,13 @@ def step(prompt_ids, completion_ids, logprob=-0.5):
             "completion_logprobs": [logprob] * len(completion_ids),
         }
     }
+
+
+def torchrun(ranks: int, logs: Path) -> list[str]:
+    """The command line that starts ``ranks`` local processes, its logs in ``logs`` (torchrun's
+    default is a fresh directory in /tmp that nothing removes)."""
+    launcher = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
+    return [launcher, "--standalone", "--nproc_per_node", str(ranks), "--log-dir", str(logs)]
 
 
 def random_samples(n=5):
