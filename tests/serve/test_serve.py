@@ -334,36 +334,39 @@ def test_tools_are_accepted_by_the_chat_template(served):
 
 
 def test_a_server_does_not_outlive_a_parent_killed_with_sigkill(tiny_dir, tmp_path):
-    """A trainer or vf-eval that dies by SIGKILL (no finally, no atexit) takes its server along:
-    the port, the memory and, with vLLM, the GPU are not left held."""
+    """A trainer or vf-eval that dies by SIGKILL (no finally, no atexit) takes its server along,
+    and the server its own children (the process that prepares large prompts): the port, the
+    memory and, with vLLM, the GPU are not left held."""
     import os
     import subprocess
     import sys
     import time
 
     script = (
-        "import os, signal, sys\n"
+        "import os, signal, sys, httpx\n"
         "from pathlib import Path\n"
         "from verifiers.processes.server import start_server\n"
+        "from verifiers.testing.processes import descendants\n"
         f"server = start_server({str(tiny_dir)!r}, log_path=Path({str(tmp_path / 's.log')!r}))\n"
-        "print(server.process.pid, server.base_url, flush=True)\n"
+        "large = {'model': server.model, 'prompt': 'Hi', 'max_tokens': 1, 'user': 'p' * 2**21}\n"
+        "assert httpx.post(server.base_url + '/completions', json=large, timeout=60).is_success\n"
+        "print(server.process.pid, server.base_url, *descendants(server.process.pid), flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     parent = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
     assert parent.returncode == -9, parent.stderr
-    pid, base_url = parent.stdout.split()
+    pid, base_url, *children = parent.stdout.split()
+    assert children, "the large prompt was not prepared in a child process"
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            break
+    left = [int(p) for p in (pid, *children)]
+    while left and time.monotonic() < deadline:
+        left = [p for p in left if os.path.exists(f"/proc/{p}")]
         time.sleep(0.1)
-    else:
-        os.kill(int(pid), 9)
-        raise AssertionError("the server outlived its parent")
+    for p in left:
+        os.kill(p, 9)
+    assert not left, "the server or its children outlived its parent"
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{base_url}/models", timeout=2)
 

@@ -22,6 +22,10 @@ class APIError(VFError):
         super().__init__(message)
         self.status, self.message, self.kind, self.param = status, message, kind, param
 
+    def __reduce__(self) -> tuple[type[APIError], tuple[int, str, str, str | None]]:
+        """Pickled whole: vf-serve's large-prompt process raises these to the server."""
+        return type(self), (self.status, self.message, self.kind, self.param)
+
 
 def _json(body: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(body), status_code=status, media_type="application/json")

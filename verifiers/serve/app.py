@@ -12,10 +12,11 @@ Extensions vLLM also has: ``return_token_ids`` (completion and prompt token ids)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import itertools
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -26,20 +27,14 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from verifiers.asgi.json_api import APIError, _error, _json, read_body
-from verifiers.serve.engine import SamplingParams
-from verifiers.serve.limits import ClientBudget, client_of, off_loop, unless_gone
-from verifiers.serve.protocol import (
-    ChatCompletionRequest,
-    CompletionRequest,
-    Reply,
-    check_brackets,
-)
+from verifiers.serve.lanes import PromptLanes
+from verifiers.serve.limits import ClientBudget, client_of, unless_gone
+from verifiers.serve.prompts import Kind
+from verifiers.serve.protocol import Reply
 from verifiers.serve.service import ModelService, Started, parse_tool_calls
 from verifiers.serve.streaming import stream_chat, stream_text
 from verifiers.weights.files import WeightsFileError
 from verifiers.weights.protocol import LoadWeightsRequest
-
-Prompted = ChatCompletionRequest | CompletionRequest
 
 
 def build_app(
@@ -48,8 +43,7 @@ def build_app(
     """The app; without ``api_key`` every client is anonymous and held to ``budget``."""
     ids = itertools.count(1)
     budget = ClientBudget(max_tokens=0) if api_key else (budget or ClientBudget())
-    # every list in a request is counted against the context before its items are validated
-    context = {"max_items": service.engine.max_model_len}
+    lanes = PromptLanes(service.prompts)
 
     async def health(_: Request) -> Response:
         return _json(
@@ -73,43 +67,14 @@ def build_app(
             }
         )
 
-    def parse(body: bytes, model: type[Prompted]) -> Any:
-        check_brackets(body, service.engine.max_model_len, service.max_prompt_chars)
-        try:
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise APIError(400, f"request body is not valid JSON: {exc}") from exc
-        try:
-            parsed = model.model_validate(data, context=context)
-        except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            param = ".".join(str(p) for p in first["loc"])
-            raise APIError(400, f"invalid request: {param}: {first['msg']}", param=param) from exc
-        service.check_model(parsed.model)
-        return parsed
-
-    def prepare(
-        body: bytes, model: type[Prompted], render: Callable[[Any], list[int]]
-    ) -> tuple[Reply, list[int], SamplingParams, int]:
-        """In the prompt pool: parse, validate, render, tokenize. Only what the reply needs
-        leaves it; the parsed body is dropped here, not held while the request generates."""
-        req = parse(body, model)
-        prompt_ids = render(req)
-        reply = req.reply()
-        return reply, prompt_ids, service.params(req, len(prompt_ids), reply.top_logprobs), req.n
-
-    async def admit(
-        request: Request, model: type[Prompted], render: Callable[[Any], list[int]]
-    ) -> tuple[Reply, list[int], Started]:
+    async def admit(request: Request, kind: Kind) -> tuple[Reply, list[int], Started]:
         """Read the body, prepare it off the loop, check the context and the client's budget,
         start the sequences. The budget holds the request from its first byte until its last
         sequence ends, however it ends; a client that hangs up meanwhile is let go."""
         held = budget.hold(client_of(request))
         try:
             body = await held.read_body(request)
-            reply, prompt_ids, params, n = await unless_gone(
-                request, off_loop(prepare, body, model, render, size=len(body))
-            )
+            reply, prompt_ids, params, n = await unless_gone(request, lanes.prepare(body, kind))
             held.charge(len(prompt_ids) + n * params.max_tokens)
         except BaseException:
             held.release()
@@ -126,16 +91,15 @@ def build_app(
 
     async def answer(
         request: Request,
-        model: type[Prompted],
-        render: Callable[[Any], list[int]],
+        kind: Kind,
         prefix: str,
         body_of: Callable[[Reply, str, list[int], Started], dict[str, Any]],
     ) -> Response:
         try:
-            reply, prompt_ids, started = await admit(request, model, render)
+            reply, prompt_ids, started = await admit(request, kind)
             rid = f"{prefix}-{next(ids)}-{uuid.uuid4().hex[:8]}"
             if reply.stream:
-                stream = stream_chat if model is ChatCompletionRequest else stream_text
+                stream = stream_chat if kind == "chat" else stream_text
                 return StreamingResponse(
                     stream(service, reply, rid, prompt_ids, started),
                     media_type="text/event-stream",
@@ -207,12 +171,10 @@ def build_app(
         )
 
     async def chat(request: Request) -> Response:
-        return await answer(
-            request, ChatCompletionRequest, service.chat_prompt_ids, "chatcmpl", chat_body
-        )
+        return await answer(request, "chat", "chatcmpl", chat_body)
 
     async def completions(request: Request) -> Response:
-        return await answer(request, CompletionRequest, service.text_prompt_ids, "cmpl", text_body)
+        return await answer(request, "text", "cmpl", text_body)
 
     async def weights(_: Request) -> Response:
         return _json(
@@ -255,7 +217,13 @@ def build_app(
 
         return check_then
 
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        yield
+        lanes.close()
+
     app = Starlette(
+        lifespan=lifespan,
         routes=[
             Route("/health", health),
             Route("/v1/models", models),

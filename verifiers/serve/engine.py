@@ -23,19 +23,10 @@ from typing import Any
 
 import torch
 
+from verifiers.serve.protocol import SamplingParams
+
+__all__ = ["Engine", "SamplingParams", "Sequence"]
 logger = logging.getLogger("verifiers.serve")
-
-
-@dataclass
-class SamplingParams:
-    max_tokens: int = 256
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    stop: list[str] = field(default_factory=list)
-    seed: int | None = None
-    top_logprobs: int = 0
-    ignore_eos: bool = False
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""What one anonymous client may ask of vf-serve at a time, and prompt work off the event loop.
+"""What one anonymous client may ask of vf-serve at a time.
 
 Without ``--api-key`` anyone who reaches the port is a client. One of them asking for 16 x 8k
 tokens (or sending a thousand requests, or gigabytes of bodies) would hold the batch or the
@@ -13,11 +13,8 @@ or not, and the host's own addresses, which any local process may bind), and eac
 host's, by SLAAC and privacy addresses). A request nobody waits for any more (its client hung up)
 is cancelled and stops counting.
 
-Parsing, rendering and tokenizing a prompt (up to the 32 MiB body limit) takes seconds for the
-largest: it runs in a small thread pool, never on the event loop, and bodies over 1 MiB queue in
-a lane of their own, so a queue of large prompts is never in front of a small one. Each parse of
-a large body still holds the interpreter while it runs (about 0.1 s for 7 MiB), so on a starved
-machine a small request can wait for several of them in a row.
+Where a body is parsed, rendered and tokenized (off the loop; the largest in a child process) is
+``verifiers.serve.lanes``'s to say.
 """
 
 from __future__ import annotations
@@ -25,28 +22,16 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from starlette.requests import ClientDisconnect, Request
 
 from verifiers.asgi.json_api import MAX_BODY, APIError
 
 T = TypeVar("T")
-_PROMPTS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vf-serve-prompt")
-_LARGE_PROMPTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vf-serve-large-prompt")
-LARGE_BODY = 1024 * 1024
 THIS_MACHINE = "this machine"
-
-
-async def off_loop(work: Callable[..., T], *args: Any, size: int = 0) -> T:
-    """``work(*args)`` in the prompt pool (parsing, rendering and tokenizing), awaited. Work on
-    a body of ``size`` over 1 MiB goes to a lane of its own: parsing holds the interpreter, and
-    a small request never waits for a queue of large ones."""
-    pool = _LARGE_PROMPTS if size > LARGE_BODY else _PROMPTS
-    return await asyncio.get_running_loop().run_in_executor(pool, work, *args)
 
 
 def client_of(request: Request) -> str:

@@ -4,15 +4,14 @@ Every list a request may carry is counted before its items are validated, agains
 model's context (``model_validate(..., context={"max_items": max_model_len})``): a conversation
 with more messages, content parts, tool calls or tools than the context has tokens cannot be a
 prompt for it, and refusing it costs a ``len`` where validating and rendering it would cost
-seconds of the prompt pool. Before that, :func:`check_brackets` bounds what parsing the body can
-cost: millions of tiny arrays make the JSON parser hold the interpreter (every thread, the event
-loop too) for seconds. Stop strings are few and short, as OpenAI's are: they stay in memory
+seconds of the prompt lane. Before that, :func:`check_brackets` bounds what parsing the body can
+cost: millions of tiny arrays hold the JSON parser, and the lane that parses them, for seconds. Stop strings are few and short, as OpenAI's are: they stay in memory
 (and are searched for) while the request generates.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -199,3 +198,17 @@ class Reply:
     return_token_ids: bool
     stream_usage: bool
     tool_calls: bool
+
+
+@dataclass
+class SamplingParams:
+    """How the engine samples one request's sequences (from the request's fields)."""
+
+    max_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    stop: list[str] = field(default_factory=list)
+    seed: int | None = None
+    top_logprobs: int = 0
+    ignore_eos: bool = False

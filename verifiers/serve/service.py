@@ -1,5 +1,5 @@
-"""One served model: prompt rendering and tokenizing, request fan-out (``n``), output assembly
-(text, finish reasons, logprobs, Hermes-style tool calls), usage."""
+"""One served model: request fan-out (``n``), output assembly (text, finish reasons, logprobs,
+Hermes-style tool calls), usage; its prompts are ``verifiers.serve.prompts``'s."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from verifiers.asgi.json_api import APIError
-from verifiers.serve.engine import Engine, SamplingParams, Sequence
-from verifiers.serve.protocol import ChatCompletionRequest, CompletionRequest
+from verifiers.serve.engine import Engine, Sequence
+from verifiers.serve.prompts import Prompts
+from verifiers.serve.protocol import SamplingParams
 from verifiers.weights.access import WeightAccess
 from verifiers.weights.files import WeightFiles
 from verifiers.weights.receiver import BroadcastReceiver
@@ -23,7 +24,7 @@ _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
 
 class ModelService:
-    """Prompt rendering, request fan-out (``n``), output assembly; one per served model."""
+    """Request fan-out (``n``), output assembly; one per served model."""
 
     def __init__(
         self,
@@ -35,11 +36,14 @@ class ModelService:
         self.engine = engine
         self.access = access or WeightAccess(None, [])  # no secret: weight updates off
         self.tokenizer = engine.tokenizer
-        # no token covers more text than the longest in the vocabulary: a prompt longer than
-        # the context times that cannot fit, and is refused without tokenizing it
-        self.longest_token = max((len(t) for t in self.tokenizer.get_vocab()), default=1)
         self.name = name
-        self.names = {name, name.lower(), *aliases}
+        self.prompts = Prompts(
+            self.tokenizer,
+            name,
+            {name, name.lower(), *aliases},
+            engine.max_model_len,
+            engine.vocab_size,
+        )
         self.policy_version = 0
         self.weights_path: str | None = None
         self.created = int(time.time())
@@ -51,86 +55,6 @@ class ModelService:
         """New weights are in: the trainer's version for them, or one more than before."""
         self.policy_version = version if version is not None else self.policy_version + 1
         self.weights_path = path
-
-    # --- prompts -------------------------------------------------------------------------------
-    def check_model(self, model: str) -> None:
-        if model not in self.names and model.lower() not in self.names:
-            raise APIError(
-                404,
-                f"model {model!r} is not served here; this server serves {self.name!r}",
-                "not_found_error",
-                "model",
-            )
-
-    def chat_prompt_ids(self, request: ChatCompletionRequest) -> list[int]:
-        messages = [_template_message(m) for m in request.messages]
-        try:
-            text = self.tokenizer.apply_chat_template(
-                messages, tools=request.tools, add_generation_prompt=True, tokenize=False
-            )
-        except Exception as exc:  # a template that rejects these messages
-            raise APIError(
-                400, f"the chat template cannot render these messages: {exc}", param="messages"
-            ) from exc
-        self.check_fits(text, "messages")
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    @property
-    def max_prompt_chars(self) -> int:
-        """The longest prompt text the context could hold, at the longest token's length."""
-        return self.engine.max_model_len * self.longest_token
-
-    def check_fits(self, text: str, param: str) -> None:
-        limit = self.max_prompt_chars
-        if len(text) > limit:
-            raise APIError(
-                400,
-                f"the prompt has {len(text)} characters; this model's context of "
-                f"{self.engine.max_model_len} tokens holds at most {limit}",
-                param=param,
-            )
-
-    def text_prompt_ids(self, request: CompletionRequest) -> list[int]:
-        if isinstance(request.prompt, list):
-            ids = list(request.prompt)
-            vocab = self.engine.vocab_size
-            bad = next((t for t in ids if not 0 <= t < vocab), None)
-            if not ids or bad is not None:
-                problem = "is empty" if not ids else f"has token id {bad}, outside [0, {vocab})"
-                raise APIError(400, f"the prompt {problem}", param="prompt")
-            return ids
-        self.check_fits(request.prompt, "prompt")
-        ids = self.tokenizer(request.prompt)["input_ids"]
-        if not ids:
-            raise APIError(400, "the prompt is empty", param="prompt")
-        return ids
-
-    def params(self, request: Any, prompt_len: int, top_logprobs: int) -> SamplingParams:
-        limit = self.engine.max_model_len
-        if prompt_len >= limit:
-            raise APIError(
-                400,
-                f"This model's maximum context length is {limit} tokens; the prompt has {prompt_len} tokens.",
-                param="messages",
-            )
-        max_tokens = request.limit or (limit - prompt_len)
-        if prompt_len + max_tokens > limit:
-            raise APIError(
-                400,
-                f"This model's maximum context length is {limit} tokens; the prompt has {prompt_len} tokens "
-                f"and max_tokens is {max_tokens}. Lower max_tokens or shorten the prompt.",
-                param="max_tokens",
-            )
-        return SamplingParams(
-            max_tokens=max_tokens,
-            temperature=request.temperature,
-            top_p=request.top_p,
-            top_k=max(request.top_k, 0),
-            stop=request.stop,
-            seed=request.seed,
-            top_logprobs=top_logprobs,
-            ignore_eos=request.ignore_eos,
-        )
 
     # --- running sequences -----------------------------------------------------------------------
     def start(
@@ -237,23 +161,6 @@ class ModelService:
             "completion_tokens": completion,
             "total_tokens": len(prompt_ids) + completion,
         }
-
-
-def _template_message(message: dict[str, Any]) -> dict[str, Any]:
-    out = dict(message)
-    content = out.get("content")
-    if isinstance(content, list):
-        out["content"] = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    elif content is None:
-        out["content"] = ""
-    for call in out.get("tool_calls") or []:
-        function = call.get("function") or {}
-        if isinstance(function.get("arguments"), str):
-            try:
-                function["arguments"] = json.loads(function["arguments"])
-            except json.JSONDecodeError:
-                pass
-    return out
 
 
 def parse_tool_calls(text: str) -> tuple[str | None, list[dict[str, Any]]]:

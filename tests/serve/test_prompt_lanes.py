@@ -1,0 +1,97 @@
+"""vf-serve prepares bodies over 1 MiB in a child process: what the child answers is what the
+server would have, the child's death fails at most the request it was preparing, and a fresh
+child takes the next one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+pytest.importorskip("transformers", reason="vf-serve needs the local extra (torch, transformers)")
+
+from verifiers.asgi.json_api import APIError
+from verifiers.serve.lanes import LARGE_BODY, PromptLanes
+from verifiers.serve.prompts import Kind, Prepared, Prompts
+
+PADDING = "p" * (2 * LARGE_BODY)  # an ignored field: what makes a body large
+DIE = "die-while-preparing"
+
+
+class DiesOnCue(Prompts):
+    """Prompts whose process dies (as one killed for its memory would) on a marked body."""
+
+    def prepare(self, body: bytes, kind: Kind) -> Prepared:
+        if DIE.encode() in body:
+            os._exit(1)
+        return super().prepare(body, kind)
+
+
+def body(prompt: str, **extra: object) -> bytes:
+    return orjson.dumps({"model": "tiny", "prompt": prompt, "max_tokens": 4, **extra})
+
+
+def gone(pid: int, within: float = 30.0) -> bool:
+    """Whether ``pid`` has exited and been reaped (the pool's manager thread reaps its child)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.fixture
+def lanes(embedded_dir: Path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_dir)
+    prompts = DiesOnCue(tokenizer, "tiny", {"tiny"}, 2048, len(tokenizer))
+    lanes = PromptLanes(prompts)
+    yield lanes
+    lanes.close()
+
+
+def child_of(lanes: PromptLanes) -> int:
+    assert lanes.large is not None, "no large body has been prepared yet"
+    (pid,) = lanes.large._processes  # one worker
+    return pid
+
+
+async def test_a_large_body_is_prepared_in_a_child_as_the_server_would(lanes):
+    small = await lanes.prepare(body("Hello there", temperature=0.5), "text")
+    assert lanes.large is None  # a server that never sees a large body starts no child
+    large = await lanes.prepare(body("Hello there", temperature=0.5, user=PADDING), "text")
+    assert large == small and child_of(lanes) != os.getpid()
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "n": 2}
+    assert await lanes.prepare(orjson.dumps({**chat, "user": PADDING}), "chat") == (
+        await lanes.prepare(orjson.dumps(chat), "chat")
+    )
+    for bad, status, needle in [  # the child's refusals reach the client whole
+        (body("", user=PADDING), 400, "the prompt is empty"),
+        ({"model": "other", "prompt": "Hi", "user": PADDING}, 404, "is not served here"),
+        (b"{" + PADDING.encode(), 400, "not valid JSON"),
+    ]:
+        with pytest.raises(APIError) as refused:
+            await lanes.prepare(bad if isinstance(bad, bytes) else orjson.dumps(bad), "text")
+        assert refused.value.status == status and needle in refused.value.message
+
+
+async def test_a_child_that_dies_fails_only_the_body_it_held_and_is_replaced(lanes):
+    first = await lanes.prepare(body("Hi", user=PADDING), "text")
+    dying = child_of(lanes)
+    with pytest.raises(APIError) as died:  # it dies preparing this body
+        await lanes.prepare(body("Hi", user=PADDING + DIE), "text")
+    assert died.value.status == 500 and "died" in died.value.message
+    assert gone(dying)
+    assert await lanes.prepare(body("Hi", user=PADDING), "text") == first
+    idle = child_of(lanes)
+    assert idle != dying
+    os.kill(idle, signal.SIGKILL)  # it dies between bodies: the next body is not failed
+    assert gone(idle)
+    assert await lanes.prepare(body("Hi", user=PADDING), "text") == first
+    assert child_of(lanes) not in (dying, idle)
