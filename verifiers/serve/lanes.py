@@ -72,10 +72,12 @@ class PromptLanes:
         return self.large.submit(_prepare, body, kind)
 
     def close(self) -> None:
+        """At the server's end: the child is waited for (at most the body it holds), so
+        nothing of it is left behind, not even its queues' semaphores."""
         self.small.shutdown(wait=False, cancel_futures=True)
-        self.spawner.shutdown(wait=False, cancel_futures=True)
         if self.large is not None:
-            self.large.shutdown(wait=False, cancel_futures=True)
+            self.large.shutdown(wait=True, cancel_futures=True)
+        self.spawner.shutdown(wait=False, cancel_futures=True)
 
 
 _prompts: Prompts | None = None  # the child's copy
