@@ -389,7 +389,8 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
     yet; members with a dot-named component (``.bashrc``, ``.ssh/...``, ``.git/...``) are never
     written. The files are written into a hidden staging directory beside it and moved into
     place at once, so a pull that fails (a full disk, names that collide on a case-insensitive
-    filesystem) leaves nothing behind.
+    filesystem) leaves nothing behind; one killed outright (SIGKILL runs no cleanup) leaves its
+    staging directory, which the next pull into ``target`` removes.
     """
     meta = inspect_sdist(data)
     target = target.resolve()
@@ -398,7 +399,8 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
         raise UnsafeArchiveError(
             "target_exists", f"{root} already exists; pull into a fresh directory"
         )
-    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=target))
+    remove_abandoned_staging(target)
+    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.{os.getpid()}.", dir=target))
     try:
         skipped = _extract_members(data, staging, staging / root.name)
         if root.exists():
@@ -409,6 +411,34 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return root, skipped
+
+
+# .ROOT.PID.XXXXXXXX: mkdtemp's 8 characters after the pulling process's pid (at most 4194304)
+_STAGING = re.compile(r"\.(?P<root>.+)\.(?P<pid>[0-9]{1,7})\.[a-z0-9_]{8}")
+
+
+def remove_abandoned_staging(target: Path) -> list[Path]:
+    """Remove the staging directories that pulls into ``target`` left when they were killed:
+    ours, named as ``extract_sdist`` names them, and their process gone. Returns them."""
+    removed = []
+    for entry in target.iterdir() if target.is_dir() else ():
+        found = _STAGING.fullmatch(entry.name)
+        if found is None or entry.is_symlink() or not entry.is_dir():
+            continue
+        if entry.stat().st_uid == os.getuid() and not _running(int(found["pid"])):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _extract_members(data: bytes, base: Path, root: Path) -> list[str]:

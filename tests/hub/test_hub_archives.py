@@ -365,7 +365,8 @@ def test_a_pull_that_fails_midway_leaves_nothing_behind(tmp_path):
 
 def test_a_pull_ended_by_sigterm_or_ctrl_c_leaves_nothing_behind(hub, tmp_path):
     """prime ends on SIGTERM as on Ctrl-C: the pull's hidden staging directory is removed on
-    the way out, and it says it was interrupted (no traceback)."""
+    the way out, and it says it was interrupted (no traceback). SIGKILL runs no cleanup: what
+    it leaves, the next pull into that directory removes (and never a live pull's)."""
     import os
     import signal
     import time
@@ -376,7 +377,7 @@ def test_a_pull_ended_by_sigterm_or_ctrl_c_leaves_nothing_behind(hub, tmp_path):
     assert publish(hub, token, owner, "arc-env", package(), sdist).status_code == 201
     env = {**os.environ, "PRIME_HUB_URL": hub["url"], "PRIME_API_KEY": token}
     env["PRIME_CONFIG_DIR"] = str(tmp_path / ".prime")
-    for number in (signal.SIGTERM, signal.SIGINT):
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
         out = tmp_path / f"out-{number}"
         out.mkdir()
         command = ["env", "pull", f"{owner}/arc-env@1.0.0", "-d", str(out)]
@@ -392,8 +393,16 @@ def test_a_pull_ended_by_sigterm_or_ctrl_c_leaves_nothing_behind(hub, tmp_path):
             time.sleep(0.002)
         pull.send_signal(number)
         _, stderr = pull.communicate(timeout=60)
-        assert pull.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr
-        assert list(out.iterdir()) == [], stderr
+        if number != signal.SIGKILL:
+            assert pull.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr
+            assert list(out.iterdir()) == [], stderr
+    (abandoned,) = out.iterdir()  # SIGKILL's leftover
+    assert abandoned.name.startswith(f".{ROOT}.{pull.pid}.")
+    live = out / f".{ROOT}.{os.getpid()}.abcdefgh"  # a pull still running, as named
+    live.mkdir()
+    again = subprocess.run([sys.executable, "-m", "hub_client.cli", *command], env=env)
+    assert again.returncode == 0
+    assert sorted(out.iterdir()) == [live, out / ROOT]
 
 
 def test_the_hubs_answer_to_a_broken_upload_is_never_a_500(hub):

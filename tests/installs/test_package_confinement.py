@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import tomllib
 import uuid
 import zipfile
@@ -805,3 +806,46 @@ def test_vf_install_of_a_pulled_project_is_confined_too(target, tmp_path, route)
         text=True,
     )
     assert loaded.stdout.strip() == "loaded", loaded.stderr
+
+
+def test_a_stage_that_a_killed_install_left_is_removed_by_the_next(target, tmp_path):
+    """SIGKILL runs no cleanup: an install killed while staging leaves its stage in the
+    target's prefix. The next install into that Python (which holds the prefix's lock, so no
+    other install is running) removes it."""
+    from verifiers.installs.confined import STAGE_PREFIX
+
+    python = str(target / "bin" / "python")
+    blobs = {f"killed_env/blob{i}.bin": "x" * 2**20 for i in range(24)}  # time to be caught
+    project = local_project(tmp_path, "killed-env", files=blobs)
+    killed = subprocess.Popen(
+        [python, "-m", "verifiers.cli.install", str(project)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while not (stages := list(target.glob(f"{STAGE_PREFIX}*"))):
+        assert killed.poll() is None and time.monotonic() < deadline, "no install to kill"
+        time.sleep(0.002)
+    killed.kill()
+    killed.wait()
+    (stage,) = stages
+    while any(str(stage) in cmdline for cmdline in command_lines()):  # its uv, orphaned, ends
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert stage.is_dir()  # what SIGKILL left
+    clean = local_project(tmp_path / "clean", "later-env")
+    ok = subprocess.run(
+        [python, "-m", "verifiers.cli.install", str(clean)], capture_output=True, text=True
+    )
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert list(target.glob(f"{STAGE_PREFIX}*")) == []
+
+
+def command_lines() -> list[str]:
+    lines = []
+    for entry in Path("/proc").iterdir():
+        try:
+            lines.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, ValueError):
+            pass
+    return lines

@@ -35,6 +35,7 @@ from verifiers.installs.confinement import Installs, Problem
 from verifiers.installs.judge import Requested, Staged, judge
 from verifiers.installs.target import Target, probe, real_destination
 
+STAGE_PREFIX = ".vf-stage-"  # in the target's prefix: where a wheel is installed, then judged
 _PLAN_LINE = re.compile(r"^ ([+-]) ([A-Za-z0-9][A-Za-z0-9._-]*)(?:==(\S+))?(?: @ (\S+))?")
 
 
@@ -73,7 +74,9 @@ def install(
 ) -> list[tuple[str, str]]:
     """Install ``requirements`` (uv arguments: ``-r FILE``, ``-e DIR``, ...) into ``python``
     under the rules above; returns the (name, version) pairs installed."""
-    with _install_lock(probe(python).prefix):  # one confined install per Python at a time
+    prefix = probe(python).prefix
+    with _install_lock(prefix):  # one confined install per Python at a time
+        _remove_abandoned_stages(prefix)
         plan = _plan(uv, python, [*resolve_args, *requirements], env)
         if not plan.add:
             return []
@@ -91,6 +94,14 @@ def _install_lock(prefix: Path):
         os.close(fd)
 
 
+def _remove_abandoned_stages(prefix: Path) -> None:
+    """Stages that installs killed outright left behind (SIGKILL runs no cleanup): under the
+    lock no other install into this Python is running, so every stage there is abandoned."""
+    for stage in prefix.glob(f"{STAGE_PREFIX}*"):
+        if stage.is_dir() and not stage.is_symlink():
+            shutil.rmtree(stage, ignore_errors=True)
+
+
 def _stage_judge_move(
     uv: str,
     python: str,
@@ -101,7 +112,7 @@ def _stage_judge_move(
     plan: Plan,
 ) -> list[tuple[str, str]]:
     target = probe(python)
-    stage = Path(tempfile.mkdtemp(prefix=".vf-stage-", dir=target.prefix))
+    stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=target.prefix))
     try:
         wanted = {canonicalize_name(r.distribution) for r in requested}
         pins = [pin for name, pin in plan.add.items() if name not in wanted and pin]
