@@ -4,8 +4,10 @@ child takes the next one."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -20,14 +22,19 @@ from verifiers.serve.prompts import Kind, Prepared, Prompts
 
 PADDING = "p" * (2 * LARGE_BODY)  # an ignored field: what makes a body large
 DIE = "die-while-preparing"
+HOLD = "hold-until-released"
+RELEASE = threading.Event()
 
 
 class DiesOnCue(Prompts):
-    """Prompts whose process dies (as one killed for its memory would) on a marked body."""
+    """Prompts whose process dies (as one killed for its memory would) on a marked body, and
+    that holds its thread until ``RELEASE`` on another (as a slow prompt would)."""
 
     def prepare(self, body: bytes, kind: Kind) -> Prepared:
         if DIE.encode() in body:
             os._exit(1)
+        if HOLD.encode() in body:
+            RELEASE.wait(60)
         return super().prepare(body, kind)
 
 
@@ -50,7 +57,7 @@ def lanes(embedded_dir: Path):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_dir)
-    prompts = DiesOnCue(tokenizer, "tiny", {"tiny"}, 2048, len(tokenizer))
+    prompts = DiesOnCue(tokenizer, "tiny", {"tiny"}, 16384, len(tokenizer))
     lanes = PromptLanes(prompts)
     yield lanes
     lanes.close()
@@ -97,4 +104,49 @@ async def test_a_child_that_dies_fails_only_the_body_it_held_and_is_replaced(lan
     last = child_of(lanes)
     assert last not in (dying, idle)
     lanes.close()  # the server's end: its child is waited for
-    assert not Path(f"/proc/{last}").exists()
+    assert gone(last, within=0.1)
+
+
+async def test_arguments_python_cannot_read_reach_the_template_as_text(lanes):
+    """Tool-call arguments nested past Python's recursion limit, or holding a number of more
+    digits than it converts, were a 500; the template now gets them as the text they came as."""
+    for arguments in ["[" * 5000 + "]" * 5000, '{"n": ' + "7" * 5001 + "}"]:
+        call = {"type": "function", "function": {"name": "f", "arguments": arguments}}
+        messages = [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+        ]
+        body = orjson.dumps({"model": "tiny", "messages": messages, "max_tokens": 1})
+        assert (await lanes.prepare(body, "chat")).prompt_ids  # (this template drops calls)
+
+
+async def test_a_client_has_one_body_in_each_lane_at_a_time(lanes):
+    """Lanes are queues: one client's many bodies there made everyone else wait for all of them
+    (19 s in an outside attack: 60 bodies just under 1 MiB, each 0.35 s to tokenize). Now a
+    client's bodies take turns, so another client's body waits for at most one of them, and a
+    body whose client hangs up while it waits for its turn goes at once."""
+    RELEASE.clear()
+    greedy = [
+        asyncio.create_task(lanes.prepare(body(HOLD), "text", client="greedy")) for _ in range(6)
+    ]
+    other = await asyncio.wait_for(lanes.prepare(body("Hi"), "text", client="other"), 20)
+    assert other.prompt_ids and not any(task.done() for task in greedy)
+    assert lanes.turns["greedy", "small"].users == 6 and ("other", "small") not in lanes.turns
+    for task in greedy[3:]:  # their client hung up
+        task.cancel()
+    await asyncio.gather(*greedy[3:], return_exceptions=True)
+    assert lanes.turns["greedy", "small"].users == 3
+    RELEASE.set()
+    assert len({p.prompt_ids == other.prompt_ids for p in await asyncio.gather(*greedy[:3])}) == 1
+    assert lanes.turns == {}
+
+
+async def test_bodies_queued_behind_one_that_kills_the_child_are_not_failed(lanes):
+    """The child's death failed every body queued for it. Now the child holds one body at a
+    time, so the body it held when it died is the one that fails; the others, whatever their
+    order, go to a fresh child."""
+    deadly = lanes.prepare(body("Hi", user=PADDING + DIE), "text", client="a")
+    others = [lanes.prepare(body("Hi", user=PADDING), "text", client=c) for c in "bcd"]
+    first, *rest = await asyncio.gather(deadly, *others, return_exceptions=True)
+    assert isinstance(first, APIError) and first.status == 500, first
+    assert all(isinstance(result, Prepared) for result in rest), rest

@@ -715,6 +715,12 @@ def test_malformed_tool_calls_are_a_clean_400(served, tool_calls):
     assert chat(served).status_code == 200
 
 
+def test_a_content_part_whose_text_is_not_a_string_is_a_400(served):
+    """It was a 500 (the template's join met a number)."""
+    resp = chat(served, messages=[{"role": "user", "content": [{"type": "text", "text": 5}]}])
+    assert resp.status_code == 400 and "messages[0].content" in resp.text, resp.text
+
+
 def test_a_huge_prompt_is_tokenized_without_stalling_other_clients(tiny_dir, tmp_path):
     """Tokenizing a 2 MB prompt takes about a second; /health and small chats answer meanwhile,
     each in a fraction of it. (A prompt that cannot fit the context at all is refused before

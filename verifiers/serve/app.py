@@ -74,7 +74,9 @@ def build_app(
         held = budget.hold(client_of(request))
         try:
             body = await held.read_body(request)
-            reply, prompt_ids, params, n = await unless_gone(request, lanes.prepare(body, kind))
+            client = None if api_key else held.client  # trusted clients take no turns
+            prepared = lanes.prepare(body, kind, client)
+            reply, prompt_ids, params, n = await unless_gone(request, prepared)
             held.charge(len(prompt_ids) + n * params.max_tokens)
         except BaseException:
             held.release()

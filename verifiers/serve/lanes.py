@@ -19,6 +19,7 @@ import pickle
 import signal
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
 
 from verifiers.asgi.json_api import APIError
 from verifiers.processes.die_with_parent import arm_parent_death_signal
@@ -26,6 +27,15 @@ from verifiers.serve.prompts import Kind, Prepared, Prompts
 
 LARGE_BODY = 1024 * 1024
 logger = logging.getLogger("verifiers.serve")
+
+
+@dataclass
+class _Turn:
+    """One client's place in one lane: the lock its bodies take in turn, and how many of its
+    requests hold or wait for it (at none, the entry goes)."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
 
 
 class PromptLanes:
@@ -39,21 +49,59 @@ class PromptLanes:
         # as the server does
         self.spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vf-serve-spawner")
         self.large: ProcessPoolExecutor | None = None
+        self.large_turn = asyncio.Lock()
+        self.turns: dict[tuple[str, str], _Turn] = {}  # (client, lane)
 
-    async def prepare(self, body: bytes, kind: Kind) -> Prepared:
+    async def prepare(self, body: bytes, kind: Kind, client: str | None = None) -> Prepared:
+        """``body`` prepared in its lane. A ``client`` (an anonymous one) has one body in each
+        lane at a time: lanes are queues, and a client with many bodies in one would make
+        everyone else wait for all of them. A body whose client hangs up while it waits for its
+        turn goes at once; one already in a lane is finished first (the turn ends with it), so
+        what a client left behind there is one body per lane at most."""
+        key = (client or "", "large" if len(body) > LARGE_BODY else "small")
+        turn = await self._take_turn(key) if client is not None else None
+        work = asyncio.create_task(self._prepare(body, kind))
+        work.add_done_callback(lambda done: self._end_turn(done, key, turn))
+        return await asyncio.shield(work)
+
+    async def _take_turn(self, key: tuple[str, str]) -> _Turn:
+        turn = self.turns.setdefault(key, _Turn())
+        turn.users += 1
+        try:
+            await turn.lock.acquire()
+        except BaseException:  # its client hung up while it waited
+            self._leave(key, turn)
+            raise
+        return turn
+
+    def _end_turn(self, done: asyncio.Task, key: tuple[str, str], turn: _Turn | None) -> None:
+        if not done.cancelled():
+            done.exception()  # its client may be gone: nobody else reads its error
+        if turn is not None:
+            turn.lock.release()
+            self._leave(key, turn)
+
+    def _leave(self, key: tuple[str, str], turn: _Turn) -> None:
+        turn.users -= 1
+        if not turn.users:
+            del self.turns[key]
+
+    async def _prepare(self, body: bytes, kind: Kind) -> Prepared:
         loop = asyncio.get_running_loop()
         if len(body) <= LARGE_BODY:
             return await loop.run_in_executor(self.small, self.prompts.prepare, body, kind)
-        future = await loop.run_in_executor(self.spawner, self._submit, body, kind)
-        try:
-            return await asyncio.wrap_future(future)
-        except BrokenProcessPool:  # it died preparing this body (killed, out of memory)
-            logger.error("the process preparing large prompts died; the next body starts another")
-            raise APIError(
-                500,
-                "the process preparing this prompt died; retry, or send a smaller one",
-                "server_error",
-            ) from None
+        # one body in the child at a time: if it dies, the body it held is the one that fails
+        async with self.large_turn:
+            future = await loop.run_in_executor(self.spawner, self._submit, body, kind)
+            try:
+                return await asyncio.wrap_future(future)
+            except BrokenProcessPool:  # killed, out of memory: the next body starts another
+                logger.error("the process preparing large prompts died; another replaces it")
+                raise APIError(
+                    500,
+                    "the process preparing this prompt died; retry, or send a smaller one",
+                    "server_error",
+                ) from None
 
     def _submit(self, body: bytes, kind: Kind) -> Future[Prepared]:
         """In the spawner thread: ``body`` to the child, started first if there is none or the

@@ -170,6 +170,6 @@ def _template_message(message: dict[str, Any]) -> dict[str, Any]:
         if isinstance(function.get("arguments"), str):
             try:
                 function["arguments"] = json.loads(function["arguments"])
-            except json.JSONDecodeError:
-                pass
+            except (ValueError, RecursionError):  # not JSON, too deep, too long a number
+                pass  # the template gets the text as it came
     return out

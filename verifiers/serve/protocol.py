@@ -134,9 +134,12 @@ class ChatCompletionRequest(_Sampling):
             if not (
                 content is None
                 or isinstance(content, str)
-                or (isinstance(content, list) and all(isinstance(p, dict) for p in content))
+                or (isinstance(content, list) and all(_is_part(p) for p in content))
             ):
-                raise ValueError(f"messages[{i}].content must be a string, a list of parts or null")
+                raise ValueError(
+                    f"messages[{i}].content must be a string, a list of parts "
+                    '({"type": "text", "text": "..."}) or null'
+                )
             calls = message.get("tool_calls")
             if calls is not None and not isinstance(calls, list):
                 raise ValueError(f"messages[{i}].tool_calls must be a list")
@@ -162,6 +165,10 @@ class ChatCompletionRequest(_Sampling):
             stream_usage=self.stream_usage,
             tool_calls=bool(self.tools),
         )
+
+
+def _is_part(part: Any) -> bool:
+    return isinstance(part, dict) and isinstance(part.get("text", ""), str)
 
 
 class CompletionRequest(_Sampling):
