@@ -60,6 +60,7 @@ def lanes(embedded_dir: Path):
     prompts = DiesOnCue(tokenizer, "tiny", {"tiny"}, 16384, len(tokenizer))
     lanes = PromptLanes(prompts)
     yield lanes
+    RELEASE.set()  # nothing is left holding a thread, whatever failed
     lanes.close()
 
 
