@@ -29,6 +29,7 @@ from verifiers.installs.sdk_guard import (
     sdk_requirement,
     sdk_version,
 )
+from verifiers.installs.target import ask
 from verifiers.loading.env_id import EnvId, EnvIdError
 
 LOCK_VERSION = 1
@@ -162,10 +163,7 @@ def pip_install(
 def prefix_of(python: str) -> str:
     if python == sys.executable:
         return sys.prefix
-    out = subprocess.run(
-        [python, "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True
-    )
-    return out.stdout.strip() or sys.prefix
+    return ask(python, "print(sys.prefix)").stdout.strip() or sys.prefix
 
 
 def record_provenance(entries: list[LockEntry], python: str, hub_url: str) -> None:
@@ -183,12 +181,10 @@ def sdk_requirement_of(python: str, distribution: str) -> str | None:
     if python == sys.executable:
         return installed_sdk_requirement(distribution)
     script = (
-        "import json, sys; from importlib import metadata; "
+        "import json; from importlib import metadata; "
         "print(json.dumps(metadata.requires(sys.argv[1]) or []))"
     )
-    result = subprocess.run(
-        [python, "-c", script, distribution], capture_output=True, text=True, check=False
-    )
+    result = ask(python, script, distribution)
     try:
         return sdk_requirement(json.loads(result.stdout))
     except json.JSONDecodeError:

@@ -7,6 +7,7 @@ that has this SDK installed; afterwards ``verifiers`` must still be this checkou
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import sysconfig
@@ -138,10 +139,10 @@ def test_prime_env_install_refuses_a_python_without_this_sdk(tmp_path):
     (Path(site) / "verifiers" / "__init__.py").write_text(
         "__version__ = '0.4.0'  # another project\n"
     )
-    for python, message in (
-        (bare, "has no verifiers installed"),
-        (foreign, "is not this SDK"),
-    ):
+    cases = [(bare, "has no verifiers installed"), (foreign, "is not this SDK")]
+    # run from this checkout too: its ./verifiers answered for the target's SDK, and a Python
+    # without one got an environment it could not import
+    for (python, message), cwd in itertools.product(cases, (tmp_path, REPO)):
         result = subprocess.run(
             [
                 sys.executable,
@@ -155,7 +156,7 @@ def test_prime_env_install_refuses_a_python_without_this_sdk(tmp_path):
             ],
             capture_output=True,
             text=True,
-            cwd=tmp_path,
+            cwd=cwd,
             env={
                 "PATH": "/usr/bin:/bin",
                 "HOME": str(tmp_path),
@@ -163,5 +164,20 @@ def test_prime_env_install_refuses_a_python_without_this_sdk(tmp_path):
             },
         )
         out = result.stdout + result.stderr
-        assert result.returncode == 2 and message in out, out
+        assert result.returncode == 2 and message in out, (cwd, out)
         assert "/sdk/" in out and "Traceback" not in out  # says how to get this SDK
+
+
+def test_a_target_python_is_asked_about_itself_not_about_the_callers_directory(
+    tmp_path, monkeypatch
+):
+    """What a target Python has is read without the caller's working directory on its path: a
+    project's own modules there looked installed in the target, as if an environment that
+    ships one would overwrite it."""
+    from verifiers.installs.target import ask, probe
+
+    (tmp_path / "zz_only_in_cwd.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert "zz_only_in_cwd" not in probe(sys.executable).names
+    found = ask(sys.executable, "import importlib.util as u; print(u.find_spec('zz_only_in_cwd'))")
+    assert found.stdout.strip() == "None", found

@@ -50,10 +50,10 @@ def sdk_problem(python: str) -> str | None:
     absent, or another project of the same name (PyPI's)."""
     import subprocess
 
+    from verifiers.installs.target import ask
+
     try:
-        probe = subprocess.run(
-            [python, "-c", _PROBE], capture_output=True, text=True, timeout=60, check=True
-        )
+        probe = ask(python, _PROBE, check=True)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{python} could not be run: {exc}"
     state, *rest = probe.stdout.split() or ["missing"]

@@ -101,12 +101,26 @@ def real_destination(path: Path) -> Path:
     return existing.resolve().joinpath(*reversed(rest))
 
 
+def ask(
+    python: str, code: str, *args: str, check: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in ``python`` (another interpreter, asked about itself) without the
+    caller's working directory on its path: run from a checkout, ``./verifiers`` would answer
+    for the SDK it has installed, and a project's own modules would look installed in it."""
+    own_path = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"
+    return subprocess.run(
+        [python, "-c", own_path + code, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=check,
+    )
+
+
 def probe(python: str) -> Target:
     """The target's layout and everything installed on its path."""
     try:
-        out = subprocess.run(
-            [python, "-c", _PROBE], capture_output=True, text=True, timeout=60, check=True
-        ).stdout
+        out = ask(python, _PROBE, check=True).stdout
         info = json.loads(out)
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         raise RuntimeError(f"could not ask {python} where it installs packages: {exc}") from exc
