@@ -30,6 +30,25 @@ def only_run_dir(output: Path) -> Path:
     return runs[0]
 
 
+def test_with_b_and_no_m_the_model_is_the_one_the_server_lists(server, tmp_path):
+    """It was sent as "default", which vf-serve and vLLM refuse (every rollout failed)."""
+    from verifiers.cli.endpoints import CLIError, Endpoint
+    from verifiers.cli.eval import served_model
+
+    server.set_handler(reverse_policy)
+    assert main(reverse_text_argv(server.base_url, tmp_path, "-n", "1", "-r", "1")) == 0
+    assert {request["model"] for request in server.requests} == {server.model_name}
+    assert read_metadata(only_run_dir(tmp_path))["model"] == server.model_name
+    endpoint = Endpoint("", server.base_url, None)
+    for listed, needle in ((["a", "b"], "it serves a, b"), ([], "it lists no models")):
+        with pytest.raises(CLIError, match=f"without -m: {needle}; name one with -m MODEL"):
+            served_model(endpoint, listed)
+
+
+def read_metadata(run: Path) -> dict:
+    return json.loads((run / "metadata.json").read_text())
+
+
 def test_eval_against_an_endpoint_saves_results_and_prints_a_summary(server, tmp_path, capsys):
     server.set_handler(reverse_policy)
     server.enqueue(Reply(status=400, error="bad request for one rollout"))

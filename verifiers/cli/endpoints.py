@@ -77,14 +77,15 @@ def load_registry(path: Path) -> dict[str, EndpointEntry]:
 def resolve_endpoint(
     model: str | None, base_url: str | None, key_var: str, endpoints_file: str | None
 ) -> Endpoint:
-    """Explicit ``-b`` wins; then an alias from the registry; otherwise the embedded model."""
+    """Explicit ``-b`` wins (with ``-m``, or the model it serves); then an alias from the
+    registry; otherwise the embedded model."""
     registry: dict[str, EndpointEntry] = {}
     if endpoints_file:
         registry = load_registry(Path(endpoints_file))
     elif Path(DEFAULT_REGISTRY).exists():
         registry = load_registry(Path(DEFAULT_REGISTRY))
-    if base_url:
-        return Endpoint(model or "default", base_url, os.environ.get(key_var) or "EMPTY")
+    if base_url:  # no -m: the model the server serves (``served_model``, once it answers)
+        return Endpoint(model or "", base_url, os.environ.get(key_var) or "EMPTY")
     if model and model in registry:
         entry = registry[model]
         key = os.environ.get(entry.key)

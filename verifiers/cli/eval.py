@@ -12,6 +12,7 @@ Exit codes: 0 the run happened (errored rollouts are counted, not fatal), 1 ever
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -65,8 +66,8 @@ class EvalSettings(CommandSettings):
     )
     model: Annotated[str | None, Flag("-m")] = Field(
         None,
-        description="model name, endpoint alias, or local model directory (none: the embedded "
-        f"{DEFAULT_MODEL})",
+        description="model name, endpoint alias, or local model directory (none: the model -b's "
+        f"server serves, or without -b the embedded {DEFAULT_MODEL})",
     )
     api_base_url: Annotated[str | None, Flag("-b")] = Field(
         None, description="OpenAI-compatible base URL, e.g. http://localhost:8000/v1"
@@ -179,7 +180,8 @@ def parse_headers(values: list[str]) -> dict[str, str]:
 
 def check_reachable(
     endpoint: Endpoint, headers: dict[str, str], key_var: str, api: str = "chat"
-) -> None:
+) -> list[str]:
+    """Fail with what to do when the endpoint cannot be used; the ids of the models it lists."""
     import httpx
 
     url = endpoint.url.rstrip("/") + "/models"
@@ -218,6 +220,19 @@ def check_reachable(
         raise CLIError(
             f"{endpoint.base_url} is not an OpenAI-compatible API root ({url} is HTTP 404){hint}"
         )
+    try:
+        listed = resp.json().get("data")
+        return [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    except (ValueError, AttributeError, TypeError):  # not a model list: nothing to go on
+        return []
+
+
+def served_model(endpoint: Endpoint, served: list[str]) -> str:
+    """``-b`` without ``-m``: the one model the server lists (vLLM and vf-serve list one)."""
+    if len(served) == 1:
+        return served[0]
+    listing = f"it serves {', '.join(served)}" if served else "it lists no models"
+    raise CLIError(f"-b {endpoint.base_url} without -m: {listing}; name one with -m MODEL")
 
 
 def check_same_env(args: EvalSettings, previous: dict[str, Any], flag: str, run: str) -> None:
@@ -382,7 +397,9 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
         local_model = _local_model(endpoint.model, console)
         endpoint = _start_embedded(endpoint, console, args, servers, local_model)
     else:
-        check_reachable(endpoint, headers, endpoint.key_var or args.api_key_var, api)
+        served = check_reachable(endpoint, headers, endpoint.key_var or args.api_key_var, api)
+        if not endpoint.model:
+            endpoint = dataclasses.replace(endpoint, model=served_model(endpoint, served))
     client = make_eval_client(api, endpoint, headers, endpoint.key_var or args.api_key_var)
     results_path = None
     if args.resume:
