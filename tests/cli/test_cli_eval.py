@@ -508,6 +508,7 @@ def test_rescore_scores_recorded_rollouts_again_without_the_model(
     new_run = next(r for r in runs if r != source_run)
     meta = json.loads((new_run / "metadata.json").read_text())
     assert meta["rescored_from"] == str(source_run) and meta["status"] == "completed"
+    assert (new_run / "report.html").is_file() and f"report: {new_run}" in printed
     old_rows = {
         (r["example_id"], r["rollout_index"]): r for r in read_rows(source_run / "results.jsonl")
     }

@@ -305,8 +305,16 @@ def _rescore(args: EvalSettings, run_dir: str, env: Any, console: Console) -> in
     stdout.print(summary_table(out.run_metadata, time.perf_counter() - start))
     stdout.print(changes_table(compare(run, out)))
     if results_path is not None:
-        stdout.print(f"results: {results_path}", soft_wrap=True)
+        _print_saved(stdout, results_path)
     return 0
+
+
+def _print_saved(stdout: Console, results_path: str) -> None:
+    """Where a saved run is, and its report.html (written now, from what was saved)."""
+    from verifiers.results.report import write_report
+
+    stdout.print(f"results: {results_path}", soft_wrap=True)
+    stdout.print(f"report: {write_report([results_path])}", soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -458,10 +466,7 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
     stdout = Console()
     stdout.print(summary_table(out.run_metadata, wall))
     if results_path is not None:
-        from verifiers.results.report import write_report
-
-        stdout.print(f"results: {results_path}", soft_wrap=True)
-        stdout.print(f"report: {write_report([results_path])}", soft_wrap=True)
+        _print_saved(stdout, results_path)
     failed = [s for s in out.state if s.get("error") is not None]
     if out.state and len(failed) == len(out.state):
         first = failed[0]["error"]
