@@ -6,6 +6,9 @@ exchange messages as plain dicts in the OpenAI wire shape (``ChatMessage``); tho
 ``verifiers.messages`` and re-exported here), which also index like those dicts.
 ``verifiers.classic`` decides which an environment gets. Anything that leaves the process
 (results files, the hub) is described by the pydantic models in ``verifiers.results.schema``.
+
+Over 400 lines, not split: environments import these names from ``verifiers.types``, as the
+classic releases had them; the messages are already a module of their own.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ Results stream to outputs/evals/<env>--<model>/<run>/ and a killed run continues
 Exit codes: 0 the run happened (errored rollouts are counted, not fatal), 1 every rollout failed
 (the message names the first error), 2 it could not start (bad environment id, bad JSON, bad
 -n/-r/-c, unreachable endpoint or a URL that is not an API root), 130 interrupted (resumable).
+
+Over 400 lines, not split: one command, read top to bottom (its settings, the checks that run
+before anything starts, the run); the endpoint registry, the display, the results layout and
+re-scoring are modules of their own.
 """
 
 from __future__ import annotations

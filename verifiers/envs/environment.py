@@ -3,6 +3,10 @@
 Subclasses define ``setup_state`` and ``rollout`` (``MultiTurnEnv`` does, with ``env_response`` as
 the hook); this base class formats datasets, talks to the model through the client layer, and
 runs many rollouts concurrently with ``generate``/``evaluate`` (see ``verifiers.envs.generation``).
+
+Over 400 lines, not split: the classic ``Environment`` is one class, and its public surface
+(the method names of 0.1.x-0.3.x, kept for the environments written against them) is most of
+its size; the rollout engine, dataset formatting and the client layer are modules of their own.
 """
 
 from __future__ import annotations

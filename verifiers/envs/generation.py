@@ -4,6 +4,9 @@ Each example's ``rollouts_per_example`` rollouts form a group. Rollouts run unde
 (generation), groups are scored under another (scoring), advantages come from the final summed
 reward of the group, and each finished group is appended to ``results.jsonl`` at once. Errors are
 data: a rollout that fails keeps its partial completion and a typed ``state["error"]``.
+
+Over 400 lines, not split: grouping, concurrency, scoring and streaming to disk share each
+group's state; what an environment does per rollout is ``verifiers.envs.environment``'s.
 """
 
 from __future__ import annotations

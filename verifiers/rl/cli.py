@@ -8,6 +8,10 @@ new weights to the server after every step (inference.weight_transport: filesyst
 nccl). Writes metrics.jsonl, a metrics.png plot and checkpoints under ``output_dir``; --resume
 continues from the latest checkpoint. If either side dies, the other is stopped and the reason
 printed. Every setting, with its default:
+
+Over 400 lines, not split: the command vf-rl, read top to bottom (the checks before anything
+starts, the served model and the trainer wired together, the export); the config, the trainer
+and the orchestrator are modules of their own.
 """
 
 from __future__ import annotations

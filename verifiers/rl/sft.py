@@ -11,6 +11,9 @@ that environment is measured before the first step, every ``every`` steps and af
 model is served by vf-serve and updated as vf-rl does). Writes ``metrics.jsonl``, ``eval.jsonl``,
 ``metrics.png``, ``config.json``, ``checkpoints/`` and ``weights/`` (a model directory that
 ``vf-eval -m``, ``vf-serve`` and vf-rl's ``model =`` take). Every setting, with its default:
+
+Over 400 lines, not split: one command's config, data, loop and held-out evaluation; the
+training step it shares with vf-rl is ``verifiers.rl.trainer``'s.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ Read top to bottom: ``train_step`` → ``gradients`` (micro-batches, global norm
 normalizer counts the *whole* batch, so accumulating micro-batches (or FSDP2 ranks) gives exactly
 the full-batch gradient. With ``[trainer.lora]`` the model is wrapped by peft: only the adapters
 train, the KL reference is the same model with its adapter off, and only adapters are pushed.
+
+Over 400 lines, not split: one class, the training step (loss, optimizer, FSDP and LoRA,
+checkpoints) over one model's state.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ For environments of verifiers 0.1.14+, whose state holds the row as a task paylo
 name too (a ``difficulty`` column reaches a ``difficulty`` parameter). Methods a subclass marks
 with ``@vf.reward`` / ``@vf.metric`` are added as reward functions, ``@vf.advantage`` computes the
 group's advantages, and ``@vf.cleanup`` / ``@vf.teardown`` run from ``cleanup`` / ``teardown``.
+
+Over 400 lines, not split: the classic ``Rubric`` is one public surface (reward functions,
+weights, group rewards, parallel scoring), kept whole for the environments written against it.
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ Isolation, in layers:
 
 The mode is probed once per process (``verifiers.sandbox.provider``) and logged; environments
 record it in results metadata.
+
+Over 400 lines, not split: one class, ``LocalSandbox``, whose start, transfers and stop share
+its namespace setup; the worker, the seccomp filter, budgets and the network are modules of
+their own.
 """
 
 from __future__ import annotations
