@@ -24,7 +24,6 @@ import re
 import shutil
 import struct
 import tarfile
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -46,6 +45,7 @@ from verifiers.installs.confinement import (
     top_level_names,
 )
 from verifiers.installs.content_hash import content_hash
+from verifiers.processes.leftovers import owned_dir, remove_abandoned
 
 MAX_MEMBERS = 10_000
 MAX_UNPACKED = 256 * 1024 * 1024
@@ -400,7 +400,7 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
             "target_exists", f"{root} already exists; pull into a fresh directory"
         )
     remove_abandoned_staging(target)
-    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.{os.getpid()}.", dir=target))
+    staging = owned_dir(f".{root.name}.", target)
     try:
         skipped = _extract_members(data, staging, staging / root.name)
         if root.exists():
@@ -413,32 +413,10 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
     return root, skipped
 
 
-# .ROOT.PID.XXXXXXXX: mkdtemp's 8 characters after the pulling process's pid (at most 4194304)
-_STAGING = re.compile(r"\.(?P<root>.+)\.(?P<pid>[0-9]{1,7})\.[a-z0-9_]{8}")
-
-
 def remove_abandoned_staging(target: Path) -> list[Path]:
-    """Remove the staging directories that pulls into ``target`` left when they were killed:
-    ours, named as ``extract_sdist`` names them, and their process gone. Returns them."""
-    removed = []
-    for entry in target.iterdir() if target.is_dir() else ():
-        found = _STAGING.fullmatch(entry.name)
-        if found is None or entry.is_symlink() or not entry.is_dir():
-            continue
-        if entry.stat().st_uid == os.getuid() and not _running(int(found["pid"])):
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry)
-    return removed
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+    """Remove the staging directories (``.ROOT.PID.XXXXXXXX``) that pulls into ``target`` left
+    when they were killed: ours, and their process gone. Returns them."""
+    return remove_abandoned(target, r"\..+\.")
 
 
 def _extract_members(data: bytes, base: Path, root: Path) -> list[str]:

@@ -96,44 +96,6 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
     assert all(e["eval_rollouts"] == 3 and e["eval_errors"] == 0 for e in evals)
     assert "held-out reward after 3 steps" in resumed.stdout
     assert (out / "weights" / "model.safetensors").exists()  # the trained model, at the end
-    nccl = subprocess.run(
-        [
-            *(sys.executable, "-m", "verifiers.rl.cli", "@", str(config)),
-            *("--inference.weight_transport", "nccl", "--output_dir", str(tmp_path / "nccl")),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert nccl.returncode == 2 and "two different GPUs" in nccl.stdout
-    bad = subprocess.run(
-        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config), "--steps", "0"],
-        capture_output=True,
-        text=True,
-    )
-    assert bad.returncode == 2 and "invalid config" in bad.stderr
-    misspelt = subprocess.run(
-        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config), "--trainer.lrr", "1e-3"],
-        capture_output=True,
-        text=True,
-    )
-    assert misspelt.returncode == 2 and "trainer.lrr" in misspelt.stderr
-    for flag, value, message in (
-        ("--env_id", "nope-env", "no environment 'nope-env' is installed"),
-        ("--model", str(tmp_path / "nowhere"), "is not a local directory"),
-    ):
-        missing = subprocess.run(
-            [
-                *(sys.executable, "-m", "verifiers.rl.cli", "@", str(config), flag, value),
-                "--output_dir",
-                str(tmp_path / "x"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert missing.returncode == 2 and message in missing.stdout, missing.stdout
-        assert "Traceback" not in missing.stdout + missing.stderr
 
 
 def test_model_limits_are_checked_before_vllm_starts(policy_dir):
@@ -185,6 +147,74 @@ def test_device_choices_that_cannot_work_are_refused_up_front():
     two_gpus = config(backend="vllm", device="cuda:1", weight_transport="nccl")
     assert device_problem(two_gpus, "cuda:0") is None
     assert device_problem(config(device="cuda", weight_transport="gloo"), "cuda:0") is None
+
+
+# Run in a fresh interpreter: says whether the refusal came before torch was imported.
+_REFUSED_BEFORE_TORCH = (
+    "import sys\n"
+    "from verifiers.rl.{module} import main\n"
+    "code = main(sys.argv[1:])\n"
+    "print('torch imported' if 'torch' in sys.modules else 'torch not imported')\n"
+    "sys.exit(code)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("module", "flags", "message"),
+    [
+        ("cli", ["--env_id", "nope-env"], "no environment 'nope-env' is installed"),
+        ("cli", ["--model", "{tmp}/nowhere"], "is not a local directory"),
+        ("cli", ["--model", "{tmp}"], "has no config.json"),
+        ("cli", ["--inference.weight_transport", "nccl"], "two different GPUs"),
+        ("sft", ["--model", "no-such-model"], "not an embedded model"),
+        ("sft", ["--data.path", "{tmp}/none.jsonl"], "none.jsonl"),
+    ],
+    ids=["rl-env", "rl-model", "rl-model-dir", "rl-nccl-on-cpu", "sft-model", "sft-data"],
+)
+def test_a_run_that_names_what_is_not_there_is_refused_before_torch_loads(
+    policy_dir, tmp_path, module, flags, message
+):
+    """A mistyped environment, model or data path, or a transport the devices cannot carry,
+    is one line and exit 2 within a second: nothing heavy is imported first."""
+    import subprocess
+    import sys
+
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    base = {
+        "cli": ["--model", str(policy_dir), "--env_id", "reverse-text"],
+        "sft": ["--model", str(policy_dir), "--data.path", str(data)],
+    }[module]
+    flags = [f.replace("{tmp}", str(tmp_path)) for f in flags]
+    result = subprocess.run(
+        [
+            *(sys.executable, "-c", _REFUSED_BEFORE_TORCH.format(module=module)),
+            *(*base, *flags, "--output_dir", str(tmp_path / "out")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and message in result.stdout, result.stdout + result.stderr
+    assert "torch not imported" in result.stdout and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_config_values_that_fail_validation_name_the_key(policy_dir, tmp_path):
+    import subprocess
+    import sys
+
+    for flags, message in (
+        (["--steps", "0"], "invalid config"),
+        (["--trainer.lrr", "1e-3"], "trainer.lrr"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "verifiers.rl.cli", "--model", str(policy_dir), *flags],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize(

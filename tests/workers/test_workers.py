@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 
 import verifiers as vf
 from verifiers.results.records import rollout_record
-from verifiers.workers.pool import WorkerPool
+from verifiers.workers.pool import WORK_DIR_PREFIX, WorkerPool
 
 ENV_SOURCE = '''
 import ctypes, os, time
@@ -229,6 +230,18 @@ def test_no_worker_outlives_its_caller(server, flags, tmp_path, how):
     while _worker_pids(tag) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _worker_pids(tag) == []
+    # the pool's scratch directory (its socket, the heartbeats): gone with the caller, or, when
+    # SIGKILL left it, removed by the next pool that starts
+    left = list(Path(tempfile.gettempdir()).glob(f"{WORK_DIR_PREFIX}{caller.pid}.*"))
+    if how == signal.SIGKILL:
+        assert left, "SIGKILL runs no cleanup: the killed caller's directory is still there"
+
+        async def start_another() -> None:
+            async with WorkerPool("vf-worker-probe"):
+                pass
+
+        asyncio.run(start_another())
+    assert not [d for d in left if d.exists()]
 
 
 def _start_server(tmp_path: Path, secret: str | None, port: int) -> subprocess.Popen:

@@ -49,22 +49,8 @@ def load_environment(env_id: str, **env_args: Any):
     then imported and built with the behaviour of the classic release its ``verifiers``
     requirement names (``verifiers.classic``).
     """
-    parsed = parse_env_id(env_id)
-    tried: list[str] = []
-    found = _locate_entry_point(parsed, tried) or _locate_module(parsed, tried)
-    if found is None:
-        raise EnvironmentNotFoundError(
-            f"no environment {str(parsed)!r} is installed (tried {'; '.join(tried)}). "
-            f"Install it with `vf-install {parsed.name}` (local) or `prime env install {parsed.owner or 'OWNER'}/{parsed.name}` (hub)."
-        )
-    if parsed.owner and not found.owner_qualified:
-        _check_owner(parsed, found.dist_name)
+    parsed, found, tried = locate_environment(env_id)
     installed = _dist_version(found.dist_name)
-    if parsed.version and installed and installed != parsed.version:
-        raise EnvironmentNotFoundError(
-            f"{found.dist_name} {installed} is installed but {parsed} was requested; "
-            f"install that version (e.g. `prime env install {parsed}`) or drop '@{parsed.version}'"
-        )
     release, started = written_for_release(found.dist_name), time.perf_counter()
     with classic.written_for(release):
         built_as = classic.current()
@@ -97,6 +83,30 @@ def load_environment(env_id: str, **env_args: Any):
     env.loaded_as = env_id
     env.env_content_hash = content_hash(module) if module is not None else None
     return env
+
+
+def locate_environment(env_id: str) -> tuple[EnvId, Located, list[str]]:
+    """The installed package ``env_id`` names, its owner and version checked, none of its code
+    run: what a command checks before it starts anything heavy (vf-rl before torch).
+
+    Returns the parsed id, where it was found, and every place that was tried."""
+    parsed = parse_env_id(env_id)
+    tried: list[str] = []
+    found = _locate_entry_point(parsed, tried) or _locate_module(parsed, tried)
+    if found is None:
+        raise EnvironmentNotFoundError(
+            f"no environment {str(parsed)!r} is installed (tried {'; '.join(tried)}). "
+            f"Install it with `vf-install {parsed.name}` (local) or `prime env install {parsed.owner or 'OWNER'}/{parsed.name}` (hub)."
+        )
+    if parsed.owner and not found.owner_qualified:
+        _check_owner(parsed, found.dist_name)
+    installed = _dist_version(found.dist_name)
+    if parsed.version and installed and installed != parsed.version:
+        raise EnvironmentNotFoundError(
+            f"{found.dist_name} {installed} is installed but {parsed} was requested; "
+            f"install that version (e.g. `prime env install {parsed}`) or drop '@{parsed.version}'"
+        )
+    return parsed, found, tried
 
 
 @dataclass

@@ -85,15 +85,16 @@ def content_hash(directory: Path) -> str:
     return digest.hexdigest()
 
 
-def resolve_model_dir(model: str) -> tuple[Path, str]:
-    """The local directory to load and the name to serve it under."""
+def find_model(model: str) -> Path | EmbeddedModel:
+    """The local directory or the embedded model that ``model`` names, checked without loading
+    or converting anything (so a command can refuse a wrong name before torch loads)."""
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():
             raise ModelNotAvailableError(
                 f"{path} is a directory but has no config.json; point at a Hugging Face model directory"
             )
-        return path, path.name
+        return path
     key = ALIASES.get(model.lower(), model.lower())
     embedded = EMBEDDED.get(key)
     if embedded is None:
@@ -102,20 +103,45 @@ def resolve_model_dir(model: str) -> tuple[Path, str]:
             f"model {model!r} is not a local directory and not an embedded model ({known}); "
             "models are never downloaded at run time: pass the path of a local Hugging Face model directory"
         )
-    return convert_embedded(embedded), embedded.name
+    if not _converted(embedded) and _package_dir(embedded) is None:
+        raise ModelNotAvailableError(
+            f"the embedded model {embedded.name} needs its package: run `{embedded.install}`"
+        )
+    return embedded
+
+
+def resolve_model_dir(model: str) -> tuple[Path, str]:
+    """The local directory to load and the name to serve it under."""
+    found = find_model(model)
+    if isinstance(found, Path):
+        return found, found.name
+    return convert_embedded(found), found.name
+
+
+def _converted(embedded: EmbeddedModel) -> Path | None:
+    target = cache_dir() / embedded.name
+    done = (target / "config.json").exists() and (target / "model.safetensors").exists()
+    return target if done else None
+
+
+def _package_dir(embedded: EmbeddedModel) -> Path | None:
+    spec = importlib.util.find_spec(embedded.package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def convert_embedded(embedded: EmbeddedModel) -> Path:
     """The cached safetensors directory of an embedded model, converting it on first use."""
+    converted = _converted(embedded)
+    if converted is not None:
+        return converted
     target = cache_dir() / embedded.name
-    if (target / "config.json").exists() and (target / "model.safetensors").exists():
-        return target
-    spec = importlib.util.find_spec(embedded.package)
-    if spec is None or not spec.submodule_search_locations:
+    source = _package_dir(embedded)
+    if source is None:
         raise ModelNotAvailableError(
             f"the embedded model {embedded.name} needs its package: run `{embedded.install}`"
         )
-    source = Path(next(iter(spec.submodule_search_locations)))
     gguf = source / embedded.gguf_file
     if not gguf.exists():
         raise ModelNotAvailableError(f"{gguf} is missing; reinstall with `{embedded.install}`")

@@ -56,15 +56,39 @@ def eval_settings(config: RLConfig, env: Any) -> Any:
 
 def trainer_device(config: RLConfig, cuda_available: bool) -> str:
     """``trainer.device``, or under "auto" this rank's GPU when the run uses GPUs, else CPU."""
-    if config.trainer.device != "auto":
-        return config.trainer.device
-    if cuda_available and (
-        config.inference.device.startswith("cuda") or config.inference.backend == "vllm"
-    ):
+    known = device_before_torch(config)
+    if known is not None:
+        return known
+    if cuda_available:
         import torch
 
         return f"cuda:{torch.cuda.current_device()}"
     return "cpu"
+
+
+def device_before_torch(config: RLConfig) -> str | None:
+    """The trainer's device where the config alone decides it (None: it depends on the GPUs)."""
+    if config.trainer.device != "auto":
+        return config.trainer.device
+    if config.inference.device.startswith("cuda") or config.inference.backend == "vllm":
+        return None
+    return "cpu"
+
+
+def input_problem(config: RLConfig) -> str | None:
+    """A model, environment or device combination that cannot run, said before torch loads
+    (a mistyped id costs a second, not the imports of a trainer)."""
+    from verifiers.errors import VFError
+    from verifiers.loading.loader import locate_environment
+    from verifiers.local_model.models import ModelNotAvailableError, find_model
+
+    try:
+        find_model(config.model)
+        locate_environment(config.env_id)
+    except (VFError, ModelNotAvailableError) as exc:
+        return str(exc)
+    device = device_before_torch(config)
+    return device_problem(config, device) if device is not None else None
 
 
 def device_problem(config: RLConfig, device: str) -> str | None:
@@ -208,7 +232,9 @@ def _nccl_settings(config: RLConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return command_main("vf-rl", parse_args, run, argv, before_run=_nccl_settings)
+    return command_main(
+        "vf-rl", parse_args, run, argv, before_run=_nccl_settings, input_problem=input_problem
+    )
 
 
 def run(config: RLConfig, resume: bool, console: Any) -> int:

@@ -134,10 +134,14 @@ def dataset_file(spec: SFTDataConfig) -> Path:
     return path
 
 
-def dataset_problem(config: SFTConfig) -> str | None:
+def input_problem(config: SFTConfig) -> str | None:
+    """A missing dataset or model, said before torch loads."""
+    from verifiers.local_model.models import ModelNotAvailableError, find_model
+
     try:
         dataset_file(config.data)
-    except (FileNotFoundError, ValueError) as exc:
+        find_model(config.model)
+    except (FileNotFoundError, ValueError, ModelNotAvailableError) as exc:
         return str(exc)
     return None
 
@@ -201,7 +205,7 @@ def parse_args(argv: list[str]) -> tuple[SFTConfig, bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return command_main("vf-sft", parse_args, run, argv, input_problem=dataset_problem)
+    return command_main("vf-sft", parse_args, run, argv, input_problem=input_problem)
 
 
 def run(config: SFTConfig, resume: bool, console: Any) -> int:

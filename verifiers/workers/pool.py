@@ -25,14 +25,17 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from verifiers.errors import EnvWorkerError
+from verifiers.processes.leftovers import owned_dir, remove_abandoned
 from verifiers.workers.process import BEAT, FAILED, READY, read_beat
 from verifiers.workers.protocol import Response, RunGroupRequest, pack, unpack
 
 logger = logging.getLogger("verifiers.workers")
 TIMEOUT_GRACE = 30.0
+WORK_DIR_PREFIX = "vf-workers-"
 _ids = itertools.count()
 
 
@@ -91,8 +94,8 @@ class WorkerPool:
         self._pending: dict[bytes, _Pending] = {}
         self._waiting: list[_Pending] = []
         self._closing = False
-        self._dir = tempfile.mkdtemp(prefix="vf-workers-")  # 0700: other users cannot connect
-        self.address = f"ipc://{self._dir}/pool.sock"
+        self._dir = ""  # made by start(): the socket and the heartbeats
+        self.address = ""
         self._ctx: Any = None
         self._router: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -105,6 +108,11 @@ class WorkerPool:
         import zmq.asyncio
 
         self._loop = asyncio.get_running_loop()
+        # 0700, so other users cannot connect; named for this process, so a pool that starts
+        # after a caller was SIGKILLed removes what that caller left
+        remove_abandoned(Path(tempfile.gettempdir()), WORK_DIR_PREFIX)
+        self._dir = str(owned_dir(WORK_DIR_PREFIX))
+        self.address = f"ipc://{self._dir}/pool.sock"
         self._ctx = zmq.asyncio.Context()
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
@@ -178,7 +186,8 @@ class WorkerPool:
         if self._router is not None:
             self._router.close()
             self._ctx.term()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     async def __aenter__(self) -> WorkerPool:
         return await self.start()
