@@ -269,11 +269,13 @@ def test_sft_resume_is_bit_exact(tmp_path):
         return result
 
     sft("full", "--steps", "6")
-    sft("split", "--steps", "6")  # cut short below by deleting its later checkpoints
     import shutil
 
+    # the same run cut short after step 4: its later checkpoint and its final weights removed
     split = tmp_path / "split"
+    shutil.copytree(tmp_path / "full", split)
     shutil.rmtree(split / "checkpoints" / "step_000006")
+    (split / "weights" / "model.safetensors").unlink()
     resumed = sft("split", "--steps", "6", "--resume")
     assert "resuming from" in resumed.stdout and "(step 4)" in resumed.stdout
     full = load_file(str(tmp_path / "full" / "weights" / "model.safetensors"))

@@ -23,18 +23,25 @@ from verifiers.serve.prompts import Kind, Prepared, Prompts
 PADDING = "p" * (2 * LARGE_BODY)  # an ignored field: what makes a body large
 DIE = "die-while-preparing"
 HOLD = "hold-until-released"
+HOLD_ONCE = "hold-in-the-first-child:"  # then a path: the first child to see it creates it
 RELEASE = threading.Event()
 
 
 class DiesOnCue(Prompts):
-    """Prompts whose process dies (as one killed for its memory would) on a marked body, and
-    that holds its thread until ``RELEASE`` on another (as a slow prompt would)."""
+    """Prompts whose process dies (as one killed for its memory would) on a marked body, that
+    holds its thread until ``RELEASE`` on another (as a slow prompt would), and that holds the
+    first process to see a third (so the test can kill it mid-body)."""
 
     def prepare(self, body: bytes, kind: Kind) -> Prepared:
         if DIE.encode() in body:
             os._exit(1)
         if HOLD.encode() in body:
             RELEASE.wait(60)
+        if HOLD_ONCE.encode() in body:
+            marker = Path(orjson.loads(body)["user"].split(HOLD_ONCE)[1])
+            if not marker.exists():
+                marker.write_text(str(os.getpid()))
+                time.sleep(60)
         return super().prepare(body, kind)
 
 
@@ -50,6 +57,13 @@ def gone(pid: int, within: float = 30.0) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+def appears(path: Path, within: float = 30.0) -> bool:
+    deadline = time.monotonic() + within
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return path.exists()
 
 
 @pytest.fixture
@@ -92,9 +106,9 @@ async def test_a_large_body_is_prepared_in_a_child_as_the_server_would(lanes):
 async def test_a_child_that_dies_fails_only_the_body_it_held_and_is_replaced(lanes):
     first = await lanes.prepare(body("Hi", user=PADDING), "text")
     dying = child_of(lanes)
-    with pytest.raises(APIError) as died:  # it dies preparing this body
+    with pytest.raises(APIError) as died:  # it dies preparing this body, and so does the next
         await lanes.prepare(body("Hi", user=PADDING + DIE), "text")
-    assert died.value.status == 500 and "died" in died.value.message
+    assert died.value.status == 500 and "died twice" in died.value.message
     assert gone(dying)
     assert await lanes.prepare(body("Hi", user=PADDING), "text") == first
     idle = child_of(lanes)
@@ -106,6 +120,21 @@ async def test_a_child_that_dies_fails_only_the_body_it_held_and_is_replaced(lan
     assert last not in (dying, idle)
     lanes.close()  # the server's end: its child is waited for
     assert gone(last, within=0.1)
+
+
+async def test_a_body_whose_child_is_killed_under_it_is_prepared_by_the_next(lanes, tmp_path):
+    """A child killed from outside (or dead while idle before the pool noticed) is not the
+    body's fault: the body it held is prepared again in a fresh child and answered."""
+    first = await lanes.prepare(body("Hi", user=PADDING), "text")
+    marker = tmp_path / "held"
+    held = asyncio.create_task(
+        lanes.prepare(body("Hi", user=PADDING + HOLD_ONCE + str(marker)), "text")
+    )
+    assert await asyncio.to_thread(appears, marker)
+    holder = int(marker.read_text())
+    os.kill(holder, signal.SIGKILL)
+    assert await asyncio.wait_for(held, 30) == first
+    assert child_of(lanes) != holder
 
 
 async def test_arguments_python_cannot_read_reach_the_template_as_text(lanes):

@@ -6,7 +6,7 @@ at a time, to a child process with its own copy of the model's ``Prompts``: pars
 JSON objects holds an interpreter while it runs, and in the child that interpreter is not the
 one answering other clients. The child starts on the first large body, which waits about a
 second for it (a server that never sees one never pays for it); it dies with the server, and a
-new one replaces it if it dies.
+new one replaces it if it dies (the body it held is tried once more in the new one).
 """
 
 from __future__ import annotations
@@ -90,18 +90,21 @@ class PromptLanes:
         loop = asyncio.get_running_loop()
         if len(body) <= LARGE_BODY:
             return await loop.run_in_executor(self.small, self.prompts.prepare, body, kind)
-        # one body in the child at a time: if it dies, the body it held is the one that fails
+        # One body in the child at a time, so a child's death is charged to the body it held.
+        # That body gets one more child: the first may have died of something else (killed,
+        # or dead while idle before the pool noticed); a body that kills two is refused.
         async with self.large_turn:
-            future = await loop.run_in_executor(self.spawner, self._submit, body, kind)
-            try:
-                return await asyncio.wrap_future(future)
-            except BrokenProcessPool:  # killed, out of memory: the next body starts another
-                logger.error("the process preparing large prompts died; another replaces it")
-                raise APIError(
-                    500,
-                    "the process preparing this prompt died; retry, or send a smaller one",
-                    "server_error",
-                ) from None
+            for _ in range(2):
+                future = await loop.run_in_executor(self.spawner, self._submit, body, kind)
+                try:
+                    return await asyncio.wrap_future(future)
+                except BrokenProcessPool:  # killed, out of memory: another child replaces it
+                    logger.error("the process preparing large prompts died; another replaces it")
+            raise APIError(
+                500,
+                "the process preparing this prompt died twice with it; send a smaller one",
+                "server_error",
+            )
 
     def _submit(self, body: bytes, kind: Kind) -> Future[Prepared]:
         """In the spawner thread: ``body`` to the child, started first if there is none or the
