@@ -397,12 +397,15 @@ def test_a_pull_ended_by_sigterm_or_ctrl_c_leaves_nothing_behind(hub, tmp_path):
             assert pull.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr
             assert list(out.iterdir()) == [], stderr
     (abandoned,) = out.iterdir()  # SIGKILL's leftover
-    assert abandoned.name.startswith(f".{ROOT}.{pull.pid}.")
-    live = out / f".{ROOT}.{os.getpid()}.abcdefgh"  # a pull still running, as named
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    assert abandoned.name.startswith(f".{ROOT}.{namespace}-{pull.pid}.")
+    live = out / f".{ROOT}.{namespace}-{os.getpid()}.abcdefgh"  # a pull still running, as named
+    elsewhere = out / f".{ROOT}.{namespace + 1}-{pull.pid}.abcdefgh"  # another pid namespace's
     live.mkdir()
+    elsewhere.mkdir()
     again = subprocess.run([sys.executable, "-m", "hub_client.cli", *command], env=env)
     assert again.returncode == 0
-    assert sorted(out.iterdir()) == [live, out / ROOT]
+    assert sorted(out.iterdir()) == sorted([live, elsewhere, out / ROOT])
 
 
 def test_the_hubs_answer_to_a_broken_upload_is_never_a_500(hub):

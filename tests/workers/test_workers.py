@@ -232,7 +232,7 @@ def test_no_worker_outlives_its_caller(server, flags, tmp_path, how):
     assert _worker_pids(tag) == []
     # the pool's scratch directory (its socket, the heartbeats): gone with the caller, or, when
     # SIGKILL left it, removed by the next pool that starts
-    left = list(Path(tempfile.gettempdir()).glob(f"{WORK_DIR_PREFIX}{caller.pid}.*"))
+    left = list(Path(tempfile.gettempdir()).glob(f"{WORK_DIR_PREFIX}*-{caller.pid}.*"))
     if how == signal.SIGKILL:
         assert left, "SIGKILL runs no cleanup: the killed caller's directory is still there"
 
