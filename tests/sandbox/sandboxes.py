@@ -39,7 +39,11 @@ def available_modes() -> list:
 
 
 def sandbox_pids() -> list[int]:
-    """Host pids of sandbox workers and anything they started (found by uid or worker path)."""
+    """Host pids of sandbox workers and anything they started (found by uid or worker path),
+    except those of the other test workers running beside this one (``pytest -n``): theirs
+    descend from them, while a process that escaped one of ours is re-parented and stays
+    counted."""
+    parents = {}
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -47,15 +51,35 @@ def sandbox_pids() -> list[int]:
         try:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             uid = os.stat(f"/proc/{entry}").st_uid
+            stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
+        parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
         if (
             (b"worker.py" in cmdline and b"verifiers" in cmdline)
             or b"/opt/vf/worker.py" in cmdline
             or uid >= 100_000
         ):
             found.append(int(entry))
-    return found
+    others = _other_test_workers(parents)
+    return [pid for pid in found if not _descends(pid, others, parents)]
+
+
+def _other_test_workers(parents: dict[int, int]) -> set[int]:
+    """The xdist workers other than this one: this worker's siblings."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return set()
+    me = os.getpid()
+    return {pid for pid, parent in parents.items() if parent == parents.get(me) and pid != me}
+
+
+def _descends(pid: int, ancestors: set[int], parents: dict[int, int]) -> bool:
+    seen = 0
+    while pid in parents and seen < 64:
+        if pid in ancestors:
+            return True
+        pid, seen = parents[pid], seen + 1
+    return False
 
 
 def wait_until_no_sandboxes(timeout: float = 5.0) -> list[int]:

@@ -91,8 +91,57 @@ def test_no_sandbox_survives_ctrl_c_or_parent_death(server, sig):
     # what a killed process could not clean (its dirs and disks) goes with the next sandbox
     from verifiers.sandbox.local import _remove_stale_dirs
 
+    left = list(Path(tempfile.gettempdir()).glob(f"vf-sandbox-*-{proc.pid}.*"))
+    if sig == signal.SIGKILL:
+        assert left, "SIGKILL runs no cleanup: the killed process's sandbox dirs are still there"
     _remove_stale_dirs()
-    leftovers = list(Path(tempfile.gettempdir()).glob(f"vf-sandbox-{proc.pid}-*"))
+    leftovers = list(Path(tempfile.gettempdir()).glob(f"vf-sandbox-*-{proc.pid}.*"))
     assert leftovers == [] and not any(
-        f"vf-sandbox-{proc.pid}-" in m for m in Path("/proc/mounts").read_text().splitlines()
+        f"-{proc.pid}." in m and "vf-sandbox-" in m
+        for m in Path("/proc/mounts").read_text().splitlines()
     )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a disk needs root")
+def test_the_cleanup_of_dead_sandboxes_touches_no_link_and_no_other_users_directory(tmp_path):
+    """As root, the cleanup unmounted ``DIR/work`` and ``DIR/tmp`` of every ``/tmp`` entry named
+    like a dead process's sandbox: another user's link named so, pointing at ``/``, would have had
+    ``/tmp`` unmounted. Now only this user's real directories are judged."""
+    from verifiers.processes.leftovers import owned_dir
+    from verifiers.sandbox.local import HOST_DIR_PREFIX, _remove_stale_dirs
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    name = f"{HOST_DIR_PREFIX}{namespace}-{int(dead.stdout)}"
+    mine = owned_dir(HOST_DIR_PREFIX)  # a live process's (this one's)
+    target = tmp_path / "target"
+    (target / "work").mkdir(parents=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(target / "work")], check=True
+    )
+    try:
+        (target / "work" / "kept").write_text("x")
+        link = Path(tempfile.gettempdir()) / f"{name}.linklink"
+        link.symlink_to(target)
+        theirs = Path(tempfile.gettempdir()) / f"{name}.theirsxx"
+        theirs.mkdir()
+        (theirs / "file").write_text("theirs")
+        os.chown(theirs, 65534, 65534)
+        _remove_stale_dirs()
+        assert os.path.ismount(target / "work") and (target / "work" / "kept").exists()
+        assert link.is_symlink() and (theirs / "file").exists() and mine.is_dir()
+        # legitimate: this user's directory of a dead process goes
+        abandoned = mine.with_name(f"{name}.abandond")
+        abandoned.mkdir()
+        _remove_stale_dirs()
+        assert not abandoned.exists()
+    finally:
+        subprocess.run(["umount", str(target / "work")], check=False)
+        for path in Path(tempfile.gettempdir()).glob(f"{name}.*"):
+            subprocess.run(["rm", "-rf", str(path)], check=False)
+        subprocess.run(["rm", "-rf", str(mine)], check=False)

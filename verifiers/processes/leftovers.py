@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -21,22 +22,32 @@ def owned_dir(prefix: str, parent: Path | None = None) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{_pid_namespace()}-{os.getpid()}.", dir=parent))
 
 
-def remove_abandoned(parent: Path, prefix: str) -> list[Path]:
-    """Remove the directories in ``parent`` that ``owned_dir`` made for a process that is gone:
-    ``prefix`` is a regular expression for the part before the pid. Only this user's real
-    directories are touched (never a link, never another user's). Returns what was removed."""
+def abandoned(parent: Path, prefix: str) -> list[Path]:
+    """The directories in ``parent`` that ``owned_dir`` made for a process of this pid namespace
+    that is gone: ``prefix`` is a regular expression for the part before the maker. Only this
+    user's real directories (never a link, never another user's: ``/tmp`` is everyone's)."""
     pattern, namespace = re.compile(prefix + _MAKER_AND_RANDOM), str(_pid_namespace())
-    removed = []
+    found = []
     for entry in parent.iterdir() if parent.is_dir() else ():
-        found = pattern.fullmatch(entry.name)
-        if found is None or found["namespace"] != namespace:
+        named = pattern.fullmatch(entry.name)
+        if named is None or named["namespace"] != namespace:
             continue
-        if entry.is_symlink() or not entry.is_dir():
+        try:
+            info = entry.lstat()
+        except OSError:
             continue
-        if entry.stat().st_uid == os.getuid() and not running(int(found["pid"])):
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry)
-    return removed
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            if not running(int(named["pid"])):
+                found.append(entry)
+    return found
+
+
+def remove_abandoned(parent: Path, prefix: str) -> list[Path]:
+    """Remove what ``abandoned`` finds; returns it."""
+    gone = abandoned(parent, prefix)
+    for entry in gone:
+        shutil.rmtree(entry, ignore_errors=True)
+    return gone
 
 
 def running(pid: int) -> bool:

@@ -44,6 +44,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from verifiers.processes.leftovers import abandoned, owned_dir
 from verifiers.sandbox import seccomp
 from verifiers.sandbox.base import (
     ExecResult,
@@ -69,6 +70,7 @@ from verifiers.sandbox.view import (
 
 logger = logging.getLogger("verifiers.sandbox")
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+HOST_DIR_PREFIX = "vf-sandbox-"  # then the maker: verifiers.processes.leftovers
 
 __all__ = ["LocalSandbox", "SandboxUnavailableError"]
 
@@ -122,7 +124,7 @@ class LocalSandbox(Sandbox):
             self._uid_claim = UidClaim()
             self.uid = self._uid_claim.uid
         _remove_stale_dirs_once()
-        self.host_dir = Path(tempfile.mkdtemp(prefix=f"vf-sandbox-{os.getpid()}-"))  # 0700
+        self.host_dir = owned_dir(HOST_DIR_PREFIX)  # 0700
         self.workdir_host = self.host_dir / "work"
         self.tmp_host = self.host_dir / "tmp"
 
@@ -131,7 +133,9 @@ class LocalSandbox(Sandbox):
         each directory private to the sandbox's uid: no other local user lists or reads it."""
         host_dir = self.host_dir
         assert host_dir is not None, "_claim() first"
-        if self.mode != "unsafe" and mount_disk(host_dir, self.limits.disk_mb, self.limits.max_files):
+        if self.mode != "unsafe" and mount_disk(
+            host_dir, self.limits.disk_mb, self.limits.max_files
+        ):
             self.disk = "tmpfs"
         for path in (self.workdir_host, self.tmp_host):
             path.mkdir(mode=0o700)
@@ -438,13 +442,12 @@ def _kill_uid(uid: int) -> None:
 
 
 def _remove_stale_dirs() -> None:
-    """Directories (and disks) of sandboxes whose process died without cleaning up (SIGKILL)."""
-    for entry in Path(tempfile.gettempdir()).glob("vf-sandbox-*-*"):
-        owner = entry.name.split("-")[2]
-        if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
-            continue
+    """Directories (and disks) of sandboxes whose process died without cleaning up (SIGKILL):
+    only this user's, never through a link (as root, a link planted in ``/tmp`` by another user
+    would otherwise have a mount it points at unmounted)."""
+    for entry in abandoned(Path(tempfile.gettempdir()), HOST_DIR_PREFIX):
         for directory in (entry, entry / "work", entry / "tmp"):  # older layouts mounted two
-            if os.path.ismount(directory):
+            if not directory.is_symlink() and os.path.ismount(directory):
                 unmount_disk(directory)
         shutil.rmtree(entry, ignore_errors=True)
 
