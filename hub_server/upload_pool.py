@@ -33,6 +33,7 @@ from typing import Any, BinaryIO
 from hub_server import forks
 from hub_server.errors import HubError
 from hub_server.settings import HubSettings
+from verifiers.processes.leftovers import owned_dir, remove_abandoned
 
 UPLOAD_WORKERS = 2
 UPLOAD_NICENESS = 10  # the CPU goes to reads first when both want it
@@ -78,11 +79,13 @@ class UploadPool:
 
     def spool(self) -> Path:
         """Where large uploads are copied for the workers: under the hub's data dir, one
-        directory per hub process, removed when the hub closes."""
+        directory per hub process, removed when the hub closes (and, when a hub was killed
+        outright, by the next hub process that spools)."""
         if self._spool is None:
             root = Path(self.settings.data_dir) / "upload-spool"
             root.mkdir(parents=True, exist_ok=True)
-            self._spool = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+            remove_abandoned(root, "")
+            self._spool = owned_dir("", root)
         return self._spool
 
     def start(self) -> None:
