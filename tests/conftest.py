@@ -4,7 +4,7 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,6 +207,25 @@ def hub_backend(request) -> HubBackend:
 def fresh_backend(request, hub_backend: HubBackend) -> HubBackend:
     """An empty store of the module's kind, for a test that runs a hub of its own."""
     return make_backend(request, hub_backend.name)
+
+
+@pytest.fixture(scope="session")
+def left_by_the_dead() -> Callable[..., str]:
+    """``name(prefix)``: a scratch directory's name as ``verifiers.processes.leftovers`` gives
+    it, for a process of this pid namespace that has exited (what SIGKILL leaves behind);
+    ``name(prefix, elsewhere=True)``: the same for another pid namespace (a container's)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    namespace, dead = os.stat("/proc/self/ns/pid").st_ino, int(done.stdout)
+
+    def name(prefix: str, elsewhere: bool = False) -> str:
+        return f"{prefix}{namespace + elsewhere}-{dead}.abcdefgh"
+
+    return name
 
 
 @pytest.fixture

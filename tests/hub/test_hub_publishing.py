@@ -376,7 +376,9 @@ async def test_uploads_are_admitted_as_many_at_once_as_there_are_workers(tmp_pat
         hub.close()
 
 
-async def test_a_large_upload_reaches_its_worker_through_the_spool_and_leaves_nothing(tmp_path):
+async def test_a_large_upload_reaches_its_worker_through_the_spool_and_leaves_nothing(
+    tmp_path, left_by_the_dead
+):
     """An upload spooled to disk (over the parser's in-memory size) is copied for the worker,
     read there whole, and the copy and its directory are gone after the work and the hub; the
     spool of a hub killed outright (SIGKILL) goes when the next hub process spools."""
@@ -390,10 +392,8 @@ async def test_a_large_upload_reaches_its_worker_through_the_spool_and_leaves_no
     spooled = tempfile.SpooledTemporaryFile(max_size=1024)
     spooled.write(payload)
     assert spooled._rolled  # on disk, as the parser leaves a large file
-    dead = a_dead_pid()
-    namespace = os.stat("/proc/self/ns/pid").st_ino
-    left = tmp_path / "upload-spool" / f"{namespace}-{dead}.abcdefgh"
-    another_host = tmp_path / "upload-spool" / f"{namespace + 1}-{dead}.abcdefgh"
+    left = tmp_path / "upload-spool" / left_by_the_dead("")
+    another_host = tmp_path / "upload-spool" / left_by_the_dead("", elsewhere=True)
     for directory in (left, another_host):  # a container sharing the data dir has its own pids
         directory.mkdir(parents=True)
         (directory / "upload").write_bytes(payload)
@@ -405,17 +405,6 @@ async def test_a_large_upload_reaches_its_worker_through_the_spool_and_leaves_no
     finally:
         hub.close()
     assert list((tmp_path / "upload-spool").iterdir()) == [another_host]
-
-
-def a_dead_pid() -> int:
-    """The pid of a process that has exited (and been reaped)."""
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
-    )
-    return int(done.stdout)
 
 
 def digest_in_worker(hub, upload) -> str:

@@ -143,13 +143,19 @@ def _checkpoint_worker(tmp_path: Path, ranks: int, *args: str) -> None:
 
 
 @pytest.mark.slow
-def test_fsdp2_checkpoint_resume_reproduces_the_run_and_reshards(tmp_path):
+def test_fsdp2_checkpoint_resume_reproduces_the_run_and_reshards(tmp_path, left_by_the_dead):
     """Two FSDP2 ranks checkpoint at step 2 (sharded, via torch.distributed.checkpoint); resuming
     on two ranks gives the uninterrupted run's weights bit for bit, and the same checkpoint
     resumes in one process (resharded on load) to the same weights up to float summation order."""
     from safetensors.torch import load_file
 
     checkpoint = tmp_path / "ckpt"
+    # what a run killed mid-save left (its writer gone), and a container's beside it (its own pids)
+    killed_mid_save = tmp_path / left_by_the_dead(".ckpt-")
+    another_container = tmp_path / left_by_the_dead(".ckpt-", elsewhere=True)
+    for staging in (killed_mid_save, another_container):
+        (staging / "dcp").mkdir(parents=True)
+        (staging / "dcp" / "__0_0.distcp").write_bytes(b"partial")
     _checkpoint_worker(tmp_path, 2, "full", str(checkpoint), str(tmp_path / "full"))
     shards = sorted(p.name for p in (checkpoint / "dcp").iterdir())
     assert shards == [".metadata", "__0_0.distcp", "__1_0.distcp"]
@@ -157,7 +163,7 @@ def test_fsdp2_checkpoint_resume_reproduces_the_run_and_reshards(tmp_path):
         "rng_rank0.pt",
         "rng_rank1.pt",
     ]
-    assert not list(tmp_path.glob(".ckpt-*")), "staging directory left behind"
+    assert list(tmp_path.glob(".ckpt-*")) == [another_container], "staging directory left behind"
     _checkpoint_worker(tmp_path, 2, "resume", str(checkpoint), str(tmp_path / "resumed"))
     _checkpoint_worker(tmp_path, 1, "resume", str(checkpoint), str(tmp_path / "single"))
     full = load_file(str(tmp_path / "full" / "model.safetensors"))

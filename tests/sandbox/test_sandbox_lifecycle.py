@@ -103,21 +103,16 @@ def test_no_sandbox_survives_ctrl_c_or_parent_death(server, sig):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a disk needs root")
-def test_the_cleanup_of_dead_sandboxes_touches_no_link_and_no_other_users_directory(tmp_path):
+def test_the_cleanup_of_dead_sandboxes_touches_no_link_and_no_other_users_directory(
+    tmp_path, left_by_the_dead
+):
     """As root, the cleanup unmounted ``DIR/work`` and ``DIR/tmp`` of every ``/tmp`` entry named
     like a dead process's sandbox: another user's link named so, pointing at ``/``, would have had
     ``/tmp`` unmounted. Now only this user's real directories are judged."""
     from verifiers.processes.leftovers import owned_dir
     from verifiers.sandbox.local import HOST_DIR_PREFIX, _remove_stale_dirs
 
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    namespace = os.stat("/proc/self/ns/pid").st_ino
-    name = f"{HOST_DIR_PREFIX}{namespace}-{int(dead.stdout)}"
+    name = left_by_the_dead(HOST_DIR_PREFIX).rsplit(".", 1)[0]
     mine = owned_dir(HOST_DIR_PREFIX)  # a live process's (this one's)
     target = tmp_path / "target"
     (target / "work").mkdir(parents=True)

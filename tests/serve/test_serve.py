@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import threading
 from pathlib import Path
 
@@ -831,3 +832,24 @@ def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized(served):
     assert resp.status_code == 400 and "holds at most" in resp.json()["error"]["message"]
     assert time.monotonic() - started < 10  # tokenizing it would take minutes
     assert chat(served).status_code == 200
+
+
+def test_a_conversion_killed_outright_leaves_nothing_once_the_model_is_next_used(
+    embedded_dir, left_by_the_dead
+):
+    """The first use converts the embedded model in a staging directory (hundreds of MB); one
+    that was SIGKILLed mid-way is removed the next time the model is resolved, and another pid
+    namespace's (a container sharing the cache) is left alone."""
+    from verifiers.local_model.models import DEFAULT_MODEL, EMBEDDED, convert_embedded
+
+    killed = embedded_dir.parent / left_by_the_dead(f".{embedded_dir.name}-")
+    elsewhere = embedded_dir.parent / left_by_the_dead(f".{embedded_dir.name}-", elsewhere=True)
+    for staging in (killed, elsewhere):
+        staging.mkdir()
+        (staging / "model.safetensors").write_bytes(b"partial")
+    try:
+        assert convert_embedded(EMBEDDED[DEFAULT_MODEL.lower()]) == embedded_dir
+        assert not killed.exists() and elsewhere.exists()
+    finally:
+        shutil.rmtree(killed, ignore_errors=True)
+        shutil.rmtree(elsewhere, ignore_errors=True)

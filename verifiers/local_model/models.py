@@ -12,17 +12,18 @@ import importlib.util
 import logging
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from verifiers.errors import VFError
 from verifiers.local_model.stack import EMBEDDED_MODEL_PACKAGE, HINT
+from verifiers.processes.leftovers import owned_dir, remove_abandoned
 
 logger = logging.getLogger("verifiers.serve")
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+CONVERSION_BEFORE_MAKER = r"\..+-"  # .NAME-, then its maker (verifiers.processes.leftovers)
 
 
 @dataclass(frozen=True)
@@ -133,10 +134,12 @@ def _package_dir(embedded: EmbeddedModel) -> Path | None:
 
 def convert_embedded(embedded: EmbeddedModel) -> Path:
     """The cached safetensors directory of an embedded model, converting it on first use."""
+    target = cache_dir() / embedded.name
+    if target.parent.is_dir():  # what a conversion killed outright left (hundreds of MB)
+        remove_abandoned(target.parent, CONVERSION_BEFORE_MAKER)
     converted = _converted(embedded)
     if converted is not None:
         return converted
-    target = cache_dir() / embedded.name
     source = _package_dir(embedded)
     if source is None:
         raise ModelNotAvailableError(
@@ -157,7 +160,7 @@ def convert_embedded(embedded: EmbeddedModel) -> Path:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{embedded.name}-", dir=target.parent))
+    staging = owned_dir(f".{embedded.name}-", target.parent)
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)

@@ -13,13 +13,16 @@ import json
 import os
 import random
 import shutil
-import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from verifiers.processes.leftovers import owned_dir, remove_abandoned
+
+STAGING_BEFORE_MAKER = r"\..+-"  # .NAME-, then its maker (verifiers.processes.leftovers)
 
 
 def save_checkpoint(trainer: Any, directory: Path, step: int, extra: dict[str, Any]) -> Path:
@@ -31,7 +34,9 @@ def save_checkpoint(trainer: Any, directory: Path, step: int, extra: dict[str, A
     process) because DCP reshards on load.
     """
     directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}-"))
+    # a run killed mid-save (preempted, out of memory) left a staging directory of its size
+    remove_abandoned(directory.parent, STAGING_BEFORE_MAKER)
+    staging = owned_dir(f".{directory.name}-", directory.parent)
     if trainer.dist is not None:
         trainer.dist.broadcast({"op": "checkpoint", "staging": str(staging)})
     write_checkpoint(trainer, staging)
