@@ -212,18 +212,22 @@ def fresh_backend(request, hub_backend: HubBackend) -> HubBackend:
 @pytest.fixture(scope="session")
 def left_by_the_dead() -> Callable[..., str]:
     """``name(prefix)``: a scratch directory's name as ``verifiers.processes.leftovers`` gives
-    it, for a process of this pid namespace that has exited (what SIGKILL leaves behind);
-    ``name(prefix, elsewhere=True)``: the same for another pid namespace (a container's)."""
+    it, for a process of this machine that has exited (what SIGKILL leaves behind);
+    ``name(prefix, elsewhere=True)``: the same for another machine's process (another host on
+    a shared filesystem, a container with pids of its own)."""
     import subprocess
     import sys
+
+    from verifiers.processes.leftovers import machine_key
 
     done = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
-    namespace, dead = os.stat("/proc/self/ns/pid").st_ino, int(done.stdout)
+    dead = int(done.stdout)
 
     def name(prefix: str, elsewhere: bool = False) -> str:
-        return f"{prefix}{namespace + elsewhere}-{dead}.abcdefgh"
+        machine = "0123456789ab" if elsewhere else machine_key()
+        return f"{prefix}{machine}-{dead}.abcdefgh"
 
     return name
 

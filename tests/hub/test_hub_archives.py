@@ -397,10 +397,11 @@ def test_a_pull_ended_by_sigterm_or_ctrl_c_leaves_nothing_behind(hub, tmp_path):
             assert pull.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr
             assert list(out.iterdir()) == [], stderr
     (abandoned,) = out.iterdir()  # SIGKILL's leftover
-    namespace = os.stat("/proc/self/ns/pid").st_ino
-    assert abandoned.name.startswith(f".{ROOT}.{namespace}-{pull.pid}.")
-    live = out / f".{ROOT}.{namespace}-{os.getpid()}.abcdefgh"  # a pull still running, as named
-    elsewhere = out / f".{ROOT}.{namespace + 1}-{pull.pid}.abcdefgh"  # another pid namespace's
+    from verifiers.processes.leftovers import machine_key
+
+    assert abandoned.name.startswith(f".{ROOT}.{machine_key()}-{pull.pid}.")
+    live = out / f".{ROOT}.{machine_key()}-{os.getpid()}.abcdefgh"  # a pull still running
+    elsewhere = out / f".{ROOT}.0123456789ab-{pull.pid}.abcdefgh"  # another machine's
     live.mkdir()
     elsewhere.mkdir()
     again = subprocess.run([sys.executable, "-m", "hub_client.cli", *command], env=env)

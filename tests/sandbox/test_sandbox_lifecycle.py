@@ -130,6 +130,14 @@ def test_the_cleanup_of_dead_sandboxes_touches_no_link_and_no_other_users_direct
         _remove_stale_dirs()
         assert os.path.ismount(target / "work") and (target / "work" / "kept").exists()
         assert link.is_symlink() and (theirs / "file").exists() and mine.is_dir()
+        # judged, then swapped for a link by another user before the unmount (two root hosts
+        # starting at once: one removes the leftover, the attacker plants a link in its place)
+        swapped = Path(tempfile.gettempdir()) / f"{name}.swapped1"
+        swapped.symlink_to(target)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("verifiers.sandbox.local.abandoned", lambda *_: [swapped])
+            _remove_stale_dirs()
+        assert os.path.ismount(target / "work") and (target / "work" / "kept").exists()
         # legitimate: this user's directory of a dead process goes
         abandoned = mine.with_name(f"{name}.abandond")
         abandoned.mkdir()
@@ -140,3 +148,31 @@ def test_the_cleanup_of_dead_sandboxes_touches_no_link_and_no_other_users_direct
         for path in Path(tempfile.gettempdir()).glob(f"{name}.*"):
             subprocess.run(["rm", "-rf", str(path)], check=False)
         subprocess.run(["rm", "-rf", str(mine)], check=False)
+
+
+def test_leftovers_are_judged_only_where_nobody_else_could_have_named_them(
+    tmp_path, left_by_the_dead
+):
+    """In a directory others may write to without the sticky bit (a team's shared pull or
+    checkpoint directory), another user could rename a victim's directory to a leftover's name
+    and have the victim delete it: there, nothing is judged. A sticky one (like ``/tmp``) is
+    judged; one that cannot be listed yields nothing instead of failing the caller."""
+    from verifiers.processes.leftovers import abandoned
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    left = shared / left_by_the_dead(".run-")
+    left.mkdir()
+    shared.chmod(0o777)
+    assert abandoned(shared, r"\.run-") == []
+    shared.chmod(0o1777)
+    assert abandoned(shared, r"\.run-") == [left]
+    shared.chmod(0o755)
+    assert abandoned(shared, r"\.run-") == [left]
+    if os.geteuid() != 0:  # root lists anything
+        shared.chmod(0o333)
+        assert abandoned(shared, r"\.run-") == []
+    assert abandoned(tmp_path / "missing", r"\.run-") == []
+    (tmp_path / "a-file").write_text("")
+    assert abandoned(tmp_path / "a-file", r"\.run-") == []
+    shared.chmod(0o755)

@@ -1,44 +1,63 @@
-"""Scratch directories named after the process that made them (``PREFIX``, its pid namespace,
-``-``, its pid, ``.``, mkdtemp's 8 characters), so that a later process can remove what a killed
-one left behind: SIGKILL and the OOM killer run no cleanup. Only directories of this pid
-namespace are judged: a container that shares ``/tmp`` has pids of its own.
+"""Scratch directories named after the process that made them (``PREFIX``, a key for its
+machine, ``-``, its pid, ``.``, mkdtemp's 8 characters), so that a later process can remove what
+a killed one left behind: SIGKILL and the OOM killer run no cleanup.
+
+The machine key hashes this boot's ``boot_id`` with the pid namespace: a pid is judged only by a
+process that shares its process table. Another host on a shared filesystem (NFS checkpoints, a
+hub data dir) or a container sharing ``/tmp`` has pids of its own, and its directories are left
+alone (so are this machine's from before a reboot: kept, never wrongly removed).
+
+Only directories that nobody else could have put there are judged: this user's own, never a link,
+and only in a parent that others cannot rename entries in (not writable by others, or sticky
+like ``/tmp``): in a shared directory without the sticky bit, another user could rename a
+victim's directory to a leftover's name.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
-# the maker's pid namespace and pid (at most 4194304), then mkdtemp's 8 random characters
-_MAKER_AND_RANDOM = r"(?P<namespace>[0-9]+)-(?P<pid>[0-9]{1,7})\.[a-z0-9_]{8}"
+# the maker's machine key and pid (at most 4194304), then mkdtemp's 8 random characters
+_MAKER_AND_RANDOM = r"(?P<machine>[0-9a-f]{12})-(?P<pid>[0-9]{1,7})\.[a-z0-9_]{8}"
 
 
 def owned_dir(prefix: str, parent: Path | None = None) -> Path:
     """A new 0700 directory under ``parent`` (the temp dir by default) named for this process."""
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{_pid_namespace()}-{os.getpid()}.", dir=parent))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{machine_key()}-{os.getpid()}.", dir=parent))
 
 
 def abandoned(parent: Path, prefix: str) -> list[Path]:
-    """The directories in ``parent`` that ``owned_dir`` made for a process of this pid namespace
-    that is gone: ``prefix`` is a regular expression for the part before the maker. Only this
-    user's real directories (never a link, never another user's: ``/tmp`` is everyone's)."""
-    pattern, namespace = re.compile(prefix + _MAKER_AND_RANDOM), str(_pid_namespace())
+    """The directories in ``parent`` that ``owned_dir`` made for a process of this machine that
+    is gone: ``prefix`` is a regular expression for the part before the maker. Only this user's
+    real directories, and none where others could have renamed one (see the module docstring).
+    A parent that cannot be read yields nothing: cleaning up never fails the caller."""
+    pattern = re.compile(prefix + _MAKER_AND_RANDOM)
+    try:
+        if not _others_cannot_rename_in(parent.stat()):
+            return []
+        entries = list(parent.iterdir())
+    except OSError:
+        return []
     found = []
-    for entry in parent.iterdir() if parent.is_dir() else ():
+    for entry in entries:
         named = pattern.fullmatch(entry.name)
-        if named is None or named["namespace"] != namespace:
+        if named is None or named["machine"] != machine_key():
             continue
         try:
             info = entry.lstat()
         except OSError:
             continue
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
-            if not running(int(named["pid"])):
-                found.append(entry)
+        if _ours(info) and not running(int(named["pid"])):
+            found.append(entry)
     return found
 
 
@@ -48,6 +67,22 @@ def remove_abandoned(parent: Path, prefix: str) -> list[Path]:
     for entry in gone:
         shutil.rmtree(entry, ignore_errors=True)
     return gone
+
+
+@contextmanager
+def pinned(entry: Path) -> Iterator[int | None]:
+    """``entry`` opened without following a link (None if it is not our real directory any
+    more): work through the descriptor (``dir_fd=``, ``/proc/self/fd/N``), so the name being
+    swapped for a link after ``abandoned`` judged it changes nothing."""
+    try:
+        fd = os.open(entry, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        yield None
+        return
+    try:
+        yield fd if _ours(os.fstat(fd)) else None
+    finally:
+        os.close(fd)
 
 
 def running(pid: int) -> bool:
@@ -60,8 +95,21 @@ def running(pid: int) -> bool:
     return True
 
 
-def _pid_namespace() -> int:
+@cache
+def machine_key() -> str:
+    """This boot of this machine and this pid namespace, as 12 hex characters."""
     try:
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:  # no /proc: one namespace as far as we can tell
-        return 0
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:  # no /proc: this process's own name for the machine
+        boot, namespace = os.uname().nodename, 0
+    return hashlib.sha256(f"{boot}:{namespace}".encode()).hexdigest()[:12]
+
+
+def _ours(info: os.stat_result) -> bool:
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+
+
+def _others_cannot_rename_in(info: os.stat_result) -> bool:
+    shared = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return not shared or bool(info.st_mode & stat.S_ISVTX)

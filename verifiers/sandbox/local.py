@@ -37,6 +37,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -44,7 +45,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from verifiers.processes.leftovers import abandoned, owned_dir
+from verifiers.processes.leftovers import abandoned, owned_dir, pinned
 from verifiers.sandbox import seccomp
 from verifiers.sandbox.base import (
     ExecResult,
@@ -443,13 +444,36 @@ def _kill_uid(uid: int) -> None:
 
 def _remove_stale_dirs() -> None:
     """Directories (and disks) of sandboxes whose process died without cleaning up (SIGKILL):
-    only this user's, never through a link (as root, a link planted in ``/tmp`` by another user
+    only this user's (``abandoned``), and each unmounted through a descriptor held on the
+    directory that was judged (as root, a name another user swapped for a link in ``/tmp``
     would otherwise have a mount it points at unmounted)."""
-    for entry in abandoned(Path(tempfile.gettempdir()), HOST_DIR_PREFIX):
-        for directory in (entry, entry / "work", entry / "tmp"):  # older layouts mounted two
-            if not directory.is_symlink() and os.path.ismount(directory):
-                unmount_disk(directory)
+    temp = Path(tempfile.gettempdir())
+    for entry in abandoned(temp, HOST_DIR_PREFIX):
+        with pinned(entry) as fd:
+            if fd is None:
+                continue
+            for mount in _mounts_of(fd, temp):
+                unmount_disk(mount)
         shutil.rmtree(entry, ignore_errors=True)
+
+
+def _mounts_of(fd: int, parent: Path) -> list[Path]:
+    """A sandbox directory's disks (``work`` and ``tmp``, or the directory itself in older
+    layouts), as paths through its descriptor: a mount point has a device of its own."""
+    held = Path(f"/proc/self/fd/{fd}")
+    device = os.fstat(fd).st_dev
+    mounts = []
+    for name in ("work", "tmp"):
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_dev != device:
+            mounts.append(held / name)
+    with contextlib.suppress(OSError):
+        if device != parent.stat().st_dev:
+            mounts.append(held)
+    return mounts
 
 
 _remove_stale_dirs_once = cache(_remove_stale_dirs)  # before this process's first sandbox
