@@ -45,7 +45,7 @@ from verifiers.installs.confinement import (
     top_level_names,
 )
 from verifiers.installs.content_hash import content_hash
-from verifiers.processes.leftovers import owned_dir, remove_abandoned
+from verifiers.processes.leftovers import STAGING, remove_abandoned, staging_dir
 
 MAX_MEMBERS = 10_000
 MAX_UNPACKED = 256 * 1024 * 1024
@@ -400,7 +400,7 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
             "target_exists", f"{root} already exists; pull into a fresh directory"
         )
     remove_abandoned_staging(target)
-    staging = owned_dir(f".{root.name}.", target)
+    staging = staging_dir(root.name, target)
     try:
         skipped = _extract_members(data, staging, staging / root.name)
         if root.exists():
@@ -414,9 +414,9 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
 
 
 def remove_abandoned_staging(target: Path) -> list[Path]:
-    """Remove the staging directories (``.ROOT.PID.XXXXXXXX``) that pulls into ``target`` left
-    when they were killed: ours, and their process gone. Returns them."""
-    return remove_abandoned(target, r"\..+\.")
+    """Remove the staging directories that pulls into ``target`` left when they were killed:
+    ours, and their process gone (``verifiers.processes.leftovers``). Returns them."""
+    return remove_abandoned(target, STAGING)
 
 
 def _extract_members(data: bytes, base: Path, root: Path) -> list[str]:

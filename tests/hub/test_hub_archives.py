@@ -388,7 +388,7 @@ def test_a_pull_ended_by_sigterm_or_ctrl_c_leaves_nothing_behind(hub, tmp_path):
             text=True,
         )
         deadline = time.monotonic() + 60
-        while not any(out.glob(f".{ROOT}.*/{ROOT}/arc_env/blob0.bin")):  # 5 more to write
+        while not any(out.glob(f".{ROOT}-*/{ROOT}/arc_env/blob0.bin")):  # 5 more to write
             assert pull.poll() is None and time.monotonic() < deadline, "no pull to interrupt"
             time.sleep(0.002)
         pull.send_signal(number)
@@ -399,9 +399,9 @@ def test_a_pull_ended_by_sigterm_or_ctrl_c_leaves_nothing_behind(hub, tmp_path):
     (abandoned,) = out.iterdir()  # SIGKILL's leftover
     from verifiers.processes.leftovers import machine_key
 
-    assert abandoned.name.startswith(f".{ROOT}.{machine_key()}-{pull.pid}.")
-    live = out / f".{ROOT}.{machine_key()}-{os.getpid()}.abcdefgh"  # a pull still running
-    elsewhere = out / f".{ROOT}.0123456789ab-{pull.pid}.abcdefgh"  # another machine's
+    assert abandoned.name.startswith(f".{ROOT}-{machine_key()}-{pull.pid}.")
+    live = out / f".{ROOT}-{machine_key()}-{os.getpid()}.abcdefgh"  # a pull still running
+    elsewhere = out / f".{ROOT}-0123456789ab-{pull.pid}.abcdefgh"  # another machine's
     live.mkdir()
     elsewhere.mkdir()
     again = subprocess.run([sys.executable, "-m", "hub_client.cli", *command], env=env)

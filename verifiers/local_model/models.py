@@ -18,12 +18,11 @@ from typing import Any
 
 from verifiers.errors import VFError
 from verifiers.local_model.stack import EMBEDDED_MODEL_PACKAGE, HINT
-from verifiers.processes.leftovers import owned_dir, remove_abandoned
+from verifiers.processes.leftovers import STAGING, remove_abandoned, staging_dir
 
 logger = logging.getLogger("verifiers.serve")
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
-CONVERSION_BEFORE_MAKER = r"\..+-"  # .NAME-, then its maker (verifiers.processes.leftovers)
 
 
 @dataclass(frozen=True)
@@ -136,7 +135,7 @@ def convert_embedded(embedded: EmbeddedModel) -> Path:
     """The cached safetensors directory of an embedded model, converting it on first use."""
     target = cache_dir() / embedded.name
     if target.parent.is_dir():  # what a conversion killed outright left (hundreds of MB)
-        remove_abandoned(target.parent, CONVERSION_BEFORE_MAKER)
+        remove_abandoned(target.parent, STAGING)
     converted = _converted(embedded)
     if converted is not None:
         return converted
@@ -160,7 +159,7 @@ def convert_embedded(embedded: EmbeddedModel) -> Path:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = owned_dir(f".{embedded.name}-", target.parent)
+    staging = staging_dir(embedded.name, target.parent)
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)

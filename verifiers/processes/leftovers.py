@@ -28,11 +28,20 @@ from pathlib import Path
 
 # the maker's machine key and pid (at most 4194304), then mkdtemp's 8 random characters
 _MAKER_AND_RANDOM = r"(?P<machine>[0-9a-f]{12})-(?P<pid>[0-9]{1,7})\.[a-z0-9_]{8}"
+# what comes before the maker in a hidden staging directory (``staging_dir``): ``.NAME-``
+STAGING = r"\..+-"
 
 
 def owned_dir(prefix: str, parent: Path | None = None) -> Path:
     """A new 0700 directory under ``parent`` (the temp dir by default) named for this process."""
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{machine_key()}-{os.getpid()}.", dir=parent))
+
+
+def staging_dir(name: str, parent: Path) -> Path:
+    """A hidden directory beside where ``name`` will land, to build it in and rename it into
+    place (so a reader sees all of it or none); ``remove_abandoned(parent, STAGING)`` removes
+    those a killed process left."""
+    return owned_dir(f".{name}-", parent)
 
 
 def abandoned(parent: Path, prefix: str) -> list[Path]:

@@ -20,9 +20,7 @@ from typing import Any
 
 import torch
 
-from verifiers.processes.leftovers import owned_dir, remove_abandoned
-
-STAGING_BEFORE_MAKER = r"\..+-"  # .NAME-, then its maker (verifiers.processes.leftovers)
+from verifiers.processes.leftovers import STAGING, remove_abandoned, staging_dir
 
 
 def save_checkpoint(trainer: Any, directory: Path, step: int, extra: dict[str, Any]) -> Path:
@@ -35,8 +33,8 @@ def save_checkpoint(trainer: Any, directory: Path, step: int, extra: dict[str, A
     """
     directory.parent.mkdir(parents=True, exist_ok=True)
     # a run killed mid-save (preempted, out of memory) left a staging directory of its size
-    remove_abandoned(directory.parent, STAGING_BEFORE_MAKER)
-    staging = owned_dir(f".{directory.name}-", directory.parent)
+    remove_abandoned(directory.parent, STAGING)
+    staging = staging_dir(directory.name, directory.parent)
     if trainer.dist is not None:
         trainer.dist.broadcast({"op": "checkpoint", "staging": str(staging)})
     write_checkpoint(trainer, staging)
