@@ -809,9 +809,10 @@ def test_vf_install_of_a_pulled_project_is_confined_too(target, tmp_path, route)
 
 
 def test_a_stage_that_a_killed_install_left_is_removed_by_the_next(target, tmp_path):
-    """SIGKILL runs no cleanup: an install killed while staging leaves its stage in the
-    target's prefix. The next install into that Python (which holds the prefix's lock, so no
-    other install is running) removes it."""
+    """SIGKILL runs no cleanup and reaches only the install's own process: an install killed
+    while its uv stages leaves the stage in the target's prefix, and that uv, orphaned, goes on
+    writing into it. The next install into that Python, started at once, waits for the orphan
+    (it holds the prefix's lock until it exits) and then removes the stage."""
     from verifiers.installs.confined import STAGE_PREFIX
 
     python = str(target / "bin" / "python")
@@ -823,21 +824,26 @@ def test_a_stage_that_a_killed_install_left_is_removed_by_the_next(target, tmp_p
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 120
-    while not (stages := list(target.glob(f"{STAGE_PREFIX}*"))):
+
+    def staging_uv() -> bool:
+        return any(
+            "--prefix " + str(stage) in cmdline
+            for stage in target.glob(f"{STAGE_PREFIX}*")
+            for cmdline in command_lines()
+        )
+
+    while not staging_uv():
         assert killed.poll() is None and time.monotonic() < deadline, "no install to kill"
         time.sleep(0.002)
     killed.kill()
     killed.wait()
-    (stage,) = stages
-    while any(str(stage) in cmdline for cmdline in command_lines()):  # its uv, orphaned, ends
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    assert stage.is_dir()  # what SIGKILL left
+    (stage,) = target.glob(f"{STAGE_PREFIX}*")
     clean = local_project(tmp_path / "clean", "later-env")
     ok = subprocess.run(
         [python, "-m", "verifiers.cli.install", str(clean)], capture_output=True, text=True
     )
     assert ok.returncode == 0, ok.stderr[-2000:]
+    assert not any(str(stage) in cmdline for cmdline in command_lines())  # the orphan had ended
     assert list(target.glob(f"{STAGE_PREFIX}*")) == []
 
 

@@ -21,8 +21,9 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -75,40 +76,46 @@ def install(
     """Install ``requirements`` (uv arguments: ``-r FILE``, ``-e DIR``, ...) into ``python``
     under the rules above; returns the (name, version) pairs installed."""
     prefix = probe(python).prefix
-    with _install_lock(prefix):  # one confined install per Python at a time
+    with _install_lock(prefix) as lock:  # one confined install per Python at a time
+        uv_run = _Uv(uv, env, lock)
         _remove_abandoned_stages(prefix)
-        plan = _plan(uv, python, [*resolve_args, *requirements], env)
+        plan = _plan(uv_run, python, [*resolve_args, *requirements])
         if not plan.add:
             return []
-        return _stage_judge_move(uv, python, requirements, requested, resolve_args, env, plan)
+        return _stage_judge_move(uv_run, python, requirements, requested, resolve_args, plan)
 
 
 @contextmanager
-def _install_lock(prefix: Path):
-    """An exclusive lock on the prefix directory itself (no file is left behind)."""
+def _install_lock(prefix: Path) -> Iterator[int]:
+    """An exclusive lock on the prefix directory itself (no file is left behind); yields its
+    descriptor, which every uv of the install inherits (see ``_Uv``)."""
     fd = os.open(prefix, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another install into {prefix} to finish", file=sys.stderr)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
     finally:
         os.close(fd)
 
 
 def _remove_abandoned_stages(prefix: Path) -> None:
     """Stages that installs killed outright left behind (SIGKILL runs no cleanup): under the
-    lock no other install into this Python is running, so every stage there is abandoned."""
+    lock no other install into this Python is running, and no uv of a killed one either (each
+    holds the lock until it exits), so every stage there is abandoned and nothing writes to it."""
     for stage in prefix.glob(f"{STAGE_PREFIX}*"):
         if stage.is_dir() and not stage.is_symlink():
             shutil.rmtree(stage, ignore_errors=True)
 
 
 def _stage_judge_move(
-    uv: str,
+    uv: _Uv,
     python: str,
     requirements: list[str],
     requested: list[Requested],
     resolve_args: Sequence[str],
-    env: dict[str, str] | None,
     plan: Plan,
 ) -> list[tuple[str, str]]:
     target = probe(python)
@@ -117,8 +124,7 @@ def _stage_judge_move(
         wanted = {canonicalize_name(r.distribution) for r in requested}
         pins = [pin for name, pin in plan.add.items() if name not in wanted and pin]
         exclusions = [a for i, a in enumerate(resolve_args) if _is_exclusion(resolve_args, i)]
-        _uv(
-            uv,
+        uv(
             [
                 "pip",
                 "install",
@@ -131,15 +137,14 @@ def _stage_judge_move(
                 *exclusions,
                 *requirements,
                 *pins,
-            ],
-            env,
+            ]
         )
         staged = _read_stage(stage, target, plan)
         problems = judge(staged, target, requested, set(plan.remove))
         if problems:
             raise ConfinementError(problems)
         if plan.remove:
-            _uv(uv, ["pip", "uninstall", "--python", python, *plan.remove], env)
+            uv(["pip", "uninstall", "--python", python, *plan.remove])
         for item in staged:
             _move_into_place(item, target)
         return [(s.installs.distribution, s.installs.version) for s in staged]
@@ -152,8 +157,25 @@ def _is_exclusion(args: Sequence[str], index: int) -> bool:
     return args[index] == "--excludes" or (index > 0 and args[index - 1] == "--excludes")
 
 
-def _uv(uv: str, args: list[str], env: dict[str, str] | None) -> str:
-    result = subprocess.run([uv, *args], capture_output=True, text=True, env=env)
+@dataclass(frozen=True)
+class _Uv:
+    """Runs uv for one install. Each uv inherits the install lock's descriptor, so the lock is
+    held until that uv has exited: a uv orphaned by a SIGKILLed install (SIGKILL reaches only
+    the install's own process) keeps later installs waiting instead of writing into a stage
+    they are removing."""
+
+    uv: str
+    env: dict[str, str] | None
+    lock: int
+
+    def __call__(self, args: list[str]) -> str:
+        result = subprocess.run(
+            [self.uv, *args], capture_output=True, text=True, env=self.env, pass_fds=(self.lock,)
+        )
+        return _checked(result)
+
+
+def _checked(result: subprocess.CompletedProcess[str]) -> str:
     if result.returncode != 0:
         detail = (result.stderr or result.stdout).strip()[-3000:]
         if "source distributions is disabled" in detail or "no-build" in detail:
@@ -165,8 +187,8 @@ def _uv(uv: str, args: list[str], env: dict[str, str] | None) -> str:
     return result.stderr + result.stdout
 
 
-def _plan(uv: str, python: str, args: list[str], env: dict[str, str] | None) -> Plan:
-    out = _uv(uv, ["pip", "install", "--dry-run", "--python", python, "--no-build", *args], env)
+def _plan(uv: _Uv, python: str, args: list[str]) -> Plan:
+    out = uv(["pip", "install", "--dry-run", "--python", python, "--no-build", *args])
     plan = Plan()
     for line in out.splitlines():
         match = _PLAN_LINE.match(line)
