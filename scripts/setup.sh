@@ -33,6 +33,9 @@ bash scripts/system_packages.sh
 "$PY" -P verifiers/local_model/stack.py --no-extras  # -P: verifiers/ on sys.path would shadow the stdlib
 "$PY" -W ignore -c "import torch; print('setup: torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
 pip install -q -e ".[dev]"
+# Bytecode for the source tree, as pip writes it for what it installs: an editable install has
+# none, and a Python told not to write it (PYTHONDONTWRITEBYTECODE) compiles it in every process.
+"$PY" -m compileall -q verifiers hub_client hub_server > /dev/null
 for env in environments/*/; do
   "$PY" -m verifiers.cli.install --quiet "$env" > /dev/null
 done
