@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.mark.slow
-def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
+def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path, left_by_the_dead):
     import json
     import shutil
     import subprocess
@@ -72,8 +72,12 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
         text=True,
     )
     assert nothing.returncode == 2 and "--resume: no checkpoint" in nothing.stdout
+    assert not (tmp_path / "empty").exists()  # a refused run leaves no directory behind
     # resume from step 1: the records of step 1 are redone, not appended after it
     shutil.rmtree(out / "checkpoints" / "step_000002")
+    # a save killed on another host, or before a reboot: only the run's holder can tell it is dead
+    killed_save = out / "checkpoints" / left_by_the_dead(".step_000002-", elsewhere=True)
+    (killed_save / "dcp").mkdir(parents=True)
     resumed = subprocess.run(  # and the rest of the run with weights over a gloo group
         [
             *(sys.executable, "-m", "verifiers.rl.cli", "@", str(config)),
@@ -85,6 +89,7 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path):
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "resuming from" in resumed.stdout and "(step 1)" in resumed.stdout
+    assert not killed_save.exists()
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 1, 2]
     assert [r["served_version"] for r in records] == [1, 2, 3]
@@ -198,6 +203,40 @@ def test_a_run_that_names_what_is_not_there_is_refused_before_torch_loads(
     assert result.returncode == 2 and message in result.stdout, result.stdout + result.stderr
     assert "torch not imported" in result.stdout and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("module", ["cli", "sft"])
+def test_a_run_directory_in_use_is_refused_and_left_as_it_was(policy_dir, tmp_path, module):
+    """A second run, or a --resume, started into a directory whose run is still going would mix
+    two runs' metrics and checkpoints: refused at once, the directory untouched."""
+    import subprocess
+    import sys
+
+    from verifiers.rl.command import run_dir_lock
+
+    out = tmp_path / "out"
+    (out / "checkpoints" / "step_000001").mkdir(parents=True)
+    (out / "metrics.jsonl").write_text('{"step": 0}\n')
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    inputs = {"cli": ["--env_id", "reverse-text"], "sft": ["--data.path", str(data)]}[module]
+    with run_dir_lock(out) as problem:  # the run that is still going
+        assert problem is None
+        for resume in (["--resume"], []):
+            result = subprocess.run(
+                [
+                    *(sys.executable, "-c", _REFUSED_BEFORE_TORCH.format(module=module)),
+                    *("--model", str(policy_dir), *inputs, "--output_dir", str(out), *resume),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert result.returncode == 2, result.stdout + result.stderr
+            assert "is in use by a run that is still going" in result.stdout
+            assert "torch not imported" in result.stdout
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
 
 
 @pytest.mark.parametrize(

@@ -176,3 +176,13 @@ def test_leftovers_are_judged_only_where_nobody_else_could_have_named_them(
     (tmp_path / "a-file").write_text("")
     assert abandoned(tmp_path / "a-file", r"\.run-") == []
     shared.chmod(0o755)
+    # under a lock every maker held while alive (a run directory's), the maker is not judged:
+    # another host's or boot's staging goes too, but still never a link
+    elsewhere = shared / left_by_the_dead(".run-", elsewhere=True)
+    elsewhere.mkdir()
+    (shared / left.name.replace("abcdefgh", "linkedxx")).symlink_to(tmp_path)
+    assert abandoned(shared, r"\.run-") == [left]
+    assert sorted(abandoned(shared, r"\.run-", any_maker=True)) == sorted([left, elsewhere])
+    shared.chmod(0o777)
+    assert abandoned(shared, r"\.run-", any_maker=True) == []
+    shared.chmod(0o755)

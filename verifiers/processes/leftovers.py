@@ -44,11 +44,14 @@ def staging_dir(name: str, parent: Path) -> Path:
     return owned_dir(f".{name}-", parent)
 
 
-def abandoned(parent: Path, prefix: str) -> list[Path]:
+def abandoned(parent: Path, prefix: str, *, any_maker: bool = False) -> list[Path]:
     """The directories in ``parent`` that ``owned_dir`` made for a process of this machine that
     is gone: ``prefix`` is a regular expression for the part before the maker. Only this user's
     real directories, and none where others could have renamed one (see the module docstring).
-    A parent that cannot be read yields nothing: cleaning up never fails the caller."""
+    A parent that cannot be read yields nothing: cleaning up never fails the caller.
+
+    ``any_maker``: the caller holds a lock that every maker held while alive (a run directory's),
+    so each such directory is abandoned, whatever machine or boot made it."""
     pattern = re.compile(prefix + _MAKER_AND_RANDOM)
     try:
         if not _others_cannot_rename_in(parent.stat()):
@@ -59,20 +62,20 @@ def abandoned(parent: Path, prefix: str) -> list[Path]:
     found = []
     for entry in entries:
         named = pattern.fullmatch(entry.name)
-        if named is None or named["machine"] != machine_key():
+        if named is None or not (any_maker or named["machine"] == machine_key()):
             continue
         try:
             info = entry.lstat()
         except OSError:
             continue
-        if _ours(info) and not running(int(named["pid"])):
+        if _ours(info) and (any_maker or not running(int(named["pid"]))):
             found.append(entry)
     return found
 
 
-def remove_abandoned(parent: Path, prefix: str) -> list[Path]:
+def remove_abandoned(parent: Path, prefix: str, *, any_maker: bool = False) -> list[Path]:
     """Remove what ``abandoned`` finds; returns it."""
-    gone = abandoned(parent, prefix)
+    gone = abandoned(parent, prefix, any_maker=any_maker)
     for entry in gone:
         shutil.rmtree(entry, ignore_errors=True)
     return gone
