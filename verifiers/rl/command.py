@@ -170,7 +170,7 @@ def run_dir_lock(out: Path) -> Iterator[str | None]:
     (SIGKILL too: the kernel drops it), and carried across hosts by NFS. So a second run or a
     ``--resume`` started while the first still runs is refused instead of mixing with it, and
     what the holder finds staged in ``checkpoints/`` was left by a run that was killed, on any
-    machine or boot. A directory this made and nothing filled is removed again."""
+    machine or boot. A directory this made, held and left empty is removed again."""
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
@@ -178,17 +178,18 @@ def run_dir_lock(out: Path) -> Iterator[str | None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            made = False  # made at the same moment by the run that holds it: that run's now
             yield (
                 f"{out} is in use by a run that is still going (vf-rl or vf-sft): wait for it "
                 "to end, stop it, or choose another --output_dir"
             )
             return
         yield None
-    finally:
-        os.close(fd)
         if made:
             with suppress(OSError):
-                out.rmdir()  # only when empty
+                out.rmdir()  # only when empty, and while still held
+    finally:
+        os.close(fd)
 
 
 def run_dir_problem(out: Path, resume: bool) -> str | None:
