@@ -810,9 +810,9 @@ def test_vf_install_of_a_pulled_project_is_confined_too(target, tmp_path, route)
 
 def test_a_stage_that_a_killed_install_left_is_removed_by_the_next(target, tmp_path):
     """SIGKILL runs no cleanup and reaches only the install's own process: an install killed
-    while its uv stages leaves the stage in the target's prefix, and that uv, orphaned, goes on
-    writing into it. The next install into that Python, started at once, waits for the orphan
-    (it holds the prefix's lock until it exits) and then removes the stage."""
+    while its uv stages leaves the stage in the target's prefix, and an orphaned uv would go on
+    writing into it. Its uv dies with it, and the next install into that Python, started at
+    once, removes the stage."""
     from verifiers.installs.confined import STAGE_PREFIX
 
     python = str(target / "bin" / "python")

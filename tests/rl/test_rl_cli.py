@@ -212,17 +212,17 @@ def test_a_run_directory_in_use_is_refused_and_left_as_it_was(policy_dir, tmp_pa
     import subprocess
     import sys
 
-    from verifiers.rl.command import run_dir_lock
+    from verifiers.rl.run_lock import run_dir_lock
 
     out = tmp_path / "out"
     (out / "checkpoints" / "step_000001").mkdir(parents=True)
     (out / "metrics.jsonl").write_text('{"step": 0}\n')
-    before = sorted(p.relative_to(out) for p in out.rglob("*"))
     data = tmp_path / "data.jsonl"
     data.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
     inputs = {"cli": ["--env_id", "reverse-text"], "sft": ["--data.path", str(data)]}[module]
-    with run_dir_lock(out) as problem:  # the run that is still going
-        assert problem is None
+    with run_dir_lock(out) as hold:  # the run that is still going
+        assert hold.held
+        before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
         for resume in (["--resume"], []):
             result = subprocess.run(
                 [
@@ -236,7 +236,53 @@ def test_a_run_directory_in_use_is_refused_and_left_as_it_was(policy_dir, tmp_pa
             assert result.returncode == 2, result.stdout + result.stderr
             assert "is in use by a run that is still going" in result.stdout
             assert "torch not imported" in result.stdout
-    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+        assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+
+
+def test_a_run_directory_is_held_by_its_run_alone(tmp_path):
+    """The lock goes with the run: not kept by a child it forked (multiprocessing's default)
+    after the run died, not taken through a dangling link; a directory the run made and left
+    empty is removed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from verifiers.rl.run_lock import RUN_LOCK, run_dir_lock
+
+    out = tmp_path / "out"
+    dies_leaving_a_child = (
+        "import os, sys, time\n"
+        "from pathlib import Path\n"
+        "from verifiers.rl.run_lock import run_dir_lock\n"
+        "with run_dir_lock(Path(sys.argv[1])) as hold:\n"
+        "    assert hold.held\n"
+        "    child = os.fork()\n"
+        "    if child == 0:\n"
+        "        time.sleep(60)\n"
+        "        os._exit(0)\n"
+        "    print(child, flush=True)\n"
+        "    os._exit(0)\n"
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-c", dies_leaving_a_child, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    assert run.stdout is not None
+    child = int(run.stdout.readline())
+    run.wait()
+    try:
+        os.kill(child, 0)  # alive
+        with run_dir_lock(out) as hold:  # and it does not hold the dead run's directory
+            assert hold.held and hold.problem is None
+    finally:
+        os.kill(child, signal.SIGKILL)
+    assert (out / RUN_LOCK).exists()  # the directory was the dead run's: kept
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with run_dir_lock(tmp_path / "dangling") as hold:
+        assert not hold.held and "cannot use" in (hold.problem or "")
+    with run_dir_lock(tmp_path / "fresh") as hold:
+        assert hold.held
+    assert not (tmp_path / "fresh").exists()
 
 
 @pytest.mark.parametrize(

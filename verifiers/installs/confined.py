@@ -35,6 +35,7 @@ from verifiers.errors import VFError
 from verifiers.installs.confinement import Installs, Problem
 from verifiers.installs.judge import Requested, Staged, judge
 from verifiers.installs.target import Target, probe, real_destination
+from verifiers.processes.die_with_parent import guarded
 
 STAGE_PREFIX = ".vf-stage-"  # in the target's prefix: where a wheel is installed, then judged
 _PLAN_LINE = re.compile(r"^ ([+-]) ([A-Za-z0-9][A-Za-z0-9._-]*)(?:==(\S+))?(?: @ (\S+))?")
@@ -76,8 +77,8 @@ def install(
     """Install ``requirements`` (uv arguments: ``-r FILE``, ``-e DIR``, ...) into ``python``
     under the rules above; returns the (name, version) pairs installed."""
     prefix = probe(python).prefix
-    with _install_lock(prefix) as lock:  # one confined install per Python at a time
-        uv_run = _Uv(uv, env, lock)
+    with _install_lock(prefix):  # one confined install per Python at a time
+        uv_run = _Uv(uv, env)
         _remove_abandoned_stages(prefix)
         plan = _plan(uv_run, python, [*resolve_args, *requirements])
         if not plan.add:
@@ -86,9 +87,8 @@ def install(
 
 
 @contextmanager
-def _install_lock(prefix: Path) -> Iterator[int]:
-    """An exclusive lock on the prefix directory itself (no file is left behind); yields its
-    descriptor, which every uv of the install inherits (see ``_Uv``)."""
+def _install_lock(prefix: Path) -> Iterator[None]:
+    """An exclusive lock on the prefix directory itself (no file is left behind)."""
     fd = os.open(prefix, os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:
@@ -96,15 +96,15 @@ def _install_lock(prefix: Path) -> Iterator[int]:
         except BlockingIOError:
             print(f"waiting for another install into {prefix} to finish", file=sys.stderr)
             fcntl.flock(fd, fcntl.LOCK_EX)
-        yield fd
+        yield
     finally:
         os.close(fd)
 
 
 def _remove_abandoned_stages(prefix: Path) -> None:
     """Stages that installs killed outright left behind (SIGKILL runs no cleanup): under the
-    lock no other install into this Python is running, and no uv of a killed one either (each
-    holds the lock until it exits), so every stage there is abandoned and nothing writes to it."""
+    lock no other install into this Python is running, and the uv of a killed one was killed
+    with it (``_Uv``), so every stage there is abandoned and nothing writes to it."""
     for stage in prefix.glob(f"{STAGE_PREFIX}*"):
         if stage.is_dir() and not stage.is_symlink():
             shutil.rmtree(stage, ignore_errors=True)
@@ -159,19 +159,18 @@ def _is_exclusion(args: Sequence[str], index: int) -> bool:
 
 @dataclass(frozen=True)
 class _Uv:
-    """Runs uv for one install. Each uv inherits the install lock's descriptor, so the lock is
-    held until that uv has exited: a uv orphaned by a SIGKILLed install (SIGKILL reaches only
-    the install's own process) keeps later installs waiting instead of writing into a stage
-    they are removing."""
+    """Runs uv for one install, killed (SIGKILL) the moment the install's process dies: SIGKILL
+    reaches only that process, and an orphaned uv would go on writing into a stage that the
+    next install is removing. (Holding the install's lock in uv instead would hand it to every
+    process uv starts, a build backend's daemon too, and block later installs for its life.)"""
 
     uv: str
     env: dict[str, str] | None
-    lock: int
 
     def __call__(self, args: list[str]) -> str:
-        result = subprocess.run(
-            [self.uv, *args], capture_output=True, text=True, env=self.env, pass_fds=(self.lock,)
-        )
+        argv, parent = guarded([self.uv, *args], kill=True)
+        env = {**(os.environ if self.env is None else self.env), **parent}
+        result = subprocess.run(argv, capture_output=True, text=True, env=env)
         return _checked(result)
 
 

@@ -1,5 +1,5 @@
-"""``python -m verifiers.processes.die_with_parent CMD...``: run CMD, killed (SIGTERM) when its parent
-dies, however it dies.
+"""``python -m verifiers.processes.die_with_parent [--kill] CMD...``: run CMD, killed (SIGTERM, or
+SIGKILL with ``--kill``) when its parent dies, however it dies.
 
 The trainer and vf-eval start servers as children; if the parent is SIGKILLed or crashes, a
 server left running would hold its port, its memory and (vLLM) a GPU. Linux's parent-death
@@ -27,14 +27,28 @@ def arm_parent_death_signal(parent_pid: int, sig: int = signal.SIGTERM) -> bool:
     return os.getppid() == parent_pid
 
 
+def guarded(command: list[str], *, kill: bool = False) -> tuple[list[str], dict[str, str]]:
+    """``command`` run through this module, as this process's child: its argv, and the
+    environment entries to add (the parent's pid, so a parent that dies before the child starts
+    is noticed). ``kill``: SIGKILL instead of SIGTERM, for a child that must stop at once."""
+    flags = ["--kill"] if kill else []
+    argv = [sys.executable, "-m", "verifiers.processes.die_with_parent", *flags, "--", *command]
+    return argv, {"VF_PARENT_PID": str(os.getpid())}
+
+
 def main() -> None:
     command = sys.argv[1:]
+    kill = command[:1] == ["--kill"]
+    command = command[1:] if kill else command
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        raise SystemExit("usage: python -m verifiers.processes.die_with_parent CMD [ARGS...]")
+        raise SystemExit(
+            "usage: python -m verifiers.processes.die_with_parent [--kill] [--] CMD [ARGS...]"
+        )
     parent = int(os.environ.get("VF_PARENT_PID", os.getppid()))
-    if not arm_parent_death_signal(parent):  # the parent died before the signal was armed
+    sig = signal.SIGKILL if kill else signal.SIGTERM
+    if not arm_parent_death_signal(parent, sig):  # the parent died before the signal was armed
         raise SystemExit(1)
     os.execvp(command[0], command)
 

@@ -14,6 +14,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifiers.processes.die_with_parent import guarded
 from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV
 
 
@@ -105,12 +106,12 @@ def launch(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("wb")
     # the server goes when this process goes, even by SIGKILL (see verifiers.processes.die_with_parent)
-    guarded = [sys.executable, "-m", "verifiers.processes.die_with_parent", "--", *cmd]
+    argv, parent = guarded(cmd)
     process = subprocess.Popen(
-        guarded,
+        argv,
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**env, "VF_PARENT_PID": str(os.getpid())},
+        env={**env, **parent},
         start_new_session=True,
     )
     base_url = f"http://127.0.0.1:{port}/v1"

@@ -8,14 +8,12 @@ policy the same way, mirror rank 0 on the other torchrun ranks, and end with the
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import sys
 import tomllib
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from verifiers.errors import VFError
 from verifiers.processes.leftovers import STAGING, remove_abandoned
+from verifiers.rl.run_lock import RunDirHold, run_dir_lock
 
 
 class UsageError(VFError, ValueError):
@@ -115,14 +114,16 @@ def command_main(
     out = Path(config.output_dir)
     with ExitStack() as held:
         problem = input_problem(config) if input_problem is not None else None
-        holder = problem is None and int(os.environ.get("RANK", "0")) == 0  # torchrun: rank 0
-        if holder:
-            problem = held.enter_context(run_dir_lock(out))
-        problem = problem or run_dir_problem(out, resume)
+        hold = RunDirHold(False)
+        if problem is None and int(os.environ.get("RANK", "0")) == 0:  # torchrun: rank 0 holds
+            hold = held.enter_context(run_dir_lock(out))
+        problem = problem or hold.problem or run_dir_problem(out, resume)
         if problem:  # said at once, before torch loads (and before any rank of torchrun writes)
             console.print(f"{prog}: {escape(problem)}", soft_wrap=True)
             return 2
-        if holder:  # no run is writing here: whatever is staged in checkpoints/ was a killed one's
+        if hold.note:
+            console.print(f"{prog}: [yellow]note[/yellow]: {escape(hold.note)}", soft_wrap=True)
+        if hold.held:  # no other run writes here: what is staged in checkpoints/ was a killed one's
             remove_abandoned(out / "checkpoints", STAGING, any_maker=True)
         try:
             code = run(config, resume, console)
@@ -160,36 +161,6 @@ def prune_checkpoints(directory: Path, keep: int) -> list[Path]:
     for old in removed:
         shutil.rmtree(old, ignore_errors=True)
     return removed
-
-
-@contextmanager
-def run_dir_lock(out: Path) -> Iterator[str | None]:
-    """Hold ``out`` (made if missing) for one run: yields None, or why another run holds it.
-
-    An exclusive ``flock`` on the directory itself, held until this process ends however it ends
-    (SIGKILL too: the kernel drops it), and carried across hosts by NFS. So a second run or a
-    ``--resume`` started while the first still runs is refused instead of mixing with it, and
-    what the holder finds staged in ``checkpoints/`` was left by a run that was killed, on any
-    machine or boot. A directory this made, held and left empty is removed again."""
-    made = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            made = False  # made at the same moment by the run that holds it: that run's now
-            yield (
-                f"{out} is in use by a run that is still going (vf-rl or vf-sft): wait for it "
-                "to end, stop it, or choose another --output_dir"
-            )
-            return
-        yield None
-        if made:
-            with suppress(OSError):
-                out.rmdir()  # only when empty, and while still held
-    finally:
-        os.close(fd)
 
 
 def run_dir_problem(out: Path, resume: bool) -> str | None:
