@@ -253,7 +253,11 @@ def serve(index: Path, path: Path) -> None:
 
 
 def snapshot(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*")}
+    """Every path under ``root``, but the install lock's file (made by the first install, like
+    uv's own ``.lock``: bookkeeping, not something installed)."""
+    from verifiers.installs.confined import INSTALL_LOCK
+
+    return {str(p.relative_to(root)) for p in root.rglob("*")} - {INSTALL_LOCK}
 
 
 def prime_install(
@@ -845,6 +849,60 @@ def test_a_stage_that_a_killed_install_left_is_removed_by_the_next(target, tmp_p
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert not any(str(stage) in cmdline for cmdline in command_lines())  # the orphan had ended
     assert list(target.glob(f"{STAGE_PREFIX}*")) == []
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not Path("/usr/bin/python3").exists(),
+    reason="needs root to run a process as another user, and a Python that user can run",
+)
+def test_another_user_who_can_only_read_a_prefix_cannot_hold_its_installs():
+    """Any user who can read a file or directory can flock it: the install lock is a file
+    others cannot open, so another user holding every lock they can take delays no install."""
+    import tempfile
+    import threading
+
+    from verifiers.installs.confined import _install_lock
+
+    prefix = Path(tempfile.mkdtemp(dir="/tmp"))  # readable by all, as a virtualenv is
+    prefix.chmod(0o755)
+    holds_what_it_can = textwrap.dedent(f"""
+        import fcntl, os, time
+        fd = os.open({str(prefix)!r}, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            lock = os.open({str(prefix / ".vf-install.lock")!r}, os.O_RDONLY)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            print("holds the install lock", flush=True)
+        except OSError:  # not allowed to open it
+            print("holds the directory only", flush=True)
+        time.sleep(60)
+    """)
+    try:
+        with _install_lock(prefix):  # the lock file exists, as after any install
+            pass
+        reader = subprocess.Popen(
+            ["/usr/bin/python3", "-c", holds_what_it_can],  # this venv's may be unreadable
+            stdout=subprocess.PIPE,
+            text=True,
+            user=65534,
+            group=65534,
+        )
+        try:
+            assert reader.stdout is not None
+            assert reader.stdout.readline() == "holds the directory only\n"
+            took = threading.Event()
+
+            def install() -> None:
+                with _install_lock(prefix):
+                    took.set()
+
+            threading.Thread(target=install, daemon=True).start()
+            assert took.wait(30), "an install waited on another user's lock"
+        finally:
+            reader.kill()
+            reader.wait()
+    finally:
+        shutil.rmtree(prefix)
 
 
 def command_lines() -> list[str]:

@@ -38,6 +38,7 @@ from verifiers.installs.target import Target, probe, real_destination
 from verifiers.processes.die_with_parent import guarded
 
 STAGE_PREFIX = ".vf-stage-"  # in the target's prefix: where a wheel is installed, then judged
+INSTALL_LOCK = ".vf-install.lock"  # in the target's prefix: one install into it at a time
 _PLAN_LINE = re.compile(r"^ ([+-]) ([A-Za-z0-9][A-Za-z0-9._-]*)(?:==(\S+))?(?: @ (\S+))?")
 
 
@@ -88,8 +89,17 @@ def install(
 
 @contextmanager
 def _install_lock(prefix: Path) -> Iterator[None]:
-    """An exclusive lock on the prefix directory itself (no file is left behind)."""
-    fd = os.open(prefix, os.O_RDONLY | os.O_DIRECTORY)
+    """An exclusive ``flock`` on ``PREFIX/.vf-install.lock``, which only its owner (and, with a
+    group-shared umask, the group) can open: anyone who can read a file or directory can flock
+    it, and so would hold every install into the prefix."""
+    try:
+        fd = os.open(
+            prefix / INSTALL_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o660
+        )
+    except OSError as exc:
+        raise InstallFailed(
+            f"cannot install into {prefix}: {exc.strerror} ({exc.filename})"
+        ) from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
