@@ -36,6 +36,7 @@ from verifiers.installs.confinement import Installs, Problem
 from verifiers.installs.judge import Requested, Staged, judge
 from verifiers.installs.target import Target, probe, real_destination
 from verifiers.processes.die_with_parent import guarded
+from verifiers.processes.lock_file import open_lock_file
 
 STAGE_PREFIX = ".vf-stage-"  # in the target's prefix: where a wheel is installed, then judged
 INSTALL_LOCK = ".vf-install.lock"  # in the target's prefix: one install into it at a time
@@ -89,13 +90,10 @@ def install(
 
 @contextmanager
 def _install_lock(prefix: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``PREFIX/.vf-install.lock``, which only its owner (and, with a
-    group-shared umask, the group) can open: anyone who can read a file or directory can flock
-    it, and so would hold every install into the prefix."""
+    """An exclusive ``flock`` on ``PREFIX/.vf-install.lock``, a file other users cannot open
+    (``verifiers.processes.lock_file``): a shared virtualenv's group may, under its umask."""
     try:
-        fd = os.open(
-            prefix / INSTALL_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o660
-        )
+        fd = open_lock_file(prefix / INSTALL_LOCK, 0o660)
     except OSError as exc:
         raise InstallFailed(
             f"cannot install into {prefix}: {exc.strerror} ({exc.filename})"

@@ -1,8 +1,8 @@
 """One run per output directory: vf-rl and vf-sft hold ``OUTPUT_DIR/.vf-run.lock`` while they run.
 
-An exclusive ``flock`` on a regular file of the run's owner (0600, opened for writing: NFS
-carries such a lock across hosts as a POSIX lock, and no other user can take it), held until the
-process ends however it ends (the kernel drops it on SIGKILL too). So a second run or a
+An exclusive ``flock`` on a file only the run's owner can open (``verifiers.processes.lock_file``:
+no other user can take it, and NFS carries it across hosts), held until the process ends however
+it ends (the kernel drops it on SIGKILL too). So a second run or a
 ``--resume`` started while the first still goes is refused instead of mixing with it, and what the
 holder finds staged in ``checkpoints/`` was left by a run that was killed, on any machine or boot.
 A filesystem that cannot lock (or one mounted with host-local locks) keeps none of these promises:
@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+
+from verifiers.processes.lock_file import open_lock_file
 
 RUN_LOCK = ".vf-run.lock"
 _held: list[int] = []  # the descriptor this process holds, closed in forked children
@@ -48,9 +50,7 @@ def run_dir_lock(out: Path) -> Iterator[RunDirHold]:
     while True:
         try:
             out.mkdir(parents=True, exist_ok=True)
-            fd = os.open(
-                out / RUN_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-            )
+            fd = open_lock_file(out / RUN_LOCK)
         except OSError as exc:
             yield RunDirHold(False, f"cannot use {out} as the output dir: {exc}")
             return
