@@ -87,9 +87,10 @@ class S3BlobStore(_Bytes):
             import boto3
             from botocore.config import Config
         except ImportError:
-            raise SystemExit(
-                "--blobs s3://... needs boto3: pip install 'verifiers[hub-s3]'"
-            ) from None
+            from verifiers.installs.extras import install_hint
+
+            hint = install_hint("hub-s3", "boto3")
+            raise SystemExit(f"--blobs s3://... needs boto3: {hint}") from None
         self.bucket, self.prefix = bucket, prefix.strip("/")
         self.client = boto3.client(
             "s3",

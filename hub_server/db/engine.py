@@ -204,8 +204,9 @@ def open_database(url: str | None, data_dir: Path) -> Database:
         try:
             import psycopg  # noqa: F401
         except ImportError:
-            raise SystemExit(
-                "--db postgresql://... needs psycopg: pip install 'verifiers[hub-postgres]'"
-            ) from None
+            from verifiers.installs.extras import install_hint
+
+            hint = install_hint("hub-postgres", "psycopg[binary] psycopg-pool")
+            raise SystemExit(f"--db postgresql://... needs psycopg: {hint}") from None
         return PostgresDatabase(url)
     raise ValueError(f"--db {url!r}: use postgresql://USER@HOST:PORT/DB or sqlite:///PATH")

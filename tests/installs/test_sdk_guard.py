@@ -181,3 +181,18 @@ def test_a_target_python_is_asked_about_itself_not_about_the_callers_directory(
     assert "zz_only_in_cwd" not in probe(sys.executable).names
     found = ask(sys.executable, "import importlib.util as u; print(u.find_spec('zz_only_in_cwd'))")
     assert found.stdout.strip() == "None", found
+
+
+@pytest.mark.parametrize("extra", ["mcp", "ray", "hub-postgres", "hub-s3"])
+def test_a_missing_extras_hint_installs_its_packages_not_pypis_verifiers(extra):
+    """``pip install 'verifiers[mcp]'`` would install PyPI's verifiers over this SDK."""
+    from packaging.requirements import Requirement
+
+    from verifiers.installs.extras import install_hint
+
+    hint = install_hint(extra, "unused")
+    assert hint.startswith("pip install ") and "verifiers" not in hint
+    names = {Requirement(p.strip("'")).name for p in hint.split()[2:]}
+    assert {"mcp": "mcp", "ray": "ray", "hub-postgres": "psycopg", "hub-s3": "boto3"}[
+        extra
+    ] in names

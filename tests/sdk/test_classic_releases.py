@@ -193,3 +193,90 @@ async def test_a_prompt_attribution_moves_to_the_step_cut_with_the_prompt():
     assert response.message.tokens.prompt_attribution is None  # moved, not copied
     whole = await parse_response_tokens(response_with(attribution, [10, 11, 12, 13]))
     assert whole["prompt_attribution"] == dataclasses.asdict(attribution)
+
+
+# --- what later releases refused, accepted in every release ---------------------------------------
+# 0.1.11 refused ``oai_tools`` (the constructor's and ``info["oai_tools"]``) and 0.1.14 a plain-string
+# ``task``; every environment written before used them and nobody gains from the refusal. The
+# other changes of 0.1.9-0.3.x are behaviour, kept per release: a malformed reply is an error
+# (0.1.9/0.1.10), MathRubric needs ``\boxed{}`` (0.1.12), tool definitions are ``strict`` (0.2.0).
+ECHO_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "echo",
+        "description": "Echo text",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+    },
+}
+RELEASES = ["0.1.8", "0.1.11", "0.1.14", "0.3.1"]
+
+
+def task_name(task, **_) -> float:
+    return float(task == "reverse")
+
+
+@pytest.mark.parametrize("release", RELEASES)
+async def test_a_plain_string_task_is_a_task_name_in_every_release(server, client, release):
+    with vf.written_for(release):
+        env = vf.SingleTurnEnv(
+            dataset=[{"question": "q0", "answer": "q0", "task": "reverse"}],
+            rubric=vf.Rubric(funcs=[task_name]),
+        )
+    out = await env.evaluate(client, "m")
+    state = out.state[0]
+    assert state["error"] is None and state["task"] == "reverse"
+    assert out.metrics["task_name"] == [1.0]  # a reward function gets the name
+    assert out["outputs"][0]["task"] == "reverse"  # and the row keeps it
+
+
+async def test_a_json_task_payload_is_still_the_rows_payload(server, client):
+    payload = {"prompt": [{"role": "user", "content": "q7"}], "answer": "q7", "example_id": 7}
+    env = vf.SingleTurnEnv(dataset=rows())
+    state = await env.init_state(
+        {"prompt": [{"role": "user", "content": "ignored"}], "task": json.dumps(payload)},
+        client,
+        "m",
+    )
+    assert state["task"] == payload and state["prompt"][0].content == "q7"
+    assert state["example_id"] == 7
+
+
+@pytest.mark.parametrize("release", RELEASES)
+async def test_oai_tools_given_to_the_constructor_are_the_environments_tools(
+    server, client, release
+):
+    with vf.written_for(release):
+        env = vf.SingleTurnEnv(dataset=rows(), oai_tools=[ECHO_TOOL])
+    state = await env.init_state(env.get_eval_dataset()[0], client, "m")
+    if env.release.typed_messages:
+        assert [t.name for t in state["tool_defs"]] == ["echo"]
+        assert isinstance(state["tool_defs"][0], vf.Tool)
+    else:
+        assert state["oai_tools"] == [ECHO_TOOL]
+    seen: list[dict] = []
+    server.set_handler(lambda request: seen.append(request) or Reply(content="q0"))
+    await env.evaluate(client, "m")
+    assert [t["function"]["name"] for t in seen[0]["tools"]] == ["echo"]  # sent to the model
+
+
+@pytest.mark.parametrize("release", RELEASES)
+async def test_oai_tools_in_a_rows_info_are_that_rows_tools(server, client, release):
+    with vf.written_for(release):
+        env = vf.SingleTurnEnv(dataset=rows())
+    row = {"prompt": [{"role": "user", "content": "hi"}], "info": {"oai_tools": [ECHO_TOOL]}}
+    state = await env.init_state(row, client, "m")
+    if env.release.typed_messages:
+        assert [t.name for t in state["tool_defs"]] == ["echo"]
+    else:
+        assert state["oai_tools"] == [ECHO_TOOL]
+
+
+async def test_an_unreadable_input_is_an_error_on_its_rollout_not_a_dead_run(server, client):
+    env = vf.SingleTurnEnv(dataset=rows())
+    bad = {"prompt": [{"role": "user", "content": "hi"}], "task": "[1, 2]", "example_id": 0}
+    out = await env.generate([bad, dict(bad, task="fine", example_id=1)], client, "m")
+    first, second = out.state
+    assert first["error"] is not None and "task payload must be a JSON object" in str(
+        first["error"]
+    )
+    assert second["error"] is None

@@ -210,18 +210,6 @@ async def test_release_decides_messages_metrics_and_metric_names(server, client,
     assert new.release.typed_messages and new.release.version == vf.classic.LATEST
 
 
-def test_typed_releases_refuse_oai_tools_with_what_to_use_instead():
-    with pytest.raises(ValueError, match=r"`oai_tools` is no longer supported\. Use `tool_defs`"):
-        vf.SingleTurnEnv(
-            dataset=rows(1), oai_tools=[{"type": "function", "function": {"name": "f"}}]
-        )
-    with vf.written_for("0.1.10"):
-        env = vf.SingleTurnEnv(
-            dataset=rows(1), oai_tools=[{"type": "function", "function": {"name": "f"}}]
-        )
-    assert env.oai_tools[0]["function"]["name"] == "f"
-
-
 async def test_results_come_as_columns_and_as_outputs_rows(server, client):
     env = vf.SingleTurnEnv(dataset=rows(2), rubric=vf.Rubric(funcs=[by_key]))
     out = await env.evaluate(client, "m", rollouts_per_example=2)

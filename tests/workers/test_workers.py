@@ -394,3 +394,40 @@ async def test_the_trainers_orchestrator_gets_the_same_batch_from_workers(server
     assert [s.loss_mask for s in local.samples] == [s.loss_mask for s in pooled.samples]
     assert [s.old_logprobs for s in local.samples] == [s.old_logprobs for s in pooled.samples]
     assert [s.advantage for s in local.samples] == [s.advantage for s in pooled.samples]
+
+
+@pytest.mark.parametrize(
+    ("make", "seconds"),
+    [
+        (lambda o, h: o.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="k"), 600.0),
+        (
+            lambda o, h: o.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="k", timeout=12.5),
+            12.5,
+        ),
+        (
+            lambda o, h: o.AsyncOpenAI(
+                base_url="http://127.0.0.1:9/v1", api_key="k", timeout=o.Timeout(30.0, connect=2.0)
+            ),
+            30.0,
+        ),
+        (
+            lambda o, h: o.AsyncOpenAI(
+                base_url="http://127.0.0.1:9/v1",
+                api_key="k",
+                http_client=o.DefaultAsyncHttpxClient(timeout=o.Timeout(None, read=45.0)),
+            ),
+            45.0,  # the http client's own timeout, which the SDK then keeps
+        ),
+        (lambda o, h: vf.ClientConfig(api_base_url="http://127.0.0.1:9/v1", timeout=7.0), 7.0),
+    ],
+    ids=["default", "float", "httpx-timeout", "custom-http-client", "client-config"],
+)
+def test_workers_take_the_clients_users_pass(make, seconds):
+    """What users hand ``evaluate(..., env_workers=N)``: a default ``AsyncOpenAI`` (whose
+    timeout is a ``Timeout`` of phases) once died here on ``float()``."""
+    import openai
+
+    from verifiers.workers.runner import client_config_of
+
+    config = client_config_of(make(openai, None))
+    assert config.api_base_url == "http://127.0.0.1:9/v1" and config.timeout == seconds

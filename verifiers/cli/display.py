@@ -93,6 +93,14 @@ def summary_table(meta: RunMetadata, wall_s: float) -> Table:
             "reward function errors",
             ", ".join(f"{k}: {v}" for k, v in s.reward_errors_by_function.items()),
         )
+    if meta.release:
+        members = getattr(meta, "member_releases", None) or {}
+        table.add_row(
+            "runs as verifiers",
+            meta.release
+            if not members
+            else ", ".join(f"{name} {release}" for name, release in members.items()),
+        )
     table.add_row(
         "tokens (prompt / completion)", f"{s.usage.prompt_tokens:,} / {s.usage.completion_tokens:,}"
     )

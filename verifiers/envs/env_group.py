@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from verifiers import classic
 from verifiers.envs.environment import Environment
 from verifiers.rubrics.rubric import Rubric, scores_from_states
 from verifiers.types import RolloutInput, SamplingArgs, State
@@ -184,6 +185,15 @@ class EnvGroup(Environment):
         route = route_of(states[0], True)
         return self.env_map.get(route[0], self) if route else self
 
+    def run_metadata(self) -> dict[str, Any]:
+        """Each member's classic release (members of different releases may share a group)."""
+        return {
+            **super().run_metadata(),
+            "member_releases": {
+                name: str(env.release) for name, env in zip(self.env_names, self.envs, strict=True)
+            },
+        }
+
     def get_env_for_name(self, name: str) -> Environment:
         if name not in self.env_map:
             raise ValueError(f"No environment found for info['env_id']={name!r}")
@@ -251,7 +261,8 @@ class EnvGroup(Environment):
         sampling_args: SamplingArgs | None = None,
     ) -> State:
         env, child, route = self._child(input)
-        state = await env.rollout(child, client, model, sampling_args)
+        with classic.written_for(env.release.version):  # each member runs as its own release
+            state = await env.rollout(child, client, model, sampling_args)
         return self._restore_route(state, route)
 
     def set_max_seq_len(self, max_seq_len: int | None) -> None:

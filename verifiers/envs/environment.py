@@ -80,14 +80,12 @@ class Environment(ABC):
         **kwargs: Any,
     ) -> None:
         self.logger = logging.getLogger(f"verifiers.envs.{type(self).__name__}")
-        self.release = _release_of(type(self))
+        self.release = release_of(type(self))
         if self.release.typed_messages and oai_tools is not None:
-            raise ValueError(
-                "`oai_tools` is no longer supported. Use `tool_defs` with provider-agnostic "
-                "tool definitions: [{'name': ..., 'description': ..., 'parameters': {...}}]. "
-                f"(This environment runs as verifiers {self.release}; an environment written for "
-                "0.1.10 or earlier declares that in its `verifiers` requirement.)"
-            )
+            # 0.1.11+ refused ``oai_tools``; they are the same definitions in OpenAI's shape
+            if tool_defs is None:
+                tool_defs = list(oai_tools)
+            oai_tools = None
         if message_type not in ("chat", "completion"):
             raise ValueError(f"message_type must be 'chat' or 'completion', got {message_type!r}")
         if message_type == "completion" and (system_prompt or few_shot):
@@ -555,6 +553,17 @@ class Environment(ABC):
     async def teardown(self) -> None:
         await self._teardown()
 
+    async def _state_for_error(
+        self, input: RolloutInput, client: Any, model: str, sampling_args: SamplingArgs | None
+    ) -> State:
+        """A state to record a failed rollout on; when the input itself is what failed (a row
+        the release's state cannot be built from), a bare one: the error is data, never a
+        traceback that ends the run."""
+        try:
+            return await Environment.init_state(self, input, client, model, sampling_args)
+        except Exception:
+            return rollout_state.bare_state(input, client, model, sampling_args)
+
     async def __aenter__(self) -> Environment:
         return self
 
@@ -572,9 +581,11 @@ class Environment(ABC):
         """``rollout``, with anything it raises recorded on a state instead (an override that
         raises still yields a finished state with the error), then the rollout-stage updates."""
         try:
-            state = await self.rollout(input, client, model, sampling_args)
+            # what the rollout's own code asks (vf.MathRubric(), tool schemas) is its release
+            with classic.written_for(self.release.version):
+                state = await self.rollout(input, client, model, sampling_args)
         except Exception as exc:
-            state = await Environment.init_state(self, input, client, model, sampling_args)
+            state = await self._state_for_error(input, client, model, sampling_args)
             record_error(state, exc, phase="rollout")
             state["stop_condition"] = "has_error"
             state["is_completed"] = True
@@ -839,7 +850,7 @@ def _is_data(dataset: Any) -> bool:
     return dataset is not None and not callable(dataset)
 
 
-def _release_of(cls: type) -> classic.Release:
+def release_of(cls: type) -> classic.Release:
     """The release an environment class runs as: its ``verifiers_release`` attribute when it
     names one, else the release in effect where it is built (``verifiers.classic.current``)."""
     pinned = getattr(cls, "verifiers_release", None)

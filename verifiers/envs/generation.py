@@ -21,6 +21,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol
 
+from verifiers import classic
 from verifiers.classic import Release
 from verifiers.clients import ClosableModelClient, SDKClient, make_client, model_client
 from verifiers.concurrency import NullAsyncContext, semaphore
@@ -87,6 +88,12 @@ async def score_states(env: Environment, states: list[State], score_sem: Any = N
     pick = getattr(env, "env_for_group", None)
     if pick is not None:
         env = pick(states)
+    release = getattr(env, "release", None)
+    with classic.written_for(release.version if release is not None else None):
+        await _score_as_release(env, states, score_sem)
+
+
+async def _score_as_release(env: Any, states: list[State], score_sem: Any) -> None:
     started = time.time()
     try:
         if getattr(env, "score_rollouts", True):
@@ -241,7 +248,9 @@ class LocalGroups:
             await asyncio.gather(
                 *(
                     self._one(row, index, args)
-                    for row, index, args in zip(job.rows, job.indices, job.sampling_args, strict=True)
+                    for row, index, args in zip(
+                        job.rows, job.indices, job.sampling_args, strict=True
+                    )
                 )
             )
         )
@@ -323,6 +332,7 @@ async def run_generation(
         env_version=env.env_version,
         env_content_hash=env.env_content_hash,
         verifiers_version=sdk_version(),
+        release=str(env.release) if getattr(env, "release", None) is not None else None,
         model=model,
         base_url=str(getattr(transport, "base_url", "") or "") or None,
         sampling_args=_json_safe(env.merge_sampling_args(sampling_args)),
@@ -360,7 +370,9 @@ async def run_generation(
         runner = LocalGroups(env, client, model, gen_sem, score_sem, max_retries)
 
     async def run_group(group: list[dict[str, Any]]) -> None:
-        states = await runner.run(group_job(group, rollouts_per_example, merged_args, score_rollouts))
+        states = await runner.run(
+            group_job(group, rollouts_per_example, merged_args, score_rollouts)
+        )
         records = [rollout_record(s, state_columns) for s in states]
         if writer is not None:
             writer.write_group(records)

@@ -8,7 +8,12 @@ trajectory and the bookkeeping the engine fills in. What differs by release:
   ``responses`` (the raw replies), usage as ``prompt_tokens``/``completion_tokens``;
 - typed era: typed messages (a completion prompt becomes ``[vf.TextMessage]``), ``tool_defs``
   as ``vf.Tool``, timing a ``vf.RolloutTiming``, usage as ``input_tokens``/``output_tokens``;
-  from 0.1.14 ``task`` is the row as a JSON task payload (a plain string task is refused).
+  from 0.1.14 ``task`` is the row as a JSON task payload.
+
+Two inputs that later releases refused are accepted in every release, since nobody gains from
+the refusal and every environment written before it used them: a plain-string ``task`` is a task
+name (0.1.14+ refused it), and ``info["oai_tools"]`` is the row's tools in OpenAI's shape
+(0.1.11+ refused it; it becomes ``tool_defs``).
 """
 
 from __future__ import annotations
@@ -24,20 +29,11 @@ from verifiers.envs.timing import new_timing
 from verifiers.messages.convert import normalize_messages, tool_from_raw
 from verifiers.types import State
 
-PLAIN_STRING_TASK = (
-    "Serialized task payloads must be JSON objects. Plain string task routes are no longer "
-    "supported; use info['env_id'] for routing. (This environment runs as verifiers {release}; "
-    "an environment written for 0.1.13 or earlier declares that in its `verifiers` requirement.)"
-)
-OAI_TOOLS_IN_INFO = (
-    "info['oai_tools'] is no longer supported. Use info['tool_defs'] with provider-agnostic tool "
-    "definitions: [{'name': ..., 'description': ..., 'parameters': {...}}]."
-)
 
-
-def task_payload(row: Mapping[str, Any], release: Any) -> dict[str, Any]:
+def task_payload(row: Mapping[str, Any]) -> dict[str, Any] | str:
     """The row's task payload (verifiers 0.1.14+): ``info["task"]`` or a JSON ``task`` column
-    when present, else the row itself."""
+    when present, else the row itself; a ``task`` that is a plain string (not JSON) is a task
+    name, as in every release before 0.1.14, and is returned as it is."""
     info = row.get("info")
     source = info.get("task") if isinstance(info, Mapping) else None
     if source is None:
@@ -45,12 +41,20 @@ def task_payload(row: Mapping[str, Any], release: Any) -> dict[str, Any]:
     if source is None:
         return dict(row)
     if isinstance(source, str):
+        text = source.strip()
+        if not text.startswith(("{", "[", '"')):
+            return source
         try:
-            source = json.loads(source)
+            source = json.loads(text)
         except json.JSONDecodeError:
-            raise ValueError(PLAIN_STRING_TASK.format(release=release)) from None
+            return source
+        if isinstance(source, str):
+            return source
     if not isinstance(source, Mapping):
-        raise TypeError("Serialized task payloads must decode to a mapping.")
+        raise TypeError(
+            f"a task payload must be a JSON object (or a plain string naming the task); "
+            f"got {type(source).__name__}"
+        )
     return dict(source)
 
 
@@ -65,6 +69,19 @@ def new_state(env: Any, input: Any, client: Any, model: str, sampling_args: Any)
     if env.release.typed_messages:
         return _typed_state(env, _row(input), client, model, sampling_args)
     return _dict_state(env, _row(input), client, model, sampling_args)
+
+
+def bare_state(input: Any, client: Any, model: str, sampling_args: Any) -> State:
+    """A state that holds the row as it came, for a rollout whose input could not be read."""
+    try:
+        row = dict(input)
+    except (TypeError, ValueError):
+        row = {"prompt": [], "example_id": 0}
+    row.setdefault("example_id", 0)
+    state = State(input=row)
+    _common(state, client, model, sampling_args)
+    state.update(responses=[], timing=new_timing(typed=False), usage={})
+    return state
 
 
 def _common(state: State, client: Any, model: str, sampling_args: Any) -> None:
@@ -112,12 +129,18 @@ def _typed_state(
 ) -> State:
     info = row.get("info")
     if isinstance(info, dict) and "oai_tools" in info:
-        raise ValueError(OAI_TOOLS_IN_INFO)
+        info = dict(info)
+        listed = info.pop("oai_tools") or []
+        info.setdefault("tool_defs", list(listed))
+        row["info"] = info
     row.setdefault("example_id", 0)
-    if env.release.refuses_string_task:
-        payload = task_payload(row, env.release)
+    payload = task_payload(row) if env.release.refuses_string_task else None
+    if isinstance(payload, dict):
         row = dict(payload)
         row.setdefault("example_id", 0)
+        state = State(input=row)
+        dict.__setitem__(state, "task", payload)
+    elif isinstance(payload, str):  # a task name
         state = State(input=row)
         dict.__setitem__(state, "task", payload)
     else:

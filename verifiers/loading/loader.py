@@ -202,11 +202,47 @@ def _locate_module(parsed: EnvId, tried: list[str]) -> Located | None:
             spec = None
         if spec is None:
             continue
-        dists = packages_distributions().get(name, [])
         return Located(
-            where=f"module {name!r}", dist_name=dists[0] if dists else None, module_name=name
+            where=f"module {name!r}", dist_name=_dist_of_module(name, spec), module_name=name
         )
     return None
+
+
+def _dist_of_module(name: str, spec: Any) -> str | None:
+    """The distribution that installed module ``name``, found without importing it.
+
+    ``packages_distributions`` knows only what a distribution's RECORD or ``top_level.txt``
+    lists; an editable install (``vf-install``, ``pip install -e``) lists a ``.pth`` file or an
+    import hook instead, so it is also matched by its project directory holding the module's
+    file. Without this an editable environment lost its ``verifiers`` requirement, and with it
+    the release it was written for."""
+    dists = packages_distributions().get(name, [])
+    if dists:
+        return dists[0]
+    origin = getattr(spec, "origin", None)
+    if not origin:
+        locations = list(getattr(spec, "submodule_search_locations", None) or [])
+        origin = locations[0] if locations else None
+    if not origin:
+        return None
+    module_path = Path(origin).resolve()
+    from importlib.metadata import PackageNotFoundError, distribution, distributions
+
+    try:  # the usual case: the distribution is named as the module (old_env <- old-env)
+        named = [distribution(name.replace("_", "-"))]
+    except PackageNotFoundError:
+        named = []
+    best: tuple[int, str] | None = None
+    for dist in [*named, *distributions()]:
+        source = _editable_dir(dist)
+        if source is None or not module_path.is_relative_to(source):
+            continue
+        depth = len(source.parts)  # the innermost project holding the file is its own
+        if best is None or depth > best[0]:
+            best = (depth, dist.metadata["Name"])
+        if dist in named:
+            break
+    return best[1] if best else None
 
 
 def _dist_version(dist_name: str | None) -> str | None:
@@ -232,19 +268,27 @@ def _dist_version(dist_name: str | None) -> str | None:
 
 def editable_source(dist_name: str) -> Path | None:
     """The project directory of an editable install (PEP 610 direct_url.json), else None."""
-    import json
     from importlib.metadata import distribution
+
+    try:
+        return _editable_dir(distribution(dist_name))
+    except PackageNotFoundError:
+        return None
+
+
+def _editable_dir(dist: Any) -> Path | None:
+    import json
     from urllib.parse import unquote, urlparse
 
     try:
-        raw = distribution(dist_name).read_text("direct_url.json")
+        raw = dist.read_text("direct_url.json")
         info = json.loads(raw) if raw else {}
-    except (PackageNotFoundError, OSError, ValueError):  # not installed, unreadable, not JSON
+    except (OSError, ValueError):  # unreadable, not JSON
         return None
-    if not (info.get("dir_info") or {}).get("editable"):
+    if not isinstance(info, dict) or not (info.get("dir_info") or {}).get("editable"):
         return None
     url = urlparse(info.get("url", ""))
-    return Path(unquote(url.path)) if url.scheme == "file" else None
+    return Path(unquote(url.path)).resolve() if url.scheme == "file" else None
 
 
 def content_hash(module: ModuleType) -> str | None:

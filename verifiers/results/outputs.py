@@ -118,6 +118,8 @@ def state_to_output(
         output["oai_tools"] = _jsonable(state.get("oai_tools"))
     if not release.refuses_string_task:
         output["task"] = state.get("task") or "default"
+    elif isinstance(state.get("task"), str):  # a task name, accepted in every release
+        output["task"] = state["task"]
     usage = token_usage(state)
     if usage is not None:
         output["token_usage"] = usage

@@ -72,7 +72,7 @@ class SavedRun:
 
 def _row(env: Any, record: dict[str, Any]) -> dict[str, Any]:
     """The dataset row behind a results row. Its ``task`` is kept when it is a name; a payload
-    (verifiers 0.1.14+, where a plain string is refused) is saved as ``"default"`` and left out."""
+    (verifiers 0.1.14+) is not saved as one and is left out."""
     row = {
         "prompt": record["prompt"],
         "answer": record.get("answer", ""),
@@ -81,6 +81,8 @@ def _row(env: Any, record: dict[str, Any]) -> dict[str, Any]:
     }
     if not getattr(env.release, "refuses_string_task", False):
         row["task"] = record.get("task", "default")
+    elif isinstance(record.get("task"), str):  # a task name (accepted in every release)
+        row["task"] = record["task"]
     return row
 
 

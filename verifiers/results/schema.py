@@ -79,6 +79,9 @@ class RunMetadata(BaseModel):
     env_version: str | None = None
     env_content_hash: str | None = None
     verifiers_version: str
+    # the classic release the environment ran as (its package's requirement, vf.written_for,
+    # VF_API_VERSION, else the latest); an EnvGroup adds each member's as ``member_releases``
+    release: str | None = None
     model: str
     base_url: str | None = None
     sampling_args: dict[str, Any] = Field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""Environment workers as Ray actors (``--env-workers ray[:N]``; ``pip install 'verifiers[ray]'``).
+"""Environment workers as Ray actors (``--env-workers ray[:N]``; needs Ray: the ``ray`` extra).
 
 For a user who already runs a Ray cluster: ``ray.init`` joins it (``$RAY_ADDRESS``, or
 ``address=``), or starts a local Ray instance when there is none. Each actor runs a
@@ -20,9 +20,9 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise ImportError(
-            "--env-workers ray needs Ray: pip install 'verifiers[ray]' (or pip install ray)"
-        ) from exc
+        from verifiers.installs.extras import install_hint
+
+        raise ImportError(f"--env-workers ray needs Ray: {install_hint('ray', 'ray')}") from exc
     return ray
 
 

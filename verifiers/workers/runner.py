@@ -98,9 +98,22 @@ def client_config_of(client: Any, message_type: str = "chat") -> ClientConfig:
             for k, v in (getattr(client, "headers", None) or {}).items()
             if k.lower() not in ("authorization", "content-type", "accept")
         },
-        timeout=float(getattr(client, "timeout", 600.0) or 600.0),
+        timeout=timeout_seconds(getattr(client, "timeout", None)),
         max_retries=getattr(retry, "max_retries", 3) if retry is not None else 3,
     )
+
+
+def timeout_seconds(timeout: Any, default: float = 600.0) -> float:
+    """A client's timeout as the seconds a worker's client waits: a number as it is; an
+    ``httpx.Timeout`` (what a default ``AsyncOpenAI`` has: 600 s read, 5 s connect) by its
+    longest phase; none set, ``default``."""
+    if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
+        return float(timeout)
+    phases = [
+        getattr(timeout, phase, None) for phase in ("read", "write", "connect", "pool", "timeout")
+    ]
+    seconds = [float(p) for p in phases if isinstance(p, int | float) and p > 0]
+    return max(seconds) if seconds else default
 
 
 class WorkerGroups:

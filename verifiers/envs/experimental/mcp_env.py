@@ -33,9 +33,9 @@ def _mcp() -> Any:
         import mcp
         import mcp.client.stdio
     except ImportError as exc:  # pragma: no cover - depends on the optional extra
-        raise ImportError(
-            "MCPEnv needs the MCP SDK: pip install 'verifiers[mcp]' (or pip install 'mcp>=1,<2')"
-        ) from exc
+        from verifiers.installs.extras import install_hint
+
+        raise ImportError(f"MCPEnv needs the MCP SDK: {install_hint('mcp', 'mcp<2')}") from exc
     return mcp
 
 
