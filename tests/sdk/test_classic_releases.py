@@ -4,6 +4,7 @@ of each release check the same from the outside (``scripts/anchor_tests.sh``).""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 
@@ -280,3 +281,44 @@ async def test_an_unreadable_input_is_an_error_on_its_rollout_not_a_dead_run(ser
         first["error"]
     )
     assert second["error"] is None
+
+
+def ambient_release(**_) -> float:
+    """What code a reward function calls sees as the release (``vf.MathRubric()`` built
+    lazily, a tool schema): the release of the environment being scored, as a number."""
+    return float(str(vf.classic.current()).replace(".", ""))
+
+
+async def test_two_environments_of_different_releases_in_one_process_keep_their_own(
+    server, client
+):
+    with vf.written_for("0.1.8"):
+        old = vf.SingleTurnEnv(dataset=rows(3), rubric=vf.Rubric(funcs=[ambient_release]))
+    new = vf.SingleTurnEnv(dataset=rows(3), rubric=vf.Rubric(funcs=[ambient_release]))
+    old_out, new_out = await asyncio.gather(
+        old.evaluate(client, "m", rollouts_per_example=2),
+        new.evaluate(client, "m", rollouts_per_example=2),
+    )
+    assert old_out.metrics["ambient_release"] == [18.0] * 6
+    assert new_out.metrics["ambient_release"] == [31.0] * 6
+    assert set(old_out.metrics) == {"ambient_release"}  # 0.1.8: no monitor metrics
+    assert set(new_out.metrics) == {"ambient_release", "num_turns"}
+    assert isinstance(old_out.state[0]["completion"][0], dict)
+    assert isinstance(new_out.state[0]["completion"][0], vf.AssistantMessage)
+    assert old_out["metadata"]["release"] == "0.1.8" and new_out["metadata"]["release"] == "0.3.1"
+
+
+async def test_an_env_group_runs_each_member_as_its_own_release(server, client):
+    with vf.written_for("0.1.8"):
+        old = vf.SingleTurnEnv(dataset=rows(2), rubric=vf.Rubric(funcs=[ambient_release]))
+        group = vf.EnvGroup(envs=[old, vf.SingleTurnEnv(dataset=rows(2))], env_names=["a", "b"])
+    with vf.written_for("0.1.14"):
+        newer = vf.SingleTurnEnv(dataset=rows(2), rubric=vf.Rubric(funcs=[ambient_release]))
+        group_new = vf.EnvGroup(envs=[newer, old], env_names=["new", "old"])
+    out = await group.evaluate(client, "m")
+    assert out["metadata"]["member_releases"] == {"a": "0.1.8", "b": "0.1.8"}
+    assert out.metrics["ambient_release"] == [18.0, 18.0, 0.0, 0.0]
+    out = await group_new.evaluate(client, "m")  # 0.1.14 groups route by info: each member scores
+    assert out["metadata"]["member_releases"] == {"new": "0.1.14", "old": "0.1.8"}
+    by_member = {s["info"]["env_id"]: s["metrics"]["ambient_release"] for s in out.state}
+    assert by_member == {"new": 114.0, "old": 18.0}

@@ -9,6 +9,10 @@ depend on the behaviour of theirs. So each environment runs with the behaviour o
 - else the ``VF_API_VERSION`` environment variable;
 - else the latest classic release (``LATEST``).
 
+The release is fixed on the environment when it is built (``Environment.release``); the engine
+scopes it around each rollout and each scoring, so code they call that asks ``current()`` gets
+the release of the environment it runs for, also beside environments of other releases.
+
 What differs, by the release that changed it (``Release`` answers each question):
 
 ======== ===================================================================================
@@ -21,11 +25,11 @@ What differs, by the release that changed it (``Release`` answers each question)
          than one choice and ``EmptyModelResponseError`` for one with no content and no tool
          calls; ``state_to_output`` rows carry ``oai_tools`` (``tool_defs`` from 0.1.11)
 0.1.11   typed messages (``vf.UserMessage``... objects instead of dicts), tool definitions as
-         ``vf.Tool`` (``tool_defs``; ``oai_tools`` refused), replies as ``vf.Response``
+         ``vf.Tool`` (``tool_defs``; ``oai_tools`` become them), replies as ``vf.Response``
          objects, completion prompts as ``vf.TextMessage`` lists, results as ``outputs`` rows
 0.1.12   MathRubric scores only a ``\\boxed{}`` answer (before: the whole reply when it has
          none) and skips answers over 50,000 characters (before: no limit; here 100,000)
-0.1.14   a string ``task`` column is refused (task payloads are JSON objects) and output rows
+0.1.14   a JSON ``task`` is the row's payload (a plain string stays a task name) and output rows
          no longer carry ``task``; ``EnvGroup`` routes rows by ``info["env_id"]`` instead of
          ``task``; the completion is rendered by a ``render_state`` cleanup handler that runs
          first
@@ -102,7 +106,8 @@ class Release:
         return 50_000 if self.version >= Version("0.1.12") else 100_000
 
     @cached_property
-    def refuses_string_task(self) -> bool:
+    def task_is_payload(self) -> bool:
+        """A JSON ``task`` is the row's payload (a plain string is still a task name)."""
         return self.version >= Version("0.1.14")
 
     @cached_property

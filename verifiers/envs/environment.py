@@ -197,7 +197,7 @@ class Environment(ABC):
             few_shot=few_shot if few_shot is not None else self.few_shot,
             question_key=question_key,
             answer_key=answer_key,
-            default_task=None if self.release.refuses_string_task else (self.env_id or "default"),
+            default_task=None if self.release.task_is_payload else (self.env_id or "default"),
         )
 
     def format_dataset(

@@ -273,7 +273,7 @@ def _input_groups(env: Environment, inputs: Any) -> list[list[dict[str, Any]]]:
             system_prompt=env.system_prompt,
             few_shot=env.few_shot,
             default_task=None
-            if getattr(getattr(env, "release", None), "refuses_string_task", False)
+            if getattr(getattr(env, "release", None), "task_is_payload", False)
             else (env.env_id or "default"),
         )
     groups: dict[int, list[dict[str, Any]]] = {}

@@ -134,7 +134,7 @@ def _typed_state(
         info.setdefault("tool_defs", list(listed))
         row["info"] = info
     row.setdefault("example_id", 0)
-    payload = task_payload(row) if env.release.refuses_string_task else None
+    payload = task_payload(row) if env.release.task_is_payload else None
     if isinstance(payload, dict):
         row = dict(payload)
         row.setdefault("example_id", 0)

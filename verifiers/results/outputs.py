@@ -116,7 +116,7 @@ def state_to_output(
     if not release.typed_messages:
         output.pop("tool_defs")
         output["oai_tools"] = _jsonable(state.get("oai_tools"))
-    if not release.refuses_string_task:
+    if not release.task_is_payload:
         output["task"] = state.get("task") or "default"
     elif isinstance(state.get("task"), str):  # a task name, accepted in every release
         output["task"] = state["task"]

@@ -79,7 +79,7 @@ def _row(env: Any, record: dict[str, Any]) -> dict[str, Any]:
         "info": record.get("info") or {},
         "example_id": int(record["example_id"]),
     }
-    if not getattr(env.release, "refuses_string_task", False):
+    if not getattr(env.release, "task_is_payload", False):
         row["task"] = record.get("task", "default")
     elif isinstance(record.get("task"), str):  # a task name (accepted in every release)
         row["task"] = record["task"]

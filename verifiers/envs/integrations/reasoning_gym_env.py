@@ -67,7 +67,7 @@ class ReasoningGymEnv(SingleTurnEnv):
         self.rg_dataset = build_dataset(gym, num_train_examples + num_eval_examples, seed)
         # the source task is the row's ``task`` up to verifiers 0.1.13, ``info`` after (where
         # ``task`` is the row's payload)
-        label = "info" if release_of(type(self)).refuses_string_task else "task"
+        label = "info" if release_of(type(self)).task_is_payload else "task"
         rows = [
             {
                 "question": entry["question"],
