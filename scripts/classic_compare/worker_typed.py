@@ -5,6 +5,10 @@ Invoked by ``compare.py --release 0.3.1`` once under this SDK and once under rea
 ``evaluate_sync``, ``results["outputs"]``, ``verifiers.clients.resolve_client``), so the same file
 runs in both. Besides the evaluation's rows it runs one rollout directly and prints the keys of
 its scored state.
+
+With ``"id"`` in its spec (this SDK's side) the environment is the installed package loaded by id
+(``vf.load_environment``, see ``worker.load``); without it (the classic side) its file is
+imported.
 """
 
 from __future__ import annotations
@@ -41,10 +45,8 @@ async def one_state(env, config) -> list[str]:
     return sorted(str(k) for k in dict.keys(state))  # what is stored, not what is forwarded
 
 
-def main() -> None:
-    spec = json.loads(sys.argv[1])
-    install_stand_in_datasets()
-    random.seed(0)
+def from_file(spec: dict):
+    """The environment built from its file (the classic side), and a way to build it again."""
     path = Path(spec["path"])
     if path.name == "__init__.py":  # a package (environments/NAME/NAME/): import it as one
         sys.path.insert(0, str(path.parent.parent))
@@ -55,7 +57,24 @@ def main() -> None:
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[spec["module"]] = module
         module_spec.loader.exec_module(module)
-    env = module.load_environment(**spec.get("args", {}))
+    return module.load_environment(**spec.get("args", {})), lambda: module.load_environment(
+        **spec.get("args", {})
+    )
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    install_stand_in_datasets()
+    random.seed(0)
+    if spec.get("id"):
+        from worker import load
+
+        env = load(spec)
+
+        def again():
+            return load(spec)
+    else:
+        env, again = from_file(spec)
 
     import verifiers as vf
 
@@ -83,7 +102,7 @@ def main() -> None:
     ]
     random.seed(2)
     # a fresh environment: clients it made (judges) belong to the event loop that first used them
-    keys = asyncio.run(one_state(module.load_environment(**spec.get("args", {})), config))
+    keys = asyncio.run(one_state(again(), config))
     print("SDK " + vf.__file__)
     print("RESULT " + json.dumps({"rows": rows, "state_keys": keys}, default=str))
 

@@ -316,3 +316,25 @@ def test_one_vf_rl_step_trains_on_the_environment_as_its_release(venv, policy_di
     assert record["rollout_errors"] == 0
     # a random tiny policy never answers right: the reward is the probe's 0.1.8 code alone
     assert record["reward"] == pytest.approx(5 / 8)
+
+
+@pytest.mark.parametrize("name", ["rel-eq-018", "rel-ge-030"])
+def test_resume_and_rescore_keep_the_release(venv, server, tmp_path, name):
+    """A resumed run and a rescored one load the environment by id again: same release."""
+    server.set_handler(solver)
+    args = ("-b", server.base_url, "-m", "m", "-n", "4", "-r", "1", "--no-env-workers")
+    done = run(venv, "vf-eval", name, *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = (tmp_path / "outputs" / "evals").glob(f"{name}--m/*")
+    results = run_dir / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    results.write_text("".join(lines[:2]))  # as if killed after two rollouts
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    (run_dir / "metadata.json").write_text(json.dumps({**meta, "status": "running"}))
+    resumed = run(venv, "vf-eval", name, *args, "--resume", str(run_dir), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    check_run(run_dir, name)
+    rescored = run(venv, "vf-eval", name, "--rescore", str(run_dir), cwd=tmp_path)
+    assert rescored.returncode == 0, rescored.stdout + rescored.stderr
+    (new_dir,) = [d for d in (tmp_path / "outputs" / "evals").glob(f"{name}--m/*") if d != run_dir]
+    check_run(new_dir, name)
