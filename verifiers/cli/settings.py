@@ -69,12 +69,27 @@ def long_flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+MAINTAINER_NOTE = "Over 400 lines, not split:"
+"""How a module docstring's note to maintainers starts (CONTRIBUTING's rule for long modules)."""
+
+
+def for_users(doc: str | None) -> str | None:
+    """A command module's docstring as its ``--help`` shows it: without the paragraph that
+    tells maintainers why the module is long."""
+    if not doc:
+        return doc
+    paragraphs = doc.strip().split("\n\n")
+    return "\n\n".join(p for p in paragraphs if not p.lstrip().startswith(MAINTAINER_NOTE))
+
+
 def build_parser(
     model: type[CommandSettings], prog: str, description: str | None = None
 ) -> argparse.ArgumentParser:
     """The argparse parser of ``model``: one argument per field, its help from the field; the
     settings read only from the environment are listed after the flags."""
-    parser = argparse.ArgumentParser(prog=prog, description=description, formatter_class=_Help)
+    parser = argparse.ArgumentParser(
+        prog=prog, description=for_users(description), formatter_class=_Help
+    )
     environment = []
     for name, field in model.model_fields.items():
         flag = flag_of(field)

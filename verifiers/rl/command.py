@@ -59,9 +59,9 @@ def parse_overrides(
             resume = True
             continue
         if flag in ("-h", "--help"):
-            from verifiers.cli.settings import settings_help
+            from verifiers.cli.settings import for_users, settings_help
 
-            print(doc)
+            print(for_users(doc))
             print(HELP_USAGE)
             print(settings_help(model))
             sys.exit(0)
