@@ -1,5 +1,6 @@
 """load_environment: entry points first, module names second, versions checked, clear errors."""
 
+import re
 import sys
 import textwrap
 
@@ -89,8 +90,11 @@ def test_version_mismatch_is_explained(site):
     with pytest.raises(
         EnvironmentNotFoundError,
         match=r"vf-test-ver 0.1.1 is installed but vf-test-ver@0.1.0 was requested",
-    ):
+    ) as refused:
         vf.load_environment("vf-test-ver@0.1.0")
+    # the hint is a command prime takes: hub installs name an owner
+    hint = re.search(r"`prime env install ([^`]+)`", str(refused.value)).group(1)
+    assert hint == "OWNER/vf-test-ver@0.1.0"
 
 
 def test_not_found_names_everything_tried(site):

@@ -102,9 +102,10 @@ def locate_environment(env_id: str) -> tuple[EnvId, Located, list[str]]:
         _check_owner(parsed, found.dist_name)
     installed = _dist_version(found.dist_name)
     if parsed.version and installed and installed != parsed.version:
+        hub_id = f"{parsed.owner or 'OWNER'}/{parsed.name}@{parsed.version}"
         raise EnvironmentNotFoundError(
             f"{found.dist_name} {installed} is installed but {parsed} was requested; "
-            f"install that version (e.g. `prime env install {parsed}`) or drop '@{parsed.version}'"
+            f"install that version (`prime env install {hub_id}`) or drop '@{parsed.version}'"
         )
     return parsed, found, tried
 
