@@ -98,6 +98,33 @@ def test_load_example_dataset_offline_names_the_dataset_and_how_to_supply_it():
     assert "VF_EXAMPLE_DATA" in result.stderr
 
 
+def test_load_example_dataset_with_the_hub_unreachable_says_so_at_once():
+    """No offline switch set and no hub to reach: the cache alone is asked, so the message
+    comes at once instead of after ~25 s of retry warnings."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = "import verifiers as vf; vf.load_example_dataset('gsm8k', split='train')"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_OFFLINE")}
+    env.pop("VF_EXAMPLE_DATA", None)
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**env, "HF_ENDPOINT": f"http://127.0.0.1:{port}"},
+        timeout=120,
+    )
+    assert result.returncode != 0 and "openai/gsm8k" in result.stderr
+    assert "Retrying" not in result.stderr and time.monotonic() - started < 15
+
+
 def test_load_example_dataset_from_local_files_shuffles_with_seed_then_maps(tmp_path, monkeypatch):
     import json
 

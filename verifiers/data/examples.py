@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,11 +165,44 @@ def _local_source(name: str, split: str, path: str | os.PathLike[str] | None) ->
     return None
 
 
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face Hub answers a TCP connect: offline, ``datasets`` would retry
+    for ~25 s before saying what is missing, so the cache alone is asked instead."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        with socket.create_connection(
+            (url.hostname or "huggingface.co", url.port or 443), timeout=timeout
+        ):
+            return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def _cache_only() -> Iterator[None]:
+    """``datasets`` and ``huggingface_hub`` in offline mode (the cache only) for one call."""
+    import datasets
+    from huggingface_hub import constants
+
+    saved = datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE = saved
+
+
 def _hub_source(name: str, spec: ExampleDataset, split: str) -> Any:
     from datasets import concatenate_datasets, load_dataset
 
     try:
-        parts = [load_dataset(spec.repo, config)[split] for config in spec.configs]
+        with _cache_only() if not _hub_reachable() else nullcontext():
+            parts = [load_dataset(spec.repo, config)[split] for config in spec.configs]
     except Exception as exc:  # offline and not cached, or an unknown split
         raise RuntimeError(
             f"load_example_dataset({name!r}) needs {spec.repo} (split {split!r}), which is neither in "
