@@ -138,9 +138,9 @@ class Catalog:
                     "SELECT 1 FROM retired_versions WHERE env_id=? AND version_key=?",
                     (env["id"], version_key(new.version)),
                 ).fetchone()
-                if retired or any(
-                    version_key(v["version"]) == version_key(new.version) for v in versions
-                ):
+                if retired:
+                    raise self._version_retired(new)
+                if any(version_key(v["version"]) == version_key(new.version) for v in versions):
                     raise self._version_exists(new)
                 version_id = db.execute(
                     "INSERT INTO versions (env_id, version, version_key, created_at, content_hash, "
@@ -260,6 +260,16 @@ class Catalog:
             "version_exists",
             f"{new.owner}/{new.name} {new.version} is already published and versions are "
             "immutable; bump the version (prime env push --bump patch)",
+        )
+
+    @staticmethod
+    def _version_retired(new: NewVersion) -> HubError:
+        return HubError(
+            409,
+            "version_exists",  # the same code: clients that bump on it keep working
+            f"{new.owner}/{new.name} {new.version} was published and deleted; a deleted "
+            "version's number is never reused (an install pinned to it must not get other "
+            "bytes); bump the version (prime env push --bump patch)",
         )
 
     @staticmethod

@@ -72,6 +72,8 @@ def test_env_delete_at_a_version_deletes_only_that_version(hub, tmp_path):
     assert [v.version for v in HubClient(hub["url"]).versions(name, "del-env")] == ["1.1.0"]
     again = publish(hub, token, name, "del-env", wheel("del-env", "1.0.0"))
     assert again.status_code == 409, "a deleted version's number is never reused"
+    message = again.json()["error"]["message"]
+    assert "was published and deleted" in message and "already published" not in message
     whole = typed(
         "env", "delete", f"{name}/del-env", "--yes", cwd=tmp_path, hub_url=hub["url"], token=token
     )
