@@ -51,6 +51,8 @@ def behaviour(completion, answer, info) -> float:
         return 1.0
     if kind == "segfault":
         ctypes.string_at(0)
+    if kind == "exit":
+        os._exit(3)
     return 1.0
 
 
@@ -118,7 +120,12 @@ async def test_results_in_workers_equal_in_process_results(server, flags):
     )
     assert comparable(pooled.state) == comparable(local.state)
     assert pooled.reward == local.reward == [2.0] * 8
-    assert pooled["metadata"]["env_workers"] == {"kind": "processes", "workers": 2, "restarts": 0}
+    assert pooled["metadata"]["env_workers"] == {
+        "kind": "processes",
+        "workers": 2,
+        "restarts": 0,
+        "isolated": 0,
+    }
     seeds = sorted(r["seed"] for r in server.requests)
     assert len(set(seeds)) == 8 and seeds[::2] == seeds[1::2]  # same per-rollout seeds both ways
 
@@ -431,3 +438,34 @@ def test_workers_take_the_clients_users_pass(make, seconds):
 
     config = client_config_of(make(openai, None))
     assert config.api_base_url == "http://127.0.0.1:9/v1" and config.timeout == seconds
+
+
+@pytest.mark.parametrize("concurrency", [64, 256])
+async def test_one_crashing_example_costs_only_its_own_rollouts(server, flags, concurrency):
+    """40 examples x 2 rollouts, one reward that kills its worker: the groups in flight beside
+    it are not guilty; each runs again alone, and only the crashing example's 2 rollouts are
+    errors (was 32 of 80: every group in flight lost its one retry to the culprit)."""
+    data = rows(*({"kind": "exit"} if i == 17 else {} for i in range(40)))
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    async with WorkerPool("vf-worker-probe", {"rows": data}, 2) as pool:
+        out = await env.evaluate(
+            server.base_url, "m", rollouts_per_example=2, max_concurrent=concurrency, env_workers=pool
+        )
+        restarts = pool.restarts
+    failed = [(s["example_id"], s["error"]) for s in out.state if s.get("error") is not None]
+    assert [example for example, _ in failed] == [17, 17]
+    assert all("exited with code 3" in e["message"] and "alone" in e["message"] for _, e in failed)
+    assert len(out.state) == 80 and out.reward.count(2.0) == 78
+    assert restarts == 3  # beside others once, then alone twice (the culprit)
+
+
+async def test_workers_that_die_on_every_group_are_not_restarted_forever(server, flags):
+    data = rows(*({"kind": "exit"} for _ in range(12)))
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    async with WorkerPool("vf-worker-probe", {"rows": data}, 2, max_deaths_in_a_row=6) as pool:
+        out = await asyncio.wait_for(env.evaluate(server.base_url, "m", env_workers=pool), 120)
+        restarts = pool.restarts
+        later = await env.evaluate(server.base_url, "m", env_workers=pool, num_examples=1)
+    assert all(s.get("error") is not None for s in out.state) and restarts <= 6
+    assert any("no longer restarting" in s["error"]["message"] for s in out.state)
+    assert "no longer restarting" in later.state[0]["error"]["message"]  # answered at once

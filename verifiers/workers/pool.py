@@ -2,12 +2,23 @@
 
 Requests go to the least busy live worker. A thread outside the event loop checks the workers
 every quarter second (so a blocked loop cannot hide a dead worker): a worker that exited
-(crashed, segfaulted, was killed, ran out of memory) is replaced, and the groups it was running
-are sent once more to a live worker; a group whose second worker dies too is answered with an
-error, which the caller records on each of its rollouts. A group that runs past its timeout
-(plus a grace period for the worker to answer it) gets its worker killed and replaced, since a
-worker that cannot answer is stuck. Closing the pool stops the workers; they also die with the
-caller however it dies (``verifiers.workers.process``).
+(crashed, segfaulted, was killed, ran out of memory) is replaced.
+
+Faults cost only their own. The groups a dead worker was running are not guilty: they become
+*suspects* and are each run again alone, one at a time on a worker reserved for them (the
+others keep running the rest), before anyone's last attempt is spent. A group that kills a
+worker while it runs alone has a strike; one with more strikes than ``retries`` is the culprit
+and is answered with an error naming the cause (exit code, signal), which the caller records on
+each of its rollouts. A group that runs past its timeout (plus a grace period for the worker to
+answer it) gets its worker killed and replaced, since a worker that cannot answer is stuck.
+Workers that die again and again are restarted with a growing pause, and after
+``max_deaths_in_a_row`` deaths with no group answered in between the pool stops restarting them
+and answers every group with that error. Closing the pool stops the workers; they also die with
+the caller however it dies (``verifiers.workers.process``).
+
+Over 400 lines, not split: one class whose dispatch, reply handling, death handling and
+isolation of suspects all read and change the same worker and request tables; apart, each
+piece would need the others' invariants spelled out again.
 """
 
 from __future__ import annotations
@@ -48,6 +59,12 @@ class _Worker:
     ready: asyncio.Future[bool]
     inflight: set[bytes] = field(default_factory=set)
     dead: bool = False
+    reserved: bool = False  # runs suspects only, one at a time
+
+    def idle(self) -> bool:
+        return (
+            not self.dead and not self.inflight and self.ready.done() and not self.ready.exception()
+        )
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -58,8 +75,9 @@ class _Pending:
     request_id: bytes
     payload: bytes
     future: asyncio.Future[Response]
-    attempts: int = 0
+    attempts: int = 0  # workers it killed while running alone
     worker: _Worker | None = None
+    suspect: bool = False  # in a worker that died beside others: runs alone from now on
 
 
 class WorkerPool:
@@ -67,8 +85,11 @@ class WorkerPool:
 
     Args:
         release: the classic release the environment is built with (``verifiers.classic``).
-        retries: how many more times a group whose worker died is sent to another worker.
+        retries: how many more times a group that killed a worker while running alone is run
+            again (alone) before it is the culprit.
         hang_timeout: seconds without a heartbeat after which a worker is killed as hung.
+        max_deaths_in_a_row: worker deaths with no group answered in between after which
+            the pool stops restarting workers.
     """
 
     def __init__(
@@ -81,6 +102,7 @@ class WorkerPool:
         retries: int = 1,
         start_timeout: float = 600.0,
         hang_timeout: float = 60.0,
+        max_deaths_in_a_row: int | None = None,
     ) -> None:
         if num_workers < 1:
             raise ValueError(
@@ -90,9 +112,14 @@ class WorkerPool:
         self.num_workers, self.release, self.retries = num_workers, release, retries
         self.start_timeout, self.hang_timeout = start_timeout, hang_timeout
         self.restarts = 0
+        self.isolated = 0  # suspects run alone
+        self.max_deaths_in_a_row = max_deaths_in_a_row or 4 * num_workers + 8
+        self._deaths_in_a_row = 0
+        self._broken: str | None = None  # why the pool stopped restarting workers
         self._workers: list[_Worker] = []
         self._pending: dict[bytes, _Pending] = {}
         self._waiting: list[_Pending] = []
+        self._suspects: list[_Pending] = []
         self._closing = False
         self._dir = ""  # made by start(): the socket and the heartbeats
         self.address = ""
@@ -164,11 +191,12 @@ class WorkerPool:
     async def close(self) -> None:
         """Stop the workers (a clean exit first, then a kill) and answer what was pending."""
         self._closing = True
-        for pending in [*self._pending.values(), *self._waiting]:
+        for pending in [*self._pending.values(), *self._waiting, *self._suspects]:
             if not pending.future.done():
                 pending.future.set_result(Response(success=False, error="the worker pool closed"))
         self._pending.clear()
         self._waiting.clear()
+        self._suspects.clear()
         for worker in self._workers:
             if worker.alive():
                 worker.process.terminate()
@@ -196,7 +224,12 @@ class WorkerPool:
         await self.close()
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "processes", "workers": self.num_workers, "restarts": self.restarts}
+        return {
+            "kind": "processes",
+            "workers": self.num_workers,
+            "restarts": self.restarts,
+            "isolated": self.isolated,
+        }
 
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if not w.dead]
@@ -205,6 +238,8 @@ class WorkerPool:
     async def run_group(self, request: RunGroupRequest) -> Response:
         """Run one group on the least busy worker; see the module docstring for failures."""
         assert self._loop is not None, "start() the pool first"
+        if self._broken is not None:
+            return Response(success=False, error=self._broken)
         pending = _Pending(
             request_id=f"r{next(_ids)}".encode(),
             payload=pack(request),
@@ -231,13 +266,21 @@ class WorkerPool:
             raise
 
     def _dispatch(self, pending: _Pending) -> None:
+        if pending.suspect:
+            self._suspects.append(pending)
+            self._run_suspects()
+            return
         live = [
-            w for w in self._workers if not w.dead and w.ready.done() and not w.ready.exception()
+            w
+            for w in self._workers
+            if not w.dead and not w.reserved and w.ready.done() and not w.ready.exception()
         ]
         if not live:
             self._waiting.append(pending)
             return
-        worker = min(live, key=lambda w: len(w.inflight))
+        self._send(min(live, key=lambda w: len(w.inflight)), pending)
+
+    def _send(self, worker: _Worker, pending: _Pending) -> None:
         pending.worker = worker
         worker.inflight.add(pending.request_id)
         self._pending[pending.request_id] = pending
@@ -245,6 +288,31 @@ class WorkerPool:
             self._router.send_multipart([worker.identity, pending.request_id, pending.payload])
         except Exception as exc:  # the worker's socket is gone: it is dying; the watcher re-sends
             logger.debug("send to worker %s failed: %s", worker.slot, exc)
+
+    def _run_suspects(self) -> None:
+        """Run waiting suspects alone: on reserved workers that are idle, reserving (draining)
+        one more worker while suspects wait and fewer than half the workers are reserved; with
+        no suspect left, the reserved workers take ordinary groups again."""
+        self._suspects = [p for p in self._suspects if not p.future.done()]
+        if not self._suspects:
+            released = False
+            for worker in self._workers:
+                released |= worker.reserved
+                worker.reserved = False
+            if released:
+                self._flush_waiting()
+            return
+        reserved = [w for w in self._workers if w.reserved and not w.dead]
+        if len(reserved) < max(1, self.num_workers // 2):
+            candidates = [w for w in self._workers if not w.reserved and not w.dead]
+            if candidates:
+                chosen = min(candidates, key=lambda w: len(w.inflight))
+                chosen.reserved = True
+                reserved.append(chosen)
+        for worker in reserved:
+            if self._suspects and worker.idle():
+                self.isolated += 1
+                self._send(worker, self._suspects.pop(0))
 
     def _cancel(self, pending: _Pending) -> None:
         self._pending.pop(pending.request_id, None)
@@ -284,6 +352,7 @@ class WorkerPool:
             elif len(frames) == 3:
                 request_id = frames[1]
                 worker.inflight.discard(request_id)
+                self._deaths_in_a_row = 0
                 pending = self._pending.pop(request_id, None)
                 if pending is not None and not pending.future.done():
                     try:
@@ -292,8 +361,12 @@ class WorkerPool:
                         pending.future.set_result(
                             Response(success=False, error=f"unreadable reply: {exc}")
                         )
+                if worker.reserved:
+                    self._run_suspects()
 
     def _flush_waiting(self) -> None:
+        if self._suspects:
+            self._run_suspects()
         waiting, self._waiting = self._waiting, []
         for pending in waiting:
             if not pending.future.done():
@@ -320,30 +393,77 @@ class WorkerPool:
         if worker.dead or self._closing:
             return
         worker.dead = True
-        logger.warning("environment worker %s %s; starting a replacement", worker.slot, reason)
+        if self._broken is not None:  # given up: its groups were answered then
+            return
+        self._deaths_in_a_row += 1
         if not worker.ready.done():
             worker.ready.set_exception(
                 EnvWorkerError(f"environment worker {worker.slot} {reason} while starting")
             )
-        replacement = self._spawn(worker.slot)
-        self._workers[self._workers.index(worker)] = replacement
-        self.restarts += 1
-        replacement.ready.add_done_callback(lambda _: self._flush_waiting())
-        for request_id in list(worker.inflight):
-            pending = self._pending.pop(request_id, None)
-            if pending is None or pending.future.done():
-                continue
-            pending.attempts += 1
+        inflight = [self._pending.pop(r, None) for r in list(worker.inflight)]
+        groups = [p for p in inflight if p is not None and not p.future.done()]
+        alone = len(groups) == 1
+        for pending in groups:
+            if alone:
+                pending.attempts += 1
             if pending.attempts > self.retries:
                 pending.future.set_result(
                     Response(
                         success=False,
-                        error=f"the environment worker running this group {reason}, "
-                        f"{pending.attempts} time(s); recorded as an error",
+                        error=f"the environment worker running this group alone {reason}, "
+                        f"{pending.attempts} time(s): this group is what kills it; recorded "
+                        "as an error",
                     )
                 )
-            else:
+        if self._deaths_in_a_row >= self.max_deaths_in_a_row:
+            self._give_up(worker, reason, groups)
+            return
+        pause = (
+            min(0.25 * 2 ** (self._deaths_in_a_row - 2), 5.0) if self._deaths_in_a_row > 1 else 0
+        )
+        logger.warning(
+            "environment worker %s %s (running %d group(s)); starting a replacement%s",
+            worker.slot,
+            reason,
+            len(groups),
+            f" in {pause:.2f}s ({self._deaths_in_a_row} deaths in a row)" if pause else "",
+        )
+        for pending in groups:
+            if not pending.future.done():
+                pending.suspect = True  # beside others: not guilty yet, but runs alone now
                 self._dispatch(pending)
+        assert self._loop is not None
+        if pause:
+            self._loop.call_later(pause, self._replace, worker)
+        else:
+            self._replace(worker)
+
+    def _replace(self, worker: _Worker) -> None:
+        if self._closing or self._broken is not None or worker not in self._workers:
+            return
+        replacement = self._spawn(worker.slot)
+        replacement.reserved = worker.reserved
+        self._workers[self._workers.index(worker)] = replacement
+        self.restarts += 1
+        replacement.ready.add_done_callback(lambda _: self._flush_waiting())
+
+    def _give_up(self, worker: _Worker, reason: str, groups: list[_Pending]) -> None:
+        """Too many deaths with nothing answered between them: restarting is a hot loop that
+        helps nobody. Every group is answered with why, and so is every later one."""
+        self._broken = (
+            f"the environment workers for {self.env_id} died {self._deaths_in_a_row} times in a "
+            f"row without finishing a group (the last {reason}); no longer restarting them"
+        )
+        logger.error("%s", self._broken)
+        for pending in [*groups, *self._pending.values(), *self._waiting, *self._suspects]:
+            if not pending.future.done():
+                pending.future.set_result(Response(success=False, error=self._broken))
+        self._pending.clear()
+        self._waiting.clear()
+        self._suspects.clear()
+        for other in self._workers:
+            if other is not worker and other.alive():
+                other.process.kill()
 
 
 def _describe_exit(code: int) -> str:
