@@ -294,29 +294,27 @@ def test_a_first_prompt_over_the_context_length_is_an_error_not_a_stop(server, t
     assert all(r["stop_condition"] == "has_error" and r["is_truncated"] for r in rows)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
-def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig):
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"]
+)
+def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig, monkeypatch):
+    """The run is a --split train run against -b URL -k VAR with a seed: the printed line alone
+    (``vf-eval ENV --resume RUN``) continues exactly it, and its rows and metadata equal an
+    uninterrupted run's."""
+    monkeypatch.setenv("VF_TEST_KEY", "k")
     server.set_handler(lambda req: Reply(content=reverse_policy(req), delay=0.05))
-    cmd = [
-        sys.executable,
-        "-m",
-        "verifiers.cli.eval",
-        "reverse-text",
-        "-b",
-        server.base_url,
-        "-n",
-        "30",
-        "-r",
-        "2",
-        "-c",
-        "2",
-        "--output-dir",
-        str(tmp_path),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    identity = ("-b", server.base_url, "-k", "VF_TEST_KEY", "--split", "train", "--seed", "3")
+    sizes = ("-n", "30", "-r", "2", "-c", "2")
+    cmd = [sys.executable, "-m", "verifiers.cli.eval", "reverse-text", *identity, *sizes]
+    proc = subprocess.Popen(
+        [*cmd, "--output-dir", str(tmp_path / "cut")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while True:
-        runs = list((tmp_path / "evals").glob("*/*/results.jsonl"))
+        runs = list((tmp_path / "cut" / "evals").glob("*/*/results.jsonl"))
         if runs and len(list(read_rows(runs[0]))) >= 10:
             break
         assert time.monotonic() < deadline and proc.poll() is None, (
@@ -326,30 +324,21 @@ def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig):
     os.kill(proc.pid, sig)
     _, err = proc.communicate(timeout=30)
     run = runs[0].parent
-    if sig == signal.SIGINT:
+    printed = f"vf-eval reverse-text --resume {run}"
+    if sig != signal.SIGKILL:
         # the hint is one line to copy, however long the path
-        assert (
-            proc.returncode == 130 and f"  vf-eval reverse-text --resume {run}" in err.splitlines()
-        )
+        assert proc.returncode == 130 and f"  {printed}" in err.splitlines()
     else:
         assert proc.returncode == -9
     done_before = len(list(read_rows(run / "results.jsonl")))
     assert done_before < 60
     server.set_handler(reverse_policy)
     resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "verifiers.cli.eval",
-            "reverse-text",
-            "-b",
-            server.base_url,
-            "--resume",
-            str(run),
-        ],
+        [sys.executable, "-m", "verifiers.cli.eval", *printed.split()[1:]],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "VF_TEST_KEY": "k"},
     )
     assert resumed.returncode == 0, resumed.stderr
     rows = list(read_rows(run / "results.jsonl"))
@@ -357,6 +346,23 @@ def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig):
     assert len(keys) == len(set(keys)) == 60
     meta = json.loads((run / "metadata.json").read_text())
     assert meta["status"] == "completed" and meta["resumed"] == 1 and meta["num_examples"] == 30
+    whole = subprocess.run(
+        [*cmd, "--output-dir", str(tmp_path / "whole")], capture_output=True, text=True, timeout=120
+    )
+    assert whole.returncode == 0, whole.stderr
+    (whole_run,) = (tmp_path / "whole" / "evals").glob("*/*/results.jsonl")
+
+    def rows_of(path):
+        return sorted(
+            (r["example_id"], r["rollout_index"], json.dumps(r["prompt"]), r["answer"], r["reward"])
+            for r in read_rows(path)
+        )
+
+    assert rows_of(run / "results.jsonl") == rows_of(whole_run)
+    whole_meta = json.loads((whole_run.parent / "metadata.json").read_text())
+    for key in ("split", "seed", "identity", "sampling_args", "base_url", "model"):
+        assert meta[key] == whole_meta[key], key
+    assert meta["split"] == "train" and meta["identity"]["api_key_var"] == "VF_TEST_KEY"
 
 
 def test_resume_refuses_a_mismatch_before_doing_anything(server, tmp_path, capsys):
@@ -369,8 +375,17 @@ def test_resume_refuses_a_mismatch_before_doing_anything(server, tmp_path, capsy
     err = capsys.readouterr().err.replace("\n", " ")
     assert "is a run of reverse-text, not gsm8k-mini" in err and "rejected arguments" not in err
     assert main(["reverse-text", "--resume", str(run), "-r", "3"]) == 2
-    assert "rollouts_per_example=1, not 3" in capsys.readouterr().err.replace("\n", " ")
-    assert len(server.requests) == requests  # nothing was started or sent
+    assert "-r/--rollouts-per-example: the run has 1, not 3" in capsys.readouterr().err.replace(
+        "\n", " "
+    )
+    changed = ["--split", "train", "-T", "0.5", "-k", "OTHER_KEY", "--seed", "9", "-b", "http://x"]
+    assert main(["reverse-text", "--resume", str(run), *changed]) == 2
+    err = capsys.readouterr().err.replace("\n", " ")
+    for named in ("--split: the run has 'eval', not 'train'", "{'temperature': 1.0}", "--seed:"):
+        assert named in err, err
+    assert "-k/--api-key-var" in err and "-b/--api-base-url" in err
+    assert main(["reverse-text", "--resume", str(run), "--split", "eval", "-n", "1"]) == 0
+    assert len(server.requests) == requests  # nothing was sent: the run was complete
 
 
 @pytest.mark.parametrize("api", ["chat", "completions", "responses", "anthropic"])

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ from verifiers.cli.endpoints import (
     resolve_endpoint,
 )
 from verifiers.cli.eval_defaults import EvalDefaults, eval_defaults
+from verifiers.cli.run_identity import RunIdentity, differences
 from verifiers.cli.settings import CommandSettings, Flag, parse_settings
 from verifiers.local_model.models import DEFAULT_MODEL
 from verifiers.workers.auth import DEFAULT_SECRET_FILE, SECRET_ENV
@@ -333,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     servers: list[Any] = []  # the built-in model server, when this run started one
+    # SIGTERM (a scheduler, `kill`, a closed terminal's session) stops the run as Ctrl-C does:
+    # finished rollouts are saved and the line that continues the run is printed
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return _run(args, console, servers)
     except CLIError as exc:
@@ -341,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for server in servers:
             server.stop()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
@@ -361,6 +370,10 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
     sampling = parse_json_object(args.sampling_args, "--sampling-args")
     headers = parse_headers(args.header)
     previous: dict[str, Any] = {}
+    recorded: RunIdentity | None = None
+    for key in ("max_tokens", "temperature"):
+        if _explicit(args, key) is not None:
+            sampling[key] = getattr(args, key)
     if args.rescore:
         if args.resume:
             raise CLIError("--rescore and --resume each name a run; pass one of them")
@@ -369,12 +382,21 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
         env_args = env_args or previous.get("env_args", {})
     elif args.resume:
         previous = resume_settings(Path(args.resume))
-        check_resume_matches(args, previous, args.resume)  # before loading or starting anything
-        env_args = env_args or previous.get("env_args", {})
-        sampling = sampling or previous.get("sampling_args", {})
-    for key in ("max_tokens", "temperature"):
-        if _explicit(args, key) is not None:
-            sampling[key] = getattr(args, key)
+        check_same_env(args, previous, "--resume", args.resume)
+        recorded = RunIdentity.recorded(previous)
+        if recorded is None:  # a run from before identities were recorded
+            check_resume_matches(args, previous, args.resume)
+            env_args = env_args or previous.get("env_args", {})
+            sampling = {**previous.get("sampling_args", {}), **sampling}
+        else:  # before loading or starting anything
+            wrong = differences(recorded, _given_identity(args, env_args, sampling))
+            if wrong:
+                raise CLIError(
+                    f"--resume {args.resume} would change what the run is: {'; '.join(wrong)}. "
+                    "Drop those flags to continue it (--resume restores every one), or start "
+                    "a new run"
+                )
+            env_args, sampling = dict(recorded.env_args), dict(recorded.sampling_args)
     try:
         env = load_environment(args.env, **env_args)
     except EnvironmentNotFoundError as exc:
@@ -383,22 +405,41 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
         raise CLIError(str(exc)) from exc
     if args.rescore:
         return _rescore(args, args.rescore, env, console)
+    if recorded is not None and recorded.release and str(env.release) != recorded.release:
+        raise CLIError(
+            f"--resume {args.resume} ran {args.env} as verifiers {recorded.release}; installed "
+            f"now, it runs as {env.release} (its package's verifiers requirement changed): "
+            "its rows would differ. Start a new run"
+        )
     defaults = eval_defaults(getattr(env, "env_distribution", None))
-    n = _pick(_explicit(args, "num_examples"), previous.get("num_examples"), defaults.num_examples)
+    n = _pick(
+        _explicit(args, "num_examples"),
+        recorded.num_examples if recorded else previous.get("num_examples"),
+        defaults.num_examples,
+    )
     r = _pick(
         _explicit(args, "rollouts_per_example"),
         previous.get("rollouts_per_example"),
         defaults.rollouts_per_example,
     )
+    split = recorded.split if recorded else args.split
+    seed = recorded.seed if recorded else args.seed
     concurrency = _pick(_explicit(args, "max_concurrent"), None, defaults.max_concurrent)
     for key in ("max_tokens", "temperature"):
         if getattr(defaults, key) is not None and key not in sampling:
             sampling[key] = getattr(defaults, key)
     sampling.setdefault("temperature", 1.0)  # the API default, sent and recorded explicitly
+    key_var = args.api_key_var
+    if recorded is not None and recorded.api_key_var and not args.given("api_key_var"):
+        key_var = recorded.api_key_var
     endpoint = resolve_endpoint(
-        args.model or previous.get("model"), args.api_base_url, args.api_key_var, args.endpoints
+        args.model or (recorded.model if recorded else previous.get("model")),
+        args.api_base_url or (recorded.base_url if recorded else None),
+        key_var,
+        args.endpoints,
     )
-    api = args.api or endpoint.api or DEFAULT_API
+    api = args.api or (recorded.api if recorded else None) or endpoint.api or DEFAULT_API
+    embedded = endpoint.base_url is None
     local_model: dict[str, str] | None = None
     if endpoint.base_url is None:
         if api != "chat":
@@ -409,16 +450,31 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
         local_model = _local_model(endpoint.model, console)
         endpoint = _start_embedded(endpoint, console, args, servers, local_model)
     else:
-        served = check_reachable(endpoint, headers, endpoint.key_var or args.api_key_var, api)
+        served = check_reachable(endpoint, headers, endpoint.key_var or key_var, api)
         if not endpoint.model:
             endpoint = dataclasses.replace(endpoint, model=served_model(endpoint, served))
-    client = make_eval_client(api, endpoint, headers, endpoint.key_var or args.api_key_var)
+    key_var = endpoint.key_var or key_var
+    client = make_eval_client(api, endpoint, headers, key_var)
+    identity = RunIdentity(
+        env=args.env,
+        env_args=env_args,
+        split=split,
+        seed=seed,
+        num_examples=n,
+        rollouts_per_example=r,
+        sampling_args=sampling,
+        model=endpoint.model,
+        base_url=None if embedded else endpoint.url,
+        api=api,
+        api_key_var=key_var,
+        release=str(env.release),
+    )
     results_path = None
     if args.resume:
         results_path = str(args.resume)
     elif not args.no_save:
         results_path = str(new_run_dir(args.output_dir, env.env_id, endpoint.model))
-    rows = env.dataset_rows(args.split, n=n, seed=args.seed)
+    rows = env.dataset_rows(split, n=n, seed=seed)
     total = len(rows) * r
     console.print(
         f"[bold]{env.env_id}[/bold]: {len(rows)} examples × {r} rollouts on [bold]{endpoint.model}[/bold] ({endpoint.base_url})"
@@ -435,9 +491,7 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
                     client,
                     endpoint.model,
                     workers=_workers_setting(args),
-                    client_config=eval_client_config(
-                        api, endpoint, headers, endpoint.key_var or args.api_key_var
-                    ),
+                    client_config=eval_client_config(api, endpoint, headers, key_var),
                     sampling_args=sampling,
                     rollouts_per_example=r,
                     max_concurrent=concurrency,
@@ -446,7 +500,12 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
                     if args.state_columns
                     else None,
                     on_progress=progress.update,
-                    metadata={"seed": args.seed, "split": args.split, **(local_model or {})},
+                    metadata={
+                        "seed": seed,
+                        "split": split,
+                        "identity": identity.model_dump(),
+                        **(local_model or {}),
+                    },
                 )
             )
     except KeyboardInterrupt:
@@ -566,6 +625,30 @@ async def _generate(
         aclose = getattr(client, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+def _given_identity(
+    args: EvalSettings, env_args: dict[str, Any], sampling: dict[str, Any]
+) -> dict[str, Any]:
+    """The settings that decide a run's rows, as far as this command line gives them."""
+    given: dict[str, Any] = {}
+    if args.given("env_args"):
+        given["env_args"] = env_args
+    if sampling:
+        given["sampling_args"] = sampling
+    for name, key in (
+        ("split", "split"),
+        ("seed", "seed"),
+        ("num_examples", "num_examples"),
+        ("rollouts_per_example", "rollouts_per_example"),
+        ("model", "model"),
+        ("api_base_url", "base_url"),
+        ("api", "api"),
+        ("api_key_var", "api_key_var"),
+    ):
+        if args.given(name):
+            given[key] = getattr(args, name)
+    return given
 
 
 def _pick(explicit: Any, resumed: Any, default: Any) -> Any:
