@@ -3,6 +3,7 @@ anything starts, one-line config mistakes, Ctrl-C, and serve/rl kept apart."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -71,7 +72,7 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path, left
         capture_output=True,
         text=True,
     )
-    assert nothing.returncode == 2 and "--resume: no checkpoint" in nothing.stdout
+    assert nothing.returncode == 2 and "there is no run in" in nothing.stdout
     assert not (tmp_path / "empty").exists()  # a refused run leaves no directory behind
     # resume from step 1: the records of step 1 are redone, not appended after it
     shutil.rmtree(out / "checkpoints" / "step_000002")
@@ -337,9 +338,10 @@ def test_serve_and_rl_do_not_import_each_other():
 
 
 @pytest.mark.slow
-def test_ctrl_c_promises_a_resume_only_when_a_checkpoint_exists(policy_dir, tmp_path):
-    """vf-rl interrupted before any checkpoint said 'continue with --resume (from the last
-    checkpoint)', and --resume then refused: there was none."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(policy_dir, tmp_path, sig):
+    """vf-rl stopped before any checkpoint was a dead end: --resume said 'run without
+    --resume', and running without it said 'continue with --resume'."""
     import subprocess
     import sys
     import time
@@ -360,10 +362,21 @@ def test_ctrl_c_promises_a_resume_only_when_a_checkpoint_exists(policy_dir, tmp_
     deadline = time.monotonic() + 240
     while not (out / "metrics.jsonl").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(sig)
     output, _ = process.communicate(timeout=120)
     assert process.returncode == 130, output
-    assert "no checkpoint was written" in output and "--resume" not in output, output
+    assert "interrupted" in output and "--resume starts this run again from step 0" in output
+    resumed = subprocess.run(
+        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config), "--resume", "--steps", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "400"},
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "starting the run again from step 0" in resumed.stdout
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0]  # the stopped run's records were redone
     from verifiers.rl.command import interrupted_hint
 
     (out / "checkpoints" / "step_000003").mkdir(parents=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 import tomllib
 from contextlib import ExitStack
@@ -125,6 +126,8 @@ def command_main(
             console.print(f"{prog}: [yellow]note[/yellow]: {escape(hold.note)}", soft_wrap=True)
         if hold.held:  # no other run writes here: what is staged in checkpoints/ was a killed one's
             remove_abandoned(out / "checkpoints", STAGING, any_maker=True)
+        # SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does, with the same message
+        signal.signal(signal.SIGTERM, _stop_on_signal)
         try:
             code = run(config, resume, console)
         except KeyboardInterrupt:
@@ -144,9 +147,13 @@ def interrupted_hint(out: Path) -> str:
     if checkpoint is not None:
         return f"continue with --resume (from {checkpoint.name})"
     return (
-        f"no checkpoint was written (checkpoint_every = 0, or none reached), so nothing can be "
-        f"resumed: start again with another --output_dir, or remove {out}"
+        "no checkpoint was written yet (checkpoint_every = 0, or none reached): --resume "
+        "starts this run again from step 0"
     )
+
+
+def _stop_on_signal(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
@@ -166,17 +173,19 @@ def prune_checkpoints(directory: Path, keep: int) -> list[Path]:
 def run_dir_problem(out: Path, resume: bool) -> str | None:
     """Two runs never share one output dir: their metrics, plots and checkpoints would mix."""
     if resume:
-        if latest_checkpoint(out) is None:
-            return (
-                f"--resume: no checkpoint in {out / 'checkpoints'} (set checkpoint_every to "
-                "write them); run without --resume to start a new run"
-            )
-        return None
+        if latest_checkpoint(out) is None and not started_run(out):
+            return f"--resume: there is no run in {out} to continue; run without --resume"
+        return None  # a run stopped before its first checkpoint starts again from step 0
     if (out / "metrics.jsonl").exists() or latest_checkpoint(out) is not None:
         return (
             f"{out} already holds a run: continue it with --resume, or choose another --output_dir"
         )
     return None
+
+
+def started_run(out: Path) -> bool:
+    """Whether a run began in ``out`` (its effective config or its first records are there)."""
+    return any((out / name).exists() for name in ("config.json", "metrics.jsonl", "eval.jsonl"))
 
 
 def truncate_history(out: Path, step: int) -> None:
@@ -232,4 +241,9 @@ def resume_or_follow(trainer: Any, out: Path, resume: bool, ctx: Any, console: A
     if checkpoint is not None:
         truncate_history(out, start)  # steps after the checkpoint are trained again
         console.print(f"resuming from {checkpoint} (step {start})")
+    elif resume:
+        truncate_history(out, 0)
+        console.print(
+            f"no checkpoint in {out / 'checkpoints'} yet: starting the run again from step 0"
+        )
     return start
