@@ -22,6 +22,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from hub_client.client import HubAPIError, HubClient
 from hub_protocol.wire import VersionInfo
+from verifiers.installs.provenance import local_install
 from verifiers.installs.sdk_guard import (
     installed_sdk_requirement,
     keep_sdk_args,
@@ -248,6 +249,13 @@ def install(
         record = installed_from.get(dist)
         if record and (record.get("owner"), record.get("name")) != (spec.owner, spec.name):
             clash.append((record.get("owner"), record.get("name")))
+        local = local_install(dist, python) if record is None else None
+        if local is not None:
+            raise InstallError(
+                f"{dist} is installed here locally ({local}; vf-install or pip), not from the "
+                f"hub: installing {spec.owner}/{spec.name} would replace it. Remove it first "
+                f"(uv pip uninstall --python {python} {dist}), or install into another virtualenv"
+            )
         if clash:
             owner, name = clash[0]
             raise InstallError(

@@ -26,6 +26,7 @@ from hubs import (
     scaffold,
     scripted_eval,
 )
+from uv import find_uv_bin
 
 from hub_client.client import HubClient
 from hub_client.versions import bump, set_version
@@ -491,3 +492,33 @@ def test_version_bumps_follow_pep_440_and_touch_only_project_version(tmp_path):
     assert (tmp_path / "pyproject.toml").read_text() == text.replace(
         'version = "0.1.0"', 'version = "0.1.1"'
     )
+
+
+@pytest.mark.slow
+def test_a_local_install_and_a_hub_install_of_one_name_never_replace_each_other(hub, tmp_path):
+    """`prime env install alice/x` silently replaced a local `vf-install x` (and `prime env
+    uninstall` then left nothing); `vf-install x` over a hub install the same, the other way."""
+    token = new_user(hub, "twosrc")
+    subprocess.run(
+        [sys.executable, "-m", "verifiers.cli.init", "two-src", "-p", str(tmp_path / "envs")],
+        check=True,
+    )
+    root = tmp_path / "envs" / "two_src"
+    prime(hub, token, "env", "push", "--path", str(root), cwd=tmp_path)
+    python = fresh_venv(tmp_path / "venv")
+    vf_install = [str(python.parent / "vf-install"), str(root)]
+    assert subprocess.run(vf_install, capture_output=True, text=True).returncode == 0
+    hub_install = ("env", "install", "twosrc/two-src@0.1.0", "--python", str(python))
+    refused = prime(hub, token, *hub_install, "--lock-file", "t.lock", cwd=tmp_path, check=False)
+    assert refused.returncode != 0
+    assert "two-src is installed here locally" in refused.stderr and "editable from" in refused.stderr
+    assert "uv pip uninstall" in refused.stderr
+    assert not (tmp_path / "t.lock").exists()  # nothing was pinned either
+    subprocess.run(
+        [find_uv_bin(), "pip", "uninstall", "--python", str(python), "two-src"], check=True
+    )
+    prime(hub, token, *hub_install, "--lock-file", "t.lock", cwd=tmp_path)
+    again = subprocess.run(vf_install, capture_output=True, text=True)
+    assert again.returncode == 2 and "installed here from the hub as twosrc/two-src" in again.stderr
+    assert "prime env uninstall twosrc/two-src" in again.stderr
+    assert installed_version(python, "two-src") == "0.1.0"

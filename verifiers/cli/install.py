@@ -104,6 +104,18 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    from verifiers.installs.provenance import read_records
+
+    hub = read_records().get(canonicalize_name(name))
+    if hub is not None:
+        print(
+            f"vf-install: {name} is installed here from the hub as {hub.get('owner')}/"
+            f"{hub.get('name')} {hub.get('version')}; installing {directory} would replace it "
+            f"(and `prime env uninstall` would then remove yours). Uninstall it first: "
+            f"prime env uninstall {hub.get('owner')}/{hub.get('name')}",
+            file=sys.stderr,
+        )
+        return 2
     requested = Requested(
         name, {canonicalize_name(name)}, directory.resolve() if not args.no_editable else None
     )

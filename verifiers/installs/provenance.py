@@ -3,6 +3,11 @@
 ``prime env install`` records each distribution it installs (owner, name, version, hub) in
 ``<prefix>/share/verifiers/hub-installs.json`` of the Python it installed into; ``prime env
 uninstall`` removes the entry; ``load_environment("owner/name")`` checks it.
+
+The record also keeps two sources of one name apart: ``prime env install`` refuses to replace
+a distribution installed locally (``vf-install``, pip), and ``vf-install`` one installed from
+the hub, each naming what is there and how to remove it (a replaced local install was lost
+silently, and the hub's uninstall then left nothing).
 """
 
 from __future__ import annotations
@@ -48,3 +53,48 @@ def write_record(
 def installed_owner(distribution: str) -> str | None:
     record = read_records().get(canonicalize_name(distribution))
     return record.get("owner") if record else None
+
+
+_LOCAL_PROBE = """
+import json, sys
+from importlib import metadata
+try:
+    dist = metadata.distribution(sys.argv[1])
+except metadata.PackageNotFoundError:
+    print("null")
+else:
+    print(json.dumps({"version": dist.version, "direct_url": dist.read_text("direct_url.json")}))
+"""
+
+
+def local_install(distribution: str, python: str | None = None) -> str | None:
+    """How ``distribution`` is installed in ``python`` when it is there but not from the hub
+    (``vf-install``, pip): a phrase for a message, e.g. ``0.1.0, editable from /src/x``."""
+    prefix = None
+    if python is not None and python != sys.executable:
+        from verifiers.installs.target import ask
+
+        answer = ask(python, _LOCAL_PROBE, distribution)
+        prefix = ask(python, "import sys; print(sys.prefix)").stdout.strip() or None
+        try:
+            found = json.loads(answer.stdout or "null")
+        except ValueError:
+            return None
+    else:
+        from importlib import metadata
+
+        try:
+            dist = metadata.distribution(distribution)
+        except metadata.PackageNotFoundError:
+            return None
+        found = {"version": dist.version, "direct_url": dist.read_text("direct_url.json")}
+    if not found or canonicalize_name(distribution) in read_records(prefix):
+        return None
+    try:
+        direct = json.loads(found.get("direct_url") or "null") or {}
+    except ValueError:
+        direct = {}
+    source = str(direct.get("url", "")).removeprefix("file://")
+    if (direct.get("dir_info") or {}).get("editable"):
+        return f"{found['version']}, editable from {source}"
+    return f"{found['version']}" + (f", from {source}" if source else "")
