@@ -24,6 +24,7 @@ from hub_client.install import (
 from hub_client.terminal import safe
 from hub_client.usage import UsageError, client, console, emit_json, err, locked_hub, spec_of
 from hub_client.versions import bump, read_project, set_version
+from verifiers.installs.uv_config import uv_command
 
 # --- environments --------------------------------------------------------------------------------------
 
@@ -43,7 +44,9 @@ def build(path: Path, out: Path) -> tuple[Path, Path]:
     from hub_client.install import uv_binary
 
     result = subprocess.run(
-        [uv_binary(), "build", "--out-dir", str(out), str(path)], capture_output=True, text=True
+        uv_command(uv_binary(), "build", "--out-dir", str(out), str(path)),
+        capture_output=True,
+        text=True,
     )
     if result.returncode != 0:
         raise InstallError(f"uv build failed:\n{result.stderr.strip()[-2000:]}")

@@ -31,6 +31,7 @@ from verifiers.installs.sdk_guard import (
     sdk_version,
 )
 from verifiers.installs.target import ask
+from verifiers.installs.uv_config import uv_command
 from verifiers.loading.env_id import EnvId, EnvIdError
 
 LOCK_VERSION = 1
@@ -301,14 +302,14 @@ def uninstall(spec: EnvSpec, lock_path: Path, python: str | None = None) -> None
     if not match:
         raise InstallError(f"{spec.owner}/{spec.name} is not in {lock_path}")
     result = subprocess.run(
-        [
+        uv_command(
             uv_binary(),
             "pip",
             "uninstall",
             "--python",
             python or sys.executable,
             match[0].distribution,
-        ],
+        ),
         capture_output=True,
         text=True,
     )

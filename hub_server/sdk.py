@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verifiers.installs.sdk_guard import sdk_version
+from verifiers.installs.uv_config import uv_config_args
 
 # what a machine that runs models adds after the SDK (verifiers/local_model/stack.py)
 LOCAL_STACK_COMMAND = "python -m verifiers.local_model.stack"
@@ -128,6 +129,7 @@ class SDKWheels:
                     sys.executable,
                     "-m",
                     "uv",
+                    *uv_config_args(),
                     "build",
                     "--wheel",
                     "--out-dir",

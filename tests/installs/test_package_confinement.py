@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import tomllib
@@ -913,3 +914,48 @@ def command_lines() -> list[str]:
         except (OSError, ValueError):
             pass
     return lines
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="plants a file as another user (uid 65534)")
+def test_a_uv_toml_another_user_planted_above_the_working_directory_changes_nothing(
+    hub, target, tmp_path
+):
+    """uv reads ``uv.toml`` from every ancestor of its working directory: another user's, in a
+    shared sticky directory above it, added their ``find-links`` page with a higher version of
+    the environment's dependency (their code then ran as the installing user on import)."""
+    index, theirs = tmp_path / "index", tmp_path / "theirs"
+    theirs.mkdir()
+    owner, token = new_user(hub)
+    serve(index, wheel(tmp_path, "vfdep-cfg", files={"vfdep_cfg/who.py": "WHO = 'index'\n"}))
+    wheel(theirs, "vfdep-cfg", "9.9.9", files={"vfdep_cfg/who.py": "WHO = 'planted'\n"})
+    theirs.chmod(0o755)
+    assert (
+        publish(hub, token, owner, wheel(tmp_path, "env-cfg", requires=("vfdep-cfg",))).status_code
+        == 201
+    )
+    shared = Path(tempfile.mkdtemp(prefix="vf-shared-", dir="/tmp"))
+    shared.chmod(0o1777)  # as /tmp: another user may add entries
+    planted = (
+        f'find-links = ["{theirs}"]\n[pip]\nverify-hashes = false\nfind-links = ["{theirs}"]\n'
+    )
+    subprocess.run(
+        ["sh", "-c", f"cat > {shared / 'uv.toml'}"],
+        input=planted,
+        text=True,
+        check=True,
+        user=65534,
+        group=65534,
+    )
+    work = shared / "work"
+    work.mkdir()
+    try:
+        result = prime_install(hub, token, f"{owner}/env-cfg@1.0.0", target, index, work)
+    finally:
+        shutil.rmtree(shared)
+    assert result.returncode == 0, result.stderr[-3000:]
+    who = subprocess.run(
+        [str(target / "bin" / "python"), "-c", "from vfdep_cfg.who import WHO; print(WHO)"],
+        capture_output=True,
+        text=True,
+    )
+    assert who.stdout.strip() == "index", who.stderr

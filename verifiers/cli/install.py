@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 
 from verifiers.installs.confined import ConfinementError, InstallFailed, Requested, install
 from verifiers.installs.sdk_guard import installed_sdk_requirement, keep_sdk_args, kept_sdk_line
+from verifiers.installs.uv_config import uv_command
 
 
 def find_package(name: str, path: str) -> Path:
@@ -48,7 +49,7 @@ def build_wheel(uv: str, directory: Path, out: Path) -> Path:
     """The project's wheel (its own build backend runs: this is the source being installed;
     no dependency is ever built)."""
     result = subprocess.run(
-        [uv, "build", "--wheel", "--out-dir", str(out), str(directory)],
+        uv_command(uv, "build", "--wheel", "--out-dir", str(out), str(directory)),
         capture_output=True,
         text=True,
     )

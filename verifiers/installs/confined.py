@@ -35,6 +35,7 @@ from verifiers.errors import VFError
 from verifiers.installs.confinement import Installs, Problem
 from verifiers.installs.judge import Requested, Staged, judge
 from verifiers.installs.target import Target, probe, real_destination
+from verifiers.installs.uv_config import uv_command
 from verifiers.processes.die_with_parent import guarded
 from verifiers.processes.lock_file import open_lock_file
 
@@ -176,7 +177,7 @@ class _Uv:
     env: dict[str, str] | None
 
     def __call__(self, args: list[str]) -> str:
-        argv, parent = guarded([self.uv, *args], kill=True)
+        argv, parent = guarded(uv_command(self.uv, *args), kill=True)
         env = {**(os.environ if self.env is None else self.env), **parent}
         result = subprocess.run(argv, capture_output=True, text=True, env=env)
         return _checked(result)
