@@ -73,3 +73,14 @@ async def test_reasoning_gym_env_scores_with_the_tasks_own_checker(server, clien
     assert out.reward == expected
     assert {s["info"]["source_dataset"] for s in out.state} == {"leg_counting"}
     assert "format_reward_func" in out.metrics or len(out.metrics) >= 2
+
+
+@pytest.mark.parametrize("release", ["0.1.8", "0.1.9", "0.1.10", "0.3.1"])
+def test_reasoning_gym_env_has_no_monitor_metric_in_any_release(release):
+    """From 0.1.9, when monitor metrics arrived, ReasoningGymEnv replaced its rubric after
+    building, dropping them (checked against the real 0.1.9.post3 and 0.1.10)."""
+    pytest.importorskip("reasoning_gym")
+    with vf.written_for(release):
+        env = vf.ReasoningGymEnv(gym="leg_counting", num_train_examples=1, num_eval_examples=1)
+    names = {getattr(f, "__name__", "") for f in env.rubric._get_reward_funcs()}
+    assert "num_turns" not in names

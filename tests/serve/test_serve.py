@@ -40,7 +40,7 @@ def served(tiny_dir: Path, tmp_path_factory):
         yield server
 
 
-KEY = "s3cret-key"
+KEY = "s3cret-key-of-the-keyed-server"
 
 
 @pytest.fixture(scope="module")

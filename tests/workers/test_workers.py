@@ -251,11 +251,15 @@ def test_no_worker_outlives_its_caller(server, flags, tmp_path, how):
     assert not [d for d in left if d.exists()]
 
 
+SHARED_SECRET = "s3cret-shared-by-both-sides"
+
+
 def _start_server(tmp_path: Path, secret: str | None, port: int) -> subprocess.Popen:
     """``vf-env-server`` on loopback; without a secret, ``--no-auth``."""
     secret_file = tmp_path / "secret"
     if secret is not None:
         secret_file.write_text(secret)
+        secret_file.chmod(0o600)  # a secret file others can read is refused
     lock = ["--secret-file", str(secret_file)] if secret is not None else ["--no-auth"]
     proc = subprocess.Popen(
         [
@@ -275,10 +279,10 @@ async def test_two_callers_share_one_tcp_server_and_a_stranger_is_refused(server
     from verifiers.workers.remote import RemoteWorkers
 
     port = free_port()
-    env_server = _start_server(tmp_path, "s3cret", port)
+    env_server = _start_server(tmp_path, SHARED_SECRET, port)
     try:
         env = vf.load_environment("vf-worker-probe")
-        callers = [await RemoteWorkers([f"127.0.0.1:{port}"], "s3cret").start() for _ in range(2)]
+        callers = [await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start() for _ in range(2)]
         outs = await asyncio.gather(
             *(env.evaluate(server.base_url, "m", env_workers=c) for c in callers)
         )
@@ -310,7 +314,7 @@ async def test_a_caller_with_a_secret_is_told_the_server_runs_without_one(flags,
     env_server = _start_server(tmp_path, None, port)
     try:
         with pytest.raises(EnvWorkerError, match="refused the handshake"):
-            await RemoteWorkers([f"127.0.0.1:{port}"], "s3cret", connect_timeout=60).start()
+            await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET, connect_timeout=60).start()
         await (await RemoteWorkers([f"127.0.0.1:{port}"], None).start()).close()
     finally:
         env_server.terminate()

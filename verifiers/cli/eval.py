@@ -365,6 +365,7 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
         if value is not None and (value == 0 or value < -1 or (flag[1] != "n" and value < 1)):
             allowed = "a positive number, or -1 for all" if flag[1] == "n" else "a positive number"
             raise CLIError(f"{flag} must be {allowed}, got {value}")
+    workers = _workers_setting(args)  # a bad spec or secret is said before anything starts
     console.print(f"loading {escape(args.env)} ...", highlight=False)
     env_args = parse_json_object(args.env_args, "--env-args")
     sampling = parse_json_object(args.sampling_args, "--sampling-args")
@@ -490,7 +491,7 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
                     rows,
                     client,
                     endpoint.model,
-                    workers=_workers_setting(args),
+                    workers=workers,
                     client_config=eval_client_config(api, endpoint, headers, key_var),
                     sampling_args=sampling,
                     rollouts_per_example=r,
@@ -582,7 +583,13 @@ def _workers_setting(args: EvalSettings) -> Any:
     """What --env-workers / --env-server / --no-env-workers ask for: None (in process), a pool
     spec, or the addresses of running env servers."""
     if args.env_server:
-        return ("remote", args.env_server, args.env_secret_file)
+        from verifiers.workers.auth import load_secret
+
+        try:  # checked before anything starts: this user's own private file, a strong secret
+            secret = load_secret(args.env_secret_file)
+        except (OSError, ValueError) as exc:
+            raise CLIError(f"--env-server: {exc}") from exc
+        return ("remote", args.env_server, secret)
     if args.no_env_workers:
         return None
     from verifiers.workers import parse_spec
@@ -607,11 +614,9 @@ async def _generate(
     started: EnvWorkers | None = None
     try:
         if isinstance(workers, tuple):  # running env servers
-            from verifiers.workers.auth import load_secret
             from verifiers.workers.remote import RemoteWorkers
 
-            secret = load_secret(workers[2] if len(workers) > 2 else None)
-            started = workers = await RemoteWorkers(workers[1], secret).start()
+            started = workers = await RemoteWorkers(workers[1], workers[2]).start()
         elif workers is not None:
             from verifiers.workers import start_workers
 

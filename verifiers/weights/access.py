@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from verifiers.asgi.json_api import APIError
+from verifiers.processes.credential_file import checked_secret, read_credential
 
 SECRET_ENV = "VF_WEIGHTS_SECRET"
 TRUSTED_ENV = "VF_TRUSTED_WEIGHTS_DIRS"
@@ -33,17 +34,9 @@ def new_secret() -> str:
 
 
 def read_secret_file(path: str | os.PathLike[str]) -> str:
-    """The secret in ``path``, which only its owner may read (the file is refused otherwise)."""
-    file = Path(path)
-    mode = file.stat().st_mode
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise PermissionError(
-            f"{file} is readable by others (mode {oct(mode & 0o777)}); chmod 600 it"
-        )
-    secret = file.read_text().strip()
-    if not secret:
-        raise ValueError(f"{file} is empty")
-    return secret
+    """The secret in ``path`` (``verifiers.processes.credential_file``: this user's own private
+    file, a strong enough secret; refused otherwise)."""
+    return read_credential(path)
 
 
 class WeightAccess:
@@ -59,7 +52,12 @@ class WeightAccess:
         secret: str | None = None,
     ) -> WeightAccess:
         """The access vf-serve's settings describe (a secret file wins over ``secret``)."""
-        secret = read_secret_file(secret_file) if secret_file else secret or None
+        if secret_file:
+            secret = read_secret_file(secret_file)
+        elif secret:
+            secret = checked_secret(secret, f"${SECRET_ENV}")
+        else:
+            secret = None
         return cls(secret, [Path(d) for d in trusted_dirs or []])
 
     @classmethod

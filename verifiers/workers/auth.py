@@ -15,6 +15,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from verifiers.processes.credential_file import checked_secret, read_credential
+
 SECRET_ENV = "VF_ENV_SECRET"
 DEFAULT_SECRET_FILE = Path.home() / ".cache" / "verifiers" / "env-server.secret"
 
@@ -37,13 +39,14 @@ def client_keys(secret: str) -> tuple[bytes, bytes]:
 
 def load_secret(path: str | Path | None = None, *, create: bool = False) -> str | None:
     """The secret from ``path``, else ``$VF_ENV_SECRET``, else the default file (made, 0600,
-    when ``create``)."""
+    when ``create``). A file must be this user's and private, a secret at least
+    ``MIN_SECRET_CHARS`` long (``CredentialError`` otherwise)."""
     if path is not None:
-        return Path(path).read_text().strip()
-    if os.environ.get(SECRET_ENV):
-        return os.environ[SECRET_ENV].strip()
-    if DEFAULT_SECRET_FILE.exists():
-        return DEFAULT_SECRET_FILE.read_text().strip()
+        return read_credential(path)
+    if os.environ.get(SECRET_ENV) is not None and os.environ[SECRET_ENV] != "":
+        return checked_secret(os.environ[SECRET_ENV], f"${SECRET_ENV}")
+    if DEFAULT_SECRET_FILE.exists() or DEFAULT_SECRET_FILE.is_symlink():
+        return read_credential(DEFAULT_SECRET_FILE)
     if not create:
         return None
     DEFAULT_SECRET_FILE.parent.mkdir(parents=True, exist_ok=True)

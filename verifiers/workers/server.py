@@ -196,7 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_auth and args.host not in LOOPBACK:
         print("vf-env-server: --no-auth is accepted on a loopback host only", file=sys.stderr)
         return 2
-    secret = None if args.no_auth else load_secret(args.secret_file, create=True)
+    try:
+        secret = None if args.no_auth else load_secret(args.secret_file, create=True)
+    except (OSError, ValueError) as exc:
+        print(f"vf-env-server: {exc}", file=sys.stderr)
+        return 2
     if secret is not None and args.secret_file is None:
         print(
             f"vf-env-server: callers need the secret in {DEFAULT_SECRET_FILE} (or $VF_ENV_SECRET)",

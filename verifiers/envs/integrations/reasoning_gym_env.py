@@ -100,7 +100,8 @@ class ReasoningGymEnv(SingleTurnEnv):
             rubric=rubric,
             **kwargs,
         )
-        if self.release.typed_messages:
-            # verifiers 0.1.11+ sets its own rubric after building: no num_turns metric
+        if self.release.monitor_metrics:
+            # from verifiers 0.1.9 (when monitor metrics arrived) ReasoningGymEnv sets its own
+            # rubric after building, which drops the monitor rubric: no num_turns metric
             self.rubric = rubric
         del rg
