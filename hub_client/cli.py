@@ -49,7 +49,10 @@ from hub_client.versions import BUMPS
 def storage_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", default="~/.prime-hub")
     parser.add_argument(
-        "--db", default=None, help="postgresql://USER@HOST:PORT/DB (default: SQLite in --data-dir)"
+        "--db",
+        default=None,
+        help="postgresql://USER@HOST:PORT/DB, never with a password (default: $PRIME_HUB_DB, "
+        "else SQLite in --data-dir; a password comes from $PRIME_HUB_DB, $PGPASSWORD or ~/.pgpass)",
     )
     parser.add_argument(
         "--blobs", default=None, help="s3://BUCKET/PREFIX (default: files in --data-dir)"

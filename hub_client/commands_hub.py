@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from hub_client.usage import UsageError, err
@@ -10,12 +11,35 @@ from hub_client.usage import UsageError, err
 # --- hub -----------------------------------------------------------------------------------------------
 
 
+DB_ENV = "PRIME_HUB_DB"
+
+
+def database_url(given: str | None) -> str | None:
+    """``--db``, else ``$PRIME_HUB_DB``. A password is never taken from the command line, which
+    every local user can read (``ps``, ``/proc/PID/cmdline``)."""
+    from urllib.parse import urlsplit
+
+    if given is not None:
+        try:
+            password = urlsplit(given).password
+        except ValueError:
+            password = None
+        if password:
+            raise UsageError(
+                f"--db: a password on the command line is visible to every local user; put the "
+                f"URL in ${DB_ENV}, or leave the password out and let PostgreSQL's client read "
+                "it from $PGPASSWORD or ~/.pgpass"
+            )
+        return given
+    return os.environ.get(DB_ENV) or None
+
+
 def hub_settings(args: argparse.Namespace, public_url: str | None = None):
     from hub_server import HubSettings
 
     return HubSettings(
         data_dir=Path(args.data_dir).expanduser(),
-        db=args.db,
+        db=database_url(args.db),
         blobs=args.blobs,
         s3_endpoint=args.s3_endpoint,
         public_url=public_url,

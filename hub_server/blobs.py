@@ -57,7 +57,7 @@ class LocalBlobStore(_Bytes):
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        root.mkdir(parents=True, exist_ok=True)
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)  # private environments' wheels too
 
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)[:2] / key

@@ -15,6 +15,7 @@ field; this is the net under every statement.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -99,6 +100,14 @@ class SQLiteDatabase:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
+        # private to the hub's user: it holds private environments' READMEs, user names and
+        # token hashes. SQLite gives the -wal and -shm files the database file's mode, so one
+        # made 0600 (and an existing one made so) keeps all three from other local users.
+        try:
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+            os.chmod(path, 0o600, follow_symlinks=False)
+        except OSError as exc:
+            raise SystemExit(f"cannot open the hub database {path}: {exc}") from None
 
     def _connection(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -196,7 +205,7 @@ Database = SQLiteDatabase | PostgresDatabase
 def open_database(url: str | None, data_dir: Path) -> Database:
     """``None`` (SQLite in ``data_dir``), ``sqlite:///PATH`` or ``postgresql://...``."""
     if url is None:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         return SQLiteDatabase(data_dir / "hub.sqlite3")
     if url.startswith("sqlite:///"):
         return SQLiteDatabase(Path(url.removeprefix("sqlite:///")))

@@ -253,14 +253,16 @@ def test_an_unset_key_variable_is_named_as_unset_not_wrong(tmp_path, capsys, mon
 
 
 def test_a_mistyped_alias_is_refused_before_any_server_starts(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    Path("endpoints.toml").write_text(
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    registry = tmp_path / "config" / "verifiers" / "endpoints.toml"
+    registry.parent.mkdir(parents=True)
+    registry.write_text(
         '[models.gpt-mini]\nmodel = "gpt-4.1-mini"\nurl = "http://127.0.0.1:9/v1"\n'
     )
     started = time.monotonic()
     assert main(["reverse-text", "-m", "gpt-mni", "--output-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.replace("\n", " ")
-    assert "-m gpt-mni: not an alias in endpoints.toml (did you mean 'gpt-mini'?)" in err
+    assert f"-m gpt-mni: not an alias in {registry} (did you mean 'gpt-mini'?)" in err
     assert "starting the built-in model server" not in err and not (tmp_path / "logs").exists()
     assert time.monotonic() - started < 30  # no model was loaded
 
@@ -569,3 +571,28 @@ def test_eval_table_typo_is_an_error_naming_the_key(tmp_path, monkeypatch):
     _installed_distribution(tmp_path, "good-env", "num_examples = 7\ntemperature = 1")
     good = eval_defaults("good-env")
     assert (good.num_examples, good.rollouts_per_example, good.temperature) == (7, 3, 1.0)
+
+
+def test_an_endpoints_file_in_the_working_directory_never_chooses_where_a_key_goes(
+    server, tmp_path, capsys, monkeypatch
+):
+    """A pulled environment's endpoints.toml: its alias would have sent $OPENAI_API_KEY to its
+    URL, and an alias named as the embedded model would have replaced it."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no registry of the user's
+    monkeypatch.chdir(tmp_path)
+    Path("endpoints.toml").write_text(
+        f'[models.mini]\nmodel = "m"\nurl = "{server.base_url}"\nkey = "OPENAI_API_KEY"\n'
+    )
+    server.set_handler(reverse_policy)
+    assert main(["reverse-text", "-m", "mini", "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert "./endpoints.toml is not read unless named" in err and not server.requests
+    named = ["reverse-text", "-m", "mini", "-n", "1", "-r", "1", "--endpoints", "endpoints.toml"]
+    assert main([*named, "--output-dir", str(tmp_path)]) == 0  # named: the user chose it
+    assert server.requests
+    Path("endpoints.toml").write_text(
+        f'[models.SmolLM2-135M-Instruct]\nmodel = "m"\nurl = "{server.base_url}"\n'
+    )
+    taken = ["reverse-text", "-m", "SmolLM2-135M-Instruct", "--endpoints", "endpoints.toml"]
+    assert main(taken) == 2
+    assert "is the embedded model's name" in capsys.readouterr().err.replace("\n", " ")

@@ -701,3 +701,27 @@ def test_a_hub_serves_the_sdk_wheel_it_is_given(tmp_path):
     with TestClient(create_app(settings)) as client:
         missing = client.get("/sdk/")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "sdk_unavailable"
+
+
+def test_the_embedded_stores_are_private_to_the_hubs_user(tmp_path):
+    """hub.sqlite3 and its WAL were 0644 (private READMEs, user names, token hashes readable by
+    every local user); the files directory holds private environments' wheels."""
+    import stat
+
+    from hub_server.blobs import LocalBlobStore
+    from hub_server.db.engine import open_database
+
+    data = tmp_path / "data"
+    database = open_database(None, data)
+    with database.transaction() as db:
+        db.execute("CREATE TABLE t (x INTEGER)")
+        db.execute("INSERT INTO t VALUES (1)")
+    LocalBlobStore(data / "files")
+    modes = {
+        p.name: stat.S_IMODE(p.stat().st_mode) for p in data.iterdir() if p.name.startswith("hub")
+    }
+    assert set(modes) >= {"hub.sqlite3", "hub.sqlite3-wal", "hub.sqlite3-shm"}
+    assert set(modes.values()) == {0o600}, modes
+    assert (
+        stat.S_IMODE(data.stat().st_mode) == stat.S_IMODE((data / "files").stat().st_mode) == 0o700
+    )

@@ -225,3 +225,31 @@ def test_the_web_sign_in_error_gives_web_advice(hub):
     )
     assert resp.status_code == 401 and "Paste a current API token" in resp.text
     assert "prime login" not in resp.text
+
+
+def test_a_database_password_never_goes_on_the_command_line(tmp_path):
+    """`prime hub serve --db postgresql://user:PASSWORD@...` showed it to every local user in
+    /proc/PID/cmdline; the URL with its password comes from $PRIME_HUB_DB instead."""
+    import subprocess
+    import sys
+
+    from hub_client.commands_hub import database_url
+
+    argv = [sys.executable, "-m", "hub_client.cli", "hub", "create-user", "x"]
+    secret_url = "postgresql://hub:hunter2-secret@127.0.0.1:1/hub"
+    for command in ("serve", "create-user"):
+        args = [*argv[:4], command, *(["x"] if command == "create-user" else [])]
+        done = subprocess.run(
+            [*args, "--db", secret_url, "--data-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "password on the command line" in done.stderr and "PRIME_HUB_DB" in done.stderr
+    os.environ["PRIME_HUB_DB"] = secret_url
+    try:
+        assert database_url(None) == secret_url  # from the environment: fine
+    finally:
+        del os.environ["PRIME_HUB_DB"]
+    assert database_url("postgresql://hub@127.0.0.1:1/hub") == "postgresql://hub@127.0.0.1:1/hub"

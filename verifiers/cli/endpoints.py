@@ -1,5 +1,11 @@
 """Where a model is served: an endpoints registry (TOML), explicit flags, or the embedded model.
 
+The registry read without ``--endpoints`` is the user's own, ``$XDG_CONFIG_HOME/verifiers/
+endpoints.toml`` (``~/.config/...``), used only when it is theirs and nobody else may write it.
+A file found in the working directory never chooses where a key goes: a pulled environment's
+``endpoints.toml`` could send ``$OPENAI_API_KEY`` to its own URL, so ``./endpoints.toml`` is read
+only when named (``--endpoints endpoints.toml``). No alias may take an embedded model's name.
+
 ``endpoints.toml``::
 
     [models.mini]
@@ -21,10 +27,17 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from verifiers.errors import VFError
 from verifiers.local_model.models import DEFAULT_MODEL
+from verifiers.processes.credential_file import trusted_file
 
 Api = Literal["chat", "completions", "responses", "anthropic"]
 DEFAULT_KEY_VAR = "OPENAI_API_KEY"  # where an endpoint's key is read from, unless told otherwise
-DEFAULT_REGISTRY = "endpoints.toml"  # the registry vf-eval reads from the working directory
+DEFAULT_REGISTRY = "endpoints.toml"  # the file name, in the user's config dir (see above)
+
+
+def user_registry() -> Path:
+    """The registry read without ``--endpoints``: the user's own."""
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config_home) / "verifiers" / DEFAULT_REGISTRY
 
 
 class EndpointEntry(BaseModel):
@@ -67,11 +80,20 @@ def load_registry(path: Path) -> dict[str, EndpointEntry]:
     if not isinstance(models, dict):
         raise CLIError(f"endpoints file {path}: [models] must be a table of aliases")
     try:
-        return {alias: EndpointEntry.model_validate(entry) for alias, entry in models.items()}
+        registry = {alias: EndpointEntry.model_validate(e) for alias, e in models.items()}
     except ValidationError as exc:
         raise CLIError(
             f"endpoints file {path}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
         ) from exc
+    from verifiers.local_model.models import ALIASES, EMBEDDED
+
+    for alias in registry:
+        if ALIASES.get(alias.lower(), alias.lower()) in EMBEDDED:
+            raise CLIError(
+                f"endpoints file {path}: the alias {alias!r} is the embedded model's name; an "
+                "alias may not take it (rename the alias)"
+            )
+    return registry
 
 
 def resolve_endpoint(
@@ -82,8 +104,8 @@ def resolve_endpoint(
     registry: dict[str, EndpointEntry] = {}
     if endpoints_file:
         registry = load_registry(Path(endpoints_file))
-    elif Path(DEFAULT_REGISTRY).exists():
-        registry = load_registry(Path(DEFAULT_REGISTRY))
+    elif trusted_file(user_registry()):
+        registry = load_registry(user_registry())
     if base_url:  # no -m: the model the server serves (``served_model``, once it answers)
         return Endpoint(model or "", base_url, os.environ.get(key_var) or "EMPTY")
     if model and model in registry:
@@ -95,7 +117,7 @@ def resolve_endpoint(
             )
         return Endpoint(entry.model, entry.url, key, entry.api, entry.key)
     if model:
-        unknown_model(model, registry, endpoints_file or DEFAULT_REGISTRY)
+        unknown_model(model, registry, endpoints_file or str(user_registry()))
     return Endpoint(model or DEFAULT_MODEL, None, None)
 
 
@@ -114,7 +136,12 @@ def unknown_model(model: str, registry: dict[str, EndpointEntry], registry_name:
     elif registry:
         where = f"not an alias in {registry_name} (aliases: {', '.join(sorted(registry))})"
     else:
-        where = f"not an alias (no {DEFAULT_REGISTRY} here)"
+        where = f"not an alias (no {registry_name})"
+    if Path(DEFAULT_REGISTRY).is_file() and DEFAULT_REGISTRY not in registry_name:
+        where += (
+            f"; ./{DEFAULT_REGISTRY} is not read unless named (--endpoints {DEFAULT_REGISTRY}): "
+            "a file in the working directory never chooses where a key goes"
+        )
     raise CLIError(
         f"-m {model}: {where}, not a local model directory and not the embedded model; "
         "for a model on a server pass -b URL as well"

@@ -91,7 +91,10 @@ class EvalSettings(CommandSettings):
         f"endpoints.toml alias's api = ..., else {DEFAULT_API}",
     )
     endpoints: str | None = Field(
-        None, description=f"TOML registry of model aliases (none: ./{DEFAULT_REGISTRY} if present)"
+        None,
+        description="TOML registry of model aliases (none: the user's "
+        f"~/.config/verifiers/{DEFAULT_REGISTRY} if present; a ./{DEFAULT_REGISTRY} only when "
+        "named here)",
     )
     num_examples: Annotated[int, Flag("-n")] = _table_setting("num_examples")
     rollouts_per_example: Annotated[int, Flag("-r")] = _table_setting("rollouts_per_example")

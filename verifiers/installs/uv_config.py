@@ -13,8 +13,9 @@ else may write it. ``$UV_CONFIG_FILE``, set by the user, still applies.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
+
+from verifiers.processes.credential_file import trusted_file
 
 
 def _candidates() -> list[Path]:
@@ -25,19 +26,6 @@ def _candidates() -> list[Path]:
         *(Path(d) / "uv" / "uv.toml" for d in dirs),
         Path("/etc/uv/uv.toml"),
     ]
-
-
-def trusted_file(path: Path) -> bool:
-    """Owned by this user or root, a regular file, and writable by nobody else."""
-    try:
-        info = path.lstat()
-    except OSError:
-        return False
-    return (
-        stat.S_ISREG(info.st_mode)
-        and info.st_uid in (os.getuid(), 0)
-        and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    )
 
 
 def uv_config_args() -> list[str]:

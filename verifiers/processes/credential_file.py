@@ -23,6 +23,20 @@ class CredentialError(ValueError):
     """A credential that cannot be trusted; the message says why and what to do."""
 
 
+def trusted_file(path: Path) -> bool:
+    """A configuration file to act on: a regular file (not a link) owned by this user or root,
+    which nobody else may write."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return (
+        stat.S_ISREG(info.st_mode)
+        and info.st_uid in (os.getuid(), 0)
+        and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
 def checked_secret(secret: str, source: str) -> str:
     """``secret`` stripped, refused when it is too short to be one."""
     value = secret.strip()
