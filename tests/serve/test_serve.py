@@ -120,6 +120,24 @@ def test_greedy_and_seeded_sampling_are_reproducible(served):
     assert [c["index"] for c in many] == [0, 1, 2]
 
 
+def test_a_tiny_temperature_samples_greedily_and_fails_no_one_beside_it(served):
+    """temperature=1e-40 passes the API's range and overflowed float32 sampling to NaN, failing
+    every request in the batch; under 1e-5 a request samples greedily, as vLLM's do."""
+    import concurrent.futures
+
+    greedy = chat(served, max_tokens=8, ignore_eos=True).json()["choices"][0]["message"]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        tiny = [
+            pool.submit(chat, served, max_tokens=8, ignore_eos=True, temperature=t)
+            for t in (1e-40, 1e-30, 5e-324)
+        ]
+        beside = pool.submit(chat, served, max_tokens=8, ignore_eos=True, temperature=1.0, seed=3)
+        answers = [f.result() for f in tiny]
+        assert beside.result().status_code == 200
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    assert all(a.json()["choices"][0]["message"] == greedy for a in answers)
+
+
 def test_stop_strings_cut_the_text(served):
     full = chat(served, max_tokens=20, ignore_eos=True).json()["choices"][0]["message"]["content"]
     stop = full[len(full) // 2 : len(full) // 2 + 3]

@@ -290,17 +290,30 @@ class Engine:
                 layer.values = layer.values[:, :, first_real:, :]
 
 
+GREEDY_BELOW = 1e-5
+"""Temperatures under this sample greedily, as vLLM's do: dividing by a smaller one (1e-40 passes
+the API's range) overflows float32 logits to inf and NaN, which fails every request sharing the
+batch. Above it the division stays finite for any logits a model makes."""
+
+
+def sampling_temperature(p: SamplingParams) -> float:
+    """The temperature ``sample`` divides by; 0 means greedy."""
+    return p.temperature if p.temperature >= GREEDY_BELOW else 0.0
+
+
 def sample(
     logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None]
 ) -> tuple[torch.Tensor, torch.Tensor, list[list[tuple[int, float]]] | None]:
-    """One token per row. Greedy at temperature 0; otherwise temperature, top-k, top-p, then a draw.
+    """One token per row. Greedy at temperature 0 (or under ``GREEDY_BELOW``); otherwise
+    temperature, top-k, top-p, then a draw.
 
     Returned logprobs are of the temperature-scaled distribution the token was drawn from
     (before top-k/top-p truncation), which is what a trainer recomputes.
     """
-    temps = torch.tensor(
-        [p.temperature if p.temperature > 0 else 1.0 for p in params], dtype=logits.dtype
-    ).unsqueeze(1)
+    temperatures = [sampling_temperature(p) for p in params]
+    temps = torch.tensor([t if t > 0 else 1.0 for t in temperatures], dtype=logits.dtype).unsqueeze(
+        1
+    )
     scaled = logits / temps
     logprobs_all = torch.log_softmax(scaled, dim=-1)
     filtered = scaled.clone()
@@ -314,11 +327,11 @@ def sample(
             drop = cumulative - torch.softmax(sorted_logits, dim=-1) > p.top_p
             filtered[i][order[drop]] = float("-inf")
     tokens = torch.empty(len(params), dtype=torch.long)
-    greedy = [i for i, p in enumerate(params) if p.temperature <= 0]
+    greedy = [i for i, t in enumerate(temperatures) if t <= 0]
     if greedy:
         tokens[greedy] = torch.argmax(logits[greedy], dim=-1)
-    for i, p in enumerate(params):
-        if p.temperature > 0:
+    for i, t in enumerate(temperatures):
+        if t > 0:
             probs = torch.softmax(filtered[i], dim=-1)
             tokens[i] = torch.multinomial(probs, 1, generator=generators[i])[0]
     chosen = logprobs_all.gather(1, tokens.unsqueeze(1)).squeeze(1)
