@@ -264,3 +264,11 @@ def test_help_shows_users_no_note_to_maintainers(command):
     )
     assert shown.returncode == 0 and command in shown.stdout
     assert MAINTAINER_NOTE not in shown.stdout and "not split" not in shown.stdout
+
+
+def test_the_remaining_time_is_the_runs_own_rate_over_what_is_left():
+    """rich's estimate said 30 s with 2,336 rollouts left at 0.5/s."""
+    from verifiers.cli.display import remaining_time
+
+    assert remaining_time(2336, 0.5) == "1:17:52"
+    assert remaining_time(10, 0.0) == "-" and remaining_time(0, 3.0) == "0:00:00"
