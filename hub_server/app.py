@@ -19,7 +19,16 @@ from fastapi import FastAPI
 from hub_server.errors import install_error_handlers
 from hub_server.guard import RequestGuard
 from hub_server.hub import Hub
-from hub_server.routers import accounts, attachments, environments, publishing, sdk, simple, web
+from hub_server.routers import (
+    accounts,
+    attachments,
+    environments,
+    environmentshub,
+    publishing,
+    sdk,
+    simple,
+    web,
+)
 from hub_server.sdk import SDKWheels
 from hub_server.settings import HubSettings
 from hub_server.uploads import MAX_FILE
@@ -38,7 +47,8 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
     app.state.views = Views(settings.public_url)
     app.state.sdk = SDKWheels(settings.data_dir, settings.sdk_wheel, settings.build_sdk)
     install_error_handlers(app)
-    for room in (simple, accounts, environments, publishing, attachments, sdk, web):  # hot first
+    rooms = (simple, accounts, environments, publishing, attachments, environmentshub, sdk, web)
+    for room in rooms:  # hot first
         app.include_router(room.router)
     app.router.on_startup.append(app.state.sdk.start)
     app.router.on_startup.append(hub.accounts.purge_sessions)

@@ -7,6 +7,8 @@ branch on ``error.code`` and never on prose.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -29,8 +31,10 @@ class HubError(Exception):
         return HubError, (self.status, self.code, self.message)
 
 
-def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
-    return {"error": {"code": code, "message": message}}
+def error_body(code: str, message: str) -> dict[str, Any]:
+    """``error.code`` for clients to branch on; ``detail``, the same message, is where
+    FastAPI-style clients (Prime's official ``prime`` CLI among them) look for it."""
+    return {"error": {"code": code, "message": message}, "detail": message}
 
 
 def install_error_handlers(app: FastAPI) -> None:
