@@ -79,9 +79,13 @@ STAGES = """
 echo "$(basename "$0") $*" >> {log}
 out=""
 while [ $# -gt 0 ]; do
-  case "$1" in --output-dir|--output_dir|-o) out=$2; shift;; esac
+  case "$1" in
+    --output-dir|--output_dir|-o) out=$2; shift;;
+    --resume) [ $# -gt 1 ] && out=${{2%/evals/*}} && shift;;
+  esac
   shift
 done
+[ -n "$out" ] || {{ echo "no output dir" >&2; exit 9; }}
 """
 
 
@@ -105,7 +109,8 @@ def pipeline_checkout(tmp_path: Path) -> tuple[Path, Path, Path]:
         shim(
             bin_dir,
             name,
-            head + f'[ "${{FAIL_AT:-}}" = {name} ] && {{ mkdir -p "$out/partial"; exit 1; }}\n'
+            head + f'[ "${{FAIL_AT:-}}" = {name} ] && {{ mkdir -p "$out/partial"; '
+            'echo {} > "$out/config.json"; exit 1; }\n'
             'mkdir -p "$out/weights"\n',
         )
     return checkout, bin_dir, log
@@ -123,9 +128,9 @@ def run_pipeline(checkout: Path, bin_dir: Path, **env: str) -> subprocess.Comple
 
 
 def test_the_pipeline_resumes_after_an_interruption_and_scales(tmp_path):
-    """Interrupted in vf-sft, the rerun skips the three finished stages, redoes vf-sft from
-    scratch (its partial output gone) and finishes; PIPELINE_SCALE shrinks every stage, and
-    everything lands under PIPELINE_DIR."""
+    """Interrupted in vf-sft, the rerun skips the three finished stages, resumes vf-sft (its
+    output kept, --resume) and finishes; PIPELINE_SCALE shrinks every stage, and everything
+    lands under PIPELINE_DIR, which a run at another scale is refused."""
     checkout, bin_dir, log = pipeline_checkout(tmp_path)
     out = tmp_path / "pipeline-out"
     env = {"PIPELINE_SCALE": "0.2", "PIPELINE_DIR": str(out)}
@@ -142,10 +147,27 @@ def test_the_pipeline_resumes_after_an_interruption_and_scales(tmp_path):
     assert second.returncode == 0, second.stderr
     calls_second = log.read_text().splitlines()[len(calls_first) :]
     assert [c.split()[0] for c in calls_second] == ["vf-sft", "vf-eval", "vf-rl", "vf-eval"]
+    assert calls_second[0].endswith("--resume")  # the interrupted stage goes on, not over
     assert "--steps 2" in calls_second[2]  # 12 x 0.2, at least 2
-    assert not (out / "sft" / "partial").exists() and (out / "rl" / "weights").is_dir()
+    assert (out / "sft" / "partial").exists() and (out / "rl" / "weights").is_dir()
     for stage in ("eval base", "generate 60 x 8", "vf-data best-of-8"):
         assert f"== {stage}: done already" in second.stdout, second.stdout
     assert "SFT+RL" in second.stdout and "0.500" in second.stdout
     assert sorted(p.name for p in checkout.iterdir()) == ["examples"]  # nothing else written
     assert os.listdir(out)
+    other = run_pipeline(checkout, bin_dir, PIPELINE_SCALE="1", PIPELINE_DIR=str(out))
+    assert other.returncode == 2 and "holds a run at PIPELINE_SCALE=0.2, not 1" in other.stderr
+
+
+def test_an_interrupted_eval_stage_of_the_pipeline_is_resumed_not_redone(tmp_path):
+    """vf-eval had just said `--resume RUN`; the pipeline's rerun deleted that run instead. Each
+    scale has a directory of its own by default."""
+    checkout, bin_dir, log = pipeline_checkout(tmp_path)
+    out = checkout / "outputs" / "pipeline" / "scale-0.2"
+    run = out / "eval-base" / "evals" / "m" / "run"
+    run.mkdir(parents=True)
+    (run / "metadata.json").write_text('{"status": "running"}')
+    done = run_pipeline(checkout, bin_dir, PIPELINE_SCALE="0.2")
+    assert done.returncode == 0, done.stderr
+    first = log.read_text().splitlines()[0]
+    assert first == f"vf-eval uppercase --resume {run.relative_to(checkout)}", first
