@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -355,7 +356,7 @@ def _serve_and_train(
             config=config.orchestrator,
             advantage=config.trainer.loss.advantage,
         )
-        with _progress_table(config, console) as (on_step, on_eval):
+        with _progress_table(config, console) as (on_step, on_eval, on_eval_start):
 
             def after_step(record: dict[str, Any]) -> None:
                 on_step(record)
@@ -381,6 +382,7 @@ def _serve_and_train(
                 start_step=start_step,
                 on_step=after_step,
                 on_eval=after_eval,
+                on_eval_start=on_eval_start,
             )
         exported = export_run(config, env, trainer, out)
     except (InferenceServerError, MissingTokensError) as exc:
@@ -436,9 +438,25 @@ def export_run(config: RLConfig, env: Any, trainer: Any, out: Path) -> list[str]
 
 @contextlib.contextmanager
 def _progress_table(config: RLConfig, console: Any) -> Any:
-    """A live table of the steps as they finish, and a line per held-out eval."""
+    """A live table of the steps as they finish, a line per held-out eval, and under the table
+    what the run is doing now and for how long (the first step and a held-out eval can each
+    take minutes)."""
+    from rich.console import Group
     from rich.live import Live
     from rich.table import Table
+    from rich.text import Text
+
+    class Activity:
+        def __init__(self) -> None:
+            self.what, self.since = "step 0: generating rollouts, then training", time.monotonic()
+
+        def now(self, what: str) -> None:
+            self.what, self.since = what, time.monotonic()
+
+        def __rich__(self) -> Text:
+            return Text(f"{self.what} ({time.monotonic() - self.since:.0f} s)", style="dim")
+
+    activity = Activity()
 
     table = Table(title=f"vf-rl · {config.env_id} · {config.model}")
     columns = ("step", "reward", "loss", "samples", "stale", "lag", "gen s", "train s", "step s")
@@ -458,6 +476,7 @@ def _progress_table(config: RLConfig, console: Any) -> Any:
             f"{r['step_s']:.1f}",
             f"{r['tokens_per_s']:,.0f}",
         )
+        activity.now(f"step {r['step'] + 1}: generating rollouts, then training")
 
     def on_eval(r: dict[str, Any]) -> None:
         console.print(
@@ -466,8 +485,11 @@ def _progress_table(config: RLConfig, console: Any) -> Any:
             f"{r['eval_errors']} errors, {r['eval_s']:.1f} s)"
         )
 
-    with Live(table, console=console, refresh_per_second=4):
-        yield on_step, on_eval
+    def on_eval_start(step: int, rollouts: int) -> None:
+        activity.now(f"held-out eval after {step} steps: {rollouts} rollouts (beside training)")
+
+    with Live(Group(table, activity), console=console, refresh_per_second=4):
+        yield on_step, on_eval, on_eval_start
 
 
 if __name__ == "__main__":

@@ -58,14 +58,19 @@ def train(
     start_step: int = 0,
     on_step: Callable[[dict[str, Any]], None] | None = None,
     on_eval: Callable[[dict[str, Any]], None] | None = None,
+    on_eval_start: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
+    """Run the loop; ``on_eval_start(step, rollouts)`` says a held-out eval began (it can take
+    minutes: a user sees what the run is doing from its first second)."""
     return asyncio.run(
-        _train(orchestrator, trainer, weights, settings, start_step, on_step, on_eval)
+        _train(
+            orchestrator, trainer, weights, settings, start_step, on_step, on_eval, on_eval_start
+        )
     )
 
 
 async def _train(
-    orchestrator, trainer, weights, settings, start_step, on_step, on_eval
+    orchestrator, trainer, weights, settings, start_step, on_step, on_eval, on_eval_start=None
 ) -> list[dict[str, Any]]:
     history: list[dict[str, Any]] = []
     lag = settings.max_off_policy_steps
@@ -77,6 +82,8 @@ async def _train(
 
     async def evaluate(step: int, version: int) -> None:
         spec = settings.eval
+        if on_eval_start:
+            on_eval_start(step, len(spec.rows) * spec.rollouts_per_example)
         result = await orchestrator.evaluate(
             spec.rows, spec.rollouts_per_example, spec.temperature, spec.seed
         )
