@@ -1,0 +1,204 @@
+"""Prime Intellect's official ``prime`` CLI (``prime==0.18.0`` from PyPI, unchanged, in a venv of
+its own) against ``prime hub serve``, on both storage backends: each workflow step is run as a
+user types it and judged by its effect (the hub's own API, files on disk, an import in a fresh
+venv)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+from hubs import new_user, serving
+
+pytestmark = pytest.mark.slow
+OFFICIAL = "prime==0.18.0"
+
+
+@pytest.fixture(scope="module")
+def official(tmp_path_factory) -> Path:
+    """A venv holding the official CLI; the module is skipped where PyPI cannot be reached."""
+    root = tmp_path_factory.mktemp("official-prime")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    done = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", OFFICIAL],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"could not install {OFFICIAL} from the package index: {done.stderr[-500:]}")
+    tools = root / "tools"  # uv alone on PATH: never this project's own `prime`
+    tools.mkdir()
+    from uv import find_uv_bin
+
+    (tools / "uv").symlink_to(find_uv_bin())
+    return root
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory, hub_backend):
+    with serving(tmp_path_factory, hub_backend) as running:
+        yield running
+
+
+class Official:
+    """The official CLI with its own HOME (its config lives in ~/.prime), pointed at the hub."""
+
+    def __init__(self, root: Path, home: Path, hub_url: str, token: str) -> None:
+        self.root, self.home = root, home
+        home.mkdir(parents=True, exist_ok=True)
+        self("config", "set-base-url", hub_url)
+        self("config", "set-api-key", token)
+
+    def __call__(self, *args: str, check: bool = True, venv: Path | None = None):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_", "VIRTUAL_ENV"))}
+        env["HOME"] = str(self.home)
+        env["PATH"] = f"{self.root / 'venv' / 'bin'}:{self.root / 'tools'}:/usr/bin:/bin"
+        env["NO_COLOR"] = env["TERM"] = "dumb"
+        env["COLUMNS"] = "200"
+        if venv is not None:
+            env["VIRTUAL_ENV"] = str(venv)
+        done = subprocess.run(
+            [str(self.root / "venv" / "bin" / "prime"), *args],
+            cwd=self.home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        if check:
+            assert done.returncode == 0, f"prime {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+        return done
+
+
+def package(name: str, version: str, body: str) -> tuple[tuple[str, bytes], tuple[str, bytes]]:
+    """A wheel and an sdist with no dependencies (the install resolves nothing from PyPI)."""
+    dist = name.replace("-", "_")
+    files = {
+        f"{dist}/__init__.py": body.encode(),
+        f"{dist}-{version}.dist-info/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: s\n"
+        ).encode(),
+        f"{dist}-{version}.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = "".join(f"{path},,\n" for path in files) + f"{dist}-{version}.dist-info/RECORD,,\n"
+    files[f"{dist}-{version}.dist-info/RECORD"] = record.encode()
+    wheel = io.BytesIO()
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, data in files.items():
+            z.writestr(path, data)
+    sdist = io.BytesIO()
+    with tarfile.open(fileobj=sdist, mode="w:gz") as tar:
+        for path, data in (
+            ("PKG-INFO", files[f"{dist}-{version}.dist-info/METADATA"]),
+            ("pyproject.toml", f"[project]\nname = '{name}'\nversion = '{version}'\n".encode()),
+            (f"{dist}/__init__.py", body.encode()),
+        ):
+            info = tarfile.TarInfo(f"{dist}-{version}/{path}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return (f"{dist}-{version}-py3-none-any.whl", wheel.getvalue()), (
+        f"{dist}-{version}.tar.gz",
+        sdist.getvalue(),
+    )
+
+
+def publish(hub, token, owner, name, version, body, **form) -> dict:
+    wheel, sdist = package(name, version, body)
+    resp = httpx.post(
+        f"{hub['url']}/api/v1/environments/{owner}/{name}/versions",
+        files={"wheel": wheel, "sdist": sdist},
+        data={"description": "adds numbers", "tags": '["math"]', **form},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    )
+    assert resp.status_code == 201, resp.text
+    return resp.json()
+
+
+def native(hub, path: str, token: str | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.get(f"{hub['url']}/api/v1/environments/{path}", headers=headers, timeout=30)
+
+
+def test_reads_install_pull_and_deletes(official, hub, tmp_path):
+    alice = new_user(hub, "alice")
+    first = publish(hub, alice, "alice", "add-env", "1.0.0", "VALUE = 1\n")
+    second = publish(hub, alice, "alice", "add-env", "1.1.0", "VALUE = 2\n")
+    prime = Official(official, tmp_path / "home", hub["url"], alice)
+
+    who = prime("whoami")
+    assert "alice" in who.stdout
+
+    listed = json.loads(prime("env", "list", "--output", "json").stdout)
+    (entry,) = [e for e in listed["environments"] if e["environment"] == "alice/add-env"]
+    assert entry["version"] == "1.1.0" and entry["tags"] == ["math"]
+    assert entry["visibility"] == "PUBLIC" and entry["description"] == "adds numbers"
+    by_name = json.loads(
+        prime("env", "list", "--owner", "alice", "--sort", "name", "--output", "json").stdout
+    )
+    assert by_name["total"] == 1
+
+    status = json.loads(prime("env", "status", "alice/add-env", "--output", "json").stdout)
+    assert status["latest_version"]["semantic_version"] == "1.1.0"
+    assert "sha256:" + status["latest_version"]["content_hash"] == second["content_hash"]
+
+    info = prime("env", "info", "alice/add-env")
+    assert f"{hub['url']}/simple/alice/add-env/" in info.stdout.replace("\n", "")
+
+    versions = prime("env", "version", "list", "alice/add-env", "--full-hashes").stdout
+    assert versions.index("1.1.0") < versions.index("1.0.0"), "newest first"
+    assert first["content_hash"].removeprefix("sha256:") in versions
+
+    # install: from the hub's simple index, into the venv the client targets
+    target = tmp_path / "target"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    prime("env", "install", "alice/add-env@1.0.0", venv=target)
+    imported = subprocess.run(
+        [str(target / "bin" / "python"), "-c", "import add_env; print(add_env.VALUE)"],
+        capture_output=True,
+        text=True,
+    )
+    assert imported.stdout.strip() == "1", imported.stderr
+
+    # pull: the version's source archive, unpacked
+    prime("env", "pull", "alice/add-env@1.1.0", "--target", str(tmp_path / "pulled"))
+    pulled = tmp_path / "pulled" / "add_env-1.1.0" / "add_env" / "__init__.py"
+    assert pulled.read_text() == "VALUE = 2\n"
+
+    # a private environment: no index or wheel URL, invisible without its owner's token
+    publish(hub, alice, "alice", "secret-env", "0.1.0", "X = 0\n", visibility="private")
+    details = httpx.get(
+        f"{hub['url']}/api/v1/environmentshub/alice/secret-env/@latest",
+        headers={"Authorization": f"Bearer {alice}"},
+    ).json()["data"]
+    assert details["visibility"] == "PRIVATE"
+    assert details["install_index_url"] is None and details["wheel_url"] is None
+    assert details["package_url"].startswith(hub["url"] + "/files/alice/secret-env/")
+    anonymous = httpx.get(f"{hub['url']}/api/v1/environmentshub/alice/secret-env/@latest")
+    assert anonymous.status_code == 404 and anonymous.json()["detail"]
+    assert "Install (private environment)" in prime("env", "info", "alice/secret-env").stdout
+
+    # deletes: someone else may not; the owner deletes one version by its content hash prefix
+    bob = Official(official, tmp_path / "bob", hub["url"], new_user(hub, "bob"))
+    refused = bob("env", "delete", "alice/add-env", "--force", check=False)
+    assert "only alice" in refused.stdout.replace("\n", " ")
+    assert native(hub, "alice/add-env").status_code == 200
+    prefix = first["content_hash"].removeprefix("sha256:")[:10]
+    prime("env", "version", "delete", "alice/add-env", prefix, "--force")
+    assert native(hub, "alice/add-env").json()["versions"] == ["1.1.0"]
+    prime("env", "delete", "alice/add-env", "--force")
+    assert native(hub, "alice/add-env").status_code == 404
+    shutil.rmtree(target)
