@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Run upstream's own verifiers.v1 unit tests, unchanged, against this SDK.
+#   bash scripts/v1_anchor_tests.sh PATH_TO_VERIFIERS_CHECKOUT [pytest args...]
+# PATH is a checkout of PrimeIntellect-ai/verifiers at v0.3.0 (the frozen v1 target). Its
+# tests/v1 (with their conftest and fixtures), configs/*.toml (which test_configs parses) and
+# the color_codeword_v1 example taskset (put on PYTHONPATH, not installed) are copied to a
+# temporary directory next to nothing of the checkout's package, so `import verifiers.v1` is
+# this SDK. Tests marked e2e (a live model endpoint, PRIME_API_KEY) skip as upstream's do.
+# A table of passed/failed/skipped per file is printed at the end.
+set -euo pipefail
+anchor=${1:?usage: scripts/v1_anchor_tests.sh PATH_TO_VERIFIERS_CHECKOUT [pytest args...]}
+anchor=$(cd "$anchor" && pwd)
+here=$(cd "$(dirname "$0")/.." && pwd)
+python=${PYTHON:-$here/.venv/bin/python}
+[ -x "$python" ] || python=python
+[ -d "$anchor/tests/v1" ] || { echo "$anchor has no tests/v1 (check out v0.3.0)" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/tests" "$work/configs" "$work/environments"
+cp -r "$anchor/tests/v1" "$work/tests/v1"
+cp "$anchor"/configs/*.toml "$work/configs/" 2> /dev/null || true
+cp -r "$anchor/environments/color_codeword_v1" "$work/environments/" 2> /dev/null || true
+cd "$work"
+files=()
+for f in test_taskset test_trace test_configs test_scoring test_graph test_legacy \
+  test_color_codeword_tasks test_envs test_judges; do
+  [ -f "tests/v1/$f.py" ] && files+=("tests/v1/$f.py")
+done
+echo "upstream v1 tests: ${#files[@]} files"
+status=0
+PYTHONPATH="$work/environments/color_codeword_v1:$work/tests/v1/fixtures${PYTHONPATH:+:$PYTHONPATH}" \
+  "$python" -m pytest -q -n 0 -p no:cacheprovider -o addopts="" -o asyncio_mode=auto \
+  -o asyncio_default_fixture_loop_scope=function -o "markers=e2e: needs a live model" \
+  --continue-on-collection-errors \
+  --junitxml="$work/report.xml" "${files[@]}" "${@:2}" || status=$?
+"$python" - "$work/report.xml" "${files[@]}" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+counts = {Path(f).stem: [0, 0, 0] for f in sys.argv[2:]}
+failures: list[str] = []
+root = ET.parse(sys.argv[1]).getroot()
+for case in root.iter("testcase"):
+    # a file that failed to import is one case named by its module path, with no class
+    name = (case.get("classname") or case.get("name", "?")).split(".")[-1]
+    row = counts.setdefault(name, [0, 0, 0])
+    if case.find("failure") is not None or case.find("error") is not None:
+        row[1] += 1
+        failures.append(f"{name}::{case.get('name')}")
+    elif case.find("skipped") is not None:
+        row[2] += 1
+    else:
+        row[0] += 1
+print(f"\n{'file':32} passed  failed  skipped   (verifiers.v1, upstream v0.3.0 tests)")
+for name, (ok, bad, skip) in counts.items():
+    print(f"{name:32} {ok:6}  {bad:6}  {skip:7}")
+ok = sum(r[0] for r in counts.values())
+bad = sum(r[1] for r in counts.values())
+print(f"{'total':32} {ok:6}  {bad:6}  {sum(r[2] for r in counts.values()):7}")
+for failure in failures:
+    print("  failed:", failure)
+PY
+exit $status

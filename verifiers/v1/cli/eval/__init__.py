@@ -1,0 +1,1 @@
+"""The v1 eval command's runners."""

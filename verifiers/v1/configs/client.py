@@ -1,0 +1,30 @@
+"""The model endpoint of a run or an agent (``--client.*``): an OpenAI-compatible base URL,
+the variable holding its key, and extra headers. ``eval`` relays text; ``train`` asks the
+server for token ids and logprobs (a vf-serve or vLLM endpoint)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from verifiers.v1.configs.base import BaseConfig
+
+
+class BaseClientConfig(BaseConfig):
+    base_url: str | None = None
+    """The endpoint (None: the run's default, the SDK's embedded model)."""
+    api_key_var: str = "OPENAI_API_KEY"
+    """The environment variable that holds the key (never the key itself)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+class EvalClientConfig(BaseClientConfig):
+    type: Literal["eval"] = "eval"
+
+
+class TrainClientConfig(BaseClientConfig):
+    type: Literal["train"] = "train"
+
+
+ClientConfig = Annotated[EvalClientConfig | TrainClientConfig, Field(discriminator="type")]

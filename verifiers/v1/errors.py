@@ -1,0 +1,68 @@
+"""The v1 rollout errors: which part of a rollout failed (the provider, the harness, a tool
+server, the sandbox, the task's own code), so a trace's ``errors`` say where to look and a
+retry policy can name the kinds it retries. Each is also the SDK's ``VFError``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from verifiers.errors import VFError
+
+
+class RolloutError(VFError):
+    """A failure that ends one rollout (recorded on its trace, never raised through a run)."""
+
+
+class ProviderError(RolloutError):
+    """The model endpoint failed (HTTP error, refused request, malformed response)."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class OverlongPromptError(ProviderError):
+    """The prompt does not fit the model's context window."""
+
+
+class HarnessError(RolloutError):
+    """The harness program (the agent loop) failed."""
+
+
+class ToolsetError(RolloutError):
+    """A tool server failed to start or to answer."""
+
+
+class EnvError(RolloutError):
+    """The environment's own episode code failed."""
+
+
+class SandboxError(RolloutError):
+    """The runtime (sandbox) failed to start, run or read."""
+
+
+class TaskError(RolloutError):
+    """The task's code (setup, finalize, a reward or metric) failed."""
+
+
+class InterceptionError(RolloutError):
+    """The interception server between a harness and the model failed."""
+
+
+class TunnelError(InterceptionError):
+    """A tunnel to the interception server failed."""
+
+
+@asynccontextmanager
+async def boundary(error_cls: type[RolloutError], what: str) -> AsyncIterator[None]:
+    """Attribute any error escaping the block to ``error_cls`` (named ``what``); a
+    ``RolloutError`` raised inside keeps its own, more specific kind."""
+    try:
+        yield
+    except RolloutError:
+        raise
+    except TimeoutError as e:
+        raise error_cls(f"{what} timed out") from e
+    except Exception as e:
+        raise error_cls(f"{what}: {type(e).__name__}: {e}") from e
