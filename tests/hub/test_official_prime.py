@@ -191,7 +191,11 @@ def test_reads_install_pull_and_deletes(official, hub, tmp_path):
     assert anonymous.status_code == 404 and anonymous.json()["detail"]
     assert "Install (private environment)" in prime("env", "info", "alice/secret-env").stdout
 
-    # deletes: someone else may not; the owner deletes one version by its content hash prefix
+    # deletes: anonymous and someone else may not; the owner deletes one version by its content
+    # hash prefix, then the environment
+    anonymous = httpx.delete(f"{hub['url']}/api/v1/environmentshub/alice/add-env")
+    assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "auth_required"
+    assert anonymous.json()["detail"], "the official client prints `detail`"
     bob = Official(official, tmp_path / "bob", hub["url"], new_user(hub, "bob"))
     refused = bob("env", "delete", "alice/add-env", "--force", check=False)
     assert "only alice" in refused.stdout.replace("\n", " ")
