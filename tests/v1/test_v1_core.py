@@ -177,3 +177,53 @@ def test_import_verifiers_does_not_load_v1():
     code = "import sys, verifiers as vf; vf.Rubric; print(any(m.startswith('verifiers.v1') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_record_shaped_as_upstream_writes_it_reads_back():
+    """A trace record with what upstream 0.3 runs write (a remote runtime, a train client,
+    a harness's own knobs, a taskset's own fields) loads as a WireEpisode here."""
+    record = {
+        "id": "e1",
+        "env": {"id": "gsm8k-v1"},
+        "ok": True,
+        "traces": [
+            {
+                "version": 1,
+                "verifiers": {"version": "0.3.0", "commit": "abc"},
+                "run": {"type": "train", "id": "r", "step": 3},
+                "task": {"type": "GSM8KTask", "data": {"idx": 0, "prompt": "q", "answer": "4"}},
+                "agent": {
+                    "config": {
+                        "harness": {"id": "rlm", "version": "main"},
+                        "runtime": {"type": "modal", "gpu": "A100"},
+                        "client": {"type": "train", "base_url": "http://x", "multiplex": 8},
+                    },
+                    "runtime": {"type": "docker", "image": "python:3.11", "id": "c1"},
+                    "name": "solver",
+                },
+                "nodes": [
+                    {"parent": None, "message": {"role": "user", "content": "q"}},
+                    {
+                        "parent": 0,
+                        "message": {"role": "assistant", "content": "4"},
+                        "sampled": True,
+                        "token_ids": [5, 6],
+                        "mask": [False, True],
+                        "logprobs": [-0.1],
+                    },
+                ],
+                "calls": [{"node": 1, "usage": {"prompt_tokens": 3, "completion_tokens": 1}}],
+                "rewards": {"correct": {"score": 1.0, "weight": 1.0}, "judge": None},
+                "metrics": {},
+                "stop_condition": "done",
+                "is_completed": True,
+                "ok": True,
+            }
+        ],
+    }
+    episode = vf.WireEpisode.model_validate(record)
+    trace = episode.traces[0]
+    assert trace.reward == 1.0 and trace.num_turns == 1 and episode.num_total_tokens == 4
+    assert trace.agent.config.harness is not None
+    assert trace.agent.config.harness.model_extra == {"version": "main"}
+    assert trace.branches[0].logprobs == [0.0, -0.1]

@@ -4,7 +4,7 @@ server for token ids and logprobs (a vf-serve or vLLM endpoint)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -25,6 +25,12 @@ class EvalClientConfig(BaseClientConfig):
 
 class TrainClientConfig(BaseClientConfig):
     type: Literal["train"] = "train"
+    renderer: dict[str, Any] | None = None
+    """The chat renderer (None: chosen from the model)."""
+    renderer_model_name: str | None = None
+    """The model whose tokenizer renders (None: the request's model)."""
+    multiplex: int = Field(256, ge=1)
+    """Concurrent rollouts sharing one renderer."""
 
 
 ClientConfig = Annotated[EvalClientConfig | TrainClientConfig, Field(discriminator="type")]

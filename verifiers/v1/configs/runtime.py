@@ -53,8 +53,23 @@ class PrimeConfig(NetworkPolicyConfig):
     creates_per_min: int | None = None
 
 
+class ModalConfig(BaseConfig):
+    """A Modal sandbox (a remote service; not run by this SDK)."""
+
+    type: Literal["modal"] = "modal"
+    image: str = "python:3.11-slim"
+    workdir: str = "/app"
+    network_access: bool = True
+    region: str | None = None
+    cpu: float = 1.0
+    memory: float = 2.0
+    gpu: str | None = None
+    disk: float = 5.0
+    creates_per_sec: float | None = 40.0
+
+
 RuntimeConfig = Annotated[
-    SubprocessConfig | DockerConfig | PrimeConfig, Field(discriminator="type")
+    SubprocessConfig | DockerConfig | PrimeConfig | ModalConfig, Field(discriminator="type")
 ]
 
 
