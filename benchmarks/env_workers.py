@@ -23,12 +23,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import psutil
+import stop_cleanly  # beside this script
 
 MODEL = "bench-model"
 
@@ -118,6 +118,7 @@ def run_cell(url: str, env_dir: str, kind: str, n: int, concurrency: int, worker
 
 
 def main() -> None:
+    stop_cleanly.install()
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -136,7 +137,7 @@ def main() -> None:
     from rich.table import Table
 
     scale = 5 if args.quick else 1
-    env_dir = tempfile.mkdtemp(prefix="vf-bench-env-")
+    env_dir = str(stop_cleanly.scratch_dir("vf-bench-env-"))
     Path(env_dir, "bench_env_workers.py").write_text(ENV_SOURCE)
     server = subprocess.Popen(
         [sys.executable, "-m", "verifiers.testing"], stdout=subprocess.PIPE, text=True

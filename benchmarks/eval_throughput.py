@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+import stop_cleanly  # beside this script
+
 MODEL = "bench-model"
 
 
@@ -140,6 +142,7 @@ def best_wall(code: str) -> float:
 
 
 def main() -> None:
+    stop_cleanly.install()
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

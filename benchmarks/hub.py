@@ -29,7 +29,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from contextlib import ExitStack
@@ -37,6 +36,7 @@ from pathlib import Path
 
 import aiohttp
 import httpx
+import stop_cleanly  # beside this script
 from rich.console import Console
 from rich.table import Table
 
@@ -325,13 +325,14 @@ def backend_flags(backend: str, work: Path, stack: ExitStack) -> list[str]:
 
 
 def main() -> None:
+    stop_cleanly.install()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["embedded", "postgresql"], default="embedded")
     parser.add_argument("--envs", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=8.0)
     args = parser.parse_args()
     random.seed(0)
-    work = Path(tempfile.mkdtemp(prefix="vf-hub-bench-"))
+    work = stop_cleanly.scratch_dir("vf-hub-bench-")
     rows: list[tuple[str, str, str]] = []
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, work, True)

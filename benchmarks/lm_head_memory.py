@@ -20,6 +20,8 @@ import os
 import subprocess
 import sys
 
+import stop_cleanly  # beside this script
+
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 CASES = [(1024, 49152), (4096, 49152), (4096, 32000)]
@@ -68,6 +70,7 @@ def measure(k: int, v: int, chunk: int, plain: bool) -> int:
 
 
 def main() -> None:
+    stop_cleanly.install()
     from rich.console import Console
     from rich.table import Table
 

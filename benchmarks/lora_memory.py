@@ -16,6 +16,8 @@ import os
 import subprocess
 import sys
 
+import stop_cleanly  # beside this script
+
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 CHILD = r"""
@@ -55,6 +57,7 @@ MALLOC = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 
 
 def main() -> None:
+    stop_cleanly.install()
     from rich.console import Console
     from rich.table import Table
 

@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import stop_cleanly  # beside this script
 from rich.console import Console
 from rich.table import Table
 
@@ -81,6 +82,7 @@ def synthetic_run(directory: Path, rollouts: int) -> Path:
 
 
 def main() -> None:
+    stop_cleanly.install()
     from playwright.sync_api import sync_playwright
 
     from verifiers.results.report import write_report

@@ -19,6 +19,7 @@ import os
 import statistics
 import time
 
+import stop_cleanly  # beside this script
 from rich.console import Console
 from rich.table import Table
 
@@ -138,6 +139,7 @@ async def run(mode: str) -> None:
 
 
 def main() -> None:
+    stop_cleanly.install()
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

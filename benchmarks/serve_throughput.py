@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import httpx
+import stop_cleanly  # beside this script
 from rich.console import Console
 from rich.table import Table
 
@@ -76,6 +75,7 @@ def first_token_latency(url: str, model: str) -> float:
 
 
 def main() -> None:
+    stop_cleanly.install()
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    log = Path(tempfile.mkdtemp()) / "serve.log"
+    log = stop_cleanly.scratch_dir("vf-bench-serve-") / "serve.log"
     with start_server(args.model, log_path=log, extra_args=["--dtype", args.dtype]) as server:
         url, model = server.base_url, server.model
         asyncio.run(throughput(url, model, 2, 16))  # warm up

@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import stop_cleanly  # beside this script
 from rich.console import Console
 from rich.table import Table
 
@@ -67,6 +67,7 @@ def run(
 
 
 def main() -> None:
+    stop_cleanly.install()
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -79,7 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     from verifiers.rl.toy import make_tiny_policy
 
-    work = Path(tempfile.mkdtemp(prefix="vf-trainer-bench-"))
+    work = stop_cleanly.scratch_dir("vf-trainer-bench-")
     policy = make_tiny_policy(work / "policy", hidden=args.hidden, layers=args.layers)
     table = Table(
         title=f"trainer step time (toy policy hidden={args.hidden} layers={args.layers}, {args.examples}x{args.rollouts} rollouts x {args.tokens} tokens)"

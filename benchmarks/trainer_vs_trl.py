@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import stop_cleanly  # beside this script
+
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 TRL_SCRIPT = r"""
@@ -138,6 +140,7 @@ def summarize(steps: list[dict]) -> tuple[float, float]:
 
 
 def main() -> None:
+    stop_cleanly.install()
     from rich.console import Console
     from rich.table import Table
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import stop_cleanly  # beside this script
 from rich.console import Console
 from rich.table import Table
 
@@ -26,6 +25,7 @@ from verifiers.local_model.models import DEFAULT_MODEL
 
 
 def main() -> None:
+    stop_cleanly.install()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--repeats", type=int, default=5)
@@ -41,7 +41,7 @@ def main() -> None:
     from verifiers.weights.transport import BroadcastTransport, FilesystemTransport
 
     model_dir, _ = resolve_model_dir(args.model)
-    work = Path(tempfile.mkdtemp(prefix="vf-bench-weights-"))
+    work = stop_cleanly.scratch_dir("vf-bench-weights-")
     server = start_server(
         str(model_dir),
         log_path=work / "serve.log",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 from pathlib import Path
 
 from hub_client.usage import UsageError, err
@@ -63,10 +64,17 @@ def port_problem(host: str, port: int) -> str | None:
     return None
 
 
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def cmd_hub_serve(args: argparse.Namespace) -> int:
     from hub_server import create_app
     from hub_server.server import serve
 
+    # stopped while it starts (building the SDK wheel in a temp dir, opening the stores), the
+    # hub unwinds and removes what it made; once serving, uvicorn's own handlers take over
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     problem = port_problem(args.host, args.port)
     if problem:
         raise UsageError(problem)

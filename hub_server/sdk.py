@@ -24,7 +24,6 @@ import hashlib
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import tomllib
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from verifiers.installs.sdk_guard import sdk_version
 from verifiers.installs.uv_config import uv_config_args
+from verifiers.processes.leftovers import owned_dir, remove_abandoned
 
 # what a machine that runs models adds after the SDK (verifiers/local_model/stack.py)
 LOCAL_STACK_COMMAND = "python -m verifiers.local_model.stack"
@@ -69,6 +69,9 @@ def source_checkout() -> Path | None:
     except (KeyError, tomllib.TOMLDecodeError):
         return None
     return root if name == "verifiers" else None
+
+
+BUILD_PREFIX = ".build-"
 
 
 class SDKWheels:
@@ -119,7 +122,13 @@ class SDKWheels:
         existing = sorted(folder.glob("verifiers-*.whl")) if folder.exists() else []
         if existing:
             return _describe(existing[-1])
-        with tempfile.TemporaryDirectory() as tmp:
+        # built under the hub's own data dir, named for this process: a hub stopped mid-build
+        # (its build thread dies with it, no cleanup runs) leaves it for the next start to remove
+        self.cache.mkdir(parents=True, exist_ok=True)
+        remove_abandoned(self.cache, BUILD_PREFIX)
+        build_dir = owned_dir(BUILD_PREFIX, self.cache)
+        try:
+            tmp = str(build_dir)
             source = Path(tmp) / "src"
             for relative in files:
                 (source / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -145,6 +154,8 @@ class SDKWheels:
             folder.mkdir(parents=True, exist_ok=True)
             target = folder / built[0].name
             shutil.move(built[0], target)
+        finally:
+            shutil.rmtree(build_dir, ignore_errors=True)
         return _describe(target)
 
 

@@ -14,12 +14,14 @@ import os
 import stat
 from pathlib import Path
 
+from verifiers.errors import VFError
+
 MIN_SECRET_CHARS = 16
 """Shorter secrets are guessable (vf-env-server's keys are derived from it; a handshake can be
 tried thousands of times a second)."""
 
 
-class CredentialError(ValueError):
+class CredentialError(VFError, ValueError):
     """A credential that cannot be trusted; the message says why and what to do."""
 
 

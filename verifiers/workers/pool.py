@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,8 @@ class WorkerPool:
         # after a caller was SIGKILLed removes what that caller left
         remove_abandoned(Path(tempfile.gettempdir()), WORK_DIR_PREFIX)
         self._dir = str(owned_dir(WORK_DIR_PREFIX))
+        # removed at interpreter exit too, if a signal unwinds the caller past close()
+        weakref.finalize(self, shutil.rmtree, self._dir, True)
         self.address = f"ipc://{self._dir}/pool.sock"
         self._ctx = zmq.asyncio.Context()
         self._router = self._ctx.socket(zmq.ROUTER)

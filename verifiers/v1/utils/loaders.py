@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from verifiers.errors import VFError
 from verifiers.v1.configs.env import EnvConfig, WireEnvConfig
 from verifiers.v1.configs.harness import HarnessConfig, WireHarnessConfig
 from verifiers.v1.configs.taskset import TasksetConfig, WireTasksetConfig
@@ -33,7 +34,7 @@ LOOSE_CONFIGS: dict[str, type[BaseModel]] = {
 """What a plugin field is read as when its plugin is not installed here."""
 
 
-class PluginNotInstalled(ModuleNotFoundError):
+class PluginNotInstalled(VFError, ModuleNotFoundError):
     """The package an id names is not installed in this Python."""
 
 
