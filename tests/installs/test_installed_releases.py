@@ -233,7 +233,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("name", ["rel-eq-018", "rel-ge-030"])
+@pytest.mark.parametrize("name", list(FORMS))
 def test_a_vf_env_server_runs_the_environment_as_its_release(venv, server, tmp_path, name):
     server.set_handler(solver)
     port = free_port()
@@ -299,12 +299,16 @@ def policy_dir(tmp_path_factory) -> Path:
     return make_tiny_policy(tmp_path_factory.mktemp("policy"))
 
 
-def test_one_vf_rl_step_trains_on_the_environment_as_its_release(venv, policy_dir, tmp_path):
+@pytest.mark.parametrize("name", ["rel-eq-018", "rel-ge-030"])
+def test_one_vf_rl_step_trains_on_the_environment_as_its_release(
+    venv, policy_dir, tmp_path, name
+):
     """The trainer's orchestrator loads the environment by id in env workers: a 0.1.8 one gives
-    its reward functions dict messages, no ``final_env_response`` and the task name."""
+    its reward functions dict messages, no ``final_env_response`` and the task name; a 0.3.0
+    one typed messages, ``final_env_response`` and the task name."""
     config = tmp_path / "rl.toml"
     config.write_text(
-        f'model = "{policy_dir}"\nenv_id = "rel-eq-018"\noutput_dir = "{tmp_path / "out"}"\nsteps = 1\n'
+        f'model = "{policy_dir}"\nenv_id = "{name}"\noutput_dir = "{tmp_path / "out"}"\nsteps = 1\n'
         "[orchestrator]\nexamples_per_step = 2\nrollouts_per_example = 2\nmax_tokens = 4\n"
         '[trainer]\nlr = 1e-3\nautocast = "none"\n[eval]\nevery = 0\n'
     )
@@ -314,8 +318,8 @@ def test_one_vf_rl_step_trains_on_the_environment_as_its_release(venv, policy_di
         json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
     ]
     assert record["rollout_errors"] == 0
-    # a random tiny policy never answers right: the reward is the probe's 0.1.8 code alone
-    assert record["reward"] == pytest.approx(5 / 8)
+    # a random tiny policy never answers right: the reward is the probe's code alone
+    assert record["reward"] == pytest.approx(FORMS[name][2] / 8)
 
 
 @pytest.mark.parametrize("name", ["rel-eq-018", "rel-ge-030"])
