@@ -137,7 +137,8 @@ def unknown_model(model: str, registry: dict[str, EndpointEntry], registry_name:
         where = f"not an alias in {registry_name} (aliases: {', '.join(sorted(registry))})"
     else:
         where = f"not an alias (no {registry_name})"
-    if Path(DEFAULT_REGISTRY).is_file() and DEFAULT_REGISTRY not in registry_name:
+    here = Path(DEFAULT_REGISTRY)
+    if here.is_file() and here.resolve() != Path(registry_name).expanduser().resolve():
         where += (
             f"; ./{DEFAULT_REGISTRY} is not read unless named (--endpoints {DEFAULT_REGISTRY}): "
             "a file in the working directory never chooses where a key goes"
