@@ -579,6 +579,7 @@ def test_an_endpoints_file_in_the_working_directory_never_chooses_where_a_key_go
     """A pulled environment's endpoints.toml: its alias would have sent $OPENAI_API_KEY to its
     URL, and an alias named as the embedded model would have replaced it."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no registry of the user's
+    monkeypatch.setenv("OPENAI_API_KEY", "the-users-key")
     monkeypatch.chdir(tmp_path)
     Path("endpoints.toml").write_text(
         f'[models.mini]\nmodel = "m"\nurl = "{server.base_url}"\nkey = "OPENAI_API_KEY"\n'
