@@ -135,6 +135,9 @@ class Catalog:
                     "SELECT version, yanked FROM versions WHERE env_id=?", (env["id"],)
                 ).fetchall()
                 retired = db.execute(
+                    "SELECT 1 FROM retired_names WHERE owner=? AND name_key=? AND version_key=?",
+                    (new.owner, canonicalize_name(new.name), version_key(new.version)),
+                ).fetchone() or db.execute(
                     "SELECT 1 FROM retired_versions WHERE env_id=? AND version_key=?",
                     (env["id"], version_key(new.version)),
                 ).fetchone()
@@ -291,7 +294,16 @@ class Catalog:
             self._refresh(db, env_id)
 
     def delete_environment(self, env_id: int) -> None:
+        """Remove the environment; every version number it published stays retired for its
+        owner and name (``retired_names``), whoever publishes that name again."""
         with self.database.transaction() as db:
+            for table in ("versions", "retired_versions"):
+                db.execute(
+                    "INSERT INTO retired_names (owner, name_key, version_key) "
+                    f"SELECT e.owner, e.name_key, t.version_key FROM {table} t "
+                    "JOIN environments e ON e.id = t.env_id WHERE e.id=? ON CONFLICT DO NOTHING",
+                    (env_id,),
+                )
             db.execute("DELETE FROM environments WHERE id=?", (env_id,))
 
     def delete_version(self, env_id: int, version_id: int) -> None:
@@ -305,6 +317,11 @@ class Catalog:
                 "INSERT INTO retired_versions (env_id, version_key) VALUES (?,?) "
                 "ON CONFLICT DO NOTHING",
                 (env_id, row["version_key"]),
+            )
+            db.execute(
+                "INSERT INTO retired_names (owner, name_key, version_key) "
+                "SELECT owner, name_key, ? FROM environments WHERE id=? ON CONFLICT DO NOTHING",
+                (row["version_key"], env_id),
             )
             db.execute("DELETE FROM versions WHERE id=?", (version_id,))
             self._refresh(db, env_id)

@@ -135,6 +135,15 @@ SQLITE = [
         UPDATE catalog_state SET generation = generation + 1;
     END;
     """,
+    # retired (owner, name, version) triples outlive their environment: deleting a whole
+    # environment cascaded its retired numbers away, so owner/name@1.0.0 could be published
+    # again with other bytes under the same filename and URL
+    """
+    CREATE TABLE retired_names (owner TEXT NOT NULL, name_key TEXT NOT NULL, version_key TEXT NOT NULL,
+                                PRIMARY KEY (owner, name_key, version_key));
+    INSERT OR IGNORE INTO retired_names (owner, name_key, version_key)
+        SELECT e.owner, e.name_key, r.version_key FROM retired_versions r JOIN environments e ON e.id = r.env_id;
+    """,
 ]
 
 POSTGRESQL = [
@@ -202,6 +211,14 @@ POSTGRESQL = [
     END $$;
     CREATE TRIGGER catalog_changed AFTER INSERT OR UPDATE OR DELETE ON environments
         FOR EACH STATEMENT EXECUTE FUNCTION catalog_changed();
+    """,
+    # v3: retired (owner, name, version) triples outlive their environment (see SQLite's)
+    """
+    CREATE TABLE retired_names (owner TEXT NOT NULL, name_key TEXT NOT NULL, version_key TEXT NOT NULL,
+                                PRIMARY KEY (owner, name_key, version_key));
+    INSERT INTO retired_names (owner, name_key, version_key)
+        SELECT e.owner, e.name_key, r.version_key FROM retired_versions r JOIN environments e ON e.id = r.env_id
+        ON CONFLICT DO NOTHING;
     """,
 ]
 

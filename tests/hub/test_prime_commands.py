@@ -79,6 +79,16 @@ def test_env_delete_at_a_version_deletes_only_that_version(hub, tmp_path):
     )
     assert whole.returncode == 0 and "every version" in whole.stdout
     assert httpx.get(f"{hub['url']}/api/v1/environments/{name}/del-env").status_code == 404
+    # the whole environment's numbers stay retired: the same name@version and filename never
+    # resolve to other bytes (deleting the environment cascaded them away); new ones publish
+    for version in ("1.0.0", "1.1.0", "1.1"):
+        other = wheel("del-env", version, extra=[("del_env/other.py", "x = 1\n")])
+        reused = publish(hub, token, name, "del-env", other)
+        assert reused.status_code == 409, (version, reused.text)
+        assert "was published and deleted" in reused.json()["error"]["message"]
+    fresh = publish(hub, token, name, "del_env", wheel("del_env", "1.0.0"))  # another spelling
+    assert fresh.status_code == 409
+    assert publish(hub, token, name, "del-env", wheel("del-env", "2.0.0")).status_code == 201
 
 
 def test_env_uninstall_at_a_version_acts_only_on_that_installed_version(hub, tmp_path):
