@@ -219,3 +219,53 @@ def test_vf_rl_under_torchrun_with_two_training_processes(policy_dir, tmp_path):
     assert [s["step"] for s in steps] == [0, 1, 2]
     assert [s["policy_version"] for s in steps] == [1, 2, 3]
     assert [s["served_version"] for s in steps] == [1, 2, 3]
+
+
+def _saved_checkpoint(tmp_path):
+    """A checkpoint's files as save_checkpoint writes them, for a small state."""
+    import warnings
+
+    import torch.distributed.checkpoint as dcp
+
+    directory = tmp_path / "step_000001"
+    (directory / "dcp").mkdir(parents=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore")
+        dcp.save({"model": {"w": torch.ones(3)}}, checkpoint_id=str(directory / "dcp"))
+    torch.save(
+        {"scheduler": {"last_epoch": 1, "base_lrs": [0.1]}, "version": 1, "step": 1},
+        directory / "trainer.pt",
+    )
+    return directory
+
+
+class _RunsCode:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch PWNED",))
+
+
+def test_a_checkpoint_is_read_as_data_never_as_code(tmp_path, monkeypatch):
+    """--resume read trainer.pt and rng_rank*.pt with weights_only=False and dcp/.metadata with
+    pickle.load: a checkpoint from elsewhere ran code as the user, and the resume succeeded."""
+    import pickle
+
+    from verifiers.rl.checkpoint import UnsafeCheckpointError, _data_only, check_checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    directory = _saved_checkpoint(tmp_path)
+    check_checkpoint(directory)  # the genuine article passes
+    assert _data_only(directory / "trainer.pt")["version"] == 1
+    genuine = (directory / "dcp" / ".metadata").read_bytes()
+    (directory / "dcp" / ".metadata").write_bytes(pickle.dumps(_RunsCode()))
+    with pytest.raises(UnsafeCheckpointError, match=r"names (posix|os)\.system"):
+        check_checkpoint(directory)
+    (directory / "dcp" / ".metadata").write_bytes(genuine)
+    torch.save({"scheduler": _RunsCode()}, directory / "trainer.pt")
+    with pytest.raises(UnsafeCheckpointError, match="holds more than data"):
+        _data_only(directory / "trainer.pt")
+    assert not (tmp_path / "PWNED").exists()  # nothing ran
+    directory.chmod(0o777)  # others may swap its files after the check
+    with pytest.raises(UnsafeCheckpointError, match="others may write it"):
+        check_checkpoint(directory)

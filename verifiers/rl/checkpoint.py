@@ -20,7 +20,28 @@ from typing import Any
 
 import torch
 
+from verifiers.errors import VFError
 from verifiers.processes.leftovers import STAGING, remove_abandoned, staging_dir
+
+
+class UnsafeCheckpointError(VFError):
+    """A checkpoint whose files would run code when read (pickles), refused before reading."""
+
+
+# What torch's distributed checkpoint pickles into ``dcp/.metadata``, and nothing else: a
+# ``.metadata`` (or ``trainer.pt``) copied from a colleague, a shared filesystem or a download
+# could otherwise run code as the user on --resume, and the resume would then succeed silently.
+_DCP_CLASSES = {
+    ("pathlib", "PosixPath"),
+    ("pathlib", "PurePosixPath"),
+    ("collections", "OrderedDict"),
+    ("builtins", "set"),
+    ("builtins", "frozenset"),
+    ("torch", "Size"),
+    ("torch.serialization", "_get_layout"),
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+}
+_DCP_MODULES = ("torch.distributed.checkpoint.metadata",)
 
 
 def save_checkpoint(trainer: Any, directory: Path, step: int, extra: dict[str, Any]) -> Path:
@@ -58,6 +79,7 @@ def load_checkpoint(trainer: Any, directory: Path) -> dict[str, Any]:
 
     if not (directory / "trainer.pt").exists():
         raise FileNotFoundError(f"{directory} is not a complete checkpoint (no trainer.pt)")
+    check_checkpoint(directory)
     model_state, optim_state = get_state_dict(trainer.model, trainer.optimizer)
     state: dict[str, Any] = {"model": model_state, "optim": optim_state}
     with _single_process_is_intended():
@@ -68,15 +90,63 @@ def load_checkpoint(trainer: Any, directory: Path) -> dict[str, Any]:
         model_state_dict=state["model"],
         optim_state_dict=state["optim"],
     )
-    meta = torch.load(directory / "trainer.pt", weights_only=False)
+    meta = _data_only(directory / "trainer.pt")
     trainer.scheduler.load_state_dict(meta["scheduler"])
     trainer.version = meta["version"]
     rng = directory / f"rng_rank{trainer.rank}.pt"
     if rng.exists():  # a checkpoint from fewer ranks: new ranks keep their seeds
-        saved = torch.load(rng, weights_only=False)
+        saved = _data_only(rng)
         torch.set_rng_state(saved["torch"])
         random.setstate(saved["python"])
     return json.loads((directory / "state.json").read_text())
+
+
+def check_checkpoint(directory: Path) -> None:
+    """Refuse a checkpoint that is not data: another user's or one others may change (it could
+    be swapped after this check), or a ``dcp/.metadata`` that names anything but DCP's own
+    metadata types (a pickle that would run code)."""
+    import io
+    import pickle
+    import stat
+
+    for path in (directory, directory / "dcp"):
+        info = path.lstat()
+        if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise UnsafeCheckpointError(
+                f"{path} belongs to another user or others may write it: a checkpoint runs as "
+                "you when resumed, so only your own is read (copy it into a directory of yours)"
+            )
+    metadata = directory / "dcp" / ".metadata"
+
+    class MetadataOnly(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            allowed = (module, name) in _DCP_CLASSES or module in _DCP_MODULES
+            if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+                allowed = True
+            if not allowed:
+                raise UnsafeCheckpointError(
+                    f"{metadata} names {module}.{name}, which a checkpoint's metadata never "
+                    "holds: reading it would run code; refused"
+                )
+            return super().find_class(module, name)
+
+    try:
+        MetadataOnly(io.BytesIO(metadata.read_bytes())).load()
+    except UnsafeCheckpointError:
+        raise
+    except Exception as exc:
+        raise UnsafeCheckpointError(f"{metadata} is not a checkpoint's metadata: {exc}") from None
+
+
+def _data_only(path: Path) -> Any:
+    """A ``torch.save`` file read as data (tensors, numbers, containers), never as code."""
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception as exc:
+        raise UnsafeCheckpointError(
+            f"{path} holds more than data (tensors, numbers, containers): reading it would run "
+            f"code; refused ({type(exc).__name__})"
+        ) from None
 
 
 def write_checkpoint(trainer: Any, staging: Path) -> None:

@@ -128,8 +128,13 @@ def command_main(
             remove_abandoned(out / "checkpoints", STAGING, any_maker=True)
         # SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does, with the same message
         signal.signal(signal.SIGTERM, _stop_on_signal)
+        from verifiers.rl.checkpoint import UnsafeCheckpointError
+
         try:
             code = run(config, resume, console)
+        except UnsafeCheckpointError as exc:
+            console.print(f"{prog}: {escape(str(exc))}", soft_wrap=True)
+            code = 2
         except KeyboardInterrupt:
             hint = escape(interrupted_hint(out))
             console.print(f"[yellow]interrupted[/yellow]; {hint}", soft_wrap=True)  # paths unbroken
