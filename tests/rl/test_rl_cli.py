@@ -398,3 +398,52 @@ def test_every_example_config_is_a_valid_vf_rl_config_for_an_installed_environme
 
     env = vf.load_environment(config.env_id, **config.env_args)
     assert len(env.get_eval_dataset(n=1)) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes a directory as another user (uid 65534)")
+@pytest.mark.parametrize("module", ["cli", "sft"])
+def test_an_output_dir_another_user_made_first_is_refused(policy_dir, tmp_path, module):
+    """uid 65534 made the --output_dir in /tmp first, with a link where config.json goes: the
+    run wrote through it, and a later --resume ran their checkpoint as this user."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="vf-shared-", dir="/tmp"))
+    shared.chmod(0o1777)
+    try:
+        out = shared / "run"
+        subprocess.run(
+            ["sh", "-c", f"mkdir {out} && ln -s /etc/vf-not-here {out}/config.json"],
+            check=True,
+            user=65534,
+            group=65534,
+        )
+        data = tmp_path / "data.jsonl"
+        data.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+        inputs = {"cli": [], "sft": ["--data.path", str(data)]}[module]
+        config = tmp_path / "run.toml"
+        config.write_text(f'model = "{policy_dir}"\noutput_dir = "{out}"\nsteps = 1\n')
+        done = subprocess.run(
+            [sys.executable, "-m", f"verifiers.rl.{module}", "@", str(config), *inputs],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2 and "belongs to uid 65534" in done.stdout, done.stdout
+        assert sorted(p.name for p in out.iterdir()) == ["config.json"]  # nothing written
+        assert not Path("/etc/vf-not-here").exists()
+        mine = tmp_path / "mine"
+        mine.mkdir()
+        mine.chmod(0o777)  # anyone may plant in it
+        config.write_text(f'model = "{policy_dir}"\noutput_dir = "{mine}"\nsteps = 1\n')
+        done = subprocess.run(
+            [sys.executable, "-m", f"verifiers.rl.{module}", "@", str(config), *inputs],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2 and "may be changed by anyone" in done.stdout, done.stdout
+    finally:
+        shutil.rmtree(shared)
