@@ -62,13 +62,13 @@ def load_environment(rows=None):
 '''
 
 
-SANDBOX_ENV_SOURCE = '''
+SANDBOX_ENV_SOURCE = """
 import verifiers as vf
 
 
 def load_environment(n=2):
     return vf.PythonEnv(dataset=[{"question": str(i)} for i in range(n)], pool_size=1)
-'''
+"""
 
 
 @pytest.fixture
@@ -176,7 +176,10 @@ async def test_sandboxes_live_in_the_worker_and_go_with_it(server, flags):
     env = vf.load_environment("vf-worker-sandbox")
     out = await env.evaluate(server.base_url, "m", env_workers=1)
     for state in out.state:
-        assert [m["content"] for m in state["completion"] if m["role"] == "tool"] == ["(no output)", "42"]
+        assert [m["content"] for m in state["completion"] if m["role"] == "tool"] == [
+            "(no output)",
+            "42",
+        ]
     assert wait_until_no_sandboxes() == []  # the pool and its sandboxes closed with the run
 
     # a worker killed while its sandbox runs code takes the sandbox with it
@@ -282,7 +285,9 @@ async def test_two_callers_share_one_tcp_server_and_a_stranger_is_refused(server
     env_server = _start_server(tmp_path, SHARED_SECRET, port)
     try:
         env = vf.load_environment("vf-worker-probe")
-        callers = [await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start() for _ in range(2)]
+        callers = [
+            await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start() for _ in range(2)
+        ]
         outs = await asyncio.gather(
             *(env.evaluate(server.base_url, "m", env_workers=c) for c in callers)
         )
@@ -453,7 +458,11 @@ async def test_one_crashing_example_costs_only_its_own_rollouts(server, flags, c
     env = vf.load_environment("vf-worker-probe", rows=data)
     async with WorkerPool("vf-worker-probe", {"rows": data}, 2) as pool:
         out = await env.evaluate(
-            server.base_url, "m", rollouts_per_example=2, max_concurrent=concurrency, env_workers=pool
+            server.base_url,
+            "m",
+            rollouts_per_example=2,
+            max_concurrent=concurrency,
+            env_workers=pool,
         )
         restarts = pool.restarts
     failed = [(s["example_id"], s["error"]) for s in out.state if s.get("error") is not None]
@@ -473,3 +482,34 @@ async def test_workers_that_die_on_every_group_are_not_restarted_forever(server,
     assert all(s.get("error") is not None for s in out.state) and restarts <= 6
     assert any("no longer restarting" in s["error"]["message"] for s in out.state)
     assert "no longer restarting" in later.state[0]["error"]["message"]  # answered at once
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"timeout": -40},
+        {"timeout": 0},
+        {"timeout": float("nan")},
+        {"timeout": 1e30},
+        {"max_retries": -1},
+        {"max_retries": 10**9},
+    ],
+    ids=["negative", "zero", "nan", "huge", "negative-retries", "huge-retries"],
+)
+def test_a_request_the_pool_cannot_compute_with_is_refused_at_the_door(bad):
+    """A negative timeout timed out at once and the pool killed the worker, failing other
+    callers' groups beside it; the env server now refuses such a request alone."""
+    from pydantic import ValidationError
+
+    from verifiers.workers.protocol import parse_request
+
+    request = {
+        "request_type": "run_group",
+        "group_inputs": [{"prompt": "hi"}],
+        "client_config": {"api_base_url": "http://127.0.0.1:9/v1"},
+        "model": "m",
+        **bad,
+    }
+    with pytest.raises(ValidationError):
+        parse_request(request)
+    parse_request({**request, "timeout": 30, "max_retries": 2})  # within range: fine

@@ -49,6 +49,12 @@ class HealthRequest(WireModel):
     request_type: Literal["health"] = "health"
 
 
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+"""A group's timeout is positive and at most a week: a negative one timed out at once, and the
+pool killed the worker, failing other callers' groups running beside it."""
+MAX_RETRIES = 10
+
+
 class RunGroupRequest(WireModel):
     """Generate and score one group (each of ``group_inputs`` is one rollout's row)."""
 
@@ -57,11 +63,11 @@ class RunGroupRequest(WireModel):
     client_config: ClientConfig
     model: str
     sampling_args: dict[str, Any] = Field(default_factory=dict)
-    max_retries: int = 0
+    max_retries: int = Field(0, ge=0, le=MAX_RETRIES)
     state_columns: list[str] | None = None
     members: list[Member] | None = None
     score: bool = True
-    timeout: float | None = None
+    timeout: float | None = Field(None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     output: Literal["rollout_output", "state"] = "rollout_output"
 
 
@@ -73,9 +79,9 @@ class RunRolloutRequest(WireModel):
     client_config: ClientConfig
     model: str
     sampling_args: dict[str, Any] = Field(default_factory=dict)
-    max_retries: int = 0
+    max_retries: int = Field(0, ge=0, le=MAX_RETRIES)
     state_columns: list[str] | None = None
-    timeout: float | None = None
+    timeout: float | None = Field(None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     output: Literal["rollout_output", "state"] = "rollout_output"
 
     def as_group(self) -> RunGroupRequest:
