@@ -31,6 +31,7 @@ from hub_server.routers import (
 )
 from hub_server.sdk import SDKWheels
 from hub_server.settings import HubSettings
+from hub_server.transport_security import StrictTransportSecurity
 from hub_server.uploads import MAX_FILE
 from hub_server.views import Views
 
@@ -64,4 +65,5 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
         upload_limit=2 * MAX_FILE + 1024 * 1024,
         read_timeout=settings.read_timeout,
     )
+    app.add_middleware(StrictTransportSecurity)  # outermost: fast paths and refusals too
     return app

@@ -149,6 +149,12 @@ def test_cookies_are_secure_and_host_bound_behind_a_trusted_tls_proxy(tmp_path, 
         assert cookie.startswith("__Host-vfh_session=") and "secure" in cookie.lower()
         spoofed = httpx.get(f"{server.url}/login", headers=tls)  # not from the proxy
         assert "secure" not in spoofed.headers["set-cookie"].lower()
+        # HSTS on every answer over TLS, the fast paths' and refusals too; none in plain http
+        for path in ("/login", "/simple/tls/none/", "/api/v1/environments?q=x", "/api/v1/me"):
+            over_tls = proxy.get(f"{server.url}{path}", headers=tls)
+            assert over_tls.headers["strict-transport-security"].startswith("max-age="), path
+            assert "strict-transport-security" not in spoofed.headers
+        assert "strict-transport-security" not in httpx.get(f"{server.url}/login").headers
 
 
 def test_links_never_follow_the_host_header(hub):
