@@ -513,3 +513,48 @@ def test_a_request_the_pool_cannot_compute_with_is_refused_at_the_door(bad):
     with pytest.raises(ValidationError):
         parse_request(request)
     parse_request({**request, "timeout": 30, "max_retries": 2})  # within range: fine
+
+
+async def test_endpoint_faults_cost_only_their_own_rollouts_in_workers(server, flags):
+    """Through env workers at concurrency: one example always gets a 500, one a truncated JSON
+    body, one a dropped connection, one a reply slower than the timeout; another gets a 429
+    with Retry-After and a 503 first and then succeeds. Only the four broken examples' rollouts
+    are errors (each typed), and nobody waits on the slow one beyond its own timeout."""
+    from verifiers.testing import STALL_TIMEOUT_S, STALLED_S, Reply, last_user_text
+
+    faults = {
+        "q1": Reply(status=500, error="overloaded"),
+        "q3": Reply(raw_body=b'{"choices": [trunc'),
+        "q5": Reply(drop_connection=True),
+        "q7": Reply(content="late", delay=STALLED_S),
+    }
+    flaky: dict[str, int] = {}
+
+    def handler(request):
+        text = last_user_text(request)
+        if text in faults:
+            return faults[text]
+        if text == "q9":  # transient: a 429 that says when, a 503, then an answer
+            flaky[text] = flaky.get(text, 0) + 1
+            if flaky[text] == 1:
+                return Reply(status=429, headers={"Retry-After": "0.05"})
+            if flaky[text] == 2:
+                return Reply(status=503)
+        return Reply(content=text)
+
+    server.set_handler(handler)
+    env = vf.load_environment("vf-worker-probe", rows=rows(*({} for _ in range(12))))
+    config = vf.ClientConfig(
+        api_base_url=server.base_url, timeout=STALL_TIMEOUT_S, max_retries=2
+    )
+    started = time.monotonic()
+    out = await env.evaluate(config, "m", env_workers=2, max_concurrent=8)
+    elapsed = time.monotonic() - started
+    errors = {s["prompt"][-1]["content"]: s["error"] for s in out.state if s.get("error")}
+    assert set(errors) == {"q1", "q3", "q5", "q7"}, errors
+    assert errors["q1"]["type"] == "ServerError" and errors["q7"]["type"] == "ModelTimeoutError"
+    assert errors["q5"]["type"] == "ModelConnectionError"
+    assert errors["q3"]["type"] in ("MalformedResponseError", "InvalidModelResponseError")
+    ok = [s for s in out.state if not s.get("error")]
+    assert len(ok) == 8 and all(s["reward"] == 2.0 for s in ok)  # q9 included, after retries
+    assert elapsed < 3 * (STALL_TIMEOUT_S + 1) + 30  # the slow one's own retries, no more
