@@ -146,6 +146,13 @@ class EvalSettings(CommandSettings):
         description=f"the env servers' shared secret (none: ${SECRET_ENV}, then "
         f"{DEFAULT_SECRET_FILE})",
     )
+    group_timeout: float | None = Field(
+        None,
+        gt=0,
+        description="seconds one example's rollouts (generation and scoring) may take in the env "
+        "workers: past it they are errors, a worker stuck in code that will not yield is replaced, "
+        "and the groups beside it run on (none: no limit)",
+    )
     verbose: Annotated[bool, Flag("-v")] = Field(
         False, description="debug logging and a few example rollouts"
     )
@@ -495,6 +502,7 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
                     client,
                     endpoint.model,
                     workers=workers,
+                    group_timeout=args.group_timeout,
                     client_config=eval_client_config(api, endpoint, headers, key_var),
                     sampling_args=sampling,
                     rollouts_per_example=r,

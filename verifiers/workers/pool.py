@@ -61,6 +61,7 @@ class _Worker:
     inflight: set[bytes] = field(default_factory=set)
     dead: bool = False
     reserved: bool = False  # runs suspects only, one at a time
+    stuck: str | None = None  # why the pool killed it, when it did
 
     def idle(self) -> bool:
         return (
@@ -79,6 +80,7 @@ class _Pending:
     attempts: int = 0  # workers it killed while running alone
     worker: _Worker | None = None
     suspect: bool = False  # in a worker that died beside others: runs alone from now on
+    started: float | None = None  # when a worker began running it (loop time), if one is
 
 
 class WorkerPool:
@@ -249,24 +251,46 @@ class WorkerPool:
             future=self._loop.create_future(),
         )
         self._dispatch(pending)
-        limit = request.timeout + TIMEOUT_GRACE if request.timeout else None
+        if not request.timeout:
+            try:
+                return await asyncio.shield(pending.future)
+            except asyncio.CancelledError:
+                self._cancel(pending)
+                raise
+        # the worker answers a timed-out group itself when its code yields; one stuck in code
+        # that will not yield is given as long again (at most TIMEOUT_GRACE) before it is killed
+        limit = request.timeout + min(TIMEOUT_GRACE, max(2.0, request.timeout))
         try:
-            return await asyncio.wait_for(asyncio.shield(pending.future), limit)
-        except TimeoutError:
-            worker = pending.worker
-            self._pending.pop(pending.request_id, None)
-            if worker is not None and not worker.dead:
-                logger.warning(
-                    "worker %s did not answer within %.0fs: killing it", worker.slot, limit
-                )
-                worker.inflight.discard(pending.request_id)
-                worker.process.kill()
-            return Response(
-                success=False, error=f"no answer from the environment worker within {limit:g}s"
-            )
+            return await self._wait_running(pending, limit)
         except asyncio.CancelledError:
             self._cancel(pending)
             raise
+
+    async def _wait_running(self, pending: _Pending, limit: float) -> Response:
+        """The group's answer, its time counted only while a worker runs it. Past ``limit`` its
+        worker is killed as stuck, and the death is handled as any other (``_died``): a group
+        stuck beside others is a suspect run again alone, one stuck alone has a strike."""
+        assert self._loop is not None
+        while True:
+            started = pending.started
+            if started is None:  # waiting for a worker (a suspect's turn): not its time
+                await asyncio.wait({pending.future}, timeout=0.5)
+            else:
+                left = started + limit - self._loop.time()
+                await asyncio.wait({pending.future}, timeout=max(left, 0.0))
+                worker = pending.worker
+                if not pending.future.done() and pending.started == started and worker:
+                    if not worker.dead and worker.alive():
+                        logger.warning(
+                            "worker %s did not answer a group within %.0fs: killing it",
+                            worker.slot,
+                            limit,
+                        )
+                        worker.stuck = f"did not answer within {limit:g}s"
+                        worker.process.kill()
+                    pending.started = None  # until the pool runs it again
+            if pending.future.done():
+                return pending.future.result()
 
     def _dispatch(self, pending: _Pending) -> None:
         if pending.suspect:
@@ -284,7 +308,8 @@ class WorkerPool:
         self._send(min(live, key=lambda w: len(w.inflight)), pending)
 
     def _send(self, worker: _Worker, pending: _Pending) -> None:
-        pending.worker = worker
+        assert self._loop is not None
+        pending.worker, pending.started = worker, self._loop.time()
         worker.inflight.add(pending.request_id)
         self._pending[pending.request_id] = pending
         try:
@@ -396,6 +421,7 @@ class WorkerPool:
         if worker.dead or self._closing:
             return
         worker.dead = True
+        reason = worker.stuck or reason  # killed by the pool for not answering: say that
         if self._broken is not None:  # given up: its groups were answered then
             return
         self._deaths_in_a_row += 1
@@ -434,6 +460,7 @@ class WorkerPool:
         for pending in groups:
             if not pending.future.done():
                 pending.suspect = True  # beside others: not guilty yet, but runs alone now
+                pending.started = None
                 self._dispatch(pending)
         assert self._loop is not None
         if pause:

@@ -142,7 +142,13 @@ class RemoteWorkers:
 
     async def run_group(self, request: RunGroupRequest) -> Response:
         payload = pack(request)
-        limit = request.timeout + TIMEOUT_GRACE if request.timeout else None
+        # the worker answers a timed-out group itself when its code yields; one stuck in code
+        # that will not yield is given as long again (at most TIMEOUT_GRACE) before it is killed
+        limit = (
+            request.timeout + min(TIMEOUT_GRACE, max(2.0, request.timeout))
+            if request.timeout
+            else None
+        )
         tried: list[str] = []
         for _ in range(min(2, len(self._servers))):
             candidates = [s for s in self._servers if s.address not in tried]
