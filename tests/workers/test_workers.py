@@ -577,3 +577,77 @@ async def test_a_hanging_reward_costs_only_its_own_group(server, flags):
     assert "within" in failed[0][1]["message"] and restarts >= 1
     assert sorted(out.reward) == [0.0] + [2.0] * 7
     assert time.monotonic() - started < 45  # not the reward's 60 s
+
+
+async def test_a_connection_flood_that_exhausts_descriptors_is_survived(server, flags, tmp_path):
+    """1,100 idle TCP connections from a stranger used up vf-env-server's descriptors (soft limit
+    1024); the pool read the unreadable heartbeat as a hung worker, killed it and could not start
+    another: the server never answered again. Here the limit is 256, hard, and the flood 400."""
+    import resource
+    import socket as sockets
+
+    from verifiers.processes.server import free_port
+    from verifiers.workers.remote import RemoteWorkers
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    port = free_port()
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(SHARED_SECRET)
+    secret_file.chmod(0o600)
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "verifiers.workers.server", "vf-worker-probe"),
+            *("--port", str(port), "--workers", "1", "--secret-file", str(secret_file)),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=low_limit,
+    )
+    flood: list[sockets.socket] = []
+    try:
+        assert "vf-env-server:" in proc.stdout.readline()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # listening a moment after it says so
+            with sockets.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            await asyncio.sleep(0.1)
+        for _ in range(400):
+            try:
+                flood.append(sockets.create_connection(("127.0.0.1", port), timeout=2))
+            except OSError:
+                break
+        await asyncio.sleep(3.0)  # the pool's watcher looks at the heartbeats meanwhile
+        in_use = len(os.listdir(f"/proc/{proc.pid}/fd"))
+        assert in_use >= 250, (in_use, len(flood))  # every descriptor in use
+        for conn in flood:
+            conn.close()
+        flood.clear()
+        await asyncio.sleep(1.0)
+        env = vf.load_environment("vf-worker-probe")
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        try:
+            out = await asyncio.wait_for(env.evaluate(server.base_url, "m", env_workers=caller), 60)
+        finally:
+            await caller.close()
+        assert out.reward == [2.0] * 4 and proc.poll() is None
+    finally:
+        for conn in flood:
+            conn.close()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_servers_raise_their_descriptor_budget_to_the_hard_limit():
+    import resource
+
+    from verifiers.processes.open_files import raise_open_files_limit
+
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        soft, hard = raise_open_files_limit()
+        assert soft == hard or hard == resource.RLIM_INFINITY
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, before)

@@ -79,6 +79,9 @@ class ServeSettings(CommandSettings):
 def main(argv: list[str] | None = None) -> int:
     args = parse_settings(ServeSettings, argv, "vf-serve", __doc__)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from verifiers.processes.open_files import raise_open_files_limit
+
+    raise_open_files_limit()  # many clients' connections must not exhaust descriptors
     try:
         api_key = api_key_of(args)
     except (OSError, ValueError) as exc:

@@ -412,7 +412,9 @@ class WorkerPool:
                 code = worker.process.poll()
                 if code is not None:
                     loop.call_soon_threadsafe(self._died, worker, _describe_exit(code))
-                elif time.monotonic() - read_beat(worker.heartbeat) > self.hang_timeout:
+                elif (beat := read_beat(worker.heartbeat)) is not None and (
+                    time.monotonic() - beat > self.hang_timeout
+                ):
                     logger.warning("worker %s stopped beating: killing it", worker.slot)
                     worker.process.kill()
             time.sleep(0.25)

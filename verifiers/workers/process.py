@@ -49,13 +49,17 @@ def write_beat(path: str) -> None:
         f.write(BEAT.pack(time.monotonic()))
 
 
-def read_beat(path: str) -> float:
-    """The last heartbeat (``time.monotonic()``, the same clock for every process), 0 if none."""
+def read_beat(path: str) -> float | None:
+    """The last heartbeat (``time.monotonic()``, the same clock for every process), 0 if none;
+    None when it cannot be read now (no descriptor left: a flood of connections is not a hung
+    worker, and killing one would leave no descriptor to start its replacement)."""
     try:
         with open(path, "rb") as f:
             return BEAT.unpack(f.read(BEAT.size))[0]
-    except (OSError, struct.error):
+    except (FileNotFoundError, struct.error):
         return 0.0
+    except OSError:
+        return None
 
 
 def _beat(path: str) -> None:

@@ -187,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from verifiers.processes.open_files import raise_open_files_limit
+
+    raise_open_files_limit()  # a stranger's connection flood must not exhaust descriptors
     try:
         env_args = json.loads(args.env_args) if args.env_args else {}
         _, count = parse_spec(args.workers)
