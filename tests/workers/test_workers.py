@@ -596,7 +596,7 @@ async def test_a_connection_flood_that_exhausts_descriptors_is_survived(server, 
     secret_file = tmp_path / "secret"
     secret_file.write_text(SHARED_SECRET)
     secret_file.chmod(0o600)
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # noqa: ASYNC220 (started once, before the loop has work)
         [
             *(sys.executable, "-m", "verifiers.workers.server", "vf-worker-probe"),
             *("--port", str(port), "--workers", "1", "--secret-file", str(secret_file)),
