@@ -871,3 +871,41 @@ def test_a_conversion_killed_outright_leaves_nothing_once_the_model_is_next_used
     finally:
         shutil.rmtree(killed, ignore_errors=True)
         shutil.rmtree(elsewhere, ignore_errors=True)
+
+
+def test_a_client_that_stalls_its_headers_or_body_holds_nothing_for_long(tiny_dir, tmp_path):
+    """Connections that never finished their headers made vf-serve unreachable, and stalled
+    bodies held the client's shared budget (others got 429) for as long as the sender liked."""
+    import socket as sockets
+    import time as clock
+    from urllib.parse import urlsplit
+
+    with start_server(
+        str(tiny_dir),
+        log_path=tmp_path / "serve.log",
+        extra_args=["--dtype", "float32", "--served-model-name", "tiny", "--read-timeout", "1"],
+    ) as server:
+        where = urlsplit(server.base_url)
+        address = (where.hostname, where.port)
+        half = sockets.create_connection(address)
+        half.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")  # never finishes
+        stalled = sockets.create_connection(address)
+        stalled.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n{\"model\": "
+        )
+        started = clock.monotonic()
+        half.settimeout(10)
+        assert half.recv(1024) == b""  # closed by the server
+        stalled.settimeout(10)
+        answer = stalled.recv(4096)
+        assert b" 408 " in answer.split(b"\r\n", 1)[0], answer[:200]
+        assert clock.monotonic() - started < 6
+        ok = httpx.post(
+            f"{server.base_url}/chat/completions",
+            json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
+            timeout=30,
+        )
+        assert ok.status_code == 200
+        half.close()
+        stalled.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -48,15 +49,25 @@ def _error(exc: APIError) -> Response:
 MAX_BODY = 32 * 1024 * 1024
 
 
-async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
-    """The request body, refused with a 413 past ``limit`` bytes (counted as it streams)."""
+async def read_body(
+    request: Request, limit: int = MAX_BODY, timeout: float | None = None
+) -> bytes:
+    """The request body, refused with a 413 past ``limit`` bytes (counted as it streams) and
+    with a 408 when it has not all arrived within ``timeout`` seconds (default: the app's
+    ``state.read_timeout``, else none): a stalled body must not hold what it was admitted to."""
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
         raise APIError(413, f"request bodies are limited to {limit} bytes")
+    if timeout is None:
+        timeout = getattr(request.app.state, "read_timeout", None)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise APIError(413, f"request bodies are limited to {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise APIError(413, f"request bodies are limited to {limit} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise APIError(408, f"the request body did not arrive within {timeout:g} s") from None
     return b"".join(chunks)

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from verifiers.asgi.deadlines import READ_TIMEOUT_S, header_timeout_protocol
 from verifiers.cli.settings import CommandSettings, Flag, parse_settings
 from verifiers.local_model.models import DEFAULT_MODEL
 from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV
@@ -58,6 +59,12 @@ class ServeSettings(CommandSettings):
     client_max_bytes: int = Field(
         64 * 1024 * 1024,
         description="bytes of request bodies one anonymous client may have in flight",
+    )
+    read_timeout: float = Field(
+        READ_TIMEOUT_S,
+        gt=0,
+        description="seconds a client may take to send a request's headers, and its body "
+        "(a connection that trickles or stalls is closed, a stalled body gets a 408)",
     )
     weights_secret_file: str | None = Field(
         None,
@@ -141,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     budget = ClientBudget(args.client_max_tokens, args.client_max_requests, args.client_max_bytes)
     config = uvicorn.Config(
-        build_app(service, api_key=api_key, budget=budget),
+        build_app(service, api_key=api_key, budget=budget, read_timeout=args.read_timeout),
+        http=header_timeout_protocol(args.read_timeout),
         log_level="warning",
         timeout_graceful_shutdown=5,
         # a client is the address it connects from: X-Forwarded-For is anyone's to write

@@ -26,6 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from verifiers.asgi.deadlines import READ_TIMEOUT_S
 from verifiers.asgi.json_api import APIError, _error, _json, read_body
 from verifiers.serve.lanes import PromptLanes
 from verifiers.serve.limits import ClientBudget, client_of, unless_gone
@@ -38,9 +39,13 @@ from verifiers.weights.protocol import LoadWeightsRequest
 
 
 def build_app(
-    service: ModelService, api_key: str | None = None, budget: ClientBudget | None = None
+    service: ModelService,
+    api_key: str | None = None,
+    budget: ClientBudget | None = None,
+    read_timeout: float = READ_TIMEOUT_S,
 ) -> Starlette:
-    """The app; without ``api_key`` every client is anonymous and held to ``budget``."""
+    """The app; without ``api_key`` every client is anonymous and held to ``budget``; a request
+    body must arrive within ``read_timeout`` seconds (408 otherwise)."""
     ids = itertools.count(1)
     budget = ClientBudget(max_tokens=0) if api_key else (budget or ClientBudget())
     lanes = PromptLanes(service.prompts)
@@ -239,6 +244,7 @@ def build_app(
             ),
         ]
     )
+    app.state.read_timeout = read_timeout
     if api_key:
         app.add_middleware(APIKeyCheck, api_key=api_key)
     return app

@@ -157,11 +157,16 @@ class Hold:
         if length.isdigit() and int(length) > MAX_BODY:
             raise APIError(413, f"request bodies are limited to {MAX_BODY} bytes")
         chunks = []
-        async for chunk in request.stream():
-            if self.body_bytes + len(chunk) > MAX_BODY:
-                raise APIError(413, f"request bodies are limited to {MAX_BODY} bytes")
-            self.charge_bytes(len(chunk))
-            chunks.append(chunk)
+        timeout = getattr(request.app.state, "read_timeout", None)
+        try:  # a stalled body holds the client's budget only this long
+            async with asyncio.timeout(timeout):
+                async for chunk in request.stream():
+                    if self.body_bytes + len(chunk) > MAX_BODY:
+                        raise APIError(413, f"request bodies are limited to {MAX_BODY} bytes")
+                    self.charge_bytes(len(chunk))
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise APIError(408, f"the request body did not arrive within {timeout:g} s") from None
         return b"".join(chunks)
 
     def charge_bytes(self, size: int) -> None:
