@@ -53,6 +53,10 @@ def behaviour(completion, answer, info) -> float:
         ctypes.string_at(0)
     if kind == "exit":
         os._exit(3)
+    if kind == "grow":  # a leak that holds on (each page written, so resident)
+        held = b"x" * (int(info["mb"]) * 2**20)
+        time.sleep(30)
+        return float(len(held) > 0)
     return 1.0
 
 
@@ -651,3 +655,21 @@ def test_servers_raise_their_descriptor_budget_to_the_hard_limit():
         assert soft == hard or hard == resource.RLIM_INFINITY
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, before)
+
+
+async def test_a_worker_over_its_memory_budget_is_replaced_and_only_the_grower_errs(
+    server, flags
+):
+    """A reward that grows to 600 MiB in a worker with a 300 MiB budget: the worker is replaced
+    before the OOM killer would take the machine, the groups beside it run again alone, and
+    only the example that grew it is an error, saying so."""
+    data = rows(*({"kind": "grow", "mb": 600} if i == 1 else {} for i in range(6)))
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    started = time.monotonic()
+    async with WorkerPool("vf-worker-probe", {"rows": data}, 2, memory_limit_mb=300) as pool:
+        out = await env.evaluate(server.base_url, "m", env_workers=pool, max_concurrent=6)
+    failed = [(s["example_id"], s["error"]) for s in out.state if s.get("error") is not None]
+    assert [example for example, _ in failed] == [1], failed
+    assert "over its 300 MiB budget" in failed[0][1]["message"]
+    assert sorted(out.reward) == [0.0] + [2.0] * 5
+    assert time.monotonic() - started < 60  # not the reward's 30 s sleep, three times

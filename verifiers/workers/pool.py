@@ -93,6 +93,10 @@ class WorkerPool:
         hang_timeout: seconds without a heartbeat after which a worker is killed as hung.
         max_deaths_in_a_row: worker deaths with no group answered in between after which
             the pool stops restarting workers.
+        memory_limit_mb: a worker's resident memory past which it is replaced (its groups
+            handled as on any death: the one that grew it, run alone, is the culprit), before
+            the OOM killer takes the machine; default ``$VF_WORKER_MEMORY_MB``, else 80% of
+            this machine's memory shared among the workers.
     """
 
     def __init__(
@@ -106,6 +110,7 @@ class WorkerPool:
         start_timeout: float = 600.0,
         hang_timeout: float = 60.0,
         max_deaths_in_a_row: int | None = None,
+        memory_limit_mb: int | None = None,
     ) -> None:
         if num_workers < 1:
             raise ValueError(
@@ -117,6 +122,7 @@ class WorkerPool:
         self.restarts = 0
         self.isolated = 0  # suspects run alone
         self.max_deaths_in_a_row = max_deaths_in_a_row or 4 * num_workers + 8
+        self.memory_limit_mb = memory_limit_mb or default_memory_limit_mb(num_workers)
         self._deaths_in_a_row = 0
         self._broken: str | None = None  # why the pool stopped restarting workers
         self._workers: list[_Worker] = []
@@ -417,6 +423,15 @@ class WorkerPool:
                 ):
                     logger.warning("worker %s stopped beating: killing it", worker.slot)
                     worker.process.kill()
+                elif (used := resident_mb(worker.process.pid)) > self.memory_limit_mb:
+                    logger.warning(
+                        "worker %s uses %d MiB, over its %d MiB budget: replacing it",
+                        worker.slot,
+                        used,
+                        self.memory_limit_mb,
+                    )
+                    worker.stuck = f"grew to {used} MiB, over its {self.memory_limit_mb} MiB budget"
+                    worker.process.kill()
             time.sleep(0.25)
 
     def _died(self, worker: _Worker, reason: str) -> None:
@@ -496,6 +511,25 @@ class WorkerPool:
         for other in self._workers:
             if other is not worker and other.alive():
                 other.process.kill()
+
+
+def resident_mb(pid: int) -> int:
+    """A process's resident memory in MiB (0 when it cannot be read: it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE") // 2**20
+
+
+def default_memory_limit_mb(workers: int) -> int:
+    """``$VF_WORKER_MEMORY_MB``, else 80% of this machine's memory shared among the workers."""
+    configured = os.environ.get("VF_WORKER_MEMORY_MB", "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    return max(256, int(total * 0.8) // max(workers, 1))
 
 
 def _describe_exit(code: int) -> str:
