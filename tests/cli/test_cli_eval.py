@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -597,3 +598,11 @@ def test_an_endpoints_file_in_the_working_directory_never_chooses_where_a_key_go
     taken = ["reverse-text", "-m", "SmolLM2-135M-Instruct", "--endpoints", "endpoints.toml"]
     assert main(taken) == 2
     assert "is the embedded model's name" in capsys.readouterr().err.replace("\n", " ")
+
+
+def test_verbose_says_how_long_the_first_rollout_took(server, tmp_path, capsys):
+    """What a short run's user waits through: workers starting, the endpoint checked."""
+    server.set_handler(reverse_policy)
+    assert main(reverse_text_argv(server.base_url, tmp_path, "-n", "2", "-r", "1", "-v")) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"first rollout finished \d+\.\d\d s after start", err), err[-2000:]

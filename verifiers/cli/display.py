@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
@@ -20,8 +21,17 @@ from verifiers.results.schema import RunMetadata
 class LiveProgress:
     """A rich progress bar fed by the engine's ``on_progress`` callback."""
 
-    def __init__(self, console: Console, total: int, already_done: int = 0) -> None:
+    def __init__(
+        self,
+        console: Console,
+        total: int,
+        already_done: int = 0,
+        started: float | None = None,
+    ) -> None:
+        """``started`` (``time.perf_counter()`` when the command began): the time to the first
+        rollout is printed once it finishes (what a short run's user waits through)."""
         self.console = console
+        self.started = started
         self.rewards_sum = 0.0
         self.count = 0
         self.errors = 0
@@ -49,6 +59,10 @@ class LiveProgress:
         self.progress.stop()
 
     def update(self, done: int, total: int, records: list[dict[str, Any]]) -> None:
+        if records and self.started is not None and self.count == 0:
+            self.console.log(
+                f"first rollout finished {time.perf_counter() - self.started:.2f} s after start"
+            )
         for record in records:
             self.rewards_sum += float(record.get("reward") or 0.0)
             self.count += 1

@@ -334,6 +334,7 @@ def _print_saved(stdout: Console, results_path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()  # the time to the first rollout is counted from here (-v)
     args = parse_args(argv)
     console = Console(stderr=True)
     logging.basicConfig(
@@ -349,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     # finished rollouts are saved and the line that continues the run is printed
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return _run(args, console, servers)
+        return _run(args, console, servers, started)
     except CLIError as exc:
         console.print(f"[red]vf-eval:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
@@ -362,7 +363,9 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
-def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
+def _run(
+    args: EvalSettings, console: Console, servers: list[Any], started: float | None = None
+) -> int:
     from verifiers.errors import EnvironmentNotFoundError, EnvWorkerError, ResumeError
     from verifiers.loading.loader import load_environment
     from verifiers.results.layout import new_run_dir
@@ -494,7 +497,9 @@ def _run(args: EvalSettings, console: Console, servers: list[Any]) -> int:
 
     start = time.perf_counter()
     try:
-        with LiveProgress(console, total) as progress:
+        with LiveProgress(
+            console, total, started=started if args.verbose else None
+        ) as progress:
             out = asyncio.run(
                 _generate(
                     env,
