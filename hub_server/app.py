@@ -63,6 +63,7 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
             hub.auth.credential(scope["path"], scope["method"], headers)
         ),
         upload_limit=2 * MAX_FILE + 1024 * 1024,
+        upload_url_limit=MAX_FILE,
         read_timeout=settings.read_timeout,
     )
     app.add_middleware(StrictTransportSecurity)  # outermost: fast paths and refusals too

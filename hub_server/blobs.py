@@ -8,9 +8,11 @@ spooled to disk, never held whole in memory).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
+import re
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
@@ -109,6 +111,74 @@ class S3BlobStore(_Bytes):
 
     def get(self, key: str) -> bytes:
         return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+
+
+STAGED_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
+
+
+class StagingArea:
+    """Staged bytes by staged-file id, beside (never inside) the hub's blob store."""
+
+    def __init__(self, blobs: BlobStore) -> None:
+        self.local: Path | None = None
+        self.s3: S3BlobStore | None = None
+        if isinstance(blobs, LocalBlobStore):
+            self.local = blobs.root.with_name(blobs.root.name + ".staging")
+            self.local.mkdir(mode=0o700, parents=True, exist_ok=True)
+        elif isinstance(blobs, S3BlobStore):
+            self.s3 = blobs
+        else:
+            raise TypeError(f"no staging area for {type(blobs).__name__}")
+
+    def _key(self, staged_id: str) -> str:
+        if not STAGED_ID.fullmatch(staged_id):
+            raise ValueError(f"bad staged id {staged_id!r}")
+        assert self.s3 is not None
+        prefix = self.s3.prefix
+        return f"{prefix}.staging/{staged_id}" if prefix else f"staging/{staged_id}"
+
+    def _path(self, staged_id: str) -> Path:
+        if not STAGED_ID.fullmatch(staged_id):
+            raise ValueError(f"bad staged id {staged_id!r}")
+        assert self.local is not None
+        return self.local / staged_id
+
+    def put(self, staged_id: str, file: BinaryIO) -> None:
+        file.seek(0)
+        if self.s3 is not None:
+            self.s3.client.upload_fileobj(file, self.s3.bucket, self._key(staged_id))
+            return
+        path = self._path(staged_id)
+        fd, tmp = tempfile.mkstemp(dir=path.parent)
+        with os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(file, out, CHUNK)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+
+    def open(self, staged_id: str) -> BinaryIO:
+        if self.s3 is not None:
+            spool = tempfile.SpooledTemporaryFile(max_size=1024 * 1024)
+            self.s3.client.download_fileobj(self.s3.bucket, self._key(staged_id), spool)
+            spool.seek(0)
+            return spool  # type: ignore[return-value]
+        return self._path(staged_id).open("rb")
+
+    def delete(self, staged_id: str) -> None:
+        if self.s3 is not None:
+            self.s3.client.delete_object(Bucket=self.s3.bucket, Key=self._key(staged_id))
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self._path(staged_id).unlink()
+
+    def names(self) -> list[str]:
+        """What is staged now (tests: an abandoned push leaves nothing)."""
+        if self.s3 is not None:
+            prefix = self._key("x" * 16)[:-16]
+            listed = self.s3.client.list_objects_v2(Bucket=self.s3.bucket, Prefix=prefix)
+            return [o["Key"][len(prefix) :] for o in listed.get("Contents", [])]
+        assert self.local is not None
+        return sorted(p.name for p in self.local.iterdir() if STAGED_ID.fullmatch(p.name))
 
 
 def open_blob_store(url: str | None, data_dir: Path, endpoint: str | None = None) -> BlobStore:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,11 @@ SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 # the web pages' forms: they carry their own credential (a token to exchange, or the session)
 # and a CSRF token, so they pass without an Authorization header, with small bodies only
 FORM_ROUTES = {"/login": 16 * 1024, "/logout": 4 * 1024}
+# an upload URL of a staged push (Prime's official CLI): the URL is the credential (a
+# single-use token checked by the route), so this one route, PUT only, passes without a token
+UPLOAD_URL = re.compile(r"/api/v1/environmentshub/uploads/[A-Za-z0-9_-]{40,64}")
+# the staged push's declares are JSON, though one ends in /versions
+JSON_PREFIX = "/api/v1/environmentshub/"
 
 
 class BodyRefused(Exception):
@@ -33,18 +39,22 @@ class RequestGuard:
         upload_limit: int,
         json_limit: int = 1024 * 1024,
         read_timeout: float = 30.0,
+        upload_url_limit: int | None = None,
     ) -> None:
         self.app = app
         self.authenticate = authenticate
         self.upload_limit = upload_limit
         self.json_limit = json_limit
         self.read_timeout = read_timeout
+        self.upload_url_limit = upload_url_limit or upload_limit
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] in SAFE_METHODS:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         form_limit = FORM_ROUTES.get(scope["path"])
+        if scope["method"] == "PUT" and UPLOAD_URL.fullmatch(scope["path"]):
+            form_limit = self.upload_url_limit
         if form_limit is None:
             try:
                 user = self.authenticate(scope, headers)
@@ -55,7 +65,9 @@ class RequestGuard:
                 return await _error(
                     send, 401, "auth_required", "this needs an API token: run `prime login`"
                 )
-        uploads = scope["path"].rstrip("/").endswith(UPLOAD_SUFFIXES)
+        uploads = scope["path"].rstrip("/").endswith(UPLOAD_SUFFIXES) and not scope[
+            "path"
+        ].startswith(JSON_PREFIX)
         limit = form_limit or (self.upload_limit if uploads else self.json_limit)
         too_large = (413, "body_too_large", f"request bodies here are limited to {limit} bytes")
         length = headers.get("content-length", "")

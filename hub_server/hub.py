@@ -20,7 +20,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from hub_server.auth import Authenticator
-from hub_server.blobs import BlobStore, open_blob_store
+from hub_server.blobs import BlobStore, StagingArea, open_blob_store
 from hub_server.clock import today
 from hub_server.db.accounts import Accounts
 from hub_server.db.attachments import Attachments
@@ -61,6 +61,7 @@ class Hub:
         self.blobs: BlobStore = open_blob_store(
             settings.blobs, settings.data_dir, settings.s3_endpoint
         )
+        self.staging = StagingArea(self.blobs)  # staged pushes' bytes, beside the blob store
         self.auth = Authenticator(self.accounts)
         self.index_cache: OrderedDict[tuple, bytes] = OrderedDict()
         self._downloads: set[tuple[int, int, str]] = set()

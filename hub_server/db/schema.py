@@ -144,6 +144,18 @@ SQLITE = [
     INSERT OR IGNORE INTO retired_names (owner, name_key, version_key)
         SELECT e.owner, e.name_key, r.version_key FROM retired_versions r JOIN environments e ON e.id = r.env_id;
     """,
+    # a staged push (Prime's official CLI: declare, PUT to an upload URL, finalize): nothing here
+    # is visible; the last finalize publishes through the same service as a native push. An
+    # upload URL's token is kept only as its sha256 (upload_hash), cleared once it is used.
+    """
+    CREATE TABLE staged_pushes (id TEXT PRIMARY KEY, user_id INTEGER NOT NULL, owner TEXT NOT NULL,
+                                name TEXT NOT NULL, visibility TEXT, created_at TEXT NOT NULL,
+                                expires_at TEXT NOT NULL, published TEXT);
+    CREATE TABLE staged_files (id TEXT PRIMARY KEY, push_id TEXT NOT NULL REFERENCES staged_pushes(id) ON DELETE CASCADE,
+                               kind TEXT NOT NULL, filename TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER,
+                               upload_hash TEXT UNIQUE, state TEXT NOT NULL, expires_at TEXT NOT NULL);
+    CREATE INDEX staged_pushes_expiry ON staged_pushes (expires_at);
+    """,
 ]
 
 POSTGRESQL = [
@@ -219,6 +231,18 @@ POSTGRESQL = [
     INSERT INTO retired_names (owner, name_key, version_key)
         SELECT e.owner, e.name_key, r.version_key FROM retired_versions r JOIN environments e ON e.id = r.env_id
         ON CONFLICT DO NOTHING;
+    """,
+    # v4: a staged push (Prime's official CLI: declare, PUT to an upload URL, finalize): nothing here
+    # is visible; the last finalize publishes through the same service as a native push. An
+    # upload URL's token is kept only as its sha256 (upload_hash), cleared once it is used.
+    """
+    CREATE TABLE staged_pushes (id TEXT PRIMARY KEY, user_id BIGINT NOT NULL, owner TEXT NOT NULL,
+                                name TEXT NOT NULL, visibility TEXT, created_at TEXT NOT NULL,
+                                expires_at TEXT NOT NULL, published TEXT);
+    CREATE TABLE staged_files (id TEXT PRIMARY KEY, push_id TEXT NOT NULL REFERENCES staged_pushes(id) ON DELETE CASCADE,
+                               kind TEXT NOT NULL, filename TEXT NOT NULL, sha256 TEXT NOT NULL, size BIGINT,
+                               upload_hash TEXT UNIQUE, state TEXT NOT NULL, expires_at TEXT NOT NULL);
+    CREATE INDEX staged_pushes_expiry ON staged_pushes (expires_at);
     """,
 ]
 

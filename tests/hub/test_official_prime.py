@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -45,10 +46,21 @@ def official(tmp_path_factory) -> Path:
     return root
 
 
+URL_TTL = 20  # seconds an upload URL lives on this module's hubs (a staged push: twice that)
+
+
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory, hub_backend):
-    with serving(tmp_path_factory, hub_backend) as running:
-        yield running
+    saved = os.environ.get("PRIME_HUB_UPLOAD_URL_TTL")
+    os.environ["PRIME_HUB_UPLOAD_URL_TTL"] = str(URL_TTL)  # read by the hub process it starts
+    try:
+        with serving(tmp_path_factory, hub_backend) as running:
+            yield running
+    finally:
+        if saved is None:
+            os.environ.pop("PRIME_HUB_UPLOAD_URL_TTL", None)
+        else:
+            os.environ["PRIME_HUB_UPLOAD_URL_TTL"] = saved
 
 
 class Official:
@@ -206,3 +218,130 @@ def test_reads_install_pull_and_deletes(official, hub, tmp_path):
     prime("env", "delete", "alice/add-env", "--force")
     assert native(hub, "alice/add-env").status_code == 404
     shutil.rmtree(target)
+
+
+def staged_names(hub) -> list[str]:
+    """What the hub holds staged now (the staging area beside its blob store)."""
+    from hub_server.hub import Hub
+
+    backend = hub["backend"]
+    flags = backend.flags
+    db = flags[flags.index("--db") + 1] if "--db" in flags else None
+    blobs = flags[flags.index("--blobs") + 1] if "--blobs" in flags else None
+    endpoint = flags[flags.index("--s3-endpoint") + 1] if "--s3-endpoint" in flags else None
+    opened = Hub(hub["data"], db=db, blobs=blobs, s3_endpoint=endpoint, upload_workers=0)
+    try:
+        return opened.staging.names()
+    finally:
+        opened.close()
+
+
+def test_official_push_is_judged_as_a_native_push(official, hub, tmp_path):
+    carol = new_user(hub, "carol")
+    auth = {"Authorization": f"Bearer {carol}"}
+    api = f"{hub['url']}/api/v1/environmentshub"
+    prime = Official(official, tmp_path / "home", hub["url"], carol)
+    subprocess.run(
+        [sys.executable, "-m", "verifiers.cli.init", "word-count"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    project = tmp_path / "environments" / "word_count"
+    pyproject = project / "pyproject.toml"  # no dependencies: the install resolves nothing
+    pyproject.write_text(
+        pyproject.read_text().replace('dependencies = ["verifiers>=0.3.1"]', "dependencies = []")
+    )
+
+    pushed = prime("env", "push", "--path", str(project), "--visibility", "PUBLIC")
+    assert "Successfully pushed carol/word-count" in pushed.stdout, pushed.stdout
+    described = native(hub, "carol/word-count").json()
+    assert described["versions"] == ["0.1.0"]
+    assert staged_names(hub) == [], "a published push leaves nothing staged"
+
+    # the official install then installs what was pushed
+    target = tmp_path / "target"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    prime("env", "install", "carol/word-count@0.1.0", venv=target)
+    version = subprocess.run(
+        [
+            str(target / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m;print(m.version('word-count'))",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert version.stdout.strip() == "0.1.0", version.stderr
+
+    # the same checks as a native push: the version's number is taken, and a package that is not
+    # the environment's own is refused at the last finalize
+    again = prime("env", "push", "--path", str(project), check=False)
+    assert again.returncode != 0 and "already" in again.stdout.replace("\n", " ")
+
+    # an upload URL is single-use, bound to its size and sha256, and only its own push's
+    wheel = next((project / "dist").glob("*.whl")).read_bytes()
+    import hashlib
+
+    sha = hashlib.sha256(wheel).hexdigest()
+    declared = {"filename": "word_count-0.2.0-py3-none-any.whl", "sha256": sha, "size": len(wheel)}
+
+    def open_push(token=carol, name="word-count") -> str:
+        resp = httpx.post(
+            f"{api}/resolve", json={"name": name}, headers={"Authorization": f"Bearer {token}"}
+        )
+        assert resp.status_code == 200, resp.text
+        return resp.json()["data"]["id"]
+
+    push = open_push()
+    url = httpx.post(f"{api}/{push}/wheels", json=declared, headers=auth).json()["data"][
+        "upload_url"
+    ]
+    assert url.startswith(hub["url"] + "/api/v1/environmentshub/uploads/") and carol not in url
+    wrong = httpx.put(url, content=wheel[:-1] + b"x")
+    assert wrong.status_code == 400 and wrong.json()["error"]["code"] == "upload_mismatch"
+    assert httpx.put(url, content=wheel).status_code == 404, "a refused URL is spent"
+    url = httpx.post(f"{api}/{push}/wheels", json=declared, headers=auth).json()["data"][
+        "upload_url"
+    ]
+    short = httpx.put(url, content=wheel[:100])
+    assert short.status_code == 400, "the declared size"
+    url = httpx.post(f"{api}/{push}/wheels", json=declared, headers=auth).json()["data"][
+        "upload_url"
+    ]
+    assert httpx.put(url, content=wheel).status_code == 200
+    assert httpx.put(url, content=wheel).status_code == 404, "single-use"
+    assert httpx.put(url[:-4] + "AAAA", content=wheel).status_code == 404, "unguessable"
+    # someone else's push is not found; a declare without a token is refused before its body
+    dave = new_user(hub, "dave")
+    foreign = httpx.post(
+        f"{api}/{push}/wheels", json=declared, headers={"Authorization": f"Bearer {dave}"}
+    )
+    assert foreign.status_code == 404
+    assert httpx.post(f"{api}/{push}/wheels", json=declared).status_code == 401
+    refused = httpx.post(
+        f"{api}/resolve",
+        json={"name": "x", "owner_slug": "carol"},
+        headers={"Authorization": f"Bearer {dave}"},
+    )
+    assert refused.status_code == 403
+    # a token-less PUT anywhere but an upload URL is refused by the guard
+    assert httpx.put(f"{api}/carol/word-count", content=b"x").status_code == 401
+    # a declare over the size cap is refused before any upload
+    big = httpx.post(f"{api}/{push}/wheels", json={**declared, "size": 51 * 2**20}, headers=auth)
+    assert big.status_code == 413
+
+    # abandoned half-way (the wheel uploaded, never finalized): nothing visible, and once the
+    # push expires its staged bytes are collected; an expired URL is refused
+    later = open_push()
+    stale = httpx.post(f"{api}/{later}/wheels", json=declared, headers=auth).json()["data"][
+        "upload_url"
+    ]
+    assert staged_names(hub), "the abandoned push's wheel is staged"
+    time.sleep(2 * URL_TTL + 2)
+    assert httpx.put(stale, content=wheel).status_code == 404, "expired"
+    finalize = httpx.post(f"{api}/{push}/wheels/x/finalize", headers=auth)
+    assert finalize.status_code == 404, "an expired push is gone"
+    open_push()  # collects expired pushes
+    assert staged_names(hub) == []
+    assert native(hub, "carol/word-count").json()["versions"] == ["0.1.0"]

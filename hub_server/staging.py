@@ -1,0 +1,211 @@
+"""Staged pushes: Prime's official CLI declares each file, PUTs its bytes to an upload URL the
+hub hands out, and finalizes. Nothing staged is visible: the last finalize hands the staged wheel
+to ``publishing.publish``, the native push's own service (the same checks, one transaction).
+
+Staged bytes live in a staging area of their own (a sibling directory of the blob store, or a
+sibling prefix in its bucket), never in the content-addressed blob store, so collecting an
+abandoned push can never remove a published blob. An upload URL is a capability: a
+``secrets.token_urlsafe`` token (kept only as its sha256), single-use, valid for
+``PRIME_HUB_UPLOAD_URL_TTL`` seconds (15 minutes by default), bound to the declared size and
+sha256; a push left unfinished is collected once it expires (twice that).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from hub_server import publishing
+from hub_server.auth import Principal
+from hub_server.clock import now
+from hub_server.errors import HubError
+from hub_server.hub import Hub
+from hub_server.upload_pool import Upload
+from hub_server.uploads import MAX_FILE
+
+SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def url_ttl() -> timedelta:
+    return timedelta(seconds=float(os.environ.get("PRIME_HUB_UPLOAD_URL_TTL", "900")))
+
+
+def push_ttl() -> timedelta:
+    return 2 * url_ttl()
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+# --- the staged push's records ------------------------------------------------------------------------
+def collect(hub: Hub) -> None:
+    """Forget expired pushes and drop their staged bytes (an abandoned push leaves nothing)."""
+    stamp = now()
+    with hub.database.transaction() as db:
+        rows = db.execute(
+            "SELECT f.id FROM staged_files f JOIN staged_pushes p ON p.id = f.push_id "
+            "WHERE p.expires_at < ?",
+            (stamp,),
+        ).fetchall()
+        db.execute(
+            "DELETE FROM staged_files WHERE push_id IN "
+            "(SELECT id FROM staged_pushes WHERE expires_at < ?)",
+            (stamp,),
+        )
+        db.execute("DELETE FROM staged_pushes WHERE expires_at < ?", (stamp,))
+    for row in rows:
+        hub.staging.delete(row["id"])
+
+
+def open_push(hub: Hub, user: Principal, owner: str, name: str, visibility: str | None) -> str:
+    push_id = secrets.token_urlsafe(24)
+    with hub.database.transaction() as db:
+        db.execute(
+            "INSERT INTO staged_pushes (id, user_id, owner, name, visibility, created_at, "
+            "expires_at) VALUES (?,?,?,?,?,?,?)",
+            (push_id, user.user_id, owner, name, visibility, now(), now(push_ttl())),
+        )
+    return push_id
+
+
+def push_of(hub: Hub, user: Principal, push_id: str) -> Any:
+    """The caller's own unexpired push, re-checked as a native push is (scope and namespace);
+    anyone else's, or an expired one, answers as one that never existed."""
+    user.require("publish")
+    with hub.database.read() as db:
+        push = db.execute(
+            "SELECT * FROM staged_pushes WHERE id=? AND user_id=? AND expires_at >= ?",
+            (push_id, user.user_id, now()),
+        ).fetchone()
+    if push is None:
+        raise HubError(404, "push_not_found", f"no staged push {push_id[:64]!r}: resolve again")
+    hub.auth.require_publisher(user, push["owner"], f"publish to the {push['owner']!r} namespace")
+    return push
+
+
+def declare(
+    hub: Hub, push: Any, kind: str, filename: str, sha256: str, size: int | None
+) -> tuple[str, str | None]:
+    """Stage one file of a push: (its id, the upload token, None where these very bytes are
+    already staged). Declaring again replaces what was staged of that kind."""
+    if not publishing.SAFE_FILENAME.fullmatch(filename) or not filename.endswith(
+        ".whl" if kind == "wheel" else ".tar.gz"
+    ):
+        raise HubError(400, "invalid_filename", f"{filename[:100]!r} is not a {kind} filename")
+    if not SHA256.fullmatch(sha256):
+        raise HubError(400, "invalid_sha256", "sha256 must be 64 lowercase hex digits")
+    if size is not None and not 0 < size <= MAX_FILE:
+        raise HubError(413, "file_too_large", f"{filename} is over {MAX_FILE // (1024 * 1024)} MiB")
+    token = secrets.token_urlsafe(32)
+    staged_id = secrets.token_urlsafe(18)
+    dropped: list[str] = []
+    with hub.database.transaction() as db:
+        for row in db.execute(
+            "SELECT * FROM staged_files WHERE push_id=? AND kind=?", (push["id"], kind)
+        ).fetchall():
+            same = (row["filename"], row["sha256"], row["size"]) == (filename, sha256, size)
+            if same and row["state"] in ("uploaded", "finalized"):
+                return row["id"], None  # a retried declare: these bytes are already here
+            dropped.append(row["id"])
+            db.execute("DELETE FROM staged_files WHERE id=?", (row["id"],))
+        db.execute(
+            "INSERT INTO staged_files (id, push_id, kind, filename, sha256, size, upload_hash, "
+            "state, expires_at) VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                staged_id,
+                push["id"],
+                kind,
+                filename,
+                sha256,
+                size,
+                token_hash(token),
+                "declared",
+                now(url_ttl()),
+            ),
+        )
+    for old in dropped:
+        hub.staging.delete(old)
+    return staged_id, token
+
+
+def claim(hub: Hub, token: str) -> Any:
+    """Use up an upload URL: the staged file it was made for, once, before it expires."""
+    with hub.database.transaction() as db:
+        row = db.execute(
+            "UPDATE staged_files SET upload_hash=NULL, state='receiving' "
+            "WHERE upload_hash=? AND state='declared' AND expires_at >= ? RETURNING *",
+            (token_hash(token), now()),
+        ).fetchone()
+    if row is None:
+        raise HubError(
+            404, "upload_url_invalid", "this upload URL is unknown, used or expired: push again"
+        )
+    return row
+
+
+def received(hub: Hub, staged: Any, file: Any) -> None:
+    """The PUT's bytes, already checked against the declared size and sha256 (None: refused)."""
+    if file is None:
+        with hub.database.transaction() as db:
+            db.execute("DELETE FROM staged_files WHERE id=?", (staged["id"],))
+        return
+    hub.staging.put(staged["id"], file)
+    with hub.database.transaction() as db:
+        row = db.execute(
+            "UPDATE staged_files SET state='uploaded' WHERE id=? AND state='receiving' "
+            "RETURNING id",
+            (staged["id"],),
+        ).fetchone()
+    if row is None:  # declared again, or collected, while its bytes came: they are nobody's
+        hub.staging.delete(staged["id"])
+        raise HubError(409, "upload_superseded", "this upload was replaced or expired: push again")
+
+
+def finalize_file(hub: Hub, push: Any, staged_id: str, kind: str) -> Any:
+    with hub.database.transaction() as db:
+        row = db.execute(
+            "UPDATE staged_files SET state='finalized' WHERE id=? AND push_id=? AND kind=? "
+            "AND state IN ('uploaded', 'finalized') RETURNING *",
+            (staged_id, push["id"], kind),
+        ).fetchone()
+    if row is None:
+        raise HubError(
+            409,
+            "upload_missing",
+            f"the {kind} {staged_id[:64]!r} of this push has not been uploaded",
+        )
+    return row
+
+
+def publish_push(hub: Hub, user: Principal, push: dict[str, Any]) -> tuple[int, int]:
+    """The last finalize: the staged wheel through the native push's service (its checks and
+    its one transaction), then the push's staged bytes go. In an upload worker."""
+    with hub.database.read() as db:
+        wheel = db.execute(
+            "SELECT * FROM staged_files WHERE push_id=? AND kind='wheel' AND state='finalized'",
+            (push["id"],),
+        ).fetchone()
+    if wheel is None:
+        raise HubError(409, "upload_missing", "this push has no finalized wheel")
+    with hub.staging.open(wheel["id"]) as file:
+        form = publishing.PublishForm(push["visibility"], None, None, [])
+        ids = publishing.publish(
+            hub, user, push["owner"], push["name"], Upload(wheel["filename"], file), None, form
+        )
+    forget(hub, push["id"], published=str(ids[1]))
+    return ids
+
+
+def forget(hub: Hub, push_id: str, published: str | None = None) -> None:
+    with hub.database.transaction() as db:
+        rows = db.execute("SELECT id FROM staged_files WHERE push_id=?", (push_id,)).fetchall()
+        db.execute("DELETE FROM staged_files WHERE push_id=?", (push_id,))
+        if published is not None:
+            db.execute("UPDATE staged_pushes SET published=? WHERE id=?", (published, push_id))
+    for row in rows:
+        hub.staging.delete(row["id"])
