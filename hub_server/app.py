@@ -24,6 +24,7 @@ from hub_server.routers import (
     attachments,
     environments,
     environmentshub,
+    environmentshub_push,
     publishing,
     sdk,
     simple,
@@ -48,7 +49,17 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
     app.state.views = Views(settings.public_url)
     app.state.sdk = SDKWheels(settings.data_dir, settings.sdk_wheel, settings.build_sdk)
     install_error_handlers(app)
-    rooms = (simple, accounts, environments, publishing, attachments, environmentshub, sdk, web)
+    rooms = (
+        simple,
+        accounts,
+        environments,
+        publishing,
+        attachments,
+        environmentshub,
+        environmentshub_push,
+        sdk,
+        web,
+    )
     for room in rooms:  # hot first
         app.include_router(room.router)
     app.router.on_startup.append(app.state.sdk.start)
