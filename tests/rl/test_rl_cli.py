@@ -248,6 +248,7 @@ def test_a_run_directory_is_held_by_its_run_alone(tmp_path):
     import signal
     import subprocess
     import sys
+    import time
 
     from verifiers.rl.run_lock import RUN_LOCK, run_dir_lock
 
@@ -271,6 +272,25 @@ def test_a_run_directory_is_held_by_its_run_alone(tmp_path):
     assert run.stdout is not None
     child = int(run.stdout.readline())
     run.wait()
+
+    def child_holds_the_lock_file() -> bool:
+        try:
+            fds = os.listdir(f"/proc/{child}/fd")
+        except OSError:
+            return False
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{child}/fd/{fd}").endswith(RUN_LOCK):
+                    return True
+            except OSError:
+                continue
+        return False
+
+    # the child closes the lock file as it starts (an at-fork handler); on a busy machine it
+    # may not have run yet when its parent is already gone
+    deadline = time.monotonic() + 10
+    while child_holds_the_lock_file() and time.monotonic() < deadline:
+        time.sleep(0.01)
     try:
         os.kill(child, 0)  # alive
         with run_dir_lock(out) as hold:  # and it does not hold the dead run's directory
