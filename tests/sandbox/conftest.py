@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sandboxes import available_modes, wait_until_no_sandboxes
+from support.sandboxes import available_modes, wait_until_no_sandboxes
 
 from verifiers.sandbox import LocalSandboxProvider, SandboxLimits
 

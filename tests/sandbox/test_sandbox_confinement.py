@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from sandboxes import available_modes, still_works, wait_until_no_sandboxes
+from support.sandboxes import available_modes, still_works, wait_until_no_sandboxes
 
 from verifiers.sandbox import LocalSandboxProvider, SandboxError, SandboxLimits
 from verifiers.sandbox.base import SandboxUnavailableError

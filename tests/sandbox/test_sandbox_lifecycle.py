@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sandboxes import python_policy, sandbox_pids, wait_until_no_sandboxes
+from support.sandboxes import python_policy, sandbox_pids, wait_until_no_sandboxes
 
 import verifiers as vf
 from verifiers.testing import Reply

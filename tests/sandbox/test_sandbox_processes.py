@@ -12,7 +12,7 @@ import textwrap
 import time
 
 import pytest
-from sandboxes import available_modes, sandbox_pids, still_works, wait_until_no_sandboxes
+from support.sandboxes import available_modes, sandbox_pids, still_works, wait_until_no_sandboxes
 
 from verifiers.sandbox import LocalSandboxProvider, SandboxLimits
 from verifiers.sandbox.provider import probe_mode

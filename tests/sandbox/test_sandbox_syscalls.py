@@ -7,7 +7,7 @@ import os
 import textwrap
 
 import pytest
-from sandboxes import still_works
+from support.sandboxes import still_works
 
 from verifiers.sandbox import LocalSandboxProvider, SandboxLimits
 

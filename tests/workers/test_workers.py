@@ -174,7 +174,7 @@ async def test_a_segfaulting_reward_is_an_error_on_its_rollouts_only(server, fla
 
 
 async def test_sandboxes_live_in_the_worker_and_go_with_it(server, flags):
-    from sandboxes import python_policy, sandbox_pids, wait_until_no_sandboxes
+    from support.sandboxes import python_policy, sandbox_pids, wait_until_no_sandboxes
 
     server.set_handler(python_policy("x = 6 * 7", "print(x)"))
     env = vf.load_environment("vf-worker-sandbox")
