@@ -26,8 +26,8 @@ from verifiers.classic import Release
 from verifiers.clients import ClosableModelClient, SDKClient, make_client, model_client
 from verifiers.concurrency import NullAsyncContext, semaphore
 from verifiers.envs.dataset_format import format_rows, to_rows
-from verifiers.envs.timing import set_scoring
 from verifiers.errors import to_record
+from verifiers.messages.timing import set_scoring
 from verifiers.results.records import SummaryAccumulator, rollout_record
 from verifiers.results.schema import RunMetadata, RunStatus
 from verifiers.results.writer import RunWriter, now_iso

@@ -18,11 +18,11 @@ from typing import Any
 
 from verifiers.concurrency import call_with_named, maybe_await
 from verifiers.decorators import cleanup, stop
-from verifiers.envs import timing
 from verifiers.envs.environment import Environment
 from verifiers.envs.messages import concat_messages, normalize_env_messages
 from verifiers.envs.model_turn import add_usage
 from verifiers.errors import EmptyModelResponseError, OverlongPromptError, record_error
+from verifiers.messages import timing
 from verifiers.messages.convert import normalize_messages
 from verifiers.messages.models import Response
 from verifiers.rubrics.rubric import Rubric
