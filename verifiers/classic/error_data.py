@@ -129,3 +129,12 @@ def is_retryable_error(error: Any) -> bool:
     if isinstance(error, dict) and is_error_data(error):
         error = error_from_data(error)
     return isinstance(error, errors.InfraError | errors.InvalidModelResponseError)
+
+
+def error_chain(error: Any) -> str:
+    """``repr`` of an error and its causes, as classic logs show it (``A() -> B()``)."""
+    chain: list[str] = []
+    while error is not None and len(chain) < 10:
+        chain.append(repr(error))
+        error = getattr(error, "__cause__", None)
+    return " -> ".join(chain) or "None"

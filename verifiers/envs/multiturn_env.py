@@ -16,6 +16,7 @@ import time
 from abc import abstractmethod
 from typing import Any
 
+from verifiers.classic.error_data import error_chain
 from verifiers.concurrency import call_with_named, maybe_await
 from verifiers.decorators import cleanup, stop
 from verifiers.envs.environment import Environment
@@ -337,15 +338,6 @@ class MultiTurnEnv(Environment):
             except Exception as exc:
                 record_error(state, exc, phase=phase)
         return state
-
-
-def error_chain(error: Any) -> str:
-    """``repr`` of an error and its causes, as classic logs show it (``A() -> B()``)."""
-    chain: list[str] = []
-    while error is not None and len(chain) < 10:
-        chain.append(repr(error))
-        error = getattr(error, "__cause__", None)
-    return " -> ".join(chain) or "None"
 
 
 def _takes_messages(method: Any) -> bool:
