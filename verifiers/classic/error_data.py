@@ -8,12 +8,20 @@ class named in a saved chain, so retry decisions made on serialized rollouts see
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeGuard
+from typing import Any, TypedDict, TypeGuard
 
 from verifiers import errors
-from verifiers.types import ErrorData
 
 ERROR_DATA_KEYS = frozenset({"error", "message", "error_chain_repr", "error_chain_str"})
+
+
+class ErrorData(TypedDict):
+    """A rollout's error as verifiers 0.1.11+ serializes it (``verifiers.utils.error_utils``)."""
+
+    error: str
+    message: str
+    error_chain_repr: str
+    error_chain_str: str
 
 
 def get_error_chain(
