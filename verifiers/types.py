@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict
 
+from verifiers.classic.error_data import ErrorData as ErrorData  # re-exported: its classic path
 from verifiers.messages.models import (  # re-exported: the classic module path of these types
     AssistantMessage,
     ContentPart,
@@ -192,15 +193,6 @@ class RolloutInput(BaseRolloutInput, total=False):
     answer: str
     info: Info | str
     task: Any
-
-
-class ErrorData(TypedDict):
-    """A rollout's error as verifiers 0.1.11+ serializes it (``verifiers.utils.error_utils``)."""
-
-    error: str
-    message: str
-    error_chain_repr: str
-    error_chain_str: str
 
 
 class TokenUsage(TypedDict):

@@ -8,12 +8,20 @@ class named in a saved chain, so retry decisions made on serialized rollouts see
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeGuard
+from typing import Any, TypedDict, TypeGuard
 
 from verifiers import errors
-from verifiers.types import ErrorData
 
 ERROR_DATA_KEYS = frozenset({"error", "message", "error_chain_repr", "error_chain_str"})
+
+
+class ErrorData(TypedDict):
+    """A rollout's error as verifiers 0.1.11+ serializes it (``verifiers.utils.error_utils``)."""
+
+    error: str
+    message: str
+    error_chain_repr: str
+    error_chain_str: str
 
 
 def get_error_chain(
@@ -129,3 +137,12 @@ def is_retryable_error(error: Any) -> bool:
     if isinstance(error, dict) and is_error_data(error):
         error = error_from_data(error)
     return isinstance(error, errors.InfraError | errors.InvalidModelResponseError)
+
+
+def error_chain(error: Any) -> str:
+    """``repr`` of an error and its causes, as classic logs show it (``A() -> B()``)."""
+    chain: list[str] = []
+    while error is not None and len(chain) < 10:
+        chain.append(repr(error))
+        error = getattr(error, "__cause__", None)
+    return " -> ".join(chain) or "None"

@@ -299,8 +299,8 @@ def resume_settings(run_dir: Path, flag: str = "--resume") -> dict[str, Any]:
 def _rescore(args: EvalSettings, run_dir: str, env: Any, console: Console) -> int:
     """``--rescore RUN_DIR``: the recorded rollouts scored again, no model called."""
     from verifiers.cli.display import LiveProgress, summary_table
+    from verifiers.envs.rescore import RescoreError, SavedRun, changes_table, compare, rescore
     from verifiers.results.layout import new_run_dir
-    from verifiers.results.rescore import RescoreError, SavedRun, changes_table, compare, rescore
 
     try:
         run = SavedRun.read(run_dir)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from verifiers import classic, decorators
+from verifiers.classic.error_data import error_chain
 from verifiers.concurrency import call_with_named, maybe_await
 from verifiers.envs import model_turn, rollout_state
 from verifiers.envs.dataset_format import format_rows, to_rows
@@ -527,8 +528,6 @@ class Environment(ABC):
             state["is_truncated"] = True
         state["stop_condition"] = condition.__name__
         if condition.__name__ == "has_error":
-            from verifiers.envs.multiturn_env import error_chain
-
             self.logger.error(f"Aborted rollout due to {error_chain(state.get('error'))}")
         return True
 

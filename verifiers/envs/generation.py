@@ -26,8 +26,8 @@ from verifiers.classic import Release
 from verifiers.clients import ClosableModelClient, SDKClient, make_client, model_client
 from verifiers.concurrency import NullAsyncContext, semaphore
 from verifiers.envs.dataset_format import format_rows, to_rows
-from verifiers.envs.timing import set_scoring
 from verifiers.errors import to_record
+from verifiers.messages.timing import set_scoring
 from verifiers.results.records import SummaryAccumulator, rollout_record
 from verifiers.results.schema import RunMetadata, RunStatus
 from verifiers.results.writer import RunWriter, now_iso
@@ -36,7 +36,7 @@ from verifiers.types import GenerateMetadata, GenerateOutputs, MessageType, Stat
 logger = logging.getLogger("verifiers.envs.generation")
 
 
-class Environment(Protocol):
+class RolloutTarget(Protocol):
     """What the rollout engine needs of an environment (``verifiers.Environment`` has it all);
     declared here so the engine never imports the environment classes."""
 
@@ -77,7 +77,7 @@ def group_advantages(rewards: list[float]) -> list[float]:
     return [r - mean for r in rewards]
 
 
-async def score_states(env: Environment, states: list[State], score_sem: Any = None) -> None:
+async def score_states(env: RolloutTarget, states: list[State], score_sem: Any = None) -> None:
     """Score one group with the environment's rubric (or give reward 0 when the environment's
     ``score_rollouts`` is off), then add advantages: an ``@vf.advantage`` function's, else reward
     minus the group mean; then the group-stage ``@vf.update`` handlers and rubric cleanup.
@@ -263,7 +263,7 @@ class LocalGroups:
         return await self._attempt(job)
 
 
-def _input_groups(env: Environment, inputs: Any) -> list[list[dict[str, Any]]]:
+def _input_groups(env: RolloutTarget, inputs: Any) -> list[list[dict[str, Any]]]:
     """Rows grouped by ``example_id`` in first-seen order (classic inputs repeat a row per rollout)."""
     rows = to_rows(inputs)
     if rows and "prompt" not in rows[0]:
@@ -295,7 +295,7 @@ def _json_safe(args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def run_generation(
-    env: Environment,
+    env: RolloutTarget,
     inputs: Any,
     client: Any,
     model: str,

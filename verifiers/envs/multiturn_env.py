@@ -16,13 +16,14 @@ import time
 from abc import abstractmethod
 from typing import Any
 
+from verifiers.classic.error_data import error_chain
 from verifiers.concurrency import call_with_named, maybe_await
 from verifiers.decorators import cleanup, stop
-from verifiers.envs import timing
 from verifiers.envs.environment import Environment
 from verifiers.envs.messages import concat_messages, normalize_env_messages
 from verifiers.envs.model_turn import add_usage
 from verifiers.errors import EmptyModelResponseError, OverlongPromptError, record_error
+from verifiers.messages import timing
 from verifiers.messages.convert import normalize_messages
 from verifiers.messages.models import Response
 from verifiers.rubrics.rubric import Rubric
@@ -337,15 +338,6 @@ class MultiTurnEnv(Environment):
             except Exception as exc:
                 record_error(state, exc, phase=phase)
         return state
-
-
-def error_chain(error: Any) -> str:
-    """``repr`` of an error and its causes, as classic logs show it (``A() -> B()``)."""
-    chain: list[str] = []
-    while error is not None and len(chain) < 10:
-        chain.append(repr(error))
-        error = getattr(error, "__cause__", None)
-    return " -> ".join(chain) or "None"
 
 
 def _takes_messages(method: Any) -> bool:

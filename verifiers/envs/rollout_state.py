@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from verifiers.envs.model_turn import UsageTracker
-from verifiers.envs.timing import new_timing
 from verifiers.messages.convert import normalize_messages, tool_from_raw
+from verifiers.messages.timing import new_timing
 from verifiers.types import State
 
 

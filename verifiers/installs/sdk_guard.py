@@ -50,7 +50,7 @@ def sdk_problem(python: str) -> str | None:
     absent, or another project of the same name (PyPI's)."""
     import subprocess
 
-    from verifiers.installs.target import ask
+    from verifiers.installs.interpreter import ask
 
     try:
         probe = ask(python, _PROBE, check=True)

@@ -21,6 +21,9 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from verifiers.installs.confinement import ENTRY_POINT_GROUP, import_name, is_metadata_name
+from verifiers.installs.interpreter import (
+    ask as ask,  # moved (provenance asks too); this path stays
+)
 from verifiers.installs.provenance import read_records
 
 _PROBE = """
@@ -99,22 +102,6 @@ def real_destination(path: Path) -> Path:
         rest.append(existing.name)
         existing = existing.parent
     return existing.resolve().joinpath(*reversed(rest))
-
-
-def ask(
-    python: str, code: str, *args: str, check: bool = False
-) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in ``python`` (another interpreter, asked about itself) without the
-    caller's working directory on its path: run from a checkout, ``./verifiers`` would answer
-    for the SDK it has installed, and a project's own modules would look installed in it."""
-    own_path = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"
-    return subprocess.run(
-        [python, "-c", own_path + code, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=check,
-    )
 
 
 def probe(python: str) -> Target:

@@ -12,6 +12,7 @@ Environments of earlier releases never see these classes: their messages stay pl
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -78,8 +79,6 @@ class MessageModel(BaseModel):
 def _comparable(other: Any) -> Any:
     """A raw message dict in this module's shape (OpenAI's nested tool calls flattened)."""
     if isinstance(other, Mapping) and other.get("role") == "assistant" and other.get("tool_calls"):
-        from verifiers.messages.convert import from_raw_message
-
         try:
             return from_raw_message(dict(other))
         except (ValueError, TypeError):
@@ -308,3 +307,87 @@ class RolloutTiming(MessageModel):
     @property
     def model_ms(self) -> float:
         return self.model.duration * 1000.0
+
+
+# Raw message dicts as typed messages (here, beside the models: their ``__eq__`` compares with
+# raw dicts through ``from_raw_message``; ``verifiers.messages.convert`` re-exports them).
+_BY_ROLE: dict[str, type[Message]] = {
+    "text": TextMessage,
+    "system": SystemMessage,
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "tool": ToolMessage,
+}
+_PART_TYPES: dict[str, type[MessageModel]] = {
+    "text": TextContentPart,
+    "image_url": ImageUrlContentPart,
+    "input_audio": InputAudioContentPart,
+}
+
+
+def _typed_content(content: Any) -> Any:
+    if not isinstance(content, list):
+        return content
+    parts = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") in _PART_TYPES:
+            part = {k: v for k, v in part.items() if v is not None}
+            parts.append(_PART_TYPES[part["type"]].model_validate(part))
+        else:
+            parts.append(part)
+    return parts
+
+
+def tool_call_from_raw(call: Any) -> Any:
+    """A tool call in any common shape (OpenAI nested, flat, object) as a ``ToolCall``.
+
+    Arguments that are not a string are JSON-encoded, as the model would have written them; a
+    call without an id takes its function name (so its tool message still pairs with it).
+    Anything unrecognisable is returned unchanged.
+    """
+    if isinstance(call, ToolCall):
+        return call
+    if not isinstance(call, Mapping):
+        function = getattr(call, "function", None)
+        if function is None:
+            return call
+        call = {
+            "id": getattr(call, "id", None),
+            "function": {
+                "name": getattr(function, "name", None),
+                "arguments": getattr(function, "arguments", None),
+            },
+        }
+    if "name" in call and "arguments" in call and "function" not in call:
+        name, arguments = call.get("name"), call.get("arguments")
+    else:
+        function = call.get("function")
+        if not isinstance(function, Mapping):
+            return call
+        name, arguments = function.get("name"), function.get("arguments")
+    if not isinstance(name, str):
+        return call
+    if not isinstance(arguments, str):
+        try:
+            arguments = json.dumps(arguments if arguments is not None else {})
+        except (TypeError, ValueError):
+            arguments = str(arguments)
+    call_id = call.get("id")
+    return ToolCall(
+        id=call_id if isinstance(call_id, str) else name, name=name, arguments=arguments
+    )
+
+
+def from_raw_message(message: Mapping[str, Any]) -> Message:
+    """One raw message dict as the typed message of its role."""
+    data = dict(message)
+    role = data.get("role")
+    cls = _BY_ROLE.get(role) if isinstance(role, str) else None
+    if cls is None:
+        raise ValueError(f"Unknown role: {role!r}")
+    data["content"] = _typed_content(data.get("content"))
+    if role == "assistant" and isinstance(data.get("tool_calls"), list):
+        data["tool_calls"] = [tool_call_from_raw(c) for c in data["tool_calls"]]
+    if role != "assistant" and data.get("content") is None and "content" in data:
+        data["content"] = ""
+    return cls.model_validate(data)

@@ -15,7 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verifiers.processes.die_with_parent import guarded
-from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV
+
+# How the launcher hands a server its weight-update secret and trusted directories (read there by
+# verifiers.weights.access, which re-exports them).
+SECRET_ENV = "VF_WEIGHTS_SECRET"
+TRUSTED_ENV = "VF_TRUSTED_WEIGHTS_DIRS"
 
 
 @dataclass

@@ -16,9 +16,9 @@ from typing import Any
 
 from verifiers import classic
 from verifiers.classic.error_data import error_data
-from verifiers.envs.timing import milliseconds
 from verifiers.messages.convert import to_plain
 from verifiers.messages.models import MessageModel
+from verifiers.messages.timing import milliseconds
 from verifiers.types import RolloutOutput, State
 
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import orjson
 
-from verifiers.envs.timing import milliseconds
+from verifiers import errors
 from verifiers.errors import to_record
 from verifiers.messages.convert import to_plain
+from verifiers.messages.timing import milliseconds
 from verifiers.results.schema import RunSummary, Usage
 from verifiers.types import State
 
@@ -226,3 +227,28 @@ def make_dataset(
             row[column] = state.get(column) if hasattr(state, "get") else None
         rows.append(row)
     return Dataset.from_list(rows)
+
+
+def _error_class(name: str) -> type[errors.VFError]:
+    from verifiers.classic.error_data import vf_error_types
+
+    for cls in vf_error_types():
+        if cls.__name__ == name:
+            return cls
+    return errors.RolloutError
+
+
+def rebuild_error(record: Any) -> Any:
+    """A saved error record as the typed error it was (its ``phase`` kept)."""
+    if not isinstance(record, dict) or "type" not in record:
+        return record
+    cls = _error_class(str(record["type"]))
+    try:
+        exc = cls(record.get("message", ""))
+    except TypeError:
+        exc = errors.RolloutError(record.get("message", ""))
+    exc.phase = record.get("phase")
+    if "status_code" in record and isinstance(exc, errors.ModelError):
+        exc.status_code = record.get("status_code")
+        exc.retries = record.get("retries") or 0
+    return exc

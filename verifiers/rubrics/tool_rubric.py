@@ -42,11 +42,11 @@ class ToolRubric(Rubric):
     """Metrics ``total_tool_calls`` and ``<tool>_calls`` for each tool."""
 
     def __init__(self, tools: list[Callable[..., Any]] | None = None, **kwargs: Any) -> None:
-        from verifiers.utils.tool_utils import convert_func_to_oai_tool
+        from verifiers.tools.schema import tool_spec
 
         super().__init__(**kwargs)
         self.tools = list(tools or [])
-        self.oai_tools = [convert_func_to_oai_tool(tool) for tool in self.tools]
+        self.oai_tools = [tool_spec(tool).schema for tool in self.tools]
         self.tool_names = [tool.__name__ for tool in self.tools]
         self.add_metric(self.total_tool_calls)
         for name in self.tool_names:

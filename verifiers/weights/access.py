@@ -23,9 +23,8 @@ from pathlib import Path
 
 from verifiers.asgi.json_api import APIError
 from verifiers.processes.credential_file import checked_secret, read_credential
+from verifiers.processes.server import SECRET_ENV, TRUSTED_ENV
 
-SECRET_ENV = "VF_WEIGHTS_SECRET"
-TRUSTED_ENV = "VF_TRUSTED_WEIGHTS_DIRS"
 HEADER = "x-vf-weights-secret"
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifiers import errors
-from verifiers.envs.timing import milliseconds
 from verifiers.errors import to_record
 from verifiers.messages.convert import to_plain
 from verifiers.messages.dicts import as_messages
 from verifiers.messages.models import MessageModel, Response
+from verifiers.messages.timing import milliseconds
+from verifiers.results.records import rebuild_error
 from verifiers.types import ModelResponse, State
 
 LIVE_KEYS = frozenset({"client", "usage_tracker"})
@@ -67,31 +67,6 @@ def snapshot(state: State) -> dict[str, Any]:
         else:
             out[key] = _plain(value)
     return out
-
-
-def _error_class(name: str) -> type[errors.VFError]:
-    from verifiers.classic.error_data import vf_error_types
-
-    for cls in vf_error_types():
-        if cls.__name__ == name:
-            return cls
-    return errors.RolloutError
-
-
-def rebuild_error(record: Any) -> Any:
-    """A saved error record as the typed error it was (its ``phase`` kept)."""
-    if not isinstance(record, dict) or "type" not in record:
-        return record
-    cls = _error_class(str(record["type"]))
-    try:
-        exc = cls(record.get("message", ""))
-    except TypeError:
-        exc = errors.RolloutError(record.get("message", ""))
-    exc.phase = record.get("phase")
-    if "status_code" in record and isinstance(exc, errors.ModelError):
-        exc.status_code = record.get("status_code")
-        exc.retries = record.get("retries") or 0
-    return exc
 
 
 def _rebuild_step(step: dict[str, Any]) -> dict[str, Any]:

@@ -23,9 +23,9 @@ from verifiers.errors import VFError
 from verifiers.messages.convert import normalize_messages
 from verifiers.messages.dicts import as_messages
 from verifiers.results.layout import METADATA_FILE, RESULTS_FILE
+from verifiers.results.records import rebuild_error
 from verifiers.results.schema import RolloutRecord, RunMetadata
 from verifiers.types import GenerateOutputs, State
-from verifiers.workers.snapshot import rebuild_error
 
 RECORD_KEYS = frozenset(RolloutRecord.model_fields)
 
