@@ -33,8 +33,6 @@ KNOWN_CYCLE_EDGES = {
     ("verifiers.envs.environment", "verifiers.workers"): "core",
     ("verifiers.types", "verifiers.clients.config"): "core",
     ("verifiers.types", "verifiers.results.outputs"): "core",
-    # core area, not yet moved: the weights' file reader and manifest checks
-    ("verifiers.weights.files", "verifiers.weights.group"): "core",
     # core area, not yet moved: v1's task <-> trace and configs <-> loaders
     ("verifiers.v1.task", "verifiers.v1.trace"): "core",
     ("verifiers.v1.graph", "verifiers.v1.trace"): "core",

@@ -16,8 +16,8 @@ from verifiers.serve.engine import Engine, Sequence
 from verifiers.serve.prompts import Prompts
 from verifiers.serve.protocol import SamplingParams
 from verifiers.weights.access import WeightAccess
-from verifiers.weights.files import WeightFiles
 from verifiers.weights.receiver import BroadcastReceiver
+from verifiers.weights.served import WeightFiles
 
 Started = list[tuple[Sequence, asyncio.Queue]]  # a request's sequences and their event queues
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)

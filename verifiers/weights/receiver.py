@@ -37,7 +37,7 @@ class BroadcastReceiver:
         self.busy = asyncio.Lock()
 
     async def init(self, request: Request) -> Response:
-        from verifiers.weights.group import TensorSpec, check_fits
+        from verifiers.weights.manifest import TensorSpec, check_fits
 
         try:
             req = BroadcastInitRequest.model_validate(orjson.loads(await read_body(request)))

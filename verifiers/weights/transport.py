@@ -148,7 +148,8 @@ class BroadcastTransport(_ServerLink):
         return int(reply["body"]["policy_version"])
 
     def _connect(self, state: dict[str, Any]) -> None:
-        from verifiers.weights.group import WeightGroup, manifest
+        from verifiers.weights.group import WeightGroup
+        from verifiers.weights.manifest import manifest
 
         self.specs = manifest(state)
         world_size = 1 + self._inference_ranks()

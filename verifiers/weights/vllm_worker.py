@@ -34,7 +34,8 @@ class WeightUpdateExtension:
         tensors: list[dict[str, Any]],
     ) -> int:
         """Join the trainer's weight group as rank ``first_rank`` + this worker's rank."""
-        from verifiers.weights.group import TensorSpec, WeightGroup
+        from verifiers.weights.group import WeightGroup
+        from verifiers.weights.manifest import TensorSpec
 
         rank = first_rank + self._verifiers_worker_rank()
         specs = [TensorSpec.model_validate(t) for t in tensors]
@@ -73,7 +74,7 @@ class WeightUpdateExtension:
         from pathlib import Path
 
         from verifiers.weights.files import iter_safetensors
-        from verifiers.weights.group import safetensors_manifest
+        from verifiers.weights.manifest import safetensors_manifest
 
         roots = None if trusted is None else [Path(d) for d in trusted]
         self._verifiers_check(safetensors_manifest(path, roots))
@@ -92,14 +93,14 @@ class WeightUpdateExtension:
 
     def verifiers_check_manifest(self, tensors: list[dict[str, Any]]) -> int:
         """Refuse (ValueError) tensors that are not the served model's, before any is applied."""
-        from verifiers.weights.group import TensorSpec
+        from verifiers.weights.manifest import TensorSpec
 
         specs = [TensorSpec.model_validate(t) for t in tensors]
         self._verifiers_check(specs)
         return len(specs)
 
     def _verifiers_check(self, specs: list[Any]) -> None:
-        from verifiers.weights.group import check_fits, safetensors_manifest
+        from verifiers.weights.manifest import check_fits, safetensors_manifest
 
         served = {
             spec.name: spec.shape for spec in safetensors_manifest(self._verifiers_model_dir())
