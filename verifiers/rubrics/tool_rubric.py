@@ -42,7 +42,7 @@ class ToolRubric(Rubric):
     """Metrics ``total_tool_calls`` and ``<tool>_calls`` for each tool."""
 
     def __init__(self, tools: list[Callable[..., Any]] | None = None, **kwargs: Any) -> None:
-        from verifiers.utils.tool_utils import convert_func_to_oai_tool
+        from verifiers.tools.defs import convert_func_to_oai_tool
 
         super().__init__(**kwargs)
         self.tools = list(tools or [])
