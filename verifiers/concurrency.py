@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 async def maybe_await(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -49,3 +51,20 @@ def semaphore(limit: int | None) -> asyncio.Semaphore | NullAsyncContext:
 async def maybe_semaphore(limit: int | None = None) -> asyncio.Semaphore | NullAsyncContext:
     """``semaphore`` for callers that await it (the classic signature)."""
     return semaphore(limit)
+
+
+async def maybe_call_with_named_args(func: Callable[..., Any], **objects: Any) -> Any:
+    """Call ``func`` with the objects its signature names (all of them for ``**kwargs``)."""
+    params = inspect.signature(func).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        objects = {k: v for k, v in objects.items() if k in params}
+    return await maybe_await(func, **objects)
+
+
+async def with_sem(sem: Any, coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro`` holding ``sem``; a coroutine never started is closed, not leaked."""
+    try:
+        async with sem:
+            return await coro
+    finally:
+        coro.close()

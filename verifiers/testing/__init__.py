@@ -2,9 +2,7 @@
 completions, Responses, Anthropic Messages), where this SDK's commands live, and process-tree
 checks that a run leaves nothing running (``verifiers.testing.processes``)."""
 
-import sys
-from pathlib import Path
-
+from verifiers.testing.commands import cli
 from verifiers.testing.server import (
     STALL_TIMEOUT_S,
     STALLED_S,
@@ -15,14 +13,6 @@ from verifiers.testing.server import (
     last_user_text,
     tokenize,
 )
-
-
-def cli(name: str) -> str:
-    """The path of one of this SDK's commands (``vf-eval``, ``prime``...) for the interpreter
-    running now: tests started as ``.venv/bin/python -m pytest`` have no activated virtualenv,
-    so the commands are not on PATH."""
-    return str(Path(sys.executable).parent / name)
-
 
 __all__ = [
     "STALLED_S",

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import verifiers as vf
-from verifiers.utils.data_utils import extract_boxed_answer
+from verifiers import extract_boxed_answer
 
 DATA = Path(__file__).parent / "data"
 SYSTEM_PROMPT = "Solve the problem step by step, then give the final number as \\boxed{answer}."
