@@ -174,3 +174,8 @@ def load_outputs(results_path: str | Path) -> list[RolloutOutput]:
     if path.is_dir():
         path = path / "results.jsonl"
     return [RolloutOutput(row) for row in read_rows(path)]
+
+
+def sanitize_tool_calls(messages: Any) -> Any:
+    """Messages as dicts with each tool call a JSON string (the saved 0.1.x form)."""
+    return output_messages(messages)
