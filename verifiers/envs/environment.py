@@ -800,9 +800,9 @@ class Environment(ABC):
         **kwargs: Any,
     ) -> Dataset:
         """A ``datasets.Dataset`` of finished rollouts (for inspection, upload or SFT)."""
-        from verifiers.results.records import make_dataset
+        from verifiers.results.records import columns_dataset
 
-        return make_dataset(results, state_columns=state_columns, **kwargs)
+        return columns_dataset(results, state_columns=state_columns, **kwargs)
 
 
 _STATE_FORM = ("state", "prompt", "client", "model", "tool_defs", "sampling_args")

@@ -20,7 +20,7 @@ OPTIONAL_FIELDS = frozenset(
 )
 
 
-class AttrDict(dict):
+class AttrReadDict(dict):
     """A dict whose keys also read as attributes (a missing key: ``AttributeError``)."""
 
     __slots__ = ()
@@ -32,7 +32,7 @@ class AttrDict(dict):
             raise AttributeError(name) from None
 
 
-class ToolCallDict(AttrDict):
+class ToolCallDict(AttrReadDict):
     """An OpenAI tool call (``id``, ``type``, ``function: {name, arguments}``); ``.name`` and
     ``.arguments`` read through to ``function``."""
 
@@ -43,11 +43,11 @@ class ToolCallDict(AttrDict):
             function = self["function"]
             return function.get(name) if isinstance(function, Mapping) else getattr(function, name, None)
         if name == "function" and isinstance(self.get("function"), Mapping):
-            return AttrDict(self["function"])
+            return AttrReadDict(self["function"])
         return super().__getattr__(name)
 
 
-class MessageDict(AttrDict):
+class MessageDict(AttrReadDict):
     """A chat message dict whose fields also read as attributes (see the module docstring)."""
 
     __slots__ = ()

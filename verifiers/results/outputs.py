@@ -161,7 +161,7 @@ def make_dataset(results: Any, state_columns: list[str] | None = None, **kwargs:
 
         rows = [{k: _jsonable(v) for k, v in row.items()} for row in results["outputs"]]
         return Dataset.from_list(rows)
-    from verifiers.results.records import make_dataset as columns_dataset
+    from verifiers.results.records import columns_dataset
 
     return columns_dataset(results, state_columns=state_columns, **kwargs)
 

@@ -185,7 +185,7 @@ def pass_all_k(
     }
 
 
-def make_dataset(
+def columns_dataset(
     results: Any,
     state_columns: list[str] | None = None,
     push_to_hub: bool = False,
