@@ -34,7 +34,7 @@ def only_run_dir(output: Path) -> Path:
 def test_with_b_and_no_m_the_model_is_the_one_the_server_lists(server, tmp_path):
     """It was sent as "default", which vf-serve and vLLM refuse (every rollout failed)."""
     from verifiers.cli.endpoints import CLIError, Endpoint
-    from verifiers.cli.eval import served_model
+    from verifiers.cli.eval.checks import served_model
 
     server.set_handler(reverse_policy)
     assert main(reverse_text_argv(server.base_url, tmp_path, "-n", "1", "-r", "1")) == 0
@@ -557,7 +557,7 @@ def _installed_distribution(root: Path, name: str, table: str) -> None:
 
 def test_eval_table_typo_is_an_error_naming_the_key(tmp_path, monkeypatch):
     from verifiers.cli.endpoints import CLIError
-    from verifiers.cli.eval_defaults import eval_defaults
+    from verifiers.cli.eval.defaults import eval_defaults
 
     monkeypatch.syspath_prepend(str(tmp_path))
     _installed_distribution(tmp_path, "typo-env", "num_example = 4\nmax_tokens = 64")

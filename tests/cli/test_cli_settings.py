@@ -12,8 +12,8 @@ from typing import Any, Union, get_args, get_origin
 import pytest
 from pydantic import BaseModel
 
-from verifiers.cli.eval import EvalSettings
-from verifiers.cli.eval_defaults import EvalDefaults
+from verifiers.cli.eval.defaults import EvalDefaults
+from verifiers.cli.eval.settings import EvalSettings
 from verifiers.cli.serve import ServeSettings
 from verifiers.cli.settings import (
     CommandSettings,
