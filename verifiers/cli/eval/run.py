@@ -28,15 +28,18 @@ from verifiers.cli.eval.checks import (
     served_model,
     workers_setting,
 )
+from verifiers.cli.eval.clients import eval_client_config, make_eval_client
 from verifiers.cli.eval.defaults import eval_defaults
 from verifiers.cli.eval.rescore import rescore_run
 from verifiers.cli.eval.settings import DEFAULT_API, EvalSettings, explicit, parse_args
 from verifiers.cli.run_identity import RunIdentity, differences
+from verifiers.cli.usage import command, say_usage_error
 
 if TYPE_CHECKING:
     from verifiers.workers.runner import EnvWorkers
 
 
+@command("vf-eval")
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()  # the time to the first rollout is counted from here (-v)
     args = parse_args(argv)
@@ -56,8 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args, console, servers, started)
     except CLIError as exc:
-        console.print(f"[red]vf-eval:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
+        return say_usage_error("vf-eval", exc, console)
     finally:
         for server in servers:
             server.stop()
@@ -255,41 +257,6 @@ def _run(
         )
         return 1
     return 0
-
-
-def make_eval_client(api: str, endpoint: Endpoint, headers: dict[str, str], key_var: str) -> Any:
-    """The client for ``--api``: the lean chat-completions client, or the ``vf.Client`` of
-    the completions, Responses or Anthropic Messages API (the key read from ``key_var``)."""
-    from verifiers.clients import OpenAICompatibleClient, make_client
-    from verifiers.clients.config import API_TO_CLIENT_TYPE, ClientConfig
-
-    if api == "chat":
-        return OpenAICompatibleClient(endpoint.url, endpoint.api_key, headers=headers)
-    config = ClientConfig(
-        client_type=API_TO_CLIENT_TYPE[api],
-        api_base_url=endpoint.url,
-        api_key_var=key_var,
-        extra_headers=headers,
-        max_retries=3,
-        timeout=600.0,
-    )
-    return make_client(config)
-
-
-def eval_client_config(api: str, endpoint: Endpoint, headers: dict[str, str], key_var: str) -> Any:
-    """The serializable form of the run's client, for environment workers (they read the key
-    from ``key_var`` in their own environment)."""
-    from verifiers.clients.config import API_TO_CLIENT_TYPE, ClientConfig
-    from verifiers.workers.runner import NO_KEY_VAR
-
-    return ClientConfig(
-        client_type=API_TO_CLIENT_TYPE[api],
-        api_base_url=endpoint.url,
-        api_key_var=key_var if endpoint.api_key and endpoint.api_key != "EMPTY" else NO_KEY_VAR,
-        extra_headers=headers,
-        max_retries=3,
-        timeout=600.0,
-    )
 
 
 async def _generate(
