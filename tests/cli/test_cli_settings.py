@@ -331,3 +331,48 @@ def test_the_remaining_time_is_the_runs_own_rate_over_what_is_left():
 
     assert remaining_time(2336, 0.5) == "1:17:52"
     assert remaining_time(10, 0.0) == "-" and remaining_time(0, 3.0) == "0:00:00"
+
+
+# --- one table of environment variables ------------------------------------------------------
+
+
+def table_variables() -> list[str]:
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "environment-variables.md"
+    return re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \|", doc.read_text(), re.MULTILINE)
+
+
+def test_the_env_var_table_lists_exactly_the_variables_read():
+    """docs/environment-variables.md lists each variable once: the commands' settings models'
+    (``Flag(env=...)``) and the library's (``verifiers/cli/env_vars.py``), no other."""
+    from verifiers.cli.env_vars import INTERNAL_VARIABLES, LIBRARY_VARIABLES
+
+    declared = {
+        env
+        for _, model, _ in command_mains()
+        for field in model.model_fields.values()
+        if (env := flag_of(field).env) is not None
+    }
+    listed = table_variables()
+    assert len(listed) == len(set(listed)), "a variable listed twice"
+    assert set(listed) == declared | set(LIBRARY_VARIABLES)
+    assert not (declared | set(LIBRARY_VARIABLES)) & INTERNAL_VARIABLES
+
+
+def test_every_vf_variable_the_library_names_is_declared():
+    """A ``VF_...`` variable named anywhere in verifiers/ is in the table or said internal; each
+    library variable of the table is still named somewhere in the code."""
+    from pathlib import Path
+
+    import verifiers
+    from verifiers.cli.env_vars import INTERNAL_VARIABLES, LIBRARY_VARIABLES
+
+    root = Path(verifiers.__file__).parent
+    named: set[str] = set()
+    for path in root.rglob("*.py"):
+        if path.name != "env_vars.py":
+            named |= set(re.findall(r"[\"']([A-Z][A-Z0-9]*_[A-Z0-9_]+)[\"']", path.read_text()))
+    vf_named = {n for n in named if n.startswith("VF_")}
+    assert vf_named <= set(table_variables()) | INTERNAL_VARIABLES, vf_named
+    assert set(LIBRARY_VARIABLES) - named <= {"RAY_ADDRESS"}  # ray.init reads it, not our code
