@@ -2,7 +2,7 @@
 
     Error (= VFError)
     ├── DatasetError (── NothingSelectedError), EnvironmentNotFoundError, ResumeError,
-    │   EnvWorkerError                                          (raised to the caller)
+    │   EnvWorkerError, UsageError (── CLIError, ScaffoldError)  (raised to the caller)
     └── RolloutError                                            (recorded on a rollout)
         ├── ModelError
         │   ├── ModelTimeoutError, ModelConnectionError, RateLimitError, ServerError
@@ -14,7 +14,7 @@
         └── RewardFunctionError
 
 Errors of the SDK's commands and services live beside the code that raises them and share the
-base: ``CLIError``, ``UsageError`` (vf-rl/vf-sft), ``ScaffoldError``; ``ConfinementError`` and
+base: ``UsageError`` (here: every command's usage error, exit 2); ``ConfinementError`` and
 ``InstallFailed`` (confined installs); ``APIError``, ``InferenceServerError``,
 ``ModelNotAvailableError`` (serving); ``RescoreError``; ``MissingTokensError``, ``PackingError``,
 ``TemplateError``, ``TrackerMissingError`` (training). ``tests/sdk/test_errors_hierarchy.py`` checks
@@ -57,6 +57,18 @@ class ResumeError(VFError):
 
 class EnvWorkerError(VFError, RuntimeError):
     """Environment workers could not be started or reached (says which and why)."""
+
+
+class UsageError(VFError, ValueError):
+    """A command line (or what it names) a command cannot use: said as one line, exit status 2.
+
+    Every SDK command raises it; ``verifiers.cli.usage`` is the one place that turns it into the
+    message and the exit status. ``usage`` is the command's usage line when the parser refused
+    the arguments (said first, as argparse says it)."""
+
+    def __init__(self, message: str, usage: str | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 # --- errors recorded on rollouts -------------------------------------------------------------

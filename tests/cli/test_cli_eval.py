@@ -34,7 +34,7 @@ def only_run_dir(output: Path) -> Path:
 def test_with_b_and_no_m_the_model_is_the_one_the_server_lists(server, tmp_path):
     """It was sent as "default", which vf-serve and vLLM refuse (every rollout failed)."""
     from verifiers.cli.endpoints import CLIError, Endpoint
-    from verifiers.cli.eval import served_model
+    from verifiers.cli.eval.checks import served_model
 
     server.set_handler(reverse_policy)
     assert main(reverse_text_argv(server.base_url, tmp_path, "-n", "1", "-r", "1")) == 0
@@ -445,7 +445,7 @@ def test_a_local_checkpoint_is_filed_by_name_and_content_hash(tiny_dir, tmp_path
     the sha256 of the files it evaluated, and is filed under <name>-<hash>."""
     import shutil
 
-    from verifiers.local_model.models import content_hash
+    from verifiers.local_model.models import model_dir_sha256
 
     request_dir = tmp_path / "rl-run" / "step_2" / "weights"
     shutil.copytree(tiny_dir, request_dir)
@@ -471,7 +471,7 @@ def test_a_local_checkpoint_is_filed_by_name_and_content_hash(tiny_dir, tmp_path
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    digest = content_hash(request_dir)
+    digest = model_dir_sha256(request_dir)
     run = only_run_dir(tmp_path / "out")
     assert run.parent.name == f"reverse-text--weights-{digest[:8]}"
     meta = json.loads((run / "metadata.json").read_text())
@@ -557,7 +557,7 @@ def _installed_distribution(root: Path, name: str, table: str) -> None:
 
 def test_eval_table_typo_is_an_error_naming_the_key(tmp_path, monkeypatch):
     from verifiers.cli.endpoints import CLIError
-    from verifiers.cli.eval_defaults import eval_defaults
+    from verifiers.cli.eval.defaults import eval_defaults
 
     monkeypatch.syspath_prepend(str(tmp_path))
     _installed_distribution(tmp_path, "typo-env", "num_example = 4\nmax_tokens = 64")

@@ -12,8 +12,7 @@ from typing import Any, Union, get_args, get_origin
 import pytest
 from pydantic import BaseModel
 
-from verifiers.cli.eval import EvalSettings
-from verifiers.cli.eval_defaults import EvalDefaults
+from verifiers.cli.eval.defaults import EvalDefaults
 from verifiers.cli.serve import ServeSettings
 from verifiers.cli.settings import (
     CommandSettings,
@@ -53,11 +52,29 @@ def flat(text: str) -> str:
 # --- vf-serve and vf-eval: argparse made from the model ----------------------------------------
 
 
-def command_mains() -> list[tuple[str, type[CommandSettings], Any]]:
-    from verifiers.cli import eval as eval_cli
-    from verifiers.cli import serve
+COMMANDS = {  # module of verifiers/cli -> (command, its settings model's module and name)
+    "eval": ("vf-eval", "verifiers.cli.eval.settings", "EvalSettings"),
+    "serve": ("vf-serve", "verifiers.cli.serve", "ServeSettings"),
+    "init": ("vf-init", "verifiers.cli.init", "InitSettings"),
+    "install": ("vf-install", "verifiers.cli.install", "InstallSettings"),
+    "data": ("vf-data", "verifiers.cli.data", "DataSettings"),
+    "report": ("vf-report", "verifiers.cli.report", "ReportSettings"),
+    "env_server": ("vf-env-server", "verifiers.cli.env_server", "EnvServerSettings"),
+}
+TOML_COMMANDS = {"rl", "sft"}  # @ file.toml + --dotted.key: their help is checked below
 
-    return [("vf-serve", ServeSettings, serve.main), ("vf-eval", EvalSettings, eval_cli.main)]
+
+def command_mains() -> list[tuple[str, type[CommandSettings], Any]]:
+    import importlib
+
+    return [
+        (
+            prog,
+            getattr(importlib.import_module(module), model),
+            importlib.import_module(f"verifiers.cli.{name}").main,
+        )
+        for name, (prog, module, model) in COMMANDS.items()
+    ]
 
 
 def entries(text: str) -> dict[str, str]:
@@ -121,6 +138,48 @@ def test_argparse_help_shows_no_flag_the_model_does_not_declare(
         if part.startswith("--")
     }
     assert listed and listed <= declared, listed - declared
+
+
+def help_flags(text: str) -> set[str]:
+    """Every flag and positional that --help lists (its argument sections only)."""
+    flags: set[str] = set()
+    section = None
+    for line in text.splitlines():
+        if line and not line[0].isspace():
+            section = line.rstrip(":") if line.endswith(":") else None
+        elif section in ("positional arguments", "options") and re.match(r"^  \S", line):
+            head = line.strip().partition("  ")[0]
+            flags.update(part.split()[0] for part in head.split(", "))
+    return flags
+
+
+@pytest.mark.parametrize("prog, model, main", command_mains(), ids=lambda v: str(v)[:8])
+def test_help_lists_exactly_the_settings_models_flags(prog, model, main, capsys, monkeypatch):
+    """Every command's flags are its settings model's fields (and -h): none written by hand."""
+    expected = {"-h", "--help"}
+    for name, field in model.model_fields.items():
+        flag = flag_of(field)
+        if flag.command_line:
+            expected |= {name} if flag.positional else {*flag.aliases, long_flag(name)}
+    assert help_flags(help_of(main, capsys, monkeypatch)) == expected
+
+
+def test_every_command_module_is_checked():
+    """A command module added to verifiers/cli (one with a ``main``) gets its settings model
+    checked here."""
+    import ast
+    from pathlib import Path
+
+    import verifiers.cli
+
+    root = Path(verifiers.cli.__file__).parent
+    commands = set()
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        if any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body):
+            rel = path.relative_to(root).with_suffix("")
+            commands.add(rel.parts[0] if len(rel.parts) > 1 else rel.name)
+    assert commands == set(COMMANDS) | (TOML_COMMANDS & commands), commands
 
 
 def test_vf_eval_shows_the_built_in_defaults_an_environment_table_may_change(capsys, monkeypatch):
@@ -272,3 +331,48 @@ def test_the_remaining_time_is_the_runs_own_rate_over_what_is_left():
 
     assert remaining_time(2336, 0.5) == "1:17:52"
     assert remaining_time(10, 0.0) == "-" and remaining_time(0, 3.0) == "0:00:00"
+
+
+# --- one table of environment variables ------------------------------------------------------
+
+
+def table_variables() -> list[str]:
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "environment-variables.md"
+    return re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \|", doc.read_text(), re.MULTILINE)
+
+
+def test_the_env_var_table_lists_exactly_the_variables_read():
+    """docs/environment-variables.md lists each variable once: the commands' settings models'
+    (``Flag(env=...)``) and the library's (``verifiers/cli/env_vars.py``), no other."""
+    from verifiers.cli.env_vars import INTERNAL_VARIABLES, LIBRARY_VARIABLES
+
+    declared = {
+        env
+        for _, model, _ in command_mains()
+        for field in model.model_fields.values()
+        if (env := flag_of(field).env) is not None
+    }
+    listed = table_variables()
+    assert len(listed) == len(set(listed)), "a variable listed twice"
+    assert set(listed) == declared | set(LIBRARY_VARIABLES)
+    assert not (declared | set(LIBRARY_VARIABLES)) & INTERNAL_VARIABLES
+
+
+def test_every_vf_variable_the_library_names_is_declared():
+    """A ``VF_...`` variable named anywhere in verifiers/ is in the table or said internal; each
+    library variable of the table is still named somewhere in the code."""
+    from pathlib import Path
+
+    import verifiers
+    from verifiers.cli.env_vars import INTERNAL_VARIABLES, LIBRARY_VARIABLES
+
+    root = Path(verifiers.__file__).parent
+    named: set[str] = set()
+    for path in root.rglob("*.py"):
+        if path.name != "env_vars.py":
+            named |= set(re.findall(r"[\"']([A-Z][A-Z0-9]*_[A-Z0-9_]+)[\"']", path.read_text()))
+    vf_named = {n for n in named if n.startswith("VF_")}
+    assert vf_named <= set(table_variables()) | INTERNAL_VARIABLES, vf_named
+    assert set(LIBRARY_VARIABLES) - named <= {"RAY_ADDRESS"}  # ray.init reads it, not our code

@@ -270,7 +270,7 @@ def _start_server(tmp_path: Path, secret: str | None, port: int) -> subprocess.P
     lock = ["--secret-file", str(secret_file)] if secret is not None else ["--no-auth"]
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "verifiers.workers.server", "vf-worker-probe"),
+            *(sys.executable, "-m", "verifiers.cli.env_server", "vf-worker-probe"),
             *("--port", str(port), "--workers", "1", *lock),
         ],
         stdout=subprocess.PIPE,
@@ -335,7 +335,7 @@ def test_the_server_refuses_to_listen_beyond_loopback_without_a_secret():
         [
             sys.executable,
             "-m",
-            "verifiers.workers.server",
+            "verifiers.cli.env_server",
             "reverse-text",
             "--host",
             "0.0.0.0",
@@ -602,7 +602,7 @@ async def test_a_connection_flood_that_exhausts_descriptors_is_survived(server, 
     secret_file.chmod(0o600)
     proc = subprocess.Popen(  # noqa: ASYNC220 (started once, before the loop has work)
         [
-            *(sys.executable, "-m", "verifiers.workers.server", "vf-worker-probe"),
+            *(sys.executable, "-m", "verifiers.cli.env_server", "vf-worker-probe"),
             *("--port", str(port), "--workers", "1", "--secret-file", str(secret_file)),
         ],
         stdout=subprocess.PIPE,

@@ -9,24 +9,41 @@ The result loads with ``datasets.load_dataset("DIR")`` and trains with ``vf-sft`
 
 from __future__ import annotations
 
-import argparse
 import sys
+from pathlib import Path
+from typing import Annotated
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
+
+from verifiers.cli.settings import CommandSettings, Flag, parse_settings
+from verifiers.cli.usage import command
+from verifiers.errors import UsageError
 
 
+class DataSettings(CommandSettings):
+    """Every vf-data flag: its default and help, declared once."""
+
+    runs: Annotated[list[str], Flag(positional=True)] = Field(
+        description="vf-eval run directories (results.jsonl)"
+    )
+    output: Annotated[str, Flag("-o")] = Field(description="the dataset directory to write")
+    min_reward: float | None = Field(None, description="keep rollouts with at least this reward")
+    best_of_n: Annotated[bool, Flag(exclusive="selection")] = Field(
+        False, description="the best rollout per example"
+    )
+    top_k: Annotated[int | None, Flag(exclusive="selection")] = Field(
+        None, description="the k best rollouts per example"
+    )
+    max_completion_tokens: int | None = Field(
+        None, description="keep rollouts whose completion has at most this many tokens"
+    )
+    keep_errors: bool = Field(False, description="keep errored rollouts")
+    dedup: bool = Field(False, description="drop repeated completions")
+
+
+@command("vf-data")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vf-data", description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", help="vf-eval run directories (results.jsonl)")
-    parser.add_argument("-o", "--output", required=True, help="the dataset directory to write")
-    parser.add_argument("--min-reward", type=float, default=None)
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--best-of-n", action="store_true", help="the best rollout per example")
-    group.add_argument("--top-k", type=int, default=None, help="the k best rollouts per example")
-    parser.add_argument("--max-completion-tokens", type=int, default=None)
-    parser.add_argument("--keep-errors", action="store_true", help="keep errored rollouts")
-    parser.add_argument("--dedup", action="store_true", help="drop repeated completions")
-    args = parser.parse_args(argv)
+    args = parse_settings(DataSettings, argv, "vf-data", __doc__.splitlines()[0])
     from verifiers.data.rollouts import RolloutFilter, rollouts_to_dataset
     from verifiers.errors import NothingSelectedError
 
@@ -39,10 +56,9 @@ def main(argv: list[str] | None = None) -> int:
             keep_errors=args.keep_errors,
             dedup=args.dedup,
         )
-        card = rollouts_to_dataset(args.runs, args.output, spec)
+        card = rollouts_to_dataset(list[str | Path](args.runs), args.output, spec)
     except (FileNotFoundError, ValidationError) as exc:
-        print(f"vf-data: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from exc
     except NothingSelectedError as exc:
         print(f"vf-data: {exc}", file=sys.stderr)
         return 1

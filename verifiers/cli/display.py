@@ -1,4 +1,5 @@
-"""What vf-eval shows: a live progress bar while rollouts run, a summary table at the end."""
+"""What vf-eval shows: a live progress bar while rollouts run, a summary table at the end, and
+where a saved run (and its report) is."""
 
 from __future__ import annotations
 
@@ -158,3 +159,11 @@ def show_examples(console: Console, states: list[Any], limit: int = 3) -> None:
             f"example {state.get('example_id')} · rollout {state.get('rollout_index')} · reward {state.get('reward') or 0:.3f}"
         )
         console.print(text[:2000], markup=False, highlight=False)
+
+
+def print_saved(stdout: Console, results_path: str) -> None:
+    """Where a saved run is, and its report.html (written now, from what was saved)."""
+    from verifiers.results.report import write_report
+
+    stdout.print(f"results: {results_path}", soft_wrap=True)
+    stdout.print(f"report: {write_report([results_path])}", soft_wrap=True)

@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from verifiers.errors import VFError
+from verifiers.errors import UsageError
 from verifiers.local_model.models import DEFAULT_MODEL
 from verifiers.processes.credential_file import trusted_file
 
@@ -49,8 +49,7 @@ class EndpointEntry(BaseModel):
     api: Api | None = None
 
 
-class CLIError(VFError):
-    """A problem with the user's input: printed as one line, exit code 2."""
+CLIError = UsageError  # vf-eval's name for it: a problem with the user's input (one line, exit 2)
 
 
 @dataclass(frozen=True)

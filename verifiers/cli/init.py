@@ -2,29 +2,30 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+from typing import Annotated
 
-from verifiers.cli.scaffold import ScaffoldError, scaffold
+from pydantic import Field
+
+from verifiers.cli.scaffold import scaffold
+from verifiers.cli.settings import CommandSettings, Flag, parse_settings
+from verifiers.cli.usage import command
 
 
+class InitSettings(CommandSettings):
+    """Every vf-init flag: its default and help, declared once."""
+
+    name: Annotated[str, Flag(positional=True)] = Field(
+        description="environment name, e.g. word-count"
+    )
+    path: Annotated[str, Flag("-p")] = Field("./environments", description="parent directory")
+    multi_file: bool = Field(False, description="a package with dataset/rubric/environment modules")
+
+
+@command("vf-init")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vf-init", description=__doc__)
-    parser.add_argument("name", help="environment name, e.g. word-count")
-    parser.add_argument(
-        "-p", "--path", default="./environments", help="parent directory (default ./environments)"
-    )
-    parser.add_argument(
-        "--multi-file",
-        action="store_true",
-        help="a package with dataset/rubric/environment modules",
-    )
-    args = parser.parse_args(argv)
-    try:
-        root = scaffold(args.name, args.path, multi_file=args.multi_file)
-    except ScaffoldError as exc:
-        print(f"vf-init: {exc}", file=sys.stderr)
-        return 2
+    args = parse_settings(InitSettings, argv, "vf-init", __doc__)
+    root = scaffold(args.name, args.path, multi_file=args.multi_file)  # ScaffoldError: exit 2
     print(f"created {root}\nnext: vf-install {args.name} -p {args.path} && vf-eval {args.name}")
     return 0
 

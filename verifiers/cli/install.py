@@ -8,15 +8,19 @@ environment installs with ``prime env install``, from its published wheel, with 
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Annotated
 
 from packaging.utils import canonicalize_name
+from pydantic import Field
 
+from verifiers.cli.settings import CommandSettings, Flag, parse_settings
+from verifiers.cli.usage import command
+from verifiers.errors import UsageError
 from verifiers.installs.confined import ConfinementError, InstallFailed, Requested, install
 from verifiers.installs.sdk_guard import installed_sdk_requirement, keep_sdk_args, kept_sdk_line
 from verifiers.installs.uv_config import uv_command
@@ -68,55 +72,46 @@ def distribution_name(directory: Path) -> str | None:
         return None
 
 
+class InstallSettings(CommandSettings):
+    """Every vf-install flag: its default and help, declared once."""
+
+    name: Annotated[str, Flag(positional=True)] = Field(
+        description="environment name (or a path to its directory)"
+    )
+    path: Annotated[str, Flag("-p")] = Field(
+        "./environments", description="where environments live"
+    )
+    no_editable: bool = Field(False, description="a regular install instead of an editable one")
+    quiet: Annotated[bool, Flag("-q")] = Field(
+        False, description="one line per environment; the installer's own output only if it fails"
+    )
+
+
+@command("vf-install")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vf-install", description=__doc__)
-    parser.add_argument("name", help="environment name (or a path to its directory)")
-    parser.add_argument(
-        "-p",
-        "--path",
-        default="./environments",
-        help="where environments live (default ./environments)",
-    )
-    parser.add_argument(
-        "--no-editable", action="store_true", help="a regular install instead of an editable one"
-    )
-    parser.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="one line per environment; the installer's own output only if it fails",
-    )
-    args = parser.parse_args(argv)
+    args = parse_settings(InstallSettings, argv, "vf-install", __doc__)
     try:
         directory = find_package(args.name, args.path)
     except FileNotFoundError as exc:
-        print(f"vf-install: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from exc
     name = distribution_name(directory)
     uv = uv_binary()
     if uv is None or name is None:
-        print(
-            "vf-install: "
-            + (
-                "uv is needed (pip install uv)"
-                if uv is None
-                else f"{directory}/pyproject.toml names no [project] name"
-            ),
-            file=sys.stderr,
+        raise UsageError(
+            "uv is needed (pip install uv)"
+            if uv is None
+            else f"{directory}/pyproject.toml names no [project] name"
         )
-        return 2
     from verifiers.installs.provenance import read_records
 
     hub = read_records().get(canonicalize_name(name))
     if hub is not None:
-        print(
-            f"vf-install: {name} is installed here from the hub as {hub.get('owner')}/"
+        raise UsageError(
+            f"{name} is installed here from the hub as {hub.get('owner')}/"
             f"{hub.get('name')} {hub.get('version')}; installing {directory} would replace it "
             f"(and `prime env uninstall` would then remove yours). Uninstall it first: "
-            f"prime env uninstall {hub.get('owner')}/{hub.get('name')}",
-            file=sys.stderr,
+            f"prime env uninstall {hub.get('owner')}/{hub.get('name')}"
         )
-        return 2
     requested = Requested(
         name, {canonicalize_name(name)}, directory.resolve() if not args.no_editable else None
     )

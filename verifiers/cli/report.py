@@ -8,37 +8,54 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+
+from verifiers.cli.settings import CommandSettings, Flag, parse_settings
+from verifiers.cli.usage import command
+from verifiers.errors import UsageError
 
 
+class ReportSettings(CommandSettings):
+    """Every vf-report flag: its default and help, declared once."""
+
+    runs: Annotated[list[str], Flag(positional=True)] = Field(
+        description="vf-eval run directories (metadata.json), or one vf-rl run directory"
+    )
+    output: Annotated[str | None, Flag("-o")] = Field(
+        None,
+        description="where to write (none: RUN_DIR/report.html, or a vf-rl run's "
+        "training_report.html)",
+    )
+
+
+@command("vf-report")
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = parse_settings(ReportSettings, argv, "vf-report", __doc__)
     from verifiers.rl.report import is_training_run, write_training_report
 
-    runs = [a for a in args if not a.startswith("-")]
-    if runs and all(is_training_run(r) for r in runs):
-        output = None
-        if "-o" in args or "--output" in args:
-            flag = "-o" if "-o" in args else "--output"
-            output = args[args.index(flag) + 1]
-            runs = [r for r in runs if r != output]
+    runs = args.runs
+    if all(is_training_run(r) for r in runs):
         if len(runs) != 1:
-            print("vf-report: one vf-rl run directory at a time", file=sys.stderr)
-            return 2
-        print(write_training_report(runs[0], output))
+            raise UsageError("one vf-rl run directory at a time")
+        print(write_training_report(runs[0], args.output))
         return 0
     unknown = [
         r for r in runs if not (Path(r) / "metadata.json").exists() and not is_training_run(r)
     ]
-    if unknown and "-o" not in args and "--output" not in args:
-        print(
-            f"vf-report: {unknown[0]} is neither a vf-eval run (metadata.json) nor a vf-rl run "
-            "(config.json and metrics.jsonl)",
-            file=sys.stderr,
+    if unknown and args.output is None:
+        raise UsageError(
+            f"{unknown[0]} is neither a vf-eval run (metadata.json) nor a vf-rl run "
+            "(config.json and metrics.jsonl)"
         )
-        return 2
-    from verifiers.results.report import main as eval_report
+    from verifiers.results.report import write_report
 
-    return eval_report(args)
+    missing = [d for d in runs if not (Path(d) / "metadata.json").exists()]
+    if missing:
+        raise UsageError(f"not a vf-eval run directory: {missing[0]}")
+    print(write_report(list[str | Path](runs), args.output))
+    return 0
 
 
 if __name__ == "__main__":

@@ -13,13 +13,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifiers.errors import VFError
+from verifiers.errors import UsageError
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 
 
-class ScaffoldError(VFError, ValueError):
-    """A bad environment name or target (the message says what to do)."""
+class ScaffoldError(UsageError):
+    """A bad environment name or target (the message says what to do; vf-init exits 2)."""
 
 
 @dataclass(frozen=True)

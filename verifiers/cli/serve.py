@@ -11,6 +11,8 @@ from pydantic import Field
 
 from verifiers.asgi.deadlines import READ_TIMEOUT_S, header_timeout_protocol
 from verifiers.cli.settings import CommandSettings, Flag, parse_settings
+from verifiers.cli.usage import command
+from verifiers.errors import UsageError
 from verifiers.local_model.models import DEFAULT_MODEL
 from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV
 
@@ -83,6 +85,7 @@ class ServeSettings(CommandSettings):
     )
 
 
+@command("vf-serve")
 def main(argv: list[str] | None = None) -> int:
     args = parse_settings(ServeSettings, argv, "vf-serve", __doc__)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -92,17 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         api_key = api_key_of(args)
     except (OSError, ValueError) as exc:
-        print(f"vf-serve: --api-key-file: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--api-key-file: {exc}") from exc
     try:  # the port first: a busy one fails now, not after the model loaded
         listener = bind(args.host, args.port)
     except OSError as exc:
-        print(
-            f"vf-serve: cannot listen on {args.host}:{args.port} ({exc.strerror}); "
-            "pick another --port or stop what holds it",
-            file=sys.stderr,
-        )
-        return 2
+        raise UsageError(
+            f"cannot listen on {args.host}:{args.port} ({exc.strerror}); "
+            "pick another --port or stop what holds it"
+        ) from exc
     try:
         import uvicorn
 
@@ -115,15 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         from verifiers.installs.sdk_guard import LOCAL_STACK_HINT
 
-        print(f"vf-serve: {exc.name} is not installed: {LOCAL_STACK_HINT}", file=sys.stderr)
-        return 2
+        raise UsageError(f"{exc.name} is not installed: {LOCAL_STACK_HINT}") from exc
     try:
         model, tokenizer, name, directory = load_model(
             args.model, dtype=args.dtype, device=args.device
         )
     except ModelNotAvailableError as exc:
-        print(f"vf-serve: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from exc
     engine = Engine(
         model, tokenizer, max_batch_size=args.max_batch_size, max_model_len=args.max_model_len
     )
@@ -133,8 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             args.weights_secret_file, args.trusted_weights_dir, secret=args.weights_secret
         )
     except (OSError, ValueError) as exc:
-        print(f"vf-serve: --weights-secret-file: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--weights-secret-file: {exc}") from exc
     service = ModelService(
         engine, served, aliases=(name, str(directory), args.model), access=access
     )

@@ -2,11 +2,14 @@
 
 Every CLI declares its settings once, as a pydantic model: a field's type, default and
 ``description`` are its flag's type, default and help. ``Annotated[..., Flag(...)]`` adds only
-what a command line needs beyond that: short names, a metavar, a positional argument, and the
-environment variable the setting falls back to. :func:`build_parser` makes the argparse parser
-(vf-serve, vf-eval) and :func:`parse_settings` the validated settings, reading each environment
-variable where its field declares it; :func:`settings_help` walks a nested config model (vf-rl,
-vf-sft: ``@ file.toml`` plus ``--dotted.key value``) into one line per key.
+what a command line needs beyond that: short names, a metavar, a positional argument (a list
+field: one or more), a group of flags of which one may be given, and the environment variable
+the setting falls back to. :func:`build_parser` makes the argparse parser (vf-eval, vf-serve,
+vf-init, vf-install, vf-data, vf-report, vf-env-server) and :func:`parse_settings` the validated
+settings, reading each environment variable where its field declares it; what the parser
+refuses is a ``UsageError`` (``verifiers.cli.usage`` says it, exit 2). :func:`settings_help`
+walks a nested config model (vf-rl, vf-sft: ``@ file.toml`` plus ``--dotted.key value``) into one
+line per key.
 
 Plain pydantic rather than pydantic-settings: the commands keep their argparse flags exactly
 (short names, repeatable flags, positionals, ``@ file.toml``), and an environment variable is a
@@ -22,10 +25,12 @@ import textwrap
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from pydantic.fields import FieldInfo
+
+from verifiers.errors import UsageError
 
 
 class Flag:
@@ -38,12 +43,14 @@ class Flag:
         metavar: str | None = None,
         positional: bool = False,
         command_line: bool = True,
+        exclusive: str | None = None,
     ) -> None:
         self.aliases = aliases  # short names, e.g. "-n"; the long one is --field-name
         self.env = env  # the environment variable read when the flag is not given
         self.metavar = metavar
         self.positional = positional
         self.command_line = command_line  # False: environment only (a secret never in argv)
+        self.exclusive = exclusive  # flags naming one group: at most one of them may be given
 
 
 class CommandSettings(BaseModel):
@@ -87,9 +94,8 @@ def build_parser(
 ) -> argparse.ArgumentParser:
     """The argparse parser of ``model``: one argument per field, its help from the field; the
     settings read only from the environment are listed after the flags."""
-    parser = argparse.ArgumentParser(
-        prog=prog, description=for_users(description), formatter_class=_Help
-    )
+    parser = _Parser(prog=prog, description=for_users(description), formatter_class=_Help)
+    groups: dict[str, argparse._MutuallyExclusiveGroup] = {}
     environment = []
     for name, field in model.model_fields.items():
         flag = flag_of(field)
@@ -104,15 +110,33 @@ def build_parser(
             kwargs["metavar"] = flag.metavar
         if field.is_required():
             kwargs["default"] = None
+            if not flag.positional:
+                kwargs["required"] = True
         else:
             kwargs["default"] = argparse.SUPPRESS  # absent: the model's default (or the env)
             if flag.positional:
                 kwargs["nargs"] = "?"
         kwargs.update(_argparse_type(name, field.annotation))
-        parser.add_argument(*names, **kwargs)
+        if flag.positional and kwargs.get("action") == "append":  # RUN [RUN ...]
+            del kwargs["action"]
+            kwargs["nargs"] = "+" if field.is_required() else "*"
+        target: Any = parser
+        if flag.exclusive is not None:
+            if flag.exclusive not in groups:
+                groups[flag.exclusive] = parser.add_mutually_exclusive_group()
+            target = groups[flag.exclusive]
+        target.add_argument(*names, **kwargs)
     if environment:
         parser.epilog = "read from the environment only:\n" + "\n".join(environment)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its refusals raised as ``UsageError`` (with the usage line) for the
+    command to say (``verifiers.cli.usage``) instead of exiting here."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, usage=self.format_usage())
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -131,7 +155,8 @@ def parse_settings(
 ) -> Settings:
     """``argv`` parsed into ``model``: a flag given wins, then the field's environment variable
     (a list field's variable adds its ``os.pathsep``-separated items), then the default. A
-    value the model refuses exits 2 with the flag named, as argparse does."""
+    value the model refuses is a ``UsageError`` with the flag named, said as argparse says
+    its own refusals (``verifiers.cli.usage``: exit 2)."""
     parser = build_parser(model, prog, description)
     given = vars(parser.parse_args(argv))
     values = dict(given)

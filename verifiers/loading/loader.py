@@ -81,7 +81,7 @@ def load_environment(env_id: str, **env_args: Any):
     env.env_version = installed
     env.env_distribution = found.dist_name
     env.loaded_as = env_id
-    env.env_content_hash = content_hash(module) if module is not None else None
+    env.env_content_hash = module_content_hash(module) if module is not None else None
     return env
 
 
@@ -292,7 +292,7 @@ def _editable_dir(dist: Any) -> Path | None:
     return Path(unquote(url.path)).resolve() if url.scheme == "file" else None
 
 
-def content_hash(module: ModuleType) -> str | None:
+def module_content_hash(module: ModuleType) -> str | None:
     """The environment's content hash (``verifiers.installs.content_hash``) from the loaded module's
     files: a package's whole directory, or a single module file."""
     from verifiers.installs.content_hash import content_hash as hash_files

@@ -67,7 +67,7 @@ def is_servable(model: str) -> bool:
     )
 
 
-def content_hash(directory: Path) -> str:
+def model_dir_sha256(directory: Path) -> str:
     """sha256 over a model directory's files (relative names and bytes, in sorted order), so a
     run records exactly which weights it evaluated, whatever the directory is called."""
     import hashlib

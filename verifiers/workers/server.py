@@ -1,30 +1,22 @@
-"""``vf-env-server``: an environment's workers behind one TCP address, for other machines.
+"""The env server: an environment's worker pool behind one TCP address (``vf-env-server``,
+``verifiers.cli.env_server``, is its command line).
 
-    vf-env-server reverse-text --host 0.0.0.0 --port 5555 --workers auto
-    vf-eval reverse-text --env-server gpu-box:5555 -b http://gpu-box:8000/v1   # on the caller
-
-The server hosts a ``WorkerPool`` and a ROUTER socket speaking ``verifiers.workers.protocol``
-(the env-server protocol of verifiers 0.1.10+; callers written for it send ``run_group`` /
-``run_rollout`` / ``health``). Connections are encrypted and authenticated with CurveZMQ keys
-derived from a shared secret (``verifiers.workers.auth``): ``--secret-file``, ``$VF_ENV_SECRET``,
-or ``~/.cache/verifiers/env-server.secret`` (created on first use; copy it to the callers). A
-caller without the secret is refused. ``--no-auth`` drops the lock for callers that cannot
-do CURVE, and is accepted on a loopback host only.
-
-A request names the environment variable its key is read from on this machine; only the
-variables given with ``--key-var`` (default ``OPENAI_API_KEY`` and ``VF_API_KEY``) are read, so a caller cannot
-have a worker send some other secret of this host to an address of its choosing. Messages
-larger than ``--max-message-mb`` are dropped by ZMQ before they are read.
+:class:`EnvServer` hosts a ``WorkerPool`` behind a ROUTER socket speaking
+``verifiers.workers.protocol`` (the env-server protocol of verifiers 0.1.10+; callers written for
+it send ``run_group`` / ``run_rollout`` / ``health``), encrypted and authenticated with CurveZMQ
+keys derived from a shared secret (``verifiers.workers.auth``); without a secret it serves a
+loopback host only. A request's key is read only from the environment variables the server was
+given (``key_vars``), so a caller cannot have a worker send some other secret of this host to an
+address of its choosing. Messages larger than ``max_message_bytes`` are dropped by ZMQ before
+they are read.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import logging
 import signal
-import sys
+from collections.abc import Callable
 from typing import Any
 
 from verifiers.workers.protocol import (
@@ -149,94 +141,30 @@ class EnvServer:
             logger.debug("could not answer %s: %s", caller, exc)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="vf-env-server",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("env", help="environment id (as for vf.load_environment)")
-    p.add_argument("-a", "--env-args", default=None, help="JSON object passed to load_environment")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=5555, help="TCP port (default 5555)")
-    p.add_argument(
-        "--workers", default="auto", help="worker processes: a number or auto (one per core)"
-    )
-    p.add_argument("--secret-file", default=None, help="file holding the shared secret")
-    p.add_argument("--no-auth", action="store_true", help="no secret (loopback hosts only)")
-    p.add_argument(
-        "--key-var",
-        action="append",
-        default=None,
-        help="an environment variable requests may read their API key from (repeatable; "
-        "default OPENAI_API_KEY and VF_API_KEY)",
-    )
-    p.add_argument(
-        "--max-message-mb",
-        type=float,
-        default=64.0,
-        help="largest request accepted, in MiB (default 64)",
-    )
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    from verifiers.workers import parse_spec
-    from verifiers.workers.auth import DEFAULT_SECRET_FILE, load_secret
+async def serve_until_stopped(
+    env_id: str,
+    env_args: dict[str, Any],
+    count: int,
+    host: str,
+    port: int,
+    secret: str | None,
+    *,
+    key_vars: tuple[str, ...] = DEFAULT_KEY_VARS,
+    max_message_bytes: int = 64 * 2**20,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """``count`` workers of ``env_id`` served on ``tcp://host:port`` until SIGINT or SIGTERM;
+    ``on_ready`` is called once the workers are up."""
     from verifiers.workers.pool import WorkerPool
 
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from verifiers.processes.open_files import raise_open_files_limit
-
-    raise_open_files_limit()  # a stranger's connection flood must not exhaust descriptors
-    try:
-        env_args = json.loads(args.env_args) if args.env_args else {}
-        _, count = parse_spec(args.workers)
-    except (ValueError, json.JSONDecodeError) as exc:
-        print(f"vf-env-server: {exc}", file=sys.stderr)
-        return 2
-    if args.no_auth and args.host not in LOOPBACK:
-        print("vf-env-server: --no-auth is accepted on a loopback host only", file=sys.stderr)
-        return 2
-    try:
-        secret = None if args.no_auth else load_secret(args.secret_file, create=True)
-    except (OSError, ValueError) as exc:
-        print(f"vf-env-server: {exc}", file=sys.stderr)
-        return 2
-    if secret is not None and args.secret_file is None:
-        print(
-            f"vf-env-server: callers need the secret in {DEFAULT_SECRET_FILE} (or $VF_ENV_SECRET)",
-            file=sys.stderr,
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with WorkerPool(env_id, env_args, count) as pool:
+        if on_ready is not None:
+            on_ready()
+        server = EnvServer(
+            pool, host, port, secret, key_vars=key_vars, max_message_bytes=max_message_bytes
         )
-
-    async def run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        async with WorkerPool(args.env, env_args, count) as pool:
-            print(
-                f"vf-env-server: {args.env} with {count} workers on tcp://{args.host}:{args.port}",
-                flush=True,
-            )
-            server = EnvServer(
-                pool,
-                args.host,
-                args.port,
-                secret,
-                key_vars=tuple(args.key_var or DEFAULT_KEY_VARS),
-                max_message_bytes=int(args.max_message_mb * 2**20),
-            )
-            await server.serve(stop)
-
-    try:
-        asyncio.run(run())
-    except (RuntimeError, ValueError) as exc:
-        print(f"vf-env-server: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        await server.serve(stop)

@@ -1,0 +1,178 @@
+"""vf-eval's checks before anything starts: the flags' values (sizes, JSON, headers, workers),
+the endpoint (reachable, an API root, which model it serves) and a run to resume or re-score
+(its environment, model and rollouts per example). Each failure is a ``CLIError``: one line,
+exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from verifiers.cli.endpoints import CLIError, Endpoint
+from verifiers.cli.eval.settings import EvalSettings, explicit
+
+
+def check_sizes(args: EvalSettings) -> None:
+    """-n, -r and -c as given on the command line: -n positive or -1 (all), -r and -c positive."""
+    for flag, value in (
+        ("-n/--num-examples", explicit(args, "num_examples")),
+        ("-r/--rollouts-per-example", explicit(args, "rollouts_per_example")),
+        ("-c/--max-concurrent", explicit(args, "max_concurrent")),
+    ):
+        if value is not None and (value == 0 or value < -1 or (flag[1] != "n" and value < 1)):
+            allowed = "a positive number, or -1 for all" if flag[1] == "n" else "a positive number"
+            raise CLIError(f"{flag} must be {allowed}, got {value}")
+
+
+def parse_json_object(text: str | None, flag: str) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CLIError(
+            f"{flag} is not valid JSON ({exc.msg} at position {exc.pos}): {text!r}"
+        ) from exc
+    if not isinstance(value, dict):
+        raise CLIError(
+            f"{flag} must be a JSON object like '{{\"key\": 1}}', got {type(value).__name__}"
+        )
+    return value
+
+
+def parse_headers(values: list[str]) -> dict[str, str]:
+    headers = {}
+    for value in values:
+        name, sep, content = value.partition(":")
+        if not sep or not name.strip():
+            raise CLIError(f"--header must look like 'Name: value', got {value!r}")
+        headers[name.strip()] = content.strip()
+    return headers
+
+
+def check_reachable(
+    endpoint: Endpoint, headers: dict[str, str], key_var: str, api: str = "chat"
+) -> list[str]:
+    """Fail with what to do when the endpoint cannot be used; the ids of the models it lists."""
+    import httpx
+
+    url = endpoint.url.rstrip("/") + "/models"
+    if api == "anthropic":
+        from verifiers.clients.anthropic_messages_client import ANTHROPIC_VERSION
+
+        if not endpoint.url.rstrip("/").endswith("/v1"):
+            url = endpoint.url.rstrip("/") + "/v1/models"
+        auth = {"anthropic-version": ANTHROPIC_VERSION}
+        if endpoint.api_key and endpoint.api_key != "EMPTY":
+            auth["x-api-key"] = endpoint.api_key
+    else:
+        auth = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    try:
+        resp = httpx.get(url, headers={**auth, **headers}, timeout=10)
+    except httpx.HTTPError as exc:
+        raise CLIError(
+            f"cannot reach {endpoint.base_url} ({type(exc).__name__}: {exc}); start the server or fix -b/--api-base-url"
+        ) from exc
+    if resp.status_code in (401, 403):
+        if not os.environ.get(key_var):
+            raise CLIError(
+                f"{endpoint.base_url} needs an API key (HTTP {resp.status_code}) and ${key_var} is "
+                f"not set: export {key_var}=..., or pass -k NAME of the variable that holds it"
+            )
+        raise CLIError(
+            f"{endpoint.base_url} rejected the API key in ${key_var} (HTTP {resp.status_code}); "
+            "check its value, or pass -k NAME of the variable that holds the right one"
+        )
+    if resp.status_code == 404:
+        hint = (
+            f"; did you mean {endpoint.url.rstrip('/')}/v1?"
+            if not endpoint.url.rstrip("/").endswith("/v1")
+            else ""
+        )
+        raise CLIError(
+            f"{endpoint.base_url} is not an OpenAI-compatible API root ({url} is HTTP 404){hint}"
+        )
+    try:
+        listed = resp.json().get("data")
+        return [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    except (ValueError, AttributeError, TypeError):  # not a model list: nothing to go on
+        return []
+
+
+def served_model(endpoint: Endpoint, served: list[str]) -> str:
+    """``-b`` without ``-m``: the one model the server lists (vLLM and vf-serve list one)."""
+    if len(served) == 1:
+        return served[0]
+    listing = f"it serves {', '.join(served)}" if served else "it lists no models"
+    raise CLIError(f"-b {endpoint.base_url} without -m: {listing}; name one with -m MODEL")
+
+
+def check_same_env(args: EvalSettings, previous: dict[str, Any], flag: str, run: str) -> None:
+    """``--resume`` / ``--rescore`` act on a run of the environment named: say when it is not."""
+    from verifiers.loading.env_id import EnvId, EnvIdError
+
+    try:
+        wanted = EnvId.parse(args.env)
+        given = f"{wanted.owner}/{wanted.name}" if wanted.owner else wanted.name
+    except EnvIdError:
+        given = args.env
+    run_env = str(previous.get("env_id", ""))
+    if run_env and given.lower() != run_env.lower():
+        raise CLIError(
+            f"{flag} {run} is a run of {run_env}, not {args.env}; "
+            f"use: vf-eval {run_env} {flag} {run}"
+        )
+
+
+def check_resume_matches(args: EvalSettings, previous: dict[str, Any], run: str) -> None:
+    """A resumed run (``run``, the --resume directory) keeps its environment, model and rollouts
+    per example: say which differs."""
+    check_same_env(args, previous, "--resume", run)
+    for flag, value, key in (
+        ("-m/--model", args.model, "model"),
+        (
+            "-r/--rollouts-per-example",
+            explicit(args, "rollouts_per_example"),
+            "rollouts_per_example",
+        ),
+    ):
+        if value is not None and key in previous and str(value) != str(previous[key]):
+            raise CLIError(
+                f"--resume {run} was run with {key}={previous[key]!r}, not {value!r}; "
+                f"drop {flag} to continue it, or start a new run"
+            )
+
+
+def resume_settings(run_dir: Path, flag: str = "--resume") -> dict[str, Any]:
+    meta_path = run_dir / "metadata.json"
+    if not meta_path.exists():
+        raise CLIError(
+            f"{flag} {run_dir}: no metadata.json there; pass the run directory printed by the first run"
+        )
+    return json.loads(meta_path.read_text())
+
+
+
+def workers_setting(args: EvalSettings) -> Any:
+    """What --env-workers / --env-server / --no-env-workers ask for: None (in process), a pool
+    spec, or the addresses of running env servers."""
+    if args.env_server:
+        from verifiers.workers.auth import load_secret
+
+        try:  # checked before anything starts: this user's own private file, a strong secret
+            secret = load_secret(args.env_secret_file)
+        except (OSError, ValueError) as exc:
+            raise CLIError(f"--env-server: {exc}") from exc
+        return ("remote", args.env_server, secret)
+    if args.no_env_workers:
+        return None
+    from verifiers.workers import parse_spec
+
+    try:
+        parse_spec(args.env_workers)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    return args.env_workers
+

@@ -1,0 +1,367 @@
+"""vf-eval's run: the settings checked, the environment loaded, the endpoint found (or the
+built-in model server started), the rollouts generated (in worker processes, on env servers or
+in this process) and saved, and the summary printed."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from verifiers.cli.endpoints import CLIError, Endpoint, resolve_endpoint
+from verifiers.cli.eval.checks import (
+    check_reachable,
+    check_resume_matches,
+    check_same_env,
+    check_sizes,
+    parse_headers,
+    parse_json_object,
+    resume_settings,
+    served_model,
+    workers_setting,
+)
+from verifiers.cli.eval.clients import eval_client_config, make_eval_client
+from verifiers.cli.eval.defaults import eval_defaults
+from verifiers.cli.eval.rescore import rescore_run
+from verifiers.cli.eval.settings import DEFAULT_API, EvalSettings, explicit, parse_args
+from verifiers.cli.run_identity import RunIdentity, differences
+from verifiers.cli.usage import command, say_usage_error
+
+if TYPE_CHECKING:
+    from verifiers.workers.runner import EnvWorkers
+
+
+@command("vf-eval")
+def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()  # the time to the first rollout is counted from here (-v)
+    args = parse_args(argv)
+    console = Console(stderr=True)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    from verifiers.logging_setup import NOISY_LOGGERS
+
+    for noisy in NOISY_LOGGERS:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    servers: list[Any] = []  # the built-in model server, when this run started one
+    # SIGTERM (a scheduler, `kill`, a closed terminal's session) stops the run as Ctrl-C does:
+    # finished rollouts are saved and the line that continues the run is printed
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _run(args, console, servers, started)
+    except CLIError as exc:
+        return say_usage_error("vf-eval", exc, console)
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _run(
+    args: EvalSettings, console: Console, servers: list[Any], started: float | None = None
+) -> int:
+    from verifiers.errors import EnvironmentNotFoundError, EnvWorkerError, ResumeError
+    from verifiers.loading.loader import load_environment
+    from verifiers.results.layout import new_run_dir
+
+    check_sizes(args)
+    workers = workers_setting(args)  # a bad spec or secret is said before anything starts
+    console.print(f"loading {escape(args.env)} ...", highlight=False)
+    env_args = parse_json_object(args.env_args, "--env-args")
+    sampling = parse_json_object(args.sampling_args, "--sampling-args")
+    headers = parse_headers(args.header)
+    previous: dict[str, Any] = {}
+    recorded: RunIdentity | None = None
+    for key in ("max_tokens", "temperature"):
+        if explicit(args, key) is not None:
+            sampling[key] = getattr(args, key)
+    if args.rescore:
+        if args.resume:
+            raise CLIError("--rescore and --resume each name a run; pass one of them")
+        previous = resume_settings(Path(args.rescore), "--rescore")
+        check_same_env(args, previous, "--rescore", args.rescore)
+        env_args = env_args or previous.get("env_args", {})
+    elif args.resume:
+        previous = resume_settings(Path(args.resume))
+        check_same_env(args, previous, "--resume", args.resume)
+        recorded = RunIdentity.recorded(previous)
+        if recorded is None:  # a run from before identities were recorded
+            check_resume_matches(args, previous, args.resume)
+            env_args = env_args or previous.get("env_args", {})
+            sampling = {**previous.get("sampling_args", {}), **sampling}
+        else:  # before loading or starting anything
+            wrong = differences(recorded, _given_identity(args, env_args, sampling))
+            if wrong:
+                raise CLIError(
+                    f"--resume {args.resume} would change what the run is: {'; '.join(wrong)}. "
+                    "Drop those flags to continue it (--resume restores every one), or start "
+                    "a new run"
+                )
+            env_args, sampling = dict(recorded.env_args), dict(recorded.sampling_args)
+    try:
+        env = load_environment(args.env, **env_args)
+    except EnvironmentNotFoundError as exc:
+        raise CLIError(str(exc)) from exc
+    except TypeError as exc:
+        raise CLIError(str(exc)) from exc
+    if args.rescore:
+        return rescore_run(args, args.rescore, env, console)
+    if recorded is not None and recorded.release and str(env.release) != recorded.release:
+        raise CLIError(
+            f"--resume {args.resume} ran {args.env} as verifiers {recorded.release}; installed "
+            f"now, it runs as {env.release} (its package's verifiers requirement changed): "
+            "its rows would differ. Start a new run"
+        )
+    defaults = eval_defaults(getattr(env, "env_distribution", None))
+    n = _pick(
+        explicit(args, "num_examples"),
+        recorded.num_examples if recorded else previous.get("num_examples"),
+        defaults.num_examples,
+    )
+    r = _pick(
+        explicit(args, "rollouts_per_example"),
+        previous.get("rollouts_per_example"),
+        defaults.rollouts_per_example,
+    )
+    split = recorded.split if recorded else args.split
+    seed = recorded.seed if recorded else args.seed
+    concurrency = _pick(explicit(args, "max_concurrent"), None, defaults.max_concurrent)
+    for key in ("max_tokens", "temperature"):
+        if getattr(defaults, key) is not None and key not in sampling:
+            sampling[key] = getattr(defaults, key)
+    sampling.setdefault("temperature", 1.0)  # the API default, sent and recorded explicitly
+    key_var = args.api_key_var
+    if recorded is not None and recorded.api_key_var and not args.given("api_key_var"):
+        key_var = recorded.api_key_var
+    endpoint = resolve_endpoint(
+        args.model or (recorded.model if recorded else previous.get("model")),
+        args.api_base_url or (recorded.base_url if recorded else None),
+        key_var,
+        args.endpoints,
+    )
+    api = args.api or (recorded.api if recorded else None) or endpoint.api or DEFAULT_API
+    embedded = endpoint.base_url is None
+    local_model: dict[str, str] | None = None
+    if endpoint.base_url is None:
+        if api != "chat":
+            raise CLIError(
+                f"--api {api} needs an endpoint that speaks it (-b URL); the built-in model server "
+                "speaks chat and completions"
+            )
+        local_model = _local_model(endpoint.model, console)
+        endpoint = _start_embedded(endpoint, console, args, servers, local_model)
+    else:
+        served = check_reachable(endpoint, headers, endpoint.key_var or key_var, api)
+        if not endpoint.model:
+            endpoint = dataclasses.replace(endpoint, model=served_model(endpoint, served))
+    key_var = endpoint.key_var or key_var
+    client = make_eval_client(api, endpoint, headers, key_var)
+    identity = RunIdentity(
+        env=args.env,
+        env_args=env_args,
+        split=split,
+        seed=seed,
+        num_examples=n,
+        rollouts_per_example=r,
+        sampling_args=sampling,
+        model=endpoint.model,
+        base_url=None if embedded else endpoint.url,
+        api=api,
+        api_key_var=key_var,
+        release=str(env.release),
+    )
+    results_path = None
+    if args.resume:
+        results_path = str(args.resume)
+    elif not args.no_save:
+        results_path = str(new_run_dir(args.output_dir, env.env_id, endpoint.model))
+    rows = env.dataset_rows(split, n=n, seed=seed)
+    total = len(rows) * r
+    console.print(
+        f"[bold]{env.env_id}[/bold]: {len(rows)} examples × {r} rollouts on [bold]{endpoint.model}[/bold] ({endpoint.base_url})"
+    )
+    from verifiers.cli.display import LiveProgress, print_saved, show_examples, summary_table
+
+    start = time.perf_counter()
+    try:
+        with LiveProgress(
+            console, total, started=started if args.verbose else None
+        ) as progress:
+            out = asyncio.run(
+                _generate(
+                    env,
+                    rows,
+                    client,
+                    endpoint.model,
+                    workers=workers,
+                    group_timeout=args.group_timeout,
+                    client_config=eval_client_config(api, endpoint, headers, key_var),
+                    sampling_args=sampling,
+                    rollouts_per_example=r,
+                    max_concurrent=concurrency,
+                    results_path=results_path,
+                    state_columns=[c.strip() for c in args.state_columns.split(",")]
+                    if args.state_columns
+                    else None,
+                    on_progress=progress.update,
+                    metadata={
+                        "seed": seed,
+                        "split": split,
+                        "identity": identity.model_dump(),
+                        **(local_model or {}),
+                    },
+                )
+            )
+    except KeyboardInterrupt:
+        if results_path:
+            console.print(
+                "[yellow]interrupted[/yellow]: finished rollouts are saved; continue with"
+            )
+            # one line, never wrapped or styled: a command to copy
+            console.print(
+                f"  vf-eval {args.env} --resume {results_path}",
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )
+        return 130
+    except (ResumeError, EnvWorkerError) as exc:
+        raise CLIError(str(exc)) from exc
+    wall = time.perf_counter() - start
+    if args.verbose:
+        show_examples(console, out.state)
+    stdout = Console()
+    stdout.print(summary_table(out.run_metadata, wall))
+    if results_path is not None:
+        print_saved(stdout, results_path)
+    failed = [s for s in out.state if s.get("error") is not None]
+    if out.state and len(failed) == len(out.state):
+        first = failed[0]["error"]
+        console.print(
+            f"[red]vf-eval:[/red] every rollout failed ({len(failed)}); the first: "
+            f"{escape(first['type'])}: {escape(first['message'])}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
+    return 0
+
+
+async def _generate(
+    env: Any,
+    rows: list[dict[str, Any]],
+    client: Any,
+    model: str,
+    *,
+    workers: Any,
+    client_config: Any,
+    **kwargs: Any,
+) -> Any:
+    started: EnvWorkers | None = None
+    try:
+        if isinstance(workers, tuple):  # running env servers
+            from verifiers.workers.remote import RemoteWorkers
+
+            started = workers = await RemoteWorkers(workers[1], workers[2]).start()
+        elif workers is not None:
+            from verifiers.workers import start_workers
+
+            started = workers = await start_workers(workers, env)
+        if workers is not None:
+            client = client_config
+        return await env.generate(rows, client, model, env_workers=workers, **kwargs)
+    finally:
+        if started is not None:
+            await started.close()
+        aclose = getattr(client, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def _given_identity(
+    args: EvalSettings, env_args: dict[str, Any], sampling: dict[str, Any]
+) -> dict[str, Any]:
+    """The settings that decide a run's rows, as far as this command line gives them."""
+    given: dict[str, Any] = {}
+    if args.given("env_args"):
+        given["env_args"] = env_args
+    if sampling:
+        given["sampling_args"] = sampling
+    for name, key in (
+        ("split", "split"),
+        ("seed", "seed"),
+        ("num_examples", "num_examples"),
+        ("rollouts_per_example", "rollouts_per_example"),
+        ("model", "model"),
+        ("api_base_url", "base_url"),
+        ("api", "api"),
+        ("api_key_var", "api_key_var"),
+    ):
+        if args.given(name):
+            given[key] = getattr(args, name)
+    return given
+
+
+def _pick(explicit: Any, resumed: Any, default: Any) -> Any:
+    if explicit is not None:
+        return explicit
+    return resumed if resumed is not None else default
+
+
+def _local_model(model: str, console: Console) -> dict[str, str] | None:
+    """The path and content hash of a local model directory (None for the embedded model)."""
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        return None
+    from verifiers.local_model.models import model_dir_sha256
+
+    with console.status(f"hashing {path}"):
+        return {"model_path": str(path.resolve()), "model_sha256": model_dir_sha256(path)}
+
+
+def _start_embedded(
+    endpoint: Endpoint,
+    console: Console,
+    args: EvalSettings,
+    servers: list[Any],
+    local: dict[str, str] | None,
+) -> Endpoint:
+    from verifiers.installs.sdk_guard import LOCAL_STACK_HINT
+    from verifiers.processes.server import start_server
+
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise CLIError(
+            f"no endpoint given (-b) and the built-in model server needs {exc.name}: "
+            f"{LOCAL_STACK_HINT}; or pass -b URL for another server"
+        ) from exc
+    log = Path(args.output_dir) / "logs" / f"vf-serve-{os.getpid()}.log"
+    extra_args = []
+    if local is not None:  # served (and filed) as <dir name>-<hash>: checkpoints stay apart
+        extra_args = [
+            "--served-model-name",
+            f"{Path(local['model_path']).name}-{local['model_sha256'][:8]}",
+        ]
+    with console.status(f"starting the built-in model server ({endpoint.model}); log: {log}"):
+        try:
+            server = start_server(endpoint.model, log_path=log, extra_args=extra_args)
+        except RuntimeError as exc:
+            message = str(exc).strip().splitlines()[-1]
+            raise CLIError(f"the built-in model server did not start: {message}") from exc
+    servers.append(server)
+    return Endpoint(server.model, server.base_url, "EMPTY")
+
