@@ -6,11 +6,12 @@ Input (``[data] path``): a dataset written by ``vf-data`` (or any directory ``da
 a local ``.parquet`` / ``.jsonl`` / ``.json`` file, with a ``messages`` column, or ``prompt`` and
 ``completion`` columns of messages. Each conversation is tokenized with the model's chat template
 and trained on its assistant tokens only (``verifiers.rl.algorithm.chat_tokens``), with the
-trainer's packing, optimizer, schedules, checkpoints and FSDP2. With ``[eval] env_id``, held-out reward on
-that environment is measured before the first step, every ``every`` steps and after the last (the
-model is served by vf-serve and updated as vf-rl does). Writes ``metrics.jsonl``, ``eval.jsonl``,
-``metrics.png``, ``config.json``, ``checkpoints/`` and ``weights/`` (a model directory that
-``vf-eval -m``, ``vf-serve`` and vf-rl's ``model =`` take). Every setting, with its default:
+trainer's packing, optimizer, schedules, checkpoints and FSDP2. With ``[eval] env_id``,
+held-out reward on that environment is measured before the first step, every ``every`` steps and
+after the last (the model is served by vf-serve and updated as vf-rl does). Writes
+``metrics.jsonl``, ``eval.jsonl``, ``metrics.png``, ``config.json``, ``checkpoints/`` and
+``weights/`` (a model directory that ``vf-eval -m``, ``vf-serve`` and vf-rl's ``model =`` take).
+Every setting, with its default:
 """
 
 from __future__ import annotations
