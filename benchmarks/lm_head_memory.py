@@ -4,7 +4,7 @@
 
 For each (K trained positions, V vocabulary) a fresh subprocess builds hidden states [K, H] and a
 head weight [V, H] (H = 576, SmolLM2's), records its resident memory, runs log π(target) and the
-entropy through ``verifiers.rl.head`` forward and backward, and reports the rise of its peak
+entropy through ``verifiers.rl.algorithm.head`` forward and backward, and reports the rise of its peak
 resident memory (``ru_maxrss``) above that: what the head allocated at its worst (glibc told to
 map every allocation of 64 KiB or more on its own, so freed memory leaves at once). The budget is
 ``head_budget_bytes`` (what vf-rl's fit check reserves for the head). ``--plain`` also measures
@@ -44,7 +44,7 @@ if plain:
     picked = logp.gather(-1, targets[..., None]).squeeze(-1)
     picked.sum().backward()
 else:
-    from verifiers.rl.head import _ChunkedLogprobs
+    from verifiers.rl.algorithm.head import _ChunkedLogprobs
     picked, entropy = _ChunkedLogprobs.apply(hidden[0], weight, None, targets[0], 1.0, chunk, torch.float32)
     picked.sum().backward()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
@@ -74,7 +74,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from verifiers.rl.head import head_budget_bytes
+    from verifiers.rl.algorithm.head import head_budget_bytes
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunk", type=int, default=1024)

@@ -23,9 +23,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 CHILD = r"""
 import json, resource, sys, time, torch
 from transformers import AutoModelForCausalLM
-from verifiers.rl.batching import Sample
-from verifiers.rl.config import TrainerConfig
-from verifiers.rl.trainer import Trainer
+from verifiers.rl.algorithm.batching import Sample
+from verifiers.rl.configs.rl import TrainerConfig
+from verifiers.rl.algorithm.trainer import Trainer
 spec = json.loads(sys.argv[1])
 torch.manual_seed(0)
 model = AutoModelForCausalLM.from_pretrained(spec["model_dir"], dtype="float32")

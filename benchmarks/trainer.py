@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # support.toy: the tests' toy
 
 import stop_cleanly  # beside this script
 from rich.console import Console
@@ -25,15 +27,15 @@ from rich.table import Table
 def run(
     policy: Path, work: Path, lag: int, steps: int, examples: int, rollouts: int, tokens: int
 ) -> list[dict]:
+    from support.toy import letter_env
     from transformers import AutoModelForCausalLM
 
     from verifiers.clients import OpenAICompatibleClient
     from verifiers.processes.server import start_server
-    from verifiers.rl.config import TrainerConfig
-    from verifiers.rl.loop import LoopSettings, train
-    from verifiers.rl.orchestrator import Orchestrator
-    from verifiers.rl.toy import letter_env
-    from verifiers.rl.trainer import Trainer
+    from verifiers.rl.algorithm.trainer import Trainer
+    from verifiers.rl.configs.rl import TrainerConfig
+    from verifiers.rl.training.loop import LoopSettings, train
+    from verifiers.rl.training.orchestrator import Orchestrator
     from verifiers.weights.access import new_secret
     from verifiers.weights.transport import FilesystemTransport
 
@@ -78,7 +80,7 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=48)
     args = parser.parse_args()
-    from verifiers.rl.toy import make_tiny_policy
+    from support.toy import make_tiny_policy
 
     work = stop_cleanly.scratch_dir("vf-trainer-bench-")
     policy = make_tiny_policy(work / "policy", hidden=args.hidden, layers=args.layers)

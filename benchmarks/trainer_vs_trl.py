@@ -125,7 +125,7 @@ def run_vf_rl(args, model_dir: Path, work: Path, lag: int) -> list[dict]:
         '[trainer]\nlr = 1e-6\nloss = "grpo"\n'
     )
     subprocess.run(
-        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config)],
+        [sys.executable, "-m", "verifiers.cli.rl", "@", str(config)],
         check=True,
         stdout=subprocess.DEVNULL,
     )

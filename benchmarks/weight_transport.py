@@ -35,8 +35,8 @@ def main() -> None:
 
     from verifiers.local_model.models import resolve_model_dir
     from verifiers.processes.server import start_server
-    from verifiers.rl.config import TrainerConfig
-    from verifiers.rl.trainer import Trainer
+    from verifiers.rl.algorithm.trainer import Trainer
+    from verifiers.rl.configs.rl import TrainerConfig
     from verifiers.weights.access import new_secret
     from verifiers.weights.transport import BroadcastTransport, FilesystemTransport
 

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 python -m pytest -q -rs tests/rl/test_rl_trainer.py tests/rl/test_rl_loop.py tests/serve/test_serve.py tests/serve/test_vllm_glue.py \
   -k "gpu or cuda or engine or fsdp or vllm"
 work=$(mktemp -d)
-python -c "from pathlib import Path; from verifiers.rl.toy import make_tiny_policy; make_tiny_policy(Path('$work/policy'), hidden=256, layers=4)"
+PYTHONPATH="tests${PYTHONPATH:+:$PYTHONPATH}" python -c "from pathlib import Path; from support.toy import make_tiny_policy; make_tiny_policy(Path('$work/policy'), hidden=256, layers=4)"
 config() {  # $1 = output dir, then extra [inference] lines
   local out=$1; shift
   printf 'model = "%s"\nenv_id = "reverse-text"\noutput_dir = "%s"\nsteps = 4\ncheckpoint_every = 2\n' "$work/policy" "$out"
@@ -45,8 +45,8 @@ if [ "$has_vllm" = 1 ]; then
 fi
 if [ "$gpus" -gt 1 ]; then
   config "$work/out-fsdp" 'device = "cuda"' 'dtype = "bfloat16"' > "$work/fsdp.toml"
-  torchrun --standalone --nproc_per_node "$gpus" -m verifiers.rl.cli @ "$work/fsdp.toml" --steps 2
-  torchrun --standalone --nproc_per_node "$gpus" -m verifiers.rl.cli @ "$work/fsdp.toml" --resume
+  torchrun --standalone --nproc_per_node "$gpus" -m verifiers.cli.rl @ "$work/fsdp.toml" --steps 2
+  torchrun --standalone --nproc_per_node "$gpus" -m verifiers.cli.rl @ "$work/fsdp.toml" --resume
   check_run "$work/out-fsdp"
 fi
 echo "GPU checks passed"

@@ -21,8 +21,8 @@ from verifiers.cli.settings import (
     long_flag,
     parse_settings,
 )
-from verifiers.rl.config import RLConfig
-from verifiers.rl.sft import SFTConfig
+from verifiers.rl.configs.rl import RLConfig
+from verifiers.rl.configs.sft import SFTConfig
 
 
 def shown(value: Any, none: str) -> str:
@@ -248,10 +248,10 @@ def expected_keys(model: type[BaseModel], instance: Any, prefix: str = "") -> li
 def test_trainer_help_lists_every_key_with_its_type_default_and_description(
     config, capsys, monkeypatch
 ):
-    from verifiers.rl import cli, sft
+    from verifiers.cli import rl, sft
 
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # what the command sets: restored after
-    main = cli.main if config is RLConfig else sft.main
+    main = rl.main if config is RLConfig else sft.main
     text = help_of(main, capsys, monkeypatch)
     lines = text.splitlines()
     for key, default, description in expected_keys(config, config.model_construct()):
@@ -267,7 +267,7 @@ def test_trainer_help_lists_every_key_with_its_type_default_and_description(
 
 
 def test_vf_sft_help_shows_its_own_trainer_defaults(capsys, monkeypatch):
-    from verifiers.rl.sft import main
+    from verifiers.cli.sft import main
 
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     text = help_of(main, capsys, monkeypatch)
@@ -278,7 +278,7 @@ def test_vf_sft_help_shows_its_own_trainer_defaults(capsys, monkeypatch):
 
 
 def test_overrides_still_reach_the_config(tmp_path):
-    from verifiers.rl.cli import parse_args
+    from verifiers.cli.rl import parse_args
 
     toml = tmp_path / "run.toml"
     toml.write_text('steps = 3\n[trainer]\nloss = "dapo"\n')

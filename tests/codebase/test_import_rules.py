@@ -23,8 +23,6 @@ def test_every_import_contract_is_kept():
 # removes it. The test drops exactly these edges and then finds no cycle; an entry no longer in
 # the graph fails the test, so the list only shrinks (the lead empties it after the merges).
 KNOWN_CYCLE_EDGES = {
-    # rl area: the rl <-> cli packages (cli/report.py imports rl, rl/command.py imports cli)
-    ("verifiers.rl.command", "verifiers.cli.settings"): "rl move",
     # hub area: hub_server.hub <-> hub_server.upload_pool
     ("hub_server.upload_pool", "hub_server.hub"): "hub rooms",
     # core area, not yet moved: Environment.generate(env_workers=...) starts workers, which run

@@ -294,7 +294,7 @@ def test_a_vf_env_server_runs_the_environment_as_its_release(venv, server, tmp_p
 @pytest.fixture
 def policy_dir(tmp_path_factory) -> Path:
     pytest.importorskip("torch")
-    from verifiers.rl.toy import make_tiny_policy
+    from support.toy import make_tiny_policy
 
     return make_tiny_policy(tmp_path_factory.mktemp("policy"))
 

@@ -10,13 +10,13 @@ torch = pytest.importorskip("torch")
 
 @pytest.fixture(scope="module")
 def tiny_model():
-    from verifiers.rl.toy import tiny_llama
+    from support.toy import tiny_llama
 
     return tiny_llama()
 
 
 @pytest.fixture(scope="module")
 def policy_dir(tmp_path_factory):
-    from verifiers.rl.toy import make_tiny_policy
+    from support.toy import make_tiny_policy
 
     return make_tiny_policy(tmp_path_factory.mktemp("policy"))

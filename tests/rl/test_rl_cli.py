@@ -27,7 +27,7 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path, left
         '[trainer]\nlr = 1e-3\nautocast = "none"\n[eval]\nevery = 1\nexamples = 3\n'
     )
     first = subprocess.run(
-        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config)],
+        [sys.executable, "-m", "verifiers.cli.rl", "@", str(config)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -55,14 +55,14 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path, left
     }
     assert "loss grpo (clip_low 0.2, clip_high 0.2; sequence_mean" in first.stdout
     again = subprocess.run(  # a second run into the same dir would mix the two
-        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config)], capture_output=True, text=True
+        [sys.executable, "-m", "verifiers.cli.rl", "@", str(config)], capture_output=True, text=True
     )
     assert again.returncode == 2 and "already holds a run" in again.stdout
     nothing = subprocess.run(
         [
             sys.executable,
             "-m",
-            "verifiers.rl.cli",
+            "verifiers.cli.rl",
             "@",
             str(config),
             "--resume",
@@ -81,7 +81,7 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path, left
     (killed_save / "dcp").mkdir(parents=True)
     resumed = subprocess.run(  # and the rest of the run with weights over a gloo group
         [
-            *(sys.executable, "-m", "verifiers.rl.cli", "@", str(config)),
+            *(sys.executable, "-m", "verifiers.cli.rl", "@", str(config)),
             *("--steps", "3", "--resume", "--inference.weight_transport", "gloo"),
         ],
         capture_output=True,
@@ -107,7 +107,7 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path, left
 def test_model_limits_are_checked_before_vllm_starts(policy_dir):
     """vLLM refuses a context longer than the model's positions, and one GPU shared by the
     trainer and a vLLM that reserves most of it runs out of memory: vf-rl says so first."""
-    from verifiers.rl.cli import RLConfig, model_problem, parameter_count
+    from verifiers.rl.training.rl import RLConfig, model_problem, parameter_count
 
     def config(**inference):
         return RLConfig.model_validate(
@@ -139,7 +139,7 @@ def test_model_limits_are_checked_before_vllm_starts(policy_dir):
 
 
 def test_device_choices_that_cannot_work_are_refused_up_front():
-    from verifiers.rl.cli import RLConfig, device_problem, trainer_device
+    from verifiers.rl.training.rl import RLConfig, device_problem, trainer_device
 
     def config(**inference) -> RLConfig:
         return RLConfig.model_validate({"inference": inference})
@@ -158,7 +158,7 @@ def test_device_choices_that_cannot_work_are_refused_up_front():
 # Run in a fresh interpreter: says whether the refusal came before torch was imported.
 _REFUSED_BEFORE_TORCH = (
     "import sys\n"
-    "from verifiers.rl.{module} import main\n"
+    "from verifiers.cli.{module} import main\n"
     "code = main(sys.argv[1:])\n"
     "print('torch imported' if 'torch' in sys.modules else 'torch not imported')\n"
     "sys.exit(code)\n"
@@ -168,10 +168,10 @@ _REFUSED_BEFORE_TORCH = (
 @pytest.mark.parametrize(
     ("module", "flags", "message"),
     [
-        ("cli", ["--env_id", "nope-env"], "no environment 'nope-env' is installed"),
-        ("cli", ["--model", "{tmp}/nowhere"], "is not a local directory"),
-        ("cli", ["--model", "{tmp}"], "has no config.json"),
-        ("cli", ["--inference.weight_transport", "nccl"], "two different GPUs"),
+        ("rl", ["--env_id", "nope-env"], "no environment 'nope-env' is installed"),
+        ("rl", ["--model", "{tmp}/nowhere"], "is not a local directory"),
+        ("rl", ["--model", "{tmp}"], "has no config.json"),
+        ("rl", ["--inference.weight_transport", "nccl"], "two different GPUs"),
         ("sft", ["--model", "no-such-model"], "not an embedded model"),
         ("sft", ["--data.path", "{tmp}/none.jsonl"], "none.jsonl"),
     ],
@@ -188,7 +188,7 @@ def test_a_run_that_names_what_is_not_there_is_refused_before_torch_loads(
     data = tmp_path / "data.jsonl"
     data.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
     base = {
-        "cli": ["--model", str(policy_dir), "--env_id", "reverse-text"],
+        "rl": ["--model", str(policy_dir), "--env_id", "reverse-text"],
         "sft": ["--model", str(policy_dir), "--data.path", str(data)],
     }[module]
     flags = [f.replace("{tmp}", str(tmp_path)) for f in flags]
@@ -206,21 +206,21 @@ def test_a_run_that_names_what_is_not_there_is_refused_before_torch_loads(
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("module", ["cli", "sft"])
+@pytest.mark.parametrize("module", ["rl", "sft"])
 def test_a_run_directory_in_use_is_refused_and_left_as_it_was(policy_dir, tmp_path, module):
     """A second run, or a --resume, started into a directory whose run is still going would mix
     two runs' metrics and checkpoints: refused at once, the directory untouched."""
     import subprocess
     import sys
 
-    from verifiers.rl.run_lock import run_dir_lock
+    from verifiers.rl.run.lock import run_dir_lock
 
     out = tmp_path / "out"
     (out / "checkpoints" / "step_000001").mkdir(parents=True)
     (out / "metrics.jsonl").write_text('{"step": 0}\n')
     data = tmp_path / "data.jsonl"
     data.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
-    inputs = {"cli": ["--env_id", "reverse-text"], "sft": ["--data.path", str(data)]}[module]
+    inputs = {"rl": ["--env_id", "reverse-text"], "sft": ["--data.path", str(data)]}[module]
     with run_dir_lock(out) as hold:  # the run that is still going
         assert hold.held
         before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
@@ -250,13 +250,13 @@ def test_a_run_directory_is_held_by_its_run_alone(tmp_path):
     import sys
     import time
 
-    from verifiers.rl.run_lock import RUN_LOCK, run_dir_lock
+    from verifiers.rl.run.lock import RUN_LOCK, run_dir_lock
 
     out = tmp_path / "out"
     dies_leaving_a_child = (
         "import os, sys, time\n"
         "from pathlib import Path\n"
-        "from verifiers.rl.run_lock import run_dir_lock\n"
+        "from verifiers.rl.run.lock import run_dir_lock\n"
         "with run_dir_lock(Path(sys.argv[1])) as hold:\n"
         "    assert hold.held\n"
         "    child = os.fork()\n"
@@ -324,7 +324,7 @@ def test_vf_rl_config_mistakes_are_one_line_and_exit_2(tmp_path, argv, message):
     bad.write_text("steps = = 3\n")
     argv = [a.replace("{bad}", str(bad)) for a in argv]
     result = subprocess.run(
-        [sys.executable, "-m", "verifiers.rl.cli", *argv],
+        [sys.executable, "-m", "verifiers.cli.rl", *argv],
         capture_output=True,
         text=True,
         timeout=120,
@@ -373,7 +373,7 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(policy_di
         "[orchestrator]\nexamples_per_step = 2\nrollouts_per_example = 2\nmax_tokens = 8\n"
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config)],
+        [sys.executable, "-m", "verifiers.cli.rl", "@", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -387,7 +387,7 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(policy_di
     assert process.returncode == 130, output
     assert "interrupted" in output and "--resume starts this run again from step 0" in output
     resumed = subprocess.run(
-        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config), "--resume", "--steps", "1"],
+        [sys.executable, "-m", "verifiers.cli.rl", "@", str(config), "--resume", "--steps", "1"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -397,7 +397,7 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(policy_di
     assert "starting the run again from step 0" in resumed.stdout
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0]  # the stopped run's records were redone
-    from verifiers.rl.command import interrupted_hint
+    from verifiers.rl.run.command import interrupted_hint
 
     (out / "checkpoints" / "step_000003").mkdir(parents=True)
     assert interrupted_hint(out) == "continue with --resume (from step_000003)"
@@ -410,7 +410,7 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "rl").glob
 def test_every_example_config_is_a_valid_vf_rl_config_for_an_installed_environment(path):
     """The configs the docs tell users to run parse as written (no misspelt key) and name an
     environment this checkout installs, with arguments its load_environment accepts."""
-    from verifiers.rl.cli import parse_args
+    from verifiers.cli.rl import parse_args
 
     config, resume = parse_args(["@", str(path)])
     assert not resume and config.steps > 0
@@ -421,7 +421,7 @@ def test_every_example_config_is_a_valid_vf_rl_config_for_an_installed_environme
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="makes a directory as another user (uid 65534)")
-@pytest.mark.parametrize("module", ["cli", "sft"])
+@pytest.mark.parametrize("module", ["rl", "sft"])
 def test_an_output_dir_another_user_made_first_is_refused(policy_dir, tmp_path, module):
     """uid 65534 made the --output_dir in /tmp first, with a link where config.json goes: the
     run wrote through it, and a later --resume ran their checkpoint as this user."""
@@ -442,11 +442,11 @@ def test_an_output_dir_another_user_made_first_is_refused(policy_dir, tmp_path, 
         )
         data = tmp_path / "data.jsonl"
         data.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
-        inputs = {"cli": [], "sft": ["--data.path", str(data)]}[module]
+        inputs = {"rl": [], "sft": ["--data.path", str(data)]}[module]
         config = tmp_path / "run.toml"
         config.write_text(f'model = "{policy_dir}"\noutput_dir = "{out}"\nsteps = 1\n')
         done = subprocess.run(
-            [sys.executable, "-m", f"verifiers.rl.{module}", "@", str(config), *inputs],
+            [sys.executable, "-m", f"verifiers.cli.{module}", "@", str(config), *inputs],
             capture_output=True,
             text=True,
             timeout=120,
@@ -459,7 +459,7 @@ def test_an_output_dir_another_user_made_first_is_refused(policy_dir, tmp_path, 
         mine.chmod(0o777)  # anyone may plant in it
         config.write_text(f'model = "{policy_dir}"\noutput_dir = "{mine}"\nsteps = 1\n')
         done = subprocess.run(
-            [sys.executable, "-m", f"verifiers.rl.{module}", "@", str(config), *inputs],
+            [sys.executable, "-m", f"verifiers.cli.{module}", "@", str(config), *inputs],
             capture_output=True,
             text=True,
             timeout=120,

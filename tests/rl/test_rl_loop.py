@@ -8,7 +8,7 @@ import os
 import signal
 
 import pytest
-from trainer_runs import cuda, letter_orchestrator, run_loop
+from support.trainer_runs import cuda, letter_orchestrator, run_loop
 
 SECRET = "test-weights-secret"  # what the trainer would make at launch (weight_access)
 torch = pytest.importorskip("torch")
@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 @pytest.mark.slow
 def test_no_trained_sample_exceeds_the_staleness_bound(policy_dir, tmp_path):
-    from verifiers.rl.orchestrator import Orchestrator
+    from verifiers.rl.training.orchestrator import Orchestrator
 
     class Laggy(Orchestrator):
         """Half of each batch claims to come from a policy 5 versions old."""
@@ -43,9 +43,9 @@ def test_level_zero_matches_a_synchronous_loop_bit_for_bit(policy_dir, tmp_path)
     from transformers import AutoModelForCausalLM
 
     from verifiers.processes.server import start_server
-    from verifiers.rl.config import TrainerConfig
-    from verifiers.rl.orchestrator import Orchestrator
-    from verifiers.rl.trainer import Trainer
+    from verifiers.rl.algorithm.trainer import Trainer
+    from verifiers.rl.configs.rl import TrainerConfig
+    from verifiers.rl.training.orchestrator import Orchestrator
     from verifiers.weights.transport import FilesystemTransport
 
     _, async_trainer = run_loop(policy_dir, tmp_path / "a", steps=3, lag=0)
@@ -87,7 +87,7 @@ def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_run(policy_dir, t
 def test_generation_runs_up_to_max_off_policy_steps_ahead(policy_dir, tmp_path):
     """With a bound of 2, the batch for step n starts generating while step n - 2 trains (from
     policy version n - 2) and nothing trained is more than 2 versions old."""
-    from verifiers.rl.orchestrator import Orchestrator
+    from verifiers.rl.training.orchestrator import Orchestrator
 
     started: dict[int, int] = {}
 
@@ -114,7 +114,7 @@ def test_trainer_logprobs_are_of_the_sampling_distribution_at_any_temperature(po
 
 
 def test_a_killed_inference_server_is_detected_and_reported(policy_dir, tmp_path):
-    from verifiers.rl.orchestrator import Orchestrator
+    from verifiers.rl.training.orchestrator import Orchestrator
     from verifiers.weights.errors import InferenceServerError
 
     class Killer(Orchestrator):
@@ -166,7 +166,7 @@ def test_engine_generates_on_gpu(policy_dir):
 
 
 def test_only_the_newest_checkpoints_are_kept(tmp_path):
-    from verifiers.rl.command import latest_checkpoint, prune_checkpoints
+    from verifiers.rl.run.command import latest_checkpoint, prune_checkpoints
 
     for step in (1, 2, 3, 4):
         (tmp_path / "checkpoints" / f"step_{step:06d}").mkdir(parents=True)

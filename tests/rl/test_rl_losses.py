@@ -20,10 +20,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from verifiers.rl.batching import PackingError  # noqa: E402
-from verifiers.rl.config import LOSS_NAMES, RLConfig, TrainerConfig  # noqa: E402
-from verifiers.rl.toy import random_samples, tiny_llama  # noqa: E402
-from verifiers.rl.trainer import Trainer  # noqa: E402
+from support.toy import random_samples, tiny_llama  # noqa: E402
+
+from verifiers.rl.algorithm.batching import PackingError  # noqa: E402
+from verifiers.rl.algorithm.trainer import Trainer  # noqa: E402
+from verifiers.rl.configs.rl import LOSS_NAMES, RLConfig, TrainerConfig  # noqa: E402
 
 # The papers' constants (and the token band of prime-rl, whose trainer this follows).
 PAPER = {
@@ -200,7 +201,8 @@ def test_cispo_keeps_a_token_above_the_band_at_weight_eps_max():
 def test_dr_grpo_divides_by_a_constant_whatever_is_filtered():
     """B·L_max from the config: a step that keeps 3 of its 8 sampled sequences divides by 8·16,
     as one that keeps 5 does (it divided by the survivors' count before)."""
-    from verifiers.rl.cli import make_trainer, parse_args
+    from verifiers.cli.rl import parse_args
+    from verifiers.rl.training.rl import make_trainer
 
     model = tiny_llama()
     samples = perturbed_samples(model)
@@ -394,7 +396,8 @@ def test_clip_fraction_counts_only_tokens_clipped_on_their_advantages_side():
     ],
 )
 def test_each_losss_own_defaults_reach_the_trainer_through_vf_rl(argv, check):
-    from verifiers.rl.cli import make_trainer, parse_args
+    from verifiers.cli.rl import parse_args
+    from verifiers.rl.training.rl import make_trainer
 
     config, _ = parse_args(argv)
     trainer = make_trainer(config, tiny_llama())
@@ -405,7 +408,8 @@ def test_each_losss_own_defaults_reach_the_trainer_through_vf_rl(argv, check):
 
 def test_dapo_and_dr_grpo_through_vf_rl_are_not_grpo():
     """The first wave passed GRPO's clip to every loss: dapo and dr_grpo gave GRPO's gradient."""
-    from verifiers.rl.cli import make_trainer, parse_args
+    from verifiers.cli.rl import parse_args
+    from verifiers.rl.training.rl import make_trainer
 
     model = tiny_llama()
     samples = perturbed_samples(model)

@@ -27,7 +27,7 @@ ARTIFACTS = Path(
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from verifiers.rl.toy import make_tiny_policy
+    from support.toy import make_tiny_policy
 
     work = tmp_path_factory.mktemp("vf-rl-run")
     policy = make_tiny_policy(work / "policy")
@@ -42,7 +42,7 @@ def run_dir(tmp_path_factory):
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     result = subprocess.run(
-        [sys.executable, "-m", "verifiers.rl.cli", "@", str(config)],
+        [sys.executable, "-m", "verifiers.cli.rl", "@", str(config)],
         capture_output=True,
         text=True,
         env={**env, "OMP_NUM_THREADS": "1"},
@@ -70,11 +70,11 @@ def test_weights_are_bf16_in_save_pretrained_layout_with_a_model_card(run_dir):
 
 
 def test_export_shards_with_an_index_as_transformers_writes_them(tmp_path):
+    from support.toy import make_tiny_policy
     from transformers import AutoModelForCausalLM
 
-    from verifiers.rl.command import prepare_weights_dir
-    from verifiers.rl.export import INDEX, export_model
-    from verifiers.rl.toy import make_tiny_policy
+    from verifiers.rl.run.command import prepare_weights_dir
+    from verifiers.rl.run.export import INDEX, export_model
 
     policy = make_tiny_policy(tmp_path / "policy")
     model = AutoModelForCausalLM.from_pretrained(policy)

@@ -9,10 +9,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-from trainer_runs import by_reward, scripted_batch, step  # noqa: E402
+from support.trainer_runs import by_reward, scripted_batch, step  # noqa: E402
 
-from verifiers.rl.advantages import ESTIMATORS, group_mean, leave_one_out  # noqa: E402
-from verifiers.rl.batching import (  # noqa: E402
+from verifiers.rl.algorithm.advantages import ESTIMATORS, group_mean, leave_one_out  # noqa: E402
+from verifiers.rl.algorithm.batching import (  # noqa: E402
     MissingTokensError,
     samples_from_state,
 )
@@ -45,7 +45,7 @@ def test_an_empty_reply_is_an_error_on_the_rollout_and_still_a_training_sample()
     error, and the trainer still learns from those tokens with the rollout's reward."""
     import verifiers as vf
     from verifiers.errors import EmptyModelResponseError, ModelConnectionError
-    from verifiers.rl.orchestrator import _trainable_error
+    from verifiers.rl.training.orchestrator import _trainable_error
 
     env = vf.SingleTurnEnv(dataset=[{"question": "q", "answer": "a"}], rubric=vf.Rubric())
     state = {
@@ -110,7 +110,7 @@ def test_truncated_completions_are_kept_masked_or_penalized():
     assert keep.stats["truncated_fraction"] == 0.25 and len(keep.samples) == 16
     mask = scripted_batch(["long"] * 4, overlong="mask")
     assert len(mask.samples) == 12  # the truncated one trains nothing, but is in the baseline
-    from verifiers.rl.advantages import group_mean
+    from verifiers.rl.algorithm.advantages import group_mean
 
     in_baseline = dict(zip(rewards[:3], group_mean(rewards, scale=True)[:3], strict=True))
     assert all(s.advantage == pytest.approx(in_baseline[round(s.reward, 3)]) for s in mask.samples)
@@ -138,7 +138,7 @@ def test_dynamic_sampling_never_draws_an_example_twice_in_a_step():
     """Refills are further examples: each round takes the next slice of one shuffle per step
     (independent draws per round repeated examples, so a group could train twice)."""
     import verifiers as vf
-    from verifiers.rl.orchestrator import Orchestrator
+    from verifiers.rl.training.orchestrator import Orchestrator
 
     env = vf.SingleTurnEnv(
         dataset=[{"question": f"q{i}", "answer": "a"} for i in range(10)], rubric=vf.Rubric()
@@ -154,7 +154,7 @@ def test_overlong_penalty_is_dapos_soft_linear_punishment():
     """0 up to max_tokens - L_cache, then linear to -penalty at max_tokens; truncated: all of it
     (a flat penalty on truncated replies before)."""
     import verifiers as vf
-    from verifiers.rl.orchestrator import Orchestrator
+    from verifiers.rl.training.orchestrator import Orchestrator
 
     env = vf.SingleTurnEnv(dataset=[{"question": "q", "answer": "a"}], rubric=vf.Rubric())
     orch = Orchestrator(
@@ -176,7 +176,7 @@ def test_overlong_penalty_is_dapos_soft_linear_punishment():
 def test_batch_level_reward_scaling_divides_by_the_std_of_the_whole_batch():
     import statistics
 
-    from verifiers.rl.advantages import batch_advantages
+    from verifiers.rl.algorithm.advantages import batch_advantages
 
     groups = [[1.0, 0.0], [0.5, 0.5, 0.0, 1.0]]
     pooled = statistics.stdev([r for g in groups for r in g])

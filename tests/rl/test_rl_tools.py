@@ -30,9 +30,8 @@ TURNS = [CALL.format("37 * 41"), CALL.format("1517 + 12"), "The answer is 1529"]
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
+    from support.toy import make_tiny_policy
     from transformers import AutoTokenizer
-
-    from verifiers.rl.toy import make_tiny_policy
 
     directory = make_tiny_policy(tmp_path_factory.mktemp("policy"))
     tok = AutoTokenizer.from_pretrained(directory)
@@ -44,7 +43,7 @@ def serving(tokenizer, sampled: list[list[int]]):
     """A handler that answers as an inference server would: the prompt rendered by the chat
     template, the next scripted reply as the sampled text (ending in <eos>), its token ids and
     logprobs, and the tool calls parsed out of it."""
-    from verifiers.rl.chat_tokens import template_messages
+    from verifiers.rl.algorithm.chat_tokens import template_messages
     from verifiers.serve.app import parse_tool_calls
 
     def handle(request):
@@ -95,8 +94,8 @@ def serving(tokenizer, sampled: list[list[int]]):
 def test_a_three_turn_tool_rollout_trains_exactly_the_models_tokens(tokenizer):
     import verifiers as vf
     from verifiers.clients import OpenAICompatibleClient
-    from verifiers.rl.batching import samples_from_state
-    from verifiers.rl.chat_tokens import render_ids, template_messages
+    from verifiers.rl.algorithm.batching import samples_from_state
+    from verifiers.rl.algorithm.chat_tokens import render_ids, template_messages
 
     env = vf.load_environment("calculator")
     row = {"question": "What is 37 * 41 + 12?", "answer": "1529"}

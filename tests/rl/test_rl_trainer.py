@@ -11,14 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-from trainer_runs import cuda, random_samples, torchrun  # noqa: E402
+from support.trainer_runs import cuda, random_samples, torchrun  # noqa: E402
 
-from verifiers.rl.advantages import ESTIMATORS  # noqa: E402
-from verifiers.rl.losses import LOSSES  # noqa: E402
+from verifiers.rl.algorithm.advantages import ESTIMATORS  # noqa: E402
+from verifiers.rl.algorithm.losses import LOSSES  # noqa: E402
 
 
 def test_lr_schedules_warm_up_then_decay_to_the_floor():
-    from verifiers.rl.schedules import lr_factor
+    from verifiers.rl.algorithm.schedules import lr_factor
 
     def curve(name, min_ratio=0.0):
         return [lr_factor(name, s, 2, 6, min_ratio) for s in range(8)]
@@ -34,8 +34,8 @@ def test_lr_schedules_warm_up_then_decay_to_the_floor():
 def test_trainer_follows_the_schedule_and_refuses_unknown_settings(tiny_model):
     import copy
 
-    from verifiers.rl.config import TrainerConfig
-    from verifiers.rl.trainer import Trainer
+    from verifiers.rl.algorithm.trainer import Trainer
+    from verifiers.rl.configs.rl import TrainerConfig
 
     settings = TrainerConfig(lr=1.0, warmup_steps=1, schedule="linear")
     trainer = Trainer(copy.deepcopy(tiny_model), settings, total_steps=3)
@@ -56,8 +56,8 @@ def test_config_choices_match_the_registries():
     offers must be exactly what the trainer and orchestrator implement."""
     import typing
 
-    from verifiers.rl.config import LOSS_NAMES, GRPOLoss, TrainerConfig
-    from verifiers.rl.schedules import SCHEDULES
+    from verifiers.rl.algorithm.schedules import SCHEDULES
+    from verifiers.rl.configs.rl import LOSS_NAMES, GRPOLoss, TrainerConfig
 
     def choices(model, field):
         return set(typing.get_args(model.model_fields[field].annotation))
@@ -70,8 +70,8 @@ def test_config_choices_match_the_registries():
 def test_gradient_checkpointing_gives_the_same_gradient(tiny_model):
     import copy
 
-    from verifiers.rl.config import TrainerConfig
-    from verifiers.rl.trainer import Trainer
+    from verifiers.rl.algorithm.trainer import Trainer
+    from verifiers.rl.configs.rl import TrainerConfig
 
     grads = []
     for checkpointing in (False, True):
@@ -88,8 +88,8 @@ def test_gradient_checkpointing_gives_the_same_gradient(tiny_model):
 def test_trainer_step_on_gpu_matches_cpu(tiny_model):
     import copy
 
-    from verifiers.rl.config import TrainerConfig
-    from verifiers.rl.trainer import Trainer
+    from verifiers.rl.algorithm.trainer import Trainer
+    from verifiers.rl.configs.rl import TrainerConfig
 
     settings = TrainerConfig(lr=1e-2, packing=True, max_grad_norm=1e9)
     cpu, gpu = (
@@ -109,7 +109,7 @@ def test_fsdp2_data_parallel_step_equals_one_process(tmp_path):
     import json
     import subprocess
 
-    worker = Path(__file__).with_name("fsdp_worker.py")
+    worker = Path(__file__).parents[1] / "support" / "fsdp_worker.py"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
         [*torchrun(2, tmp_path / "logs"), str(worker), str(tmp_path / "w")],
@@ -127,7 +127,7 @@ def _checkpoint_worker(tmp_path: Path, ranks: int, *args: str) -> None:
     import subprocess
     import sys
 
-    worker = str(Path(__file__).with_name("fsdp_checkpoint_worker.py"))
+    worker = str(Path(__file__).parents[1] / "support" / "fsdp_checkpoint_worker.py")
     command = (
         [*torchrun(ranks, tmp_path / "logs"), worker] if ranks > 1 else [sys.executable, worker]
     )
@@ -173,7 +173,7 @@ def test_fsdp2_checkpoint_resume_reproduces_the_run_and_reshards(tmp_path, left_
     for name, tensor in full.items():
         assert torch.equal(tensor, resumed[name]), name
         assert torch.allclose(tensor, single[name], atol=1e-6), name
-    from verifiers.rl.toy import tiny_llama
+    from support.toy import tiny_llama
 
     initial = tiny_llama().state_dict()
     assert all(not torch.equal(full[n], initial[n]) for n in full), "some weights never trained"
@@ -194,7 +194,7 @@ def test_vf_rl_under_torchrun_with_two_training_processes(policy_dir, tmp_path):
     )
 
     def vf_rl(*extra: str) -> subprocess.CompletedProcess:
-        command = [*torchrun(2, tmp_path / "logs"), "-m", "verifiers.rl.cli"]
+        command = [*torchrun(2, tmp_path / "logs"), "-m", "verifiers.cli.rl"]
         return subprocess.run(
             [*command, "@", str(config), *extra],
             capture_output=True,
@@ -251,7 +251,7 @@ def test_a_checkpoint_is_read_as_data_never_as_code(tmp_path, monkeypatch):
     pickle.load: a checkpoint from elsewhere ran code as the user, and the resume succeeded."""
     import pickle
 
-    from verifiers.rl.checkpoint import UnsafeCheckpointError, _data_only, check_checkpoint
+    from verifiers.rl.run.checkpoint import UnsafeCheckpointError, _data_only, check_checkpoint
 
     monkeypatch.chdir(tmp_path)
     directory = _saved_checkpoint(tmp_path)

@@ -4,7 +4,7 @@ served, weights that do not fit refused, a dead or stuck server reported, never 
 from __future__ import annotations
 
 import pytest
-from trainer_runs import run_loop
+from support.trainer_runs import run_loop
 
 SECRET = "test-weights-secret"  # what the trainer would make at launch (weight_access)
 torch = pytest.importorskip("torch")
@@ -100,12 +100,12 @@ def test_lora_trains_only_the_adapters_and_the_server_serves_exactly_them(policy
 
 def test_broadcast_refuses_weights_that_do_not_fit_the_served_model(policy_dir, tmp_path):
     import httpx
+    from support.toy import tiny_llama
     from transformers import AutoModelForCausalLM
 
     from verifiers.processes.server import start_server
-    from verifiers.rl.config import TrainerConfig
-    from verifiers.rl.toy import tiny_llama
-    from verifiers.rl.trainer import Trainer
+    from verifiers.rl.algorithm.trainer import Trainer
+    from verifiers.rl.configs.rl import TrainerConfig
     from verifiers.weights.errors import InferenceServerError
     from verifiers.weights.transport import BroadcastTransport
 
@@ -147,8 +147,8 @@ def test_a_server_killed_between_broadcasts_is_reported_not_waited_for(policy_di
     from transformers import AutoModelForCausalLM
 
     from verifiers.processes.server import start_server
-    from verifiers.rl.config import TrainerConfig
-    from verifiers.rl.trainer import Trainer
+    from verifiers.rl.algorithm.trainer import Trainer
+    from verifiers.rl.configs.rl import TrainerConfig
     from verifiers.weights.errors import InferenceServerError
     from verifiers.weights.transport import BroadcastTransport
 
@@ -174,8 +174,8 @@ def test_a_stuck_broadcast_init_cannot_lock_the_trainer_out(policy_dir, tmp_path
     from transformers import AutoModelForCausalLM
 
     from verifiers.processes.server import free_port, start_server
-    from verifiers.rl.config import TrainerConfig
-    from verifiers.rl.trainer import Trainer
+    from verifiers.rl.algorithm.trainer import Trainer
+    from verifiers.rl.configs.rl import TrainerConfig
     from verifiers.weights.transport import BroadcastTransport
 
     server = start_server(str(policy_dir), log_path=tmp_path / "s.log", weights_secret=SECRET)

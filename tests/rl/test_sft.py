@@ -17,10 +17,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainer_runs import torchrun  # noqa: E402
+from support.trainer_runs import torchrun  # noqa: E402
 
 from verifiers.data.rollouts import RolloutFilter, select  # noqa: E402
-from verifiers.rl.chat_tokens import TemplateError, assistant_masked  # noqa: E402
+from verifiers.rl.algorithm.chat_tokens import TemplateError, assistant_masked  # noqa: E402
 from verifiers.testing import cli  # noqa: E402
 
 TOOL_TEMPLATE = (  # ChatML with tool calls and tool results, as tool-using models render them
@@ -65,7 +65,7 @@ def tokenizer():
 
 
 def test_only_assistant_turns_are_trained_token_exactly(tokenizer):
-    from verifiers.rl.chat_tokens import template_messages
+    from verifiers.rl.algorithm.chat_tokens import template_messages
 
     ids, mask = assistant_masked(tokenizer, CONVERSATION)
     text = tokenizer.apply_chat_template(template_messages(CONVERSATION), tokenize=False)
@@ -160,8 +160,7 @@ def uppercase_reply():
 @pytest.mark.slow
 def test_eval_run_to_dataset_to_load_dataset_to_an_sft_step(server, tmp_path):
     import datasets
-
-    from verifiers.rl.toy import make_tiny_policy
+    from support.toy import make_tiny_policy
 
     server.set_handler(uppercase_reply())
     evaluated = subprocess.run(
@@ -206,7 +205,7 @@ def test_eval_run_to_dataset_to_load_dataset_to_an_sft_step(server, tmp_path):
         '[eval]\nenv_id = "uppercase"\nexamples = 3\nmax_tokens = 6\nevery = 1\n'
     )
     trained = subprocess.run(
-        [sys.executable, "-m", "verifiers.rl.sft", "@", str(config)],
+        [sys.executable, "-m", "verifiers.cli.sft", "@", str(config)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -247,8 +246,7 @@ def conversations_file(path: Path, n: int = 12) -> Path:
 @pytest.mark.slow
 def test_sft_resume_is_bit_exact(tmp_path):
     from safetensors.torch import load_file
-
-    from verifiers.rl.toy import make_tiny_policy
+    from support.toy import make_tiny_policy
 
     policy = make_tiny_policy(tmp_path / "policy")
     data = conversations_file(tmp_path / "chats.jsonl")
@@ -260,7 +258,7 @@ def test_sft_resume_is_bit_exact(tmp_path):
             f'checkpoint_every = 2\n[data]\npath = "{data}"\n[trainer]\nlr = 1e-3\nschedule = "cosine"\n'
         )
         result = subprocess.run(
-            [sys.executable, "-m", "verifiers.rl.sft", "@", str(config), *extra],
+            [sys.executable, "-m", "verifiers.cli.sft", "@", str(config), *extra],
             capture_output=True,
             text=True,
             timeout=300,
@@ -295,8 +293,7 @@ def test_vf_sft_under_torchrun_equals_one_process(tmp_path):
     import os
 
     from safetensors.torch import load_file
-
-    from verifiers.rl.toy import make_tiny_policy
+    from support.toy import make_tiny_policy
 
     policy = make_tiny_policy(tmp_path / "policy")
     data = conversations_file(tmp_path / "chats.jsonl")
@@ -310,7 +307,7 @@ def test_vf_sft_under_torchrun_equals_one_process(tmp_path):
         )
         launcher = torchrun(2, tmp_path / "logs") if ranks == 2 else [sys.executable]
         result = subprocess.run(
-            [*launcher, "-m", "verifiers.rl.sft", "@", str(config)],
+            [*launcher, "-m", "verifiers.cli.sft", "@", str(config)],
             capture_output=True,
             text=True,
             timeout=300,
@@ -335,11 +332,11 @@ def test_vf_sft_under_torchrun_equals_one_process(tmp_path):
 @pytest.mark.parametrize(
     ("command", "argv", "message"),
     [
-        ("verifiers.rl.sft", ["@", "nowhere.toml"], "no config file nowhere.toml"),
-        ("verifiers.rl.sft", ["--trainer.loss", "grpo"], "vf-sft trains with trainer.loss = 'sft'"),
-        ("verifiers.rl.sft", ["--data.path", "no/such/data"], "no dataset at no/such/data"),
-        ("verifiers.rl.sft", ["--data.path", "rows.csv"], "rows.csv: a .parquet, .jsonl or .json"),
-        ("verifiers.rl.cli", ["--trainer.loss", "sft"], "trainer.loss = 'sft' is vf-sft's"),
+        ("verifiers.cli.sft", ["@", "nowhere.toml"], "no config file nowhere.toml"),
+        ("verifiers.cli.sft", ["--trainer.loss", "grpo"], "vf-sft trains with trainer.loss = 'sft'"),
+        ("verifiers.cli.sft", ["--data.path", "no/such/data"], "no dataset at no/such/data"),
+        ("verifiers.cli.sft", ["--data.path", "rows.csv"], "rows.csv: a .parquet, .jsonl or .json"),
+        ("verifiers.cli.rl", ["--trainer.loss", "sft"], "trainer.loss = 'sft' is vf-sft's"),
     ],
 )
 def test_sft_and_rl_mistakes_are_one_line_and_exit_2(command, argv, message, tmp_path):
@@ -385,14 +382,20 @@ def test_vf_data_keeps_a_tool_messages_name(tmp_path):
 
 
 def test_vf_sft_shares_the_command_base_not_vf_rls_command():
-    """vf-sft took its helpers from the vf-rl command module; both now use verifiers.rl.command."""
+    """vf-sft took its helpers from the vf-rl command module; both now use the shared bases:
+    ``verifiers.cli.training`` for the command line, ``verifiers.rl.run.command`` for the run."""
     import ast
 
-    source = (Path(__file__).resolve().parents[2] / "verifiers" / "rl" / "sft.py").read_text()
-    modules = {
-        node.module for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)
-    }
-    assert "verifiers.rl.cli" not in modules and "verifiers.rl.command" in modules
+    root = Path(__file__).resolve().parents[2] / "verifiers"
+
+    def imported(path):
+        tree = ast.parse(path.read_text())
+        return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+
+    command = imported(root / "cli" / "sft.py")
+    assert "verifiers.cli.rl" not in command and "verifiers.cli.training" in command
+    run = imported(root / "rl" / "training" / "sft.py")
+    assert "verifiers.rl.training.rl" not in run and "verifiers.rl.run.command" in run
 
 
 def test_vf_data_with_a_filter_that_keeps_nothing_says_so_and_writes_nothing(tmp_path):

@@ -25,10 +25,10 @@ import torch
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from support.toy import tiny_llama
 
-from verifiers.rl.config import TrainerConfig
-from verifiers.rl.toy import tiny_llama
-from verifiers.rl.trainer import Trainer
+from verifiers.rl.algorithm.trainer import Trainer
+from verifiers.rl.configs.rl import TrainerConfig
 from verifiers.weights import vllm_routes
 from verifiers.weights.access import WeightAccess
 from verifiers.weights.errors import InferenceServerError
@@ -309,11 +309,11 @@ def _trainer_logprobs(model: torch.nn.Module, ids: list[int], completion: int) -
 
 @needs_vllm
 def test_vllm_serves_the_trainers_weights_after_each_transport(tmp_path):
+    from support.toy import make_tiny_policy
     from transformers import AutoModelForCausalLM
 
-    from verifiers.rl.cli import InferenceConfig
-    from verifiers.rl.inference import start_inference
-    from verifiers.rl.toy import make_tiny_policy
+    from verifiers.rl.configs.rl import InferenceConfig
+    from verifiers.rl.training.inference import start_inference
 
     policy = make_tiny_policy(tmp_path / "policy", hidden=256, layers=4)
     inference = InferenceConfig(

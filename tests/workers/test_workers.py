@@ -388,7 +388,7 @@ async def test_the_trainers_orchestrator_gets_the_same_batch_from_workers(server
     the batch (token ids, masks, logprobs, advantages) is the one an in-process run forms."""
     pytest.importorskip("torch")
     from verifiers.clients import OpenAICompatibleClient
-    from verifiers.rl.orchestrator import Orchestrator
+    from verifiers.rl.training.orchestrator import Orchestrator
 
     env = vf.load_environment("vf-worker-probe")
     batches = {}

@@ -28,10 +28,10 @@ LIBRARY_VARIABLES: dict[str, str] = {
     "VF_SANDBOX_PYTHON": "verifiers.sandbox.view",
     "VF_SANDBOX_UID_DIR": "verifiers.sandbox.uids",
     "VLLM_API_KEY": "verifiers.weights.vllm_routes",
-    "WANDB_PROJECT": "verifiers.rl.tracking",
-    "WANDB_MODE": "verifiers.rl.tracking",
-    "OMP_WAIT_POLICY": "verifiers.rl.command (set to PASSIVE unless set)",
-    "NCCL_CUMEM_ENABLE": "verifiers.rl.cli (set to 0 unless set)",
+    "WANDB_PROJECT": "verifiers.rl.run.tracking",
+    "WANDB_MODE": "verifiers.rl.run.tracking",
+    "OMP_WAIT_POLICY": "verifiers.cli.training (set to PASSIVE unless set)",
+    "NCCL_CUMEM_ENABLE": "verifiers.rl.training.rl (set to 0 unless set)",
 }
 """Variables a user may set that no settings model declares: name -> the modules reading it."""
 

@@ -1,7 +1,7 @@
 """vf-report: the report of a vf-eval run (report.html) or of a vf-rl run (training_report.html).
 
 A directory with ``config.json`` and ``metrics.jsonl`` is a training run
-(``verifiers.rl.report``); anything else goes to the eval report (``verifiers.results.report``).
+(``verifiers.rl.run.report``); anything else goes to the eval report (``verifiers.results.report``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class ReportSettings(CommandSettings):
 @command("vf-report")
 def main(argv: list[str] | None = None) -> int:
     args = parse_settings(ReportSettings, argv, "vf-report", __doc__)
-    from verifiers.rl.report import is_training_run, write_training_report
+    from verifiers.rl.run.report import is_training_run, write_training_report
 
     runs = args.runs
     if all(is_training_run(r) for r in runs):

@@ -1,123 +1,27 @@
-"""vf-sft: supervised fine-tuning on conversations, on the same trainer core as vf-rl.
+"""vf-sft's run: supervised fine-tuning on conversations, on the same trainer core as vf-rl
+(the command line is ``verifiers.cli.sft``'s, the settings ``verifiers.rl.configs.sft``'s).
 
-    vf-sft @ examples/sft/uppercase_cpu.toml [--steps 40] [--trainer.lr 2e-5] [--resume]
-
-Input (``[data] path``): a dataset written by ``vf-data`` (or any directory ``datasets`` loads),
-a local ``.parquet`` / ``.jsonl`` / ``.json`` file, with a ``messages`` column, or ``prompt`` and
-``completion`` columns of messages. Each conversation is tokenized with the model's chat template
-and trained on its assistant tokens only (``verifiers.rl.chat_tokens``), with the trainer's
-packing, optimizer, schedules, checkpoints and FSDP2. With ``[eval] env_id``, held-out reward on
-that environment is measured before the first step, every ``every`` steps and after the last (the
-model is served by vf-serve and updated as vf-rl does). Writes ``metrics.jsonl``, ``eval.jsonl``,
-``metrics.png``, ``config.json``, ``checkpoints/`` and ``weights/`` (a model directory that
-``vf-eval -m``, ``vf-serve`` and vf-rl's ``model =`` take). Every setting, with its default:
-
-Over 400 lines, not split: one command's config, data, loop and held-out evaluation; the
-training step it shares with vf-rl is ``verifiers.rl.trainer``'s.
+Each conversation is tokenized with the model's chat template and trained on its assistant tokens
+only (``verifiers.rl.algorithm.chat_tokens``), with the trainer's packing, optimizer, schedules,
+checkpoints and FSDP2; with ``[eval] env_id``, held-out reward on that environment is measured
+while training (``Evaluator``).
 """
 
 from __future__ import annotations
 
 import json
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
-
-from verifiers.local_model.models import DEFAULT_MODEL
-from verifiers.rl.command import (
-    command_main,
+from verifiers.rl.configs.sft import SFTConfig, SFTDataConfig
+from verifiers.rl.run.command import (
     load_policy,
-    parse_overrides,
     prepare_weights_dir,
     prune_checkpoints,
     resume_or_follow,
 )
-from verifiers.rl.config import InferenceConfig, Tracker, TrainerConfig, _Strict, resolve_autocast
-
-
-class SFTDataConfig(_Strict):
-    """The conversations to train on."""
-
-    path: str = Field(
-        default="data/uppercase-best",
-        description="a vf-data dataset, a dataset directory, or a .parquet / .jsonl / .json file",
-    )
-    split: str = Field(default="train", description="the split of a dataset directory")
-    max_tokens: int = Field(
-        default=2048, ge=8, description="longer conversations are skipped (and counted)"
-    )
-
-
-class SFTEvalConfig(_Strict):
-    """Held-out reward on an environment while training."""
-
-    env_id: str | None = Field(
-        default=None, description="held-out reward on this environment's eval split; none: off"
-    )
-    env_args: dict[str, Any] = Field(
-        default_factory=dict, description="keyword arguments of load_environment"
-    )
-    every: int = Field(
-        default=0,
-        ge=0,
-        description="steps between evals; 0: before the first step and after the last only",
-    )
-    examples: int = Field(default=32, ge=1, description="held-out examples per eval")
-    max_tokens: int = Field(default=64, ge=1, description="completion token limit")
-    temperature: float = Field(default=0.7, gt=0, description="sampling temperature")
-
-
-SFT_TRAINER = {"loss": "sft", "lr": 2e-5}
-"""What vf-sft's trainer section defaults to, where it differs from vf-rl's."""
-
-
-class SFTConfig(_Strict):
-    model: str = Field(
-        default=DEFAULT_MODEL, description="embedded model name or a local HF model directory"
-    )
-    output_dir: str = Field(default="outputs/sft/run", description="where the run is written")
-    data: SFTDataConfig = Field(default_factory=SFTDataConfig, description=SFTDataConfig.__doc__)
-    epochs: int = Field(default=1, ge=1, description="passes over the data (unless steps is set)")
-    steps: int | None = Field(
-        default=None, ge=1, description="optimizer steps (none: epochs over the data)"
-    )
-    batch_size: int = Field(default=16, ge=1, description="conversations per optimizer step")
-    checkpoint_every: int = Field(default=0, ge=0, description="steps between checkpoints; 0: off")
-    keep_checkpoints: int = Field(
-        default=2, ge=0, description="newest N kept in output_dir/checkpoints; 0: all"
-    )
-    seed: int = Field(default=0, description="seed of the batches' shuffle")
-    report_to: list[Tracker] = Field(
-        default_factory=list, description="metrics also to TensorBoard and W&B, as vf-rl's"
-    )
-    trainer: TrainerConfig = Field(
-        default_factory=lambda: TrainerConfig(**SFT_TRAINER),
-        description=f"{TrainerConfig.__doc__} (vf-sft's defaults: {SFT_TRAINER})",
-    )
-    inference: InferenceConfig = Field(
-        default_factory=InferenceConfig, description="the server [eval] samples from"
-    )
-    eval: SFTEvalConfig = Field(default_factory=SFTEvalConfig, description=SFTEvalConfig.__doc__)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _sft_loss_by_default(cls, data: Any) -> Any:
-        """A ``[trainer]`` table that names no loss still trains with SFT's."""
-        if isinstance(data, dict) and isinstance(data.get("trainer"), dict):
-            data = {**data, "trainer": {**SFT_TRAINER, **data["trainer"]}}
-        return data
-
-    @model_validator(mode="after")
-    def _the_sft_loss(self) -> SFTConfig:
-        if self.trainer.loss.name != "sft":
-            raise ValueError("vf-sft trains with trainer.loss = 'sft'; the RL losses are vf-rl's")
-        resolve_autocast(self.trainer, self.inference)
-        return self
-
 
 DATA_FILE_KINDS = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
 
@@ -176,8 +80,8 @@ def build_samples(
     tokenizer: Any, conversations: list[list[dict[str, Any]]], max_tokens: int
 ) -> tuple[list[Any], int]:
     """Training samples (assistant-masked), and how many conversations were too long."""
-    from verifiers.rl.batching import Sample
-    from verifiers.rl.chat_tokens import assistant_masked
+    from verifiers.rl.algorithm.batching import Sample
+    from verifiers.rl.algorithm.chat_tokens import assistant_masked
 
     samples, skipped = [], 0
     for messages in conversations:
@@ -199,15 +103,6 @@ def batches_for(samples: list[Any], batch_size: int, seed: int, step: int) -> li
     return [samples[i] for i in order[index * batch_size : (index + 1) * batch_size]]
 
 
-def parse_args(argv: list[str]) -> tuple[SFTConfig, bool]:
-    data, resume = parse_overrides(argv, __doc__, SFTConfig, "examples/sft/uppercase_cpu.toml")
-    return SFTConfig.model_validate(data), resume
-
-
-def main(argv: list[str] | None = None) -> int:
-    return command_main("vf-sft", parse_args, run, argv, input_problem=input_problem)
-
-
 def run(config: SFTConfig, resume: bool, console: Any) -> int:
     import torch
     from rich.markup import escape
@@ -215,11 +110,11 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
     from transformers import AutoTokenizer
 
     from verifiers.local_model.models import ModelNotAvailableError, resolve_model_dir
-    from verifiers.rl.chat_tokens import TemplateError
-    from verifiers.rl.distributed import init_from_env
-    from verifiers.rl.export import export_model
-    from verifiers.rl.tracking import start_trackers
-    from verifiers.rl.trainer import Trainer
+    from verifiers.rl.algorithm.chat_tokens import TemplateError
+    from verifiers.rl.algorithm.trainer import Trainer
+    from verifiers.rl.run.distributed import init_from_env
+    from verifiers.rl.run.export import export_model
+    from verifiers.rl.run.tracking import start_trackers
 
     ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 runs the loop
     out = Path(config.output_dir)  # command_main checked it is free (or resumable)
@@ -312,7 +207,7 @@ class Evaluator:
     def __init__(self, config: SFTConfig, model_dir: Path, out: Path) -> None:
         import verifiers as vf
         from verifiers.clients import OpenAICompatibleClient
-        from verifiers.rl.inference import start_inference
+        from verifiers.rl.training.inference import start_inference
         from verifiers.weights.access import new_secret
         from verifiers.weights.transport import FilesystemTransport
 
@@ -384,7 +279,7 @@ class Evaluator:
 def plot_sft(output_dir: Path) -> Path | None:
     """``metrics.png``: training loss and held-out reward over the run."""
     from verifiers.results.style import SERIES, pyplot, save_figure
-    from verifiers.rl.records import run_records
+    from verifiers.rl.run.records import run_records
 
     plt = pyplot()
     if plt is None:
@@ -402,7 +297,3 @@ def plot_sft(output_dir: Path) -> Path | None:
     for ax in (left, right):
         ax.set_xlabel("step")
     return save_figure(plt, fig, output_dir / "metrics.png")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -31,7 +31,7 @@ def torchrun(ranks: int, logs: Path) -> list[str]:
 
 
 def random_samples(n=5):
-    from verifiers.rl.toy import random_samples as make
+    from support.toy import random_samples as make
 
     return make(n)
 
@@ -39,8 +39,8 @@ def random_samples(n=5):
 def letter_orchestrator(server, cls, **overrides):
     """The letter task's orchestrator against ``server``: one recipe for every loop test, so the
     library loop and a hand-written one see the same rollouts."""
+    from support.toy import letter_env
     from verifiers.clients import OpenAICompatibleClient
-    from verifiers.rl.toy import letter_env
 
     # every group trains (a random tiny policy often scores 0 on a whole group): the loop tests
     # need a trained step every step
@@ -80,10 +80,10 @@ def run_loop(
     from transformers import AutoModelForCausalLM
 
     from verifiers.processes.server import start_server
-    from verifiers.rl.config import TrainerConfig
-    from verifiers.rl.loop import LoopSettings, train
-    from verifiers.rl.orchestrator import Orchestrator
-    from verifiers.rl.trainer import Trainer
+    from verifiers.rl.algorithm.trainer import Trainer
+    from verifiers.rl.configs.rl import TrainerConfig
+    from verifiers.rl.training.loop import LoopSettings, train
+    from verifiers.rl.training.orchestrator import Orchestrator
     from verifiers.weights.transport import BroadcastTransport, FilesystemTransport
 
     server = start_server(
@@ -146,7 +146,7 @@ def scripted_batch(rows, **orchestrator):
 
     import verifiers as vf
     from verifiers.clients import OpenAICompatibleClient
-    from verifiers.rl.orchestrator import Orchestrator
+    from verifiers.rl.training.orchestrator import Orchestrator
     from verifiers.testing import ModelServer, Reply
 
     script = {  # per example kind: the four rollouts' replies

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from verifiers.errors import VFError
-from verifiers.rl.head import chunked_head
+from verifiers.rl.algorithm.head import chunked_head
 
 logger = logging.getLogger("verifiers.rl")
 
@@ -305,7 +305,7 @@ def token_logprobs(
     logprobs the inference server reports (vf-serve; vLLM with processed_logprobs), so the
     importance ratio is 1 when the weights are the same. Only positions that predict a loss token
     reach the head (``logits_to_keep``), and the head runs ``chunk`` positions at a time forward
-    and backward (``verifiers.rl.head``): no [L, V] logits exist, over prompt tokens or any.
+    and backward (``verifiers.rl.algorithm.head``): no [L, V] logits exist, over prompt tokens or any.
     """
     targets = batch.loss_mask[:, 1:].sum(0) > 0
     keep = torch.nonzero(targets).squeeze(-1)  # logits at t predict token t + 1

@@ -1,7 +1,7 @@
 """Policy-gradient losses as pure functions over token tensors.
 
 Each loss returns its *per-token* terms ``[batch, tokens]`` (and which tokens its clipping
-silenced); how they add up is the loss's ``aggregation`` (see ``verifiers.rl.config``), applied
+silenced); how they add up is the loss's ``aggregation`` (see ``verifiers.rl.configs.rl``), applied
 by :func:`aggregate` with normalizers counted over the whole global batch, so micro-batches and
 data-parallel ranks add up to exactly the full-batch loss:
 
@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import torch
 
-from verifiers.rl.config import CISPOLoss, DAPOLoss, DrGRPOLoss, GRPOLoss, GSPOLoss, SFTLoss
+from verifiers.rl.configs.rl import CISPOLoss, DAPOLoss, DrGRPOLoss, GRPOLoss, GSPOLoss, SFTLoss
 
 
 class TokenLoss(NamedTuple):

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifiers.errors import EmptyModelResponseError, ModelConnectionError, ModelTimeoutError
-from verifiers.rl.advantages import ESTIMATORS, batch_advantages
-from verifiers.rl.batching import Sample, samples_from_state
-from verifiers.rl.config import GRPOLoss, OrchestratorConfig
+from verifiers.rl.algorithm.advantages import ESTIMATORS, batch_advantages
+from verifiers.rl.algorithm.batching import Sample, samples_from_state
+from verifiers.rl.configs.rl import GRPOLoss, OrchestratorConfig
 from verifiers.weights.errors import InferenceServerError
 
 

@@ -5,10 +5,11 @@ final weights. Both runs must end with the same weights, on any number of ranks.
 import sys
 from pathlib import Path
 
-from verifiers.rl.config import TrainerConfig
-from verifiers.rl.distributed import init_from_env, shutdown
-from verifiers.rl.toy import random_samples, tiny_llama
-from verifiers.rl.trainer import Trainer
+from toy import random_samples, tiny_llama  # beside this script
+
+from verifiers.rl.algorithm.trainer import Trainer
+from verifiers.rl.configs.rl import TrainerConfig
+from verifiers.rl.run.distributed import init_from_env, shutdown
 
 STEPS = 4
 

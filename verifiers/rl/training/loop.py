@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verifiers.rl.command import prune_checkpoints
-from verifiers.rl.orchestrator import Batch, Orchestrator
-from verifiers.rl.records import run_records
-from verifiers.rl.trainer import Trainer
+from verifiers.rl.algorithm.trainer import Trainer
+from verifiers.rl.run.command import prune_checkpoints
+from verifiers.rl.run.records import run_records
+from verifiers.rl.training.orchestrator import Batch, Orchestrator
 from verifiers.weights.transport import WeightTransport
 
 
 @dataclass
-class EvalSettings:
+class HeldOutEval:
     """Held-out evaluation while training: ``every`` N steps (and before the first), on the
     same rows with the same seeds each time, so the numbers are comparable."""
 
@@ -45,7 +45,7 @@ class LoopSettings:
     checkpoint_every: int
     output_dir: Path
     keep_checkpoints: int  # the newest N stay on disk (0: all); each is GBs for a 135M model
-    eval: EvalSettings = field(default_factory=EvalSettings)  # default: no held-out eval
+    eval: HeldOutEval = field(default_factory=HeldOutEval)  # default: no held-out eval
     # token ids → one display string per token, for the groups samples.jsonl records
     decode: Callable[[list[int]], list[str]] | None = None
 

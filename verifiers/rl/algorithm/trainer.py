@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from verifiers.rl.batching import (
+from verifiers.rl.algorithm.batching import (
     MicroBatch,
     Sample,
     packed,
@@ -30,9 +30,9 @@ from verifiers.rl.batching import (
     padded,
     token_logprobs,
 )
-from verifiers.rl.config import TrainerConfig
-from verifiers.rl.losses import LOSSES, importance_correction, k3, token_weights
-from verifiers.rl.schedules import SCHEDULES, lr_factor
+from verifiers.rl.algorithm.losses import LOSSES, importance_correction, k3, token_weights
+from verifiers.rl.algorithm.schedules import SCHEDULES, lr_factor
+from verifiers.rl.configs.rl import TrainerConfig
 
 STATS = ("loss", "ratio", "clipped", "mismatch_kl", "is_masked", "entropy", "ref_kl", "is_weight")
 """What each micro-batch sums (over its loss tokens), reduced once per step."""
@@ -44,7 +44,7 @@ class Trainer:
     ``total_steps`` sets the LR schedule's length; ``temperature`` is the sampling temperature
     (logprobs are of logits / temperature). Dr. GRPO's constant B·L_max comes from its loss
     config (``sequences_per_step``, ``max_completion_tokens``; vf-rl fills them in).
-    ``dist`` (from ``verifiers.rl.distributed.init_from_env``) makes this one rank of an FSDP2
+    ``dist`` (from ``verifiers.rl.run.distributed.init_from_env``) makes this one rank of an FSDP2
     job: rank 0 calls the methods; the other ranks run ``follow()``, which mirrors each call.
     """
 
@@ -90,7 +90,7 @@ class Trainer:
         )
         self.dist = dist
         if dist is not None:
-            from verifiers.rl.distributed import shard_model
+            from verifiers.rl.run.distributed import shard_model
 
             model = shard_model(model, dist)
         self.model = model.train()
@@ -209,7 +209,7 @@ class Trainer:
         diagnostics."""
         scale = 1.0
         if self.dist is not None:
-            from verifiers.rl.distributed import shard_samples
+            from verifiers.rl.run.distributed import shard_samples
 
             samples = shard_samples(samples, self.dist)
         batches = self.micro_batches(samples) if samples else []
@@ -293,7 +293,7 @@ class Trainer:
         if self.adapters:
             return self._adapter_state()
         if self.dist is not None:
-            from verifiers.rl.distributed import full_state_dict
+            from verifiers.rl.run.distributed import full_state_dict
 
             if self.dist.is_main:
                 self.dist.broadcast({"op": "export"})
@@ -356,11 +356,11 @@ class Trainer:
             if message["op"] == "train":
                 self._step(message["samples"])
             elif message["op"] == "export":
-                from verifiers.rl.distributed import full_state_dict
+                from verifiers.rl.run.distributed import full_state_dict
 
                 full_state_dict(self.model)
             elif message["op"] == "checkpoint":
-                from verifiers.rl.checkpoint import write_checkpoint
+                from verifiers.rl.run.checkpoint import write_checkpoint
 
                 write_checkpoint(self, Path(message["staging"]))
             else:
@@ -371,14 +371,14 @@ class Trainer:
             self.dist.broadcast({"op": "stop"})
 
     def save_checkpoint(self, directory: Path, step: int, extra: dict[str, Any]) -> Path:
-        """See ``verifiers.rl.checkpoint.save_checkpoint``."""
-        from verifiers.rl.checkpoint import save_checkpoint
+        """See ``verifiers.rl.run.checkpoint.save_checkpoint``."""
+        from verifiers.rl.run.checkpoint import save_checkpoint
 
         return save_checkpoint(self, directory, step, extra)
 
     def load_checkpoint(self, directory: Path) -> dict[str, Any]:
-        """See ``verifiers.rl.checkpoint.load_checkpoint`` (every rank calls it)."""
-        from verifiers.rl.checkpoint import load_checkpoint
+        """See ``verifiers.rl.run.checkpoint.load_checkpoint`` (every rank calls it)."""
+        from verifiers.rl.run.checkpoint import load_checkpoint
 
         return load_checkpoint(self, directory)
 

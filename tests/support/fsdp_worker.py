@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import torch
+from toy import random_samples, tiny_llama  # beside this script; odd count: uneven shards
 
-from verifiers.rl.config import TrainerConfig
-from verifiers.rl.distributed import init_from_env, shutdown
-from verifiers.rl.toy import random_samples, tiny_llama  # odd count: ranks get uneven shards
-from verifiers.rl.trainer import Trainer
+from verifiers.rl.algorithm.trainer import Trainer
+from verifiers.rl.configs.rl import TrainerConfig
+from verifiers.rl.run.distributed import init_from_env, shutdown
 
 
 def main() -> None:

@@ -1,15 +1,11 @@
-"""vf-rl: train a model on an environment with GRPO-style RL.
-
-    vf-rl @ examples/rl/uppercase_cpu.toml [--steps 20] [--trainer.lr 2e-5] [--resume]
+"""vf-rl's run: train a model on an environment with GRPO-style RL (the command line is
+``verifiers.cli.rl``'s).
 
 Starts the inference server on the policy (vf-serve, or vLLM with inference.backend = "vllm"),
 runs rollouts against it, trains in this process (FSDP2 over all ranks under torchrun), and ships
-new weights to the server after every step (inference.weight_transport: filesystem, gloo or
-nccl). Writes metrics.jsonl, a metrics.png plot and checkpoints under ``output_dir``; --resume
-continues from the latest checkpoint. If either side dies, the other is stopped and the reason
-printed. Every setting, with its default:
+new weights to the server after every step, then exports the model.
 
-Over 400 lines, not split: the command vf-rl, read top to bottom (the checks before anything
+Over 400 lines, not split: the run vf-rl makes, read top to bottom (the checks before anything
 starts, the served model and the trainer wired together, the export); the config, the trainer
 and the orchestrator are modules of their own.
 """
@@ -19,34 +15,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from verifiers.rl.command import (
-    command_main,
-    load_policy,
-    parse_overrides,
-    prepare_weights_dir,
-    resume_or_follow,
-)
-from verifiers.rl.config import InferenceConfig, RLConfig, summary
+from verifiers.rl.configs.rl import InferenceConfig, RLConfig, summary
+from verifiers.rl.run.command import load_policy, prepare_weights_dir, resume_or_follow
 
 
-def parse_args(argv: list[str]) -> tuple[RLConfig, bool]:
-    data, resume = parse_overrides(argv, __doc__, RLConfig, "examples/rl/uppercase_cpu.toml")
-    return RLConfig.model_validate(data), resume
-
-
-def eval_settings(config: RLConfig, env: Any) -> Any:
-    from verifiers.rl.loop import EvalSettings
+def held_out_eval(config: RLConfig, env: Any) -> Any:
+    from verifiers.rl.training.loop import HeldOutEval
 
     spec = config.eval
     if not spec.every:
-        return EvalSettings()
+        return HeldOutEval()
     temperature = spec.temperature
-    return EvalSettings(
+    return HeldOutEval(
         every=spec.every,
         rows=env.dataset_rows("eval", n=spec.examples),
         rollouts_per_example=spec.rollouts_per_example,
@@ -123,7 +107,7 @@ def model_problem(
     the model's positions, or one GPU shared by the trainer and a vLLM that reserves too much.
 
     On a shared GPU the trainer needs its fp32 weights, gradients and two Adam moments (16 bytes
-    a parameter), the LM head's peak (``verifiers.rl.head.head_budget_bytes``: one chunk of
+    a parameter), the LM head's peak (``verifiers.rl.algorithm.head.head_budget_bytes``: one chunk of
     ``logprob_chunk`` positions, measured by benchmarks/lm_head_memory.py) and room for
     activations (a quarter more); vLLM takes ``gpu_memory_utilization`` of the whole GPU."""
     model = json.loads((model_dir / "config.json").read_text())
@@ -151,7 +135,7 @@ def model_problem(
         import torch
 
         gpu_bytes = torch.cuda.get_device_properties(_gpu_index(device)).total_memory
-    from verifiers.rl.head import head_budget_bytes
+    from verifiers.rl.algorithm.head import head_budget_bytes
 
     params = parameter_count(model_dir)
     positions = config.trainer.max_tokens_per_micro_batch
@@ -191,7 +175,7 @@ def _gpu_index(device: str) -> int:
 
 def make_trainer(config: RLConfig, model: Any, pad_id: int = 0, dist: Any = None) -> Any:
     """The trainer exactly as the run's config describes it (what vf-rl trains with)."""
-    from verifiers.rl.trainer import Trainer
+    from verifiers.rl.algorithm.trainer import Trainer
 
     return Trainer(
         model,
@@ -225,17 +209,11 @@ def make_transport(
     )
 
 
-def _nccl_settings(config: RLConfig) -> None:
+def nccl_settings(config: RLConfig) -> None:
     if config.inference.weight_transport == "nccl":
         # vLLM runs NCCL with cuMem off; a trainer with it on can hang in the weight broadcast.
         # NCCL reads it once per process, so before torch (and any NCCL group) starts.
         os.environ.setdefault("NCCL_CUMEM_ENABLE", "0")
-
-
-def main(argv: list[str] | None = None) -> int:
-    return command_main(
-        "vf-rl", parse_args, run, argv, before_run=_nccl_settings, input_problem=input_problem
-    )
 
 
 def run(config: RLConfig, resume: bool, console: Any) -> int:
@@ -246,8 +224,8 @@ def run(config: RLConfig, resume: bool, console: Any) -> int:
     import verifiers as vf
     from verifiers.errors import VFError
     from verifiers.local_model.models import ModelNotAvailableError, resolve_model_dir
-    from verifiers.rl.batching import PackingError
-    from verifiers.rl.distributed import init_from_env
+    from verifiers.rl.algorithm.batching import PackingError
+    from verifiers.rl.run.distributed import init_from_env
 
     ctx = init_from_env()  # under torchrun: FSDP2 over all ranks; rank 0 also runs rollouts
     out = Path(config.output_dir)  # command_main checked it is free (or resumable)
@@ -298,12 +276,12 @@ def _serve_and_train(
     from rich.markup import escape
 
     from verifiers.clients import OpenAICompatibleClient
-    from verifiers.rl.batching import MissingTokensError
-    from verifiers.rl.distributed import shutdown
-    from verifiers.rl.inference import start_inference
-    from verifiers.rl.loop import LoopSettings, plot, train
-    from verifiers.rl.orchestrator import Orchestrator
-    from verifiers.rl.tracking import start_trackers
+    from verifiers.rl.algorithm.batching import MissingTokensError
+    from verifiers.rl.run.distributed import shutdown
+    from verifiers.rl.run.tracking import start_trackers
+    from verifiers.rl.training.inference import start_inference
+    from verifiers.rl.training.loop import LoopSettings, plot, train
+    from verifiers.rl.training.orchestrator import Orchestrator
     from verifiers.weights.access import new_secret
     from verifiers.weights.errors import InferenceServerError
 
@@ -376,7 +354,7 @@ def _serve_and_train(
                     checkpoint_every=config.checkpoint_every,
                     output_dir=out,
                     keep_checkpoints=config.keep_checkpoints,
-                    eval=eval_settings(config, env),
+                    eval=held_out_eval(config, env),
                     decode=lambda ids: [tokenizer.decode([i]) for i in ids],
                 ),
                 start_step=start_step,
@@ -409,8 +387,8 @@ def _serve_and_train(
 
 def export_run(config: RLConfig, env: Any, trainer: Any, out: Path) -> list[str]:
     """``weights/`` as the finished model: bf16 shards (LoRA merged) and a model card."""
-    from verifiers.rl.export import export_model, model_card
-    from verifiers.rl.records import run_records
+    from verifiers.rl.run.export import export_model, model_card
+    from verifiers.rl.run.records import run_records
 
     state = trainer.merged_state()  # a collective under FSDP2: every rank takes part
     if state is None:
@@ -490,7 +468,3 @@ def _progress_table(config: RLConfig, console: Any) -> Any:
 
     with Live(Group(table, activity), console=console, refresh_per_second=4):
         yield on_step, on_eval, on_eval_start
-
-
-if __name__ == "__main__":
-    sys.exit(main())

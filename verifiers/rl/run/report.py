@@ -18,7 +18,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from verifiers.rl.records import read_jsonl
+from verifiers.rl.run.records import read_jsonl
 
 REPORT_NAME = "training_report.html"
 CHARTS = (
@@ -193,7 +193,7 @@ def render(run_dir: str | Path) -> str:
     groups = groups_view(read_jsonl(run / "samples.jsonl"))
     loss = (config.get("trainer") or {}).get("loss") or {}
     env = Environment(
-        loader=PackageLoader("verifiers.rl", "templates"),
+        loader=PackageLoader("verifiers.rl.run", "templates"),
         autoescape=select_autoescape(default=True),
     )
     env.filters["cell"] = format_cell

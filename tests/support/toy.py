@@ -92,7 +92,7 @@ def random_samples(n: int = 5, vocab_size: int = 64, seed: int = 1) -> list[Any]
 
     import torch
 
-    from verifiers.rl.batching import Sample
+    from verifiers.rl.algorithm.batching import Sample
 
     g = torch.Generator().manual_seed(seed)
     uniform = -math.log(vocab_size)

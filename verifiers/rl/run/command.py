@@ -1,9 +1,9 @@
-"""What vf-rl and vf-sft share as commands: argv to config, the run directory, resume, exit codes.
+"""What vf-rl and vf-sft share as runs: the run directory, resume, exit codes.
 
-Both take ``@ file.toml`` plus ``--dotted.key value`` overrides and ``--resume``; both refuse to
-mix two runs in one output dir, redo the steps after the checkpoint they resume from, load the
-policy the same way, mirror rank 0 on the other torchrun ranks, and end with the same exports
-(``weights/`` as a model directory, ``metrics.png``). Each command's ``run`` is what differs.
+Both refuse to mix two runs in one output dir, redo the steps after the checkpoint they resume
+from, load the policy the same way, mirror rank 0 on the other torchrun ranks, and end with the
+same exports (``weights/`` as a model directory, ``metrics.png``). Each command's ``run`` is what
+differs; its command line (``@ file.toml``, overrides, ``--resume``) is ``verifiers.cli``'s.
 """
 
 from __future__ import annotations
@@ -12,102 +12,25 @@ import json
 import os
 import shutil
 import signal
-import sys
-import tomllib
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from verifiers.errors import VFError
 from verifiers.processes.leftovers import STAGING, remove_abandoned
-from verifiers.rl.run_lock import RunDirHold, run_dir_lock
+from verifiers.rl.run.lock import RunDirHold, run_dir_lock
 
 
-class UsageError(VFError, ValueError):
-    """A command line or config file a trainer command cannot use (exit 2, one line)."""
-
-
-HELP_USAGE = (
-    "A value is read as JSON when it parses (2e-5, true, [1, 2], null), else as a string; a key "
-    "in a TOML table [a.b] is --a.b.key on the command line."
-)
-
-
-def parse_overrides(
-    argv: list[str], doc: str | None, model: type[BaseModel], example: str
-) -> tuple[dict[str, Any], bool]:
-    """``@ file.toml`` (or a bare .toml path), then ``--dotted.key value`` overrides and
-    ``--resume``: the raw settings (validated by the caller's config model) and the resume flag.
-    ``--help`` prints ``doc`` and every key of ``model`` with its type, default and help."""
-    data: dict[str, Any] = {}
-    resume = False
-    rest = list(argv)
-    if rest and rest[0] == "@":
-        rest.pop(0)
-    if rest and rest[0].endswith(".toml"):
-        path = Path(rest.pop(0))
-        try:
-            data = tomllib.loads(path.read_text())
-        except FileNotFoundError:
-            raise UsageError(f"no config file {path}; start from {example}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"{path} is not valid TOML: {exc}") from None
-    while rest:
-        flag = rest.pop(0)
-        if flag == "--resume":
-            resume = True
-            continue
-        if flag in ("-h", "--help"):
-            from verifiers.cli.settings import for_users, settings_help
-
-            print(for_users(doc))
-            print(HELP_USAGE)
-            print(settings_help(model))
-            sys.exit(0)
-        if not flag.startswith("--") or not rest:
-            raise UsageError(f"expected '--key value', got {flag!r}")
-        value = rest.pop(0)
-        try:
-            parsed: Any = json.loads(value)
-        except json.JSONDecodeError:
-            parsed = value
-        target = data
-        keys = flag[2:].replace("-", "_").split(".")
-        for key in keys[:-1]:
-            if isinstance(target.get(key), str):  # loss = "dapo", then --trainer.loss.clip_high
-                target[key] = {"name": target[key]}
-            target = target.setdefault(key, {})
-        target[keys[-1]] = parsed
-    return data, resume
-
-
-def command_main(
+def run_command(
     prog: str,
-    parse: Any,
+    config: Any,
+    resume: bool,
     run: Any,
-    argv: list[str] | None,
-    before_run: Any = None,
     input_problem: Any = None,
 ) -> int:
-    """A trainer command from argv to exit code: config mistakes are one line and exit 2,
-    Ctrl-C says how to go on (130), and a torchrun worker exits without gloo's teardown.
-    ``input_problem(config)``: what is wrong with the run's inputs (a missing dataset), said
-    before torch loads, as a taken run directory is."""
-    # Two processes (trainer, inference server) share the cores: spinning OpenMP threads would
-    # slow both many times over. Must be set before torch is imported.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    try:
-        config, resume = parse(sys.argv[1:] if argv is None else argv)
-    except ValidationError as exc:
-        print(f"{prog}: invalid config: {exc}", file=sys.stderr)
-        return 2
-    except UsageError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    if before_run is not None:
-        before_run(config)
+    """A trainer command's run, from its parsed config to exit code: the output dir held (or
+    refused in one line, exit 2), Ctrl-C says how to go on (130), and a torchrun worker exits
+    without gloo's teardown. ``input_problem(config)``: what is wrong with the run's inputs (a
+    missing dataset), said before torch loads, as a taken run directory is."""
     from rich.console import Console
     from rich.markup import escape
 
@@ -128,7 +51,7 @@ def command_main(
             remove_abandoned(out / "checkpoints", STAGING, any_maker=True)
         # SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does, with the same message
         signal.signal(signal.SIGTERM, _stop_on_signal)
-        from verifiers.rl.checkpoint import UnsafeCheckpointError
+        from verifiers.rl.run.checkpoint import UnsafeCheckpointError
 
         try:
             code = run(config, resume, console)
@@ -140,7 +63,7 @@ def command_main(
             console.print(f"[yellow]interrupted[/yellow]; {hint}", soft_wrap=True)  # paths unbroken
             code = 130
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker: skip gloo's teardown
-        from verifiers.rl.distributed import shutdown
+        from verifiers.rl.run.distributed import shutdown
 
         shutdown(exit_code=code)
     return code
@@ -234,7 +157,7 @@ def resume_or_follow(trainer: Any, out: Path, resume: bool, ctx: Any, console: A
     """Load the latest checkpoint when resuming (every rank: DCP reshards), send ranks other
     than 0 into ``follow`` (they exit there), and on rank 0 drop the records of the steps to
     redo. The step to start from."""
-    from verifiers.rl.distributed import shutdown
+    from verifiers.rl.run.distributed import shutdown
 
     start = 0
     checkpoint = latest_checkpoint(out) if resume else None
