@@ -132,13 +132,6 @@ def error_from_data(error: ErrorData) -> errors.VFError:
     return errors.VFError(error["error_chain_repr"] or error["error"])
 
 
-def is_retryable_error(error: Any) -> bool:
-    """Infrastructure failures and unusable model replies are worth a new attempt."""
-    if isinstance(error, dict) and is_error_data(error):
-        error = error_from_data(error)
-    return isinstance(error, errors.InfraError | errors.InvalidModelResponseError)
-
-
 def error_chain(error: Any) -> str:
     """``repr`` of an error and its causes, as classic logs show it (``A() -> B()``)."""
     chain: list[str] = []

@@ -309,11 +309,3 @@ def layout_problems(installs: Installs, environment: bool) -> list[Problem]:
         if problem is not None:
             problems.append(problem)
     return problems
-
-
-def wheel_problems(installs: Installs, own_ids: set[str], environment: bool) -> list[Problem]:
-    """Every rule of this module, for one distribution."""
-    top_level = set(top_level_names(installs.site, installs.metadata_dir))
-    return layout_problems(installs, environment) + entry_point_problems(
-        installs.distribution, installs.entry_points, own_ids, top_level, environment
-    )

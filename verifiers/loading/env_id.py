@@ -66,8 +66,3 @@ class EnvId:
     def __str__(self) -> str:
         base = f"{self.owner}/{self.name}" if self.owner else self.name
         return f"{base}@{self.version}" if self.version else base
-
-
-def valid_name(value: str) -> bool:
-    """True for an owner or environment name (any case)."""
-    return bool(NAME.match(value))

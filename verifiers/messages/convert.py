@@ -47,10 +47,6 @@ def normalize_messages(value: str | Sequence[Any], *, field_name: str = "message
     return out
 
 
-def is_typed(messages: Any) -> bool:
-    return isinstance(messages, list) and all(isinstance(m, MessageModel) for m in messages)
-
-
 def message_role(message: Any) -> str | None:
     value = message.get("role") if isinstance(message, Mapping) else getattr(message, "role", None)
     return value if isinstance(value, str) else None
