@@ -31,12 +31,6 @@ KNOWN_CYCLE_EDGES = {
     ("verifiers.envs.environment", "verifiers.workers"): "core",
     ("verifiers.types", "verifiers.clients.config"): "core",
     ("verifiers.types", "verifiers.results.outputs"): "core",
-    # core area, not yet moved: v1's task <-> trace and configs <-> loaders
-    ("verifiers.v1.task", "verifiers.v1.trace"): "core",
-    ("verifiers.v1.graph", "verifiers.v1.trace"): "core",
-    ("verifiers.v1.configs.agent", "verifiers.v1.utils.loaders"): "core",
-    ("verifiers.v1.configs.env", "verifiers.v1.utils.loaders"): "core",
-    ("verifiers.v1.env", "verifiers.v1.utils.loaders"): "core",
 }
 PACKAGES = ("verifiers", "hub_server", "hub_client", "hub_protocol")
 

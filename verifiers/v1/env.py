@@ -24,7 +24,7 @@ class Env(Generic[EnvConfigT]):
     @property
     def taskset(self) -> Taskset:
         """The taskset the config names, built with its own config type."""
-        from verifiers.v1.utils.loaders import load_taskset
+        from verifiers.v1.utils.tasksets import load_taskset
 
         return load_taskset(self.config.taskset)
 

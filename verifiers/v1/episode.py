@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from verifiers.v1.configs.agent import WireAgentConfig
 from verifiers.v1.state import State, StateT
-from verifiers.v1.task import DataT, WireTaskData
+from verifiers.v1.task_data import DataT, WireTaskData
 from verifiers.v1.trace import Trace
 from verifiers.v1.trace_parts import AgentConfigT, Error
 from verifiers.v1.types import Usage

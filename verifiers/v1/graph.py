@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 
 from verifiers.v1.multimodal import MultiModalData
-from verifiers.v1.nodes import MessageNode
+from verifiers.v1.nodes import MessageNode, leaf_ids
 from verifiers.v1.types import (
     AssistantMessage,
     KeptTokens,
@@ -313,5 +313,4 @@ def _attach_kept(trace: Trace, assistant_id: int, payload: KeptTokens) -> None:
 
 def leaves(trace: Trace) -> list[int]:
     """The nodes no node follows: one per branch."""
-    parents = {node.parent for node in trace.nodes if node.parent is not None}
-    return [nid for nid in range(len(trace.nodes)) if nid not in parents]
+    return leaf_ids(trace.nodes)

@@ -126,3 +126,9 @@ class MessageNode(BaseModel):
         if isinstance(value, dict):
             return KeptTokens(ids=decode_array(value["ids"]), counts=decode_array(value["counts"]))
         raise TypeError(f"kept_tokens from {type(value).__name__}")
+
+
+def leaf_ids(nodes: list[MessageNode]) -> list[int]:
+    """The nodes no node follows: one per branch."""
+    parents = {node.parent for node in nodes if node.parent is not None}
+    return [nid for nid in range(len(nodes)) if nid not in parents]

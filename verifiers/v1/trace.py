@@ -17,13 +17,12 @@ from typing import Any, Generic
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from verifiers.v1 import graph
 from verifiers.v1.branch import Branch
 from verifiers.v1.configs.agent import WireAgentConfig
 from verifiers.v1.errors import ProviderError
-from verifiers.v1.nodes import MessageNode
+from verifiers.v1.nodes import MessageNode, leaf_ids
 from verifiers.v1.state import State, StateT
-from verifiers.v1.task import DataT, WireTaskData
+from verifiers.v1.task_data import DataT, WireTaskData
 from verifiers.v1.trace_parts import (
     AgentConfigT,
     AgentInfo,
@@ -122,7 +121,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         """One per leaf of the graph, root first, with the model calls on its path."""
         by_node = {c.node: c for c in self.calls if c.node is not None}
         out: list[Branch] = []
-        for i, leaf in enumerate(graph.leaves(self)):
+        for i, leaf in enumerate(leaf_ids(self.nodes)):
             path: list[int] = []
             nid: int | None = leaf
             while nid is not None:
@@ -140,7 +139,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
 
     @property
     def num_branches(self) -> int:
-        return len(graph.leaves(self))
+        return len(leaf_ids(self.nodes))
 
     @property
     def num_turns(self) -> int:

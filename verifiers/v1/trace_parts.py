@@ -11,7 +11,7 @@ from typing_extensions import TypeVar
 
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.runtime import RuntimeInfo
-from verifiers.v1.task import DataT
+from verifiers.v1.task_data import DataT
 from verifiers.v1.types import FinishReason, Sampling, Usage
 
 

@@ -47,7 +47,7 @@ class AgentConfig(BaseConfig):
         """A pinned harness validates against its plugin's config type (kept loose when the
         plugin is not installed here)."""
         if isinstance(data, dict) and data.get("harness") is not None:
-            from verifiers.v1.utils.loaders import harness_config_type, narrow_plugin_field
+            from verifiers.v1.utils.plugin_fields import harness_config_type, narrow_plugin_field
 
             narrow_plugin_field(data, "harness", harness_config_type, "bash")
         return data

@@ -65,7 +65,8 @@ class EnvConfig(BaseConfig):
     @classmethod
     def _narrow_taskset(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("taskset") is not None:
-            from verifiers.v1.utils.loaders import narrow_plugin_field, taskset_config_type
+            from verifiers.v1.utils.plugin_fields import narrow_plugin_field
+            from verifiers.v1.utils.tasksets import taskset_config_type
 
             narrow_plugin_field(data, "taskset", taskset_config_type)
         return data
