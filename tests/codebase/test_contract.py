@@ -23,6 +23,7 @@ LAZY_INITS = {
     "verifiers/__init__.py": {"__getattr__", "__dir__"},
     "verifiers/rubrics/__init__.py": {"__getattr__"},
     "verifiers/clients/__init__.py": {"__getattr__"},
+    "verifiers/types/__init__.py": {"__getattr__"},
 }
 
 

@@ -793,6 +793,25 @@ class Environment(ABC):
     def generate_sync(self, *args: Any, **kwargs: Any) -> GenerateOutputs:
         return run_sync(self.generate(*args, **kwargs))
 
+    async def _run_worker_group(
+        self,
+        client: Any,
+        model: str,
+        rows: list[dict[str, Any]],
+        indices: list[int],
+        sampling_args: list[dict[str, Any]],
+        score: bool = True,
+        max_retries: int = 0,
+    ) -> list[State]:
+        """One group's rollouts (each row with its rollout index and sampling args), scored
+        when ``score``: what an environment worker runs for a request
+        (``verifiers.workers.runtime``), with the same engine as ``generate`` in process. Not
+        the classic ``run_group`` (whose two forms take the example's inputs)."""
+        from verifiers.envs.generation import GroupJob, LocalGroups
+
+        job = GroupJob(rows=rows, indices=indices, sampling_args=sampling_args, score=score)
+        return await LocalGroups(self, client, model, max_retries=max_retries).run(job)
+
     def make_dataset(
         self,
         results: GenerateOutputs | None = None,

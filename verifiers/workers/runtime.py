@@ -68,32 +68,29 @@ class WorkerRuntime:
         return Response()  # health
 
     async def run_group(self, request: RunGroupRequest) -> Response:
-        from verifiers.envs.generation import GroupJob, LocalGroups
         from verifiers.results.outputs import state_to_output
 
         members = request.members or [
             Member(rollout_index=i, sampling_args=request.sampling_args)
             for i in range(len(request.group_inputs))
         ]
-        job = GroupJob(
-            rows=list(request.group_inputs),
-            indices=[m.rollout_index for m in members],
-            sampling_args=[m.sampling_args for m in members],
-            score=request.score,
-        )
-        runner = LocalGroups(
-            self.env,
+        rows = list(request.group_inputs)
+        indices = [m.rollout_index for m in members]
+        run = self.env._run_worker_group(
             self.client(request.client_config),
             request.model,
+            rows,
+            indices,
+            [m.sampling_args for m in members],
+            score=request.score,
             max_retries=request.max_retries,
         )
-        run = runner.run(job)
         try:
             states = await (asyncio.wait_for(run, request.timeout) if request.timeout else run)
         except TimeoutError:
             error = InfraError(f"the group did not finish within its {request.timeout:g}s timeout")
             states = [
-                failed_state(row, i, error) for row, i in zip(job.rows, job.indices, strict=True)
+                failed_state(row, i, error) for row, i in zip(rows, indices, strict=True)
             ]
         if request.output == "state":
             return Response(outputs=[snapshot(s) for s in states])

@@ -1,4 +1,5 @@
-"""Data that crosses boundaries: messages, rollout state, trajectory steps, generate outputs.
+"""The shapes the classic API exchanges: messages, rollout state, trajectory steps, scores
+(generate outputs are ``verifiers.types.outputs``, the client settings ``client_config``).
 
 Two eras of the classic API share these names. Environments of verifiers 0.1.x before 0.1.11
 exchange messages as plain dicts in the OpenAI wire shape (``ChatMessage``); those of 0.1.11 to
@@ -6,9 +7,6 @@ exchange messages as plain dicts in the OpenAI wire shape (``ChatMessage``); tho
 ``verifiers.messages`` and re-exported here), which also index like those dicts.
 ``verifiers.classic`` decides which an environment gets. Anything that leaves the process
 (results files, the hub) is described by the pydantic models in ``verifiers.results.schema``.
-
-Over 400 lines, not split: environments import these names from ``verifiers.types``, as the
-classic releases had them; the messages are already a module of their own.
 """
 
 from __future__ import annotations
@@ -47,56 +45,6 @@ from verifiers.messages.models import MessageModel as CustomBaseModel
 
 if TYPE_CHECKING:
     from datasets import Dataset
-
-    from verifiers.clients.config import (
-        ClientConfig,
-        ClientType,
-        EndpointApi,
-        EndpointClientConfig,
-        EndpointConfig,
-        Endpoints,
-    )
-
-
-_CLIENT_CONFIG_NAMES = frozenset(
-    {
-        "ClientConfig",
-        "ClientType",
-        "EndpointApi",
-        "EndpointClientConfig",
-        "EndpointConfig",
-        "Endpoints",
-    }
-)
-
-
-# The openai SDK's types that verifiers 0.1.x re-exported from here (imported on first use: the
-# openai package costs ~40 ms to import and most processes never need these names).
-_OPENAI_TYPES = {
-    "AsyncOpenAI": "openai",
-    "ChatCompletion": "openai.types.chat.chat_completion",
-    "ChatCompletionMessageParam": "openai.types.chat.chat_completion_message_param",
-    "ChatCompletionMessageToolCall": "openai.types.chat.chat_completion_message_tool_call",
-    "ChatCompletionRole": "openai.types.chat.chat_completion_role",
-    "ChatCompletionToolParam": "openai.types.chat.chat_completion_tool_param",
-    "Completion": "openai.types.completion",
-    "FunctionDefinition": "openai.types.shared_params",
-    "FunctionParameters": "openai.types.shared_params",
-}
-
-
-def __getattr__(name: str) -> Any:
-    # The client settings live with the clients; importing them here eagerly would import the
-    # clients package while this module is still half-built.
-    if name in _CLIENT_CONFIG_NAMES:
-        from verifiers.clients import config
-
-        return getattr(config, name)
-    if name in _OPENAI_TYPES:
-        import importlib
-
-        return getattr(importlib.import_module(_OPENAI_TYPES[name]), name)
-    raise AttributeError(f"module 'verifiers.types' has no attribute {name!r}")
 
 
 MessageType = Literal["chat", "completion"]
@@ -397,46 +345,6 @@ class AttrDict(dict):
 
     def __setattr__(self, name: str, value: Any) -> None:
         self[name] = value
-
-
-class GenerateMetadata(AttrDict):
-    """Metadata of a ``generate``/``evaluate`` run: the classic keys (``env_id``, ``model``,
-    ``avg_reward``, ``avg_metrics``, ``time_ms``, ``path_to_save``...) and every field of
-    ``verifiers.results.RunMetadata`` (``summary``, ``schema_version``, ...)."""
-
-
-class GenerateOutputs(AttrDict):
-    """Results of ``Environment.generate``/``evaluate`` in both classic shapes: the columns of
-    verifiers 0.1.x (``prompt``, ``completion``, ``reward``, ``metrics``, ``state``...) and the
-    rows of 0.1.11+ (``outputs``: one ``RolloutOutput`` per rollout, built on first access)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for key in ("prompt", "completion", "answer", "state", "task", "info", "example_id"):
-            self.setdefault(key, [])
-        self.setdefault("reward", [])
-        self.setdefault("metrics", {})
-        self.setdefault("metadata", None)
-
-    def shape_rows_as(self, release: Any) -> None:
-        """Build ``outputs`` in the row shape of ``release`` (the environment's; by default
-        the current one). An attribute, not a key: the result's keys are the classic ones."""
-        object.__setattr__(self, "_release", release)
-
-    def __missing__(self, key: str) -> Any:
-        if key != "outputs":
-            raise KeyError(key)
-        from verifiers.results.outputs import states_to_outputs
-
-        metadata = dict.get(self, "metadata") or {}
-        columns = metadata.get("state_columns") if isinstance(metadata, dict) else None
-        release = self.__dict__.get("_release")
-        rows = states_to_outputs(dict.get(self, "state") or [], columns, release)
-        self["outputs"] = rows
-        return rows
-
-    def __len__(self) -> int:
-        return len(self["reward"]) or len(dict.get(self, "outputs") or [])
 
 
 class RolloutScore(AttrDict):
