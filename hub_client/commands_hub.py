@@ -70,7 +70,7 @@ def _exit_on_signal(signum: int, frame: object) -> None:
 
 def cmd_hub_serve(args: argparse.Namespace) -> int:
     from hub_server import create_app
-    from hub_server.server import serve
+    from hub_server.edges.server import serve
 
     # stopped while it starts (building the SDK wheel in a temp dir, opening the stores), the
     # hub unwinds and removes what it made; once serving, uvicorn's own handlers take over

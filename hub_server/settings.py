@@ -13,6 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+MAX_FILE = 50 * 1024 * 1024  # the largest file the hub takes (wheel, sdist, eval or dataset file)
+
 
 class HubSettings(BaseModel):
     data_dir: Path = Field(description="SQLite file, blob directory and SDK wheel cache live here")

@@ -9,7 +9,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any, TypeGuard, get_args
 
 from hub_protocol.wire import Scope
-from hub_server.clock import now
+from hub_server.db.clock import now
 from hub_server.db.engine import Conflict, Database
 from hub_server.errors import HubError
 

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from hub_server.clock import now
+from hub_server.db.clock import now
 from hub_server.db.engine import Conflict, Database
 from hub_server.errors import HubError
 

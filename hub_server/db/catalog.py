@@ -2,7 +2,7 @@
 holds, except search (``db.search``).
 
 A push reads and locks only its own environment (what it may install is decided by the package
-alone, ``hub_server.package_rules``, never by other environments); an environment's latest
+alone, ``hub_server.services.package_rules``, never by other environments); an environment's latest
 version and index serial live on its row, so listings never read its versions.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from hub_server.clock import now, today
+from hub_server.db.clock import now, today
 from hub_server.db.engine import Conflict, Database, version_key
 from hub_server.errors import HubError
 
@@ -123,7 +123,7 @@ class Catalog:
         return sorted(rows, key=lambda r: (Version(r["version"]), r["filename"]))
 
     # --- writing ---------------------------------------------------------------------------------
-    def publish(self, new: NewVersion, files: list[StoredFile]) -> tuple[int, int]:
+    def commit_version(self, new: NewVersion, files: list[StoredFile]) -> tuple[int, int]:
         """Make the version visible in one transaction: (env_id, version_id). Blobs are written
         before this; a crash before the commit leaves only unreferenced blobs."""
         stamp = now()

@@ -9,7 +9,7 @@ Both backends take the same values: a parameter one of them cannot hold (text wi
 PostgreSQL's ``text`` refuses while SQLite stores it; a lone surrogate, which is not UTF-8; an
 integer beyond 64 bits) is refused before the statement runs, on either, as a coded 400, and a
 value the database refuses anyway (``DataError``, a key too large for its index) is a coded 400
-too, never a 500. Routes check their fields first (``hub_server.names.check_text``), to name the
+too, never a 500. Routes check their fields first (``hub_server.services.names.check_text``), to name the
 field; this is the net under every statement.
 """
 

@@ -15,11 +15,11 @@ from hub_protocol.wire import (
     TokenInfo,
     UserCreate,
 )
-from hub_server.clock import now
 from hub_server.db.accounts import stored_scopes
+from hub_server.db.clock import now
 from hub_server.errors import HubError
-from hub_server.names import check_name, check_text
 from hub_server.routers.deps import HubDep, User
+from hub_server.services.names import check_name, check_text
 
 router = APIRouter(prefix="/api/v1", tags=["accounts"])
 

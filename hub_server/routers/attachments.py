@@ -2,7 +2,7 @@
 
 Only the namespace's user and members attach, each upload is checked before its body is read,
 quotas hold under concurrency (checked in the inserting transaction), and the numbers shown are
-recomputed from the uploaded rows (``hub_server.attaching``).
+recomputed from the uploaded rows (``hub_server.services.attaching``).
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from hub_protocol.wire import DatasetInfo, EvalInfo
-from hub_server import attaching
-from hub_server.auth import Principal
 from hub_server.db.attachments import NewDataset, NewEval
+from hub_server.edges.uploads import admitted_form, required
 from hub_server.errors import HubError
-from hub_server.hub import Hub
-from hub_server.names import check_text
+from hub_server.presenters.views import Views
 from hub_server.routers.deps import HubDep, MaybeUser, User, ViewsDep
-from hub_server.uploads import admitted_form, required
-from hub_server.views import Views
+from hub_server.services import attaching
+from hub_server.services.auth import Principal
+from hub_server.services.hub import Hub
+from hub_server.services.names import check_text
 
 router = APIRouter(
     prefix="/api/v1/environments/{owner}/{name}/versions/{version}", tags=["attachments"]

@@ -12,14 +12,14 @@ from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
 from hub_protocol.wire import EnvironmentInfo, EnvironmentPage, VersionInfo
-from hub_server.auth import Principal, viewer_of
 from hub_server.db.search import SORTS, Answer
+from hub_server.edges.fastpath import request_headers, respond
 from hub_server.errors import HubError, error_body
-from hub_server.fastpath import request_headers, respond
-from hub_server.hub import Hub
-from hub_server.names import check_text
+from hub_server.presenters.views import Views
 from hub_server.routers.deps import HubDep, MaybeUser, ViewsDep
-from hub_server.views import Views
+from hub_server.services.auth import Principal, viewer_of
+from hub_server.services.hub import Hub
+from hub_server.services.names import check_text
 
 router = APIRouter(prefix="/api/v1/environments", tags=["environments"])
 ENV_SORTS = tuple(SORTS)

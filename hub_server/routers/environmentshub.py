@@ -24,13 +24,13 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Query
 
-from hub_server.auth import Principal, viewer_of
 from hub_server.errors import HubError
-from hub_server.hub import Hub
+from hub_server.presenters.views import Views
 from hub_server.routers.deps import HubDep, MaybeUser, User, ViewsDep
 from hub_server.routers.environments import MAX_PAGE, check_filters, environment_page
 from hub_server.routers.publishing import administered
-from hub_server.views import Views
+from hub_server.services.auth import Principal, viewer_of
+from hub_server.services.hub import Hub
 
 router = APIRouter(prefix="/api/v1", tags=["environments hub api (official prime CLI)"])
 

@@ -12,15 +12,15 @@ import json
 from fastapi import APIRouter, Request, Response
 
 from hub_protocol.wire import VersionInfo, YankRequest
-from hub_server import publishing
-from hub_server.auth import Principal
+from hub_server.edges.uploads import admitted_form, required
 from hub_server.errors import HubError
-from hub_server.hub import Hub
-from hub_server.names import check_name, check_text
+from hub_server.presenters.views import Views
 from hub_server.routers.deps import HubDep, User, ViewsDep
 from hub_server.routers.environments import version_infos
-from hub_server.uploads import admitted_form, required
-from hub_server.views import Views
+from hub_server.services import publishing
+from hub_server.services.auth import Principal
+from hub_server.services.hub import Hub
+from hub_server.services.names import check_name, check_text
 
 router = APIRouter(prefix="/api/v1/environments", tags=["publishing"])
 
@@ -83,7 +83,7 @@ def publish_and_describe(
 ) -> VersionInfo:
     """The publish and the reads that describe its result, all in the upload's thread: on
     PostgreSQL each read is a round trip that must not stall the event loop."""
-    env_id, version_id = publishing.publish(hub, user, owner, name, wheel, sdist, details)
+    env_id, version_id = publishing.publish_version(hub, user, owner, name, wheel, sdist, details)
     env = hub.catalog.environment_by_id(env_id)
     version = next(v for v in hub.catalog.versions(env_id) if v["id"] == version_id)
     (info,) = version_infos(hub, views, env, [version])

@@ -17,11 +17,11 @@ from fastapi import APIRouter, Request, Response
 from packaging.utils import canonicalize_name
 from starlette.concurrency import run_in_threadpool
 
+from hub_server.edges.fastpath import request_headers, respond
 from hub_server.errors import HubError, error_body
-from hub_server.fastpath import request_headers, respond
-from hub_server.hub import Hub
+from hub_server.presenters.templates import templates
 from hub_server.routers.deps import HubDep, MaybeUser
-from hub_server.templates import templates
+from hub_server.services.hub import Hub
 
 router = APIRouter(tags=["simple index"])
 PEP691 = "application/vnd.pypi.simple.v1+json"

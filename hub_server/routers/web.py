@@ -28,16 +28,16 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markdown_it import MarkdownIt
 
-from hub_server.auth import Principal
-from hub_server.clock import now
+from hub_server.db.clock import now
 from hub_server.db.search import SORTS
 from hub_server.errors import HubError
-from hub_server.hub import Hub
-from hub_server.names import is_name
+from hub_server.presenters.templates import templates
+from hub_server.presenters.views import finite
 from hub_server.routers.deps import HubDep, ViewsDep
 from hub_server.routers.environments import environment_page, version_infos
-from hub_server.templates import templates
-from hub_server.views import finite
+from hub_server.services.auth import Principal
+from hub_server.services.hub import Hub
+from hub_server.services.names import is_name
 
 router = APIRouter(include_in_schema=False)
 SESSION_DAYS = 7

@@ -543,7 +543,7 @@ def test_the_sdk_wheel_holds_only_files_git_tracks(tmp_path):
     in the working tree (a note, a key, scratch code) never reaches other machines."""
     import zipfile
 
-    from hub_server.sdk import SDKWheels, source_checkout
+    from hub_server.services.sdk import SDKWheels, source_checkout
 
     root = source_checkout()
     if root is None or not (root / ".git").exists():

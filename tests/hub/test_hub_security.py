@@ -708,7 +708,7 @@ def test_the_embedded_stores_are_private_to_the_hubs_user(tmp_path):
     every local user); the files directory holds private environments' wheels."""
     import stat
 
-    from hub_server.blobs import LocalBlobStore
+    from hub_server.db.blobs import LocalBlobStore
     from hub_server.db.engine import open_database
 
     data = tmp_path / "data"

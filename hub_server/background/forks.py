@@ -15,7 +15,7 @@ from multiprocessing.context import ForkServerContext, SpawnContext
 
 # hub_client.cli: ``prime hub serve``'s module, which each child re-runs as its main (as spawn
 # would); with its imports done here, that costs nothing.
-PRELOAD = ["hub_client.cli", "hub_server.hub", "hub_server.attaching", "pyarrow.parquet"]
+PRELOAD = ["hub_client.cli", "hub_server.services.hub", "hub_server.services.attaching", "pyarrow.parquet"]
 
 
 def context() -> ForkServerContext | SpawnContext:

@@ -17,10 +17,10 @@ import shutil
 import tempfile
 from typing import Any, BinaryIO
 
-from hub_server import forks
-from hub_server.blobs import file_sha256
+from hub_server.background import forks
+from hub_server.db.blobs import file_sha256
 from hub_server.errors import HubError
-from hub_server.names import check_text
+from hub_server.services.names import check_text
 from verifiers.results.records import SummaryAccumulator
 from verifiers.results.report import histogram
 

@@ -19,19 +19,19 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from hub_server.auth import Authenticator
-from hub_server.blobs import BlobStore, StagingArea, open_blob_store
-from hub_server.clock import today
+from hub_server.background.upload_pool import UPLOAD_WORKERS, UploadPool
 from hub_server.db.accounts import Accounts
 from hub_server.db.attachments import Attachments
+from hub_server.db.blobs import BlobStore, StagingArea, open_blob_store
 from hub_server.db.catalog import Catalog
+from hub_server.db.clock import today
 from hub_server.db.engine import open_database
 from hub_server.db.schema import migrate
 from hub_server.db.search import Search
 from hub_server.errors import HubError
-from hub_server.names import check_name, is_name, normalize_version
+from hub_server.services.auth import Authenticator
+from hub_server.services.names import check_name, is_name, normalize_version
 from hub_server.settings import HubSettings
-from hub_server.upload_pool import UPLOAD_WORKERS, UploadPool
 
 INDEX_CACHE_SIZE = 2048
 DOWNLOAD_FLUSH_S = 10.0
@@ -67,7 +67,9 @@ class Hub:
         self._downloads: set[tuple[int, int, str]] = set()
         self._downloads_flushed = time.monotonic()
         self._downloads_lock = threading.Lock()
-        self._uploads = UploadPool(settings, upload_workers) if upload_workers else None
+        self._uploads = (
+            UploadPool(settings, worker_hub, upload_workers) if upload_workers else None
+        )
         self._upload_workers = upload_workers
         self._upload_slots: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
@@ -161,3 +163,8 @@ class Hub:
             self._uploads.close()
         self.flush_downloads()
         self.database.close()
+
+
+def worker_hub(settings: HubSettings) -> Hub:
+    """An upload worker's own hub: the same store, no workers of its own."""
+    return Hub(settings, upload_workers=0)

@@ -1,6 +1,6 @@
 """ASGI guard in front of the hub: authenticate before reading, cap bodies, cut off stalled clients.
 
-Every request that changes state needs a valid bearer token (``hub_server.auth`` decides which
+Every request that changes state needs a valid bearer token (``hub_server.services.auth`` decides which
 credential a route takes); the guard checks it from the headers before a byte of the body is read, so an anonymous 300 MiB upload is refused at once instead of being
 spooled first. Bodies are capped by route (uploads are large, JSON is small), whether or not the
 client sends a Content-Length, and a client that stops sending mid-body is dropped after
