@@ -243,7 +243,7 @@ def test_a_database_password_never_goes_on_the_command_line(tmp_path):
     import subprocess
     import sys
 
-    from hub_client.commands_hub import database_url
+    from hub_server.cli import database_url
 
     argv = [sys.executable, "-m", "hub_client.cli", "hub", "create-user", "x"]
     secret_url = "postgresql://hub:hunter2-secret@127.0.0.1:1/hub"
