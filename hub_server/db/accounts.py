@@ -11,7 +11,7 @@ from typing import Any, TypeGuard, get_args
 from hub_protocol.wire import Scope
 from hub_server.db.clock import now
 from hub_server.db.engine import Conflict, Database
-from hub_server.errors import HubError
+from hub_server.errors import Conflicting, NotAllowed, NotFound
 
 PRINCIPAL_COLUMNS = (
     "u.id, u.name, u.is_admin, t.id AS token_id, t.scopes, t.expires_at, t.revoked_at"
@@ -56,10 +56,9 @@ class Accounts:
             (name, name),
         ).fetchone()
         if row is not None and row["name"] == name:
-            raise HubError(409, "name_taken", f"the name {name!r} is taken by a user or team")
+            raise Conflicting("name_taken", f"the name {name!r} is taken by a user or team")
         if row is not None:  # the other spelling is not repeated: the answer is about this one
-            raise HubError(
-                409,
+            raise Conflicting(
                 "name_taken",
                 f"{name!r} reads as the name of an existing user or team: names that differ "
                 "only in '.', '-', '_' or case are one name",
@@ -77,7 +76,7 @@ class Accounts:
                 ).fetchone()["id"]
                 token, _ = self.new_token(db, user_id, "initial", scopes)
         except Conflict:
-            raise HubError(409, "name_taken", f"the name {name!r} is taken") from None
+            raise Conflicting("name_taken", f"the name {name!r} is taken") from None
         return token, scopes
 
     def new_token(
@@ -135,11 +134,10 @@ class Accounts:
                 "SELECT id, user_id, scopes FROM tokens WHERE id=?", (token_id,)
             ).fetchone()
             if row is None or (row["user_id"] != user_id and not is_admin):
-                raise HubError(404, "token_not_found", f"you have no token {token_id}")
+                raise NotFound("token_not_found", f"you have no token {token_id}")
             if scopes is not None and "admin" not in scopes:
                 if not stored_scopes(row["scopes"]) <= scopes:
-                    raise HubError(
-                        403,
+                    raise NotAllowed(
                         "insufficient_scope",
                         "a token cannot revoke a token with scopes it lacks",
                     )
@@ -158,14 +156,14 @@ class Accounts:
                     (team_id, owner_id, "owner"),
                 )
         except Conflict:
-            raise HubError(409, "name_taken", f"the name {name!r} is taken") from None
+            raise Conflicting("name_taken", f"the name {name!r} is taken") from None
 
     def team_member_ids(self, team: str, user: str) -> tuple[int, int]:
         with self.database.read() as db:
             team_row = db.execute("SELECT id FROM teams WHERE name=?", (team,)).fetchone()
             member = db.execute("SELECT id FROM users WHERE name=?", (user,)).fetchone()
         if team_row is None or member is None:
-            raise HubError(404, "not_found", f"no team {team!r} or user {user!r}")
+            raise NotFound("not_found", f"no team {team!r} or user {user!r}")
         return team_row["id"], member["id"]
 
     def add_member(self, team_id: int, user_id: int) -> None:
@@ -183,15 +181,15 @@ class Accounts:
                 "SELECT role FROM team_members WHERE team_id=? AND user_id=?", (team_id, user_id)
             ).fetchone()
             if row is None:
-                raise HubError(404, "not_a_member", "that user is not a member of the team")
+                raise NotFound("not_a_member", "that user is not a member of the team")
             if row["role"] == "owner":
                 owners = db.execute(
                     "SELECT COUNT(*) AS n FROM team_members WHERE team_id=? AND role='owner'",
                     (team_id,),
                 ).fetchone()["n"]
                 if owners <= 1:
-                    raise HubError(
-                        409, "last_owner", "a team keeps at least one owner; add another first"
+                    raise Conflicting(
+                        "last_owner", "a team keeps at least one owner; add another first"
                     )
             db.execute("DELETE FROM team_members WHERE team_id=? AND user_id=?", (team_id, user_id))
 

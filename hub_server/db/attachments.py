@@ -12,7 +12,7 @@ from typing import Any
 
 from hub_server.db.clock import now
 from hub_server.db.engine import Conflict, Database
-from hub_server.errors import HubError
+from hub_server.errors import Conflicting, NotAllowed
 
 
 @dataclass
@@ -55,8 +55,7 @@ class Attachments:
             f"SELECT COUNT(*) AS n FROM {table} WHERE version_id=?", (version_id,)
         ).fetchone()["n"]
         if count >= limit:
-            raise HubError(
-                403,
+            raise NotAllowed(
                 f"{table[:-1]}_quota",
                 f"this version already has {count} {what} (limit {limit})",
             )
@@ -83,8 +82,8 @@ class Attachments:
                     ),
                 ).fetchone()
         except Conflict:
-            raise HubError(
-                409, "eval_exists", f"run {new.run_id} is already attached to this version"
+            raise Conflicting(
+                "eval_exists", f"run {new.run_id} is already attached to this version"
             ) from None
 
     def evals(self, version_ids: list[int]) -> list[Any]:
@@ -119,8 +118,8 @@ class Attachments:
                     ),
                 ).fetchone()
         except Conflict:
-            raise HubError(
-                409, "dataset_exists", "this dataset is already attached to this version"
+            raise Conflicting(
+                "dataset_exists", "this dataset is already attached to this version"
             ) from None
 
     def datasets(self, version_id: int) -> list[Any]:

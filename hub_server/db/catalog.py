@@ -17,7 +17,7 @@ from packaging.version import Version
 
 from hub_server.db.clock import now, today
 from hub_server.db.engine import Conflict, Database, version_key
-from hub_server.errors import HubError
+from hub_server.errors import Conflicting
 
 
 @dataclass(frozen=True)
@@ -185,8 +185,8 @@ class Catalog:
                 )
         except Conflict as exc:
             if "files" in str(exc) or "filename" in str(exc):
-                raise HubError(
-                    409, "file_exists", "that file was already published; files are never replaced"
+                raise Conflicting(
+                    "file_exists", "that file was already published; files are never replaced"
                 ) from None
             if "name_key" in str(exc):
                 raise self._name_clash(new) from None
@@ -257,18 +257,16 @@ class Catalog:
             db.execute("INSERT INTO environment_tags (env_id, tag) VALUES (?,?)", (env_id, tag))
 
     @staticmethod
-    def _version_exists(new: NewVersion) -> HubError:
-        return HubError(
-            409,
+    def _version_exists(new: NewVersion) -> Conflicting:
+        return Conflicting(
             "version_exists",
             f"{new.owner}/{new.name} {new.version} is already published and versions are "
             "immutable; bump the version (prime env push --bump patch)",
         )
 
     @staticmethod
-    def _version_retired(new: NewVersion) -> HubError:
-        return HubError(
-            409,
+    def _version_retired(new: NewVersion) -> Conflicting:
+        return Conflicting(
             "version_exists",  # the same code: clients that bump on it keep working
             f"{new.owner}/{new.name} {new.version} was published and deleted; a deleted "
             "version's number is never reused (an install pinned to it must not get other "
@@ -276,10 +274,9 @@ class Catalog:
         )
 
     @staticmethod
-    def _name_clash(new: NewVersion, existing: str | None = None) -> HubError:
+    def _name_clash(new: NewVersion, existing: str | None = None) -> Conflicting:
         other = existing or "an environment"
-        return HubError(
-            409,
+        return Conflicting(
             "name_clash",
             f"{new.owner}/{other} exists and is the same name after normalization; "
             f"publish to {new.owner}/{other}",

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from packaging.utils import canonicalize_name, canonicalize_version
 
-from hub_server.errors import HubError
+from hub_server.errors import Unstorable
 
 INT64 = range(-(2**63), 2**63)
 
@@ -52,18 +52,18 @@ def check_params(params: Sequence[Any]) -> tuple[Any, ...]:
     """``params`` as a tuple, once each is a value both backends store alike."""
     for value in params:
         if isinstance(value, str) and (bad := unstorable(value)) is not None:
-            raise HubError(
-                400, "invalid_text", f"a value contains {bad}, which the hub does not store"
+            raise Unstorable(
+                "invalid_text", f"a value contains {bad}, which the hub does not store"
             )
         if isinstance(value, int) and value not in INT64:
-            raise HubError(400, "invalid_number", f"{value} is out of range (64-bit integers)")
+            raise Unstorable("invalid_number", f"{value} is out of range (64-bit integers)")
     return tuple(params)
 
 
-def refused_value() -> HubError:
+def refused_value() -> Unstorable:
     """A value the database itself refused (its message names tables and indexes: not shown)."""
-    return HubError(
-        400, "invalid_value", "a value of the request cannot be stored (too large or malformed)"
+    return Unstorable(
+        "invalid_value", "a value of the request cannot be stored (too large or malformed)"
     )
 
 
