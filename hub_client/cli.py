@@ -41,6 +41,7 @@ from hub_client.install import InstallError
 from hub_client.terminal import safe
 from hub_client.usage import UsageError, err
 from hub_client.versions import BUMPS
+from hub_protocol.wire import SORTS
 
 # --- parser --------------------------------------------------------------------------------------------
 
@@ -119,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--owner")
         sub.add_argument("--tag")
         sub.add_argument(
-            "--sort", default="updated", choices=["updated", "created", "name", "downloads"]
+            "--sort", default="updated", choices=SORTS
         )
         sub.add_argument("--page", type=int, default=1)
         sub.add_argument("--output", choices=["table", "json"], default="table")

@@ -15,7 +15,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-UPLOAD_SUFFIXES = ("/versions", "/evals", "/datasets")
+from hub_protocol.wire import ATTACHMENT_KINDS
+
+UPLOAD_SUFFIXES = ("/versions", *(f"/{kind}" for kind in ATTACHMENT_KINDS))
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 # the web pages' forms: they carry their own credential (a token to exchange, or the session)
 # and a CSRF token, so they pass without an Authorization header, with small bodies only

@@ -12,7 +12,7 @@ import json
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from hub_protocol.wire import DatasetInfo, EvalInfo
+from hub_protocol.wire import AttachmentKind, DatasetInfo, EvalInfo
 from hub_server.db.attachments import NewDataset, NewEval
 from hub_server.edges.uploads import admitted_form, required
 from hub_server.errors import HubError
@@ -30,7 +30,9 @@ MAX_EVALS_PER_VERSION = 200
 MAX_DATASETS_PER_VERSION = 20
 
 
-def attach_target(hub: Hub, user: Principal, owner: str, name: str, version: str, what: str):
+def attach_target(
+    hub: Hub, user: Principal, owner: str, name: str, version: str, what: AttachmentKind
+):
     hub.auth.require_publisher(user, owner, f"attach {what} to {owner}/{name}")
     env = hub.environment(owner, name, user)
     return env, hub.version(env, version)

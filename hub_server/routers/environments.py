@@ -11,8 +11,16 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
-from hub_protocol.wire import EnvironmentInfo, EnvironmentPage, VersionInfo
-from hub_server.db.search import SORTS, Answer
+from hub_protocol.wire import (
+    LIST_INT_PARAMS,
+    LIST_TEXT_PARAMS,
+    SORTS,
+    EnvironmentInfo,
+    EnvironmentPage,
+    ListQuery,
+    VersionInfo,
+)
+from hub_server.db.search import Answer
 from hub_server.edges.fastpath import request_headers, respond
 from hub_server.errors import HubError, error_body
 from hub_server.presenters.views import Views
@@ -22,7 +30,6 @@ from hub_server.services.hub import Hub
 from hub_server.services.names import check_text
 
 router = APIRouter(prefix="/api/v1/environments", tags=["environments"])
-ENV_SORTS = tuple(SORTS)
 MAX_PAGE = 500  # deep pages cost OFFSET rows; refine the search instead
 MAX_QUERY = 200
 
@@ -65,8 +72,9 @@ def listing(rows: list, total: int, page: int, per_page: int) -> EnvironmentPage
 async def environment_page_json(hub: Hub, user: Principal | None, query: dict[str, Any]) -> bytes:
     """``environment_page`` for the fast path: a search made since the last change is answered
     on the loop from the cache (one indexed read); anything else goes to a worker thread."""
-    sort = query.get("sort", "updated")
-    page, per_page = page_bounds(sort, query.get("page", 1), query.get("per_page", 20))
+    given = ListQuery.model_construct(**query)  # the defaults are the protocol's (ListQuery)
+    sort = given.sort
+    page, per_page = page_bounds(sort, given.page, given.per_page)
     viewer = viewer_of(user)
     check_filters(query.get("q"), query.get("owner"), query.get("tag"))
     args = (query.get("q"), query.get("owner"), query.get("tag"), sort, page, per_page)
@@ -155,17 +163,14 @@ def get_version(
     return info
 
 
-INT_PARAMS, TEXT_PARAMS = ("page", "per_page"), ("q", "owner", "tag", "sort")
-
-
 def search_query(raw: bytes) -> dict[str, Any] | None:
     """The listing's parameters as the route reads them (the last of repeated ones wins), or
     None where only the route's validation can answer (a malformed number, a long query)."""
     query: dict[str, Any] = {}
     for key, value in parse_qsl(raw.decode("latin-1"), keep_blank_values=True):
-        if key in TEXT_PARAMS:
+        if key in LIST_TEXT_PARAMS:
             query[key] = value
-        elif key in INT_PARAMS:
+        elif key in LIST_INT_PARAMS:
             if not value.lstrip("-").isdigit() or len(value) > 9:
                 return None
             query[key] = int(value)
