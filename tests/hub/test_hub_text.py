@@ -13,10 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from hubs import serving
-from test_hub_archives import package
-from test_hub_attacks import eval_files
-from test_hub_security import code, publish, user, wheel
+from support.hubs import error_code as code
+from support.hubs import eval_files, package, publish, serving, user, wheel
 
 from hub_client.client import HubClient
 from hub_server.errors import HubError

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hubs import new_user, serving
+from support.hubs import new_user, serving
 
 pytestmark = pytest.mark.slow
 OFFICIAL = "prime==0.18.0"

@@ -12,9 +12,15 @@ import time
 from pathlib import Path
 
 import httpx
-from test_hub_security import hub, publish, user, wheel  # noqa: F401
+import pytest
+from support.hubs import publish, user, wheel
 
 from hub_client.client import HubClient
+
+
+@pytest.fixture(scope="module")
+def hub(strict_hub):
+    return strict_hub
 
 
 def typed(*args: str, cwd, hub_url: str | None = None, token: str | None = None, timeout=120):
