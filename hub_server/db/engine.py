@@ -20,9 +20,10 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from packaging.utils import canonicalize_name, canonicalize_version
 
@@ -69,6 +70,15 @@ def refused_value() -> Unstorable:
 
 class Cursor(Protocol):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+
+Row = TypeVar("Row")
+
+
+def typed(cls: type[Row], row: Any) -> Row:
+    """A database row (sqlite3's or PostgreSQL's) as the dataclass ``cls``: the columns it
+    declares, by name; a query's other columns are left out."""
+    return cls(**{f.name: row[f.name] for f in fields(cls)})  # type: ignore[arg-type]
 
 
 def version_key(version: str) -> str:

@@ -19,6 +19,7 @@ from hub_protocol.wire import (
     FileInfo,
     VersionInfo,
 )
+from hub_server.db.attachments import DatasetRow, EvalRow
 
 
 class Views:
@@ -71,35 +72,35 @@ class Views:
         )
 
     @staticmethod
-    def eval(env: Any, version: str, row: Any) -> EvalInfo:
+    def eval(env: Any, version: str, row: EvalRow) -> EvalInfo:
         return EvalInfo(
-            id=row["id"],
+            id=row.id,
             owner=env["owner"],
             name=env["name"],
             version=version,
-            uploaded_by=row["uploaded_by"],
-            created_at=row["created_at"],
-            model=row["model"],
-            summary=json.loads(row["summary"]),
-            num_rollouts=row["num_rollouts"],
+            uploaded_by=row.uploaded_by,
+            created_at=row.created_at,
+            model=row.model,
+            summary=json.loads(row.summary),
+            num_rollouts=row.num_rollouts,
         )
 
-    def dataset(self, env: Any, version: str, row: Any) -> DatasetInfo:
+    def dataset(self, env: Any, version: str, row: DatasetRow) -> DatasetInfo:
         path = (
             f"/api/v1/environments/{quote(env['owner'])}/{quote(env['name'])}/versions/"
-            f"{quote(version)}/datasets/{row['id']}/data.parquet"
+            f"{quote(version)}/datasets/{row.id}/data.parquet"
         )
         return DatasetInfo(
-            id=row["id"],
+            id=row.id,
             owner=env["owner"],
             name=env["name"],
             version=version,
-            uploaded_by=row["uploaded_by"],
-            created_at=row["created_at"],
-            rows=row["rows"],
-            filter=row["filter"],
-            models=json.loads(row["models"]),
-            sha256=row["data_sha256"],
+            uploaded_by=row.uploaded_by,
+            created_at=row.created_at,
+            rows=row.rows,
+            filter=row.filter,
+            models=json.loads(row.models),
+            sha256=row.data_sha256,
             url=self.url(path),
         )
 

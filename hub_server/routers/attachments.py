@@ -140,4 +140,4 @@ def download_dataset(
         raise HubError(
             404, "dataset_not_found", f"no dataset #{dataset_id} on {owner}/{name} {version}"
         )
-    return Response(hub.blobs.get(row["data_blob"]), media_type="application/octet-stream")
+    return Response(hub.blobs.get(row.data_blob), media_type="application/octet-stream")

@@ -29,6 +29,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markdown_it import MarkdownIt
 
 from hub_protocol.wire import SORTS
+from hub_server.db.attachments import EvalRow
 from hub_server.db.clock import now
 from hub_server.errors import HubError
 from hub_server.presenters.templates import templates
@@ -182,7 +183,7 @@ def environment(
     by_id = {v["id"]: v["version"] for v in rows}
     evals: dict[str, list[dict[str, Any]]] = {v["version"]: [] for v in rows}
     for row in hub.attachments.evals(list(by_id)):
-        evals[by_id[row["version_id"]]].append(eval_view(row))
+        evals[by_id[row.version_id]].append(eval_view(row))
     return page(
         request,
         "environment.html",
@@ -196,11 +197,11 @@ def environment(
     )
 
 
-def eval_view(row: Any) -> dict[str, Any]:
+def eval_view(row: EvalRow) -> dict[str, Any]:
     """What the page shows of an eval: numbers that are numbers (old rows may hold anything)."""
     try:
-        summary = json.loads(row["summary"])
-        histogram = json.loads(row["histogram"])
+        summary = json.loads(row.summary)
+        histogram = json.loads(row.histogram)
     except (TypeError, ValueError):
         summary, histogram = {}, {}
     summary = summary if isinstance(summary, dict) else {}
@@ -211,11 +212,11 @@ def eval_view(row: Any) -> dict[str, Any]:
     if not isinstance(counts, list) or not all(isinstance(c, int) for c in counts):
         histogram = {"counts": [], "low": 0.0, "high": 1.0, "peak": 0}
     return {
-        "id": row["id"],
-        "model": row["model"],
-        "created_at": row["created_at"],
-        "uploaded_by": row["uploaded_by"],
-        "num_rollouts": row["num_rollouts"],
+        "id": row.id,
+        "model": row.model,
+        "created_at": row.created_at,
+        "uploaded_by": row.uploaded_by,
+        "num_rollouts": row.num_rollouts,
         "avg_reward": finite(summary.get("avg_reward")),
         "std_reward": finite(summary.get("std_reward")),
         "num_errors": finite(summary.get("num_errors")) or 0,
