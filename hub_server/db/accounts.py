@@ -6,11 +6,12 @@ import hashlib
 import secrets
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from typing import Any, TypeGuard, get_args
 
 from hub_protocol.wire import Scope
 from hub_server.db.clock import now
-from hub_server.db.engine import Conflict, Database
+from hub_server.db.engine import Conflict, Database, typed
 from hub_server.errors import Conflicting, NotAllowed, NotFound
 
 PRINCIPAL_COLUMNS = (
@@ -20,6 +21,36 @@ PRINCIPAL_COLUMNS = (
 # for both backends; names are ASCII, so lower() is the same on both).
 OWNER_KEY = "replace(replace(replace(lower({}), '.', ''), '-', ''), '_', '')"
 NAMESPACE_LOCK = 7242002  # PostgreSQL advisory lock: one user or team created at a time
+
+
+@dataclass(frozen=True)
+class CredentialRow:
+    """A token (or a web session's token) with its user: what a principal is made from."""
+
+    id: int  # the user's
+    name: str
+    is_admin: int
+    token_id: int
+    scopes: str  # comma-separated, as stored (stored_scopes)
+    expires_at: str | None
+    revoked_at: str | None
+
+
+@dataclass(frozen=True)
+class SessionRow(CredentialRow):
+    session_expires: str
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    """One of a user's tokens, never its secret (only its hash is stored, and not read here)."""
+
+    id: int
+    name: str
+    scopes: str
+    created_at: str
+    expires_at: str | None
+    revoked_at: str | None
 
 
 def stored_scopes(text: str) -> set[Scope]:
@@ -101,28 +132,31 @@ class Accounts:
         with self.database.transaction() as db:
             return self.new_token(db, user_id, name, scopes, expires_at)
 
-    def token_row(self, token: str) -> Any:
+    def token_row(self, token: str) -> CredentialRow | None:
         with self.database.read() as db:
-            return db.execute(
+            row = db.execute(
                 f"SELECT {PRINCIPAL_COLUMNS} FROM tokens t JOIN users u ON u.id=t.user_id "
                 "WHERE t.token_hash=?",
                 (hash_secret(token),),
             ).fetchone()
+        return None if row is None else typed(CredentialRow, row)
 
-    def session_row(self, session: str) -> Any:
+    def session_row(self, session: str) -> SessionRow | None:
         with self.database.read() as db:
-            return db.execute(
+            row = db.execute(
                 f"SELECT {PRINCIPAL_COLUMNS}, s.expires_at AS session_expires FROM sessions s "
                 "JOIN tokens t ON t.id=s.token_id JOIN users u ON u.id=t.user_id "
                 "WHERE s.session_hash=?",
                 (hash_secret(session),),
             ).fetchone()
+        return None if row is None else typed(SessionRow, row)
 
-    def tokens(self, user_id: int) -> list[Any]:
+    def tokens(self, user_id: int) -> list[TokenRow]:
         with self.database.read() as db:
-            return db.execute(
+            rows = db.execute(
                 "SELECT * FROM tokens WHERE user_id=? ORDER BY id", (user_id,)
             ).fetchall()
+        return [typed(TokenRow, row) for row in rows]
 
     def revoke_token(
         self, token_id: int, user_id: int, is_admin: bool, scopes: AbstractSet[Scope] | None = None

@@ -71,12 +71,12 @@ def create_token(body: TokenCreate, user: User, hub: HubDep) -> TokenCreated:
 def list_tokens(user: User, hub: HubDep) -> list[TokenInfo]:
     return [
         TokenInfo(
-            id=r["id"],
-            name=r["name"],
-            scopes=sorted(stored_scopes(r["scopes"])),
-            created_at=r["created_at"],
-            expires_at=r["expires_at"],
-            revoked=r["revoked_at"] is not None,
+            id=r.id,
+            name=r.name,
+            scopes=sorted(stored_scopes(r.scopes)),
+            created_at=r.created_at,
+            expires_at=r.expires_at,
+            revoked=r.revoked_at is not None,
         )
         for r in hub.accounts.tokens(user.user_id)
     ]

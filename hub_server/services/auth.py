@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hub_protocol.wire import Scope
-from hub_server.db.accounts import Accounts, stored_scopes
+from hub_server.db.accounts import Accounts, CredentialRow, stored_scopes
 from hub_server.db.catalog import Viewer
 from hub_server.db.clock import now
 from hub_server.errors import HubError
@@ -106,13 +106,13 @@ class Authenticator:
         if not token:
             return None
         row = self.accounts.token_row(token)
-        if row is None or row["revoked_at"] is not None:
+        if row is None or row.revoked_at is not None:
             raise HubError(
                 401,
                 "invalid_token",
                 "the API token is not valid; run `prime login` with a current token",
             )
-        if row["expires_at"] is not None and row["expires_at"] <= now():
+        if row.expires_at is not None and row.expires_at <= now():
             raise HubError(
                 401, "token_expired", "the API token has expired; create a new one (prime login)"
             )
@@ -126,23 +126,23 @@ class Authenticator:
         current = now()
         if (
             row is None
-            or row["revoked_at"] is not None
-            or (row["expires_at"] is not None and row["expires_at"] <= current)
-            or row["session_expires"] <= current
+            or row.revoked_at is not None
+            or (row.expires_at is not None and row.expires_at <= current)
+            or row.session_expires <= current
         ):
             return None
         return self._principal(row)
 
-    def _principal(self, row: Any) -> Principal:
-        scopes = stored_scopes(row["scopes"])
+    def _principal(self, row: CredentialRow) -> Principal:
+        scopes = stored_scopes(row.scopes)
         return Principal(
-            row["id"],
-            row["name"],
-            bool(row["is_admin"]) and "admin" in scopes,
+            row.id,
+            row.name,
+            bool(row.is_admin) and "admin" in scopes,
             scopes,
-            row["token_id"],
-            self.accounts.teams_of(row["id"]),
-            row["expires_at"],
+            row.token_id,
+            self.accounts.teams_of(row.id),
+            row.expires_at,
         )
 
     # --- rights over a namespace --------------------------------------------------------------------
