@@ -119,9 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("query")
         sub.add_argument("--owner")
         sub.add_argument("--tag")
-        sub.add_argument(
-            "--sort", default="updated", choices=SORTS
-        )
+        sub.add_argument("--sort", default="updated", choices=SORTS)
         sub.add_argument("--page", type=int, default=1)
         sub.add_argument("--output", choices=["table", "json"], default="table")
         sub.set_defaults(func=cmd_env_list)
