@@ -215,7 +215,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "prime hub") -> int:
     itself): exit 0 done, 2 bad usage (the message says why), 130 interrupted."""
     args = build_parser(prog).parse_args(argv)
     signal.signal(signal.SIGTERM, _terminated)
-    name = prog.split()[0]
+    name = prog
     try:
         return args.func(args)
     except KeyboardInterrupt:
