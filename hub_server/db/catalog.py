@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from hub_server.db.clock import now, today
-from hub_server.db.engine import Conflict, Database, version_key
+from hub_server.db.engine import Conflict, Database, typed, version_key
 from hub_server.errors import Conflicting
 
 
@@ -56,6 +56,76 @@ class NewVersion:
     tags: list[str]
 
 
+@dataclass(frozen=True)
+class EnvironmentRow:
+    """An environment as stored (``tags`` is JSON text; ``serial`` counts its changes)."""
+
+    id: int
+    owner: str
+    name: str
+    name_key: str
+    distribution: str
+    visibility: str
+    description: str | None
+    tags: str
+    readme: str | None
+    created_at: str
+    updated_at: str
+    downloads: int
+    latest_version: str | None
+    serial: int
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """A published version as stored (``dependencies`` and ``top_level`` are JSON text)."""
+
+    id: int
+    env_id: int
+    version: str
+    version_key: str
+    created_at: str
+    yanked: int
+    yanked_reason: str | None
+    content_hash: str
+    requires_python: str | None
+    dependencies: str
+    summary: str | None
+    top_level: str
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """A published file (a wheel or an sdist) as stored; ``blob`` is its blob store key."""
+
+    id: int
+    version_id: int
+    env_id: int
+    filename: str
+    kind: str
+    sha256: str
+    size: int
+    blob: str
+    metadata_blob: str | None
+    metadata_sha256: str | None
+    upload_time: str
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """One line of a simple-index page: a file with its version's index fields."""
+
+    filename: str
+    sha256: str
+    size: int
+    upload_time: str
+    metadata_sha256: str | None
+    version: str
+    yanked: int
+    yanked_reason: str | None
+    requires_python: str | None
+
+
 def latest_of(versions: list[Any]) -> str | None:
     """The newest non-yanked final release, else the newest non-yanked pre-release."""
     live = sorted((v for v in versions if not v["yanked"]), key=lambda v: Version(v["version"]))
@@ -70,29 +140,32 @@ class Catalog:
         self.postgres = database.dialect == "postgresql"
 
     # --- reading ---------------------------------------------------------------------------------
-    def environment(self, owner: str, name: str) -> Any:
+    def environment(self, owner: str, name: str) -> EnvironmentRow | None:
         with self.database.read() as db:
-            return db.execute(
+            row = db.execute(
                 "SELECT * FROM environments WHERE owner=? AND name=?", (owner, name)
             ).fetchone()
+        return None if row is None else typed(EnvironmentRow, row)
 
-    def environment_by_id(self, env_id: int) -> Any:
+    def environment_by_id(self, env_id: int) -> EnvironmentRow | None:
         with self.database.read() as db:
-            return db.execute("SELECT * FROM environments WHERE id=?", (env_id,)).fetchone()
+            row = db.execute("SELECT * FROM environments WHERE id=?", (env_id,)).fetchone()
+        return None if row is None else typed(EnvironmentRow, row)
 
-    def versions(self, env_id: int) -> list[Any]:
+    def versions(self, env_id: int) -> list[VersionRow]:
         with self.database.read() as db:
             rows = db.execute("SELECT * FROM versions WHERE env_id=?", (env_id,)).fetchall()
-        return sorted(rows, key=lambda r: Version(r["version"]))
+        return sorted((typed(VersionRow, r) for r in rows), key=lambda r: Version(r.version))
 
-    def version(self, env_id: int, version: str) -> Any:
+    def version(self, env_id: int, version: str) -> VersionRow | None:
         with self.database.read() as db:
-            return db.execute(
+            row = db.execute(
                 "SELECT * FROM versions WHERE env_id=? AND version_key=?",
                 (env_id, version_key(version)),
             ).fetchone()
+        return None if row is None else typed(VersionRow, row)
 
-    def files_of_versions(self, version_ids: list[int]) -> dict[int, list[Any]]:
+    def files_of_versions(self, version_ids: list[int]) -> dict[int, list[FileRow]]:
         if not version_ids:
             return {}
         marks = ",".join("?" * len(version_ids))
@@ -100,18 +173,19 @@ class Catalog:
             rows = db.execute(
                 f"SELECT * FROM files WHERE version_id IN ({marks}) ORDER BY filename", version_ids
             ).fetchall()
-        grouped: dict[int, list[Any]] = {v: [] for v in version_ids}
+        grouped: dict[int, list[FileRow]] = {v: [] for v in version_ids}
         for row in rows:
-            grouped[row["version_id"]].append(row)
+            grouped[row["version_id"]].append(typed(FileRow, row))
         return grouped
 
-    def file(self, env_id: int, filename: str) -> Any:
+    def file(self, env_id: int, filename: str) -> FileRow | None:
         with self.database.read() as db:
-            return db.execute(
+            row = db.execute(
                 "SELECT * FROM files WHERE env_id=? AND filename=?", (env_id, filename)
             ).fetchone()
+        return None if row is None else typed(FileRow, row)
 
-    def index_rows(self, env_id: int) -> list[Any]:
+    def index_rows(self, env_id: int) -> list[IndexRow]:
         """What a simple-index page lists: every file with its version's index fields."""
         with self.database.read() as db:
             rows = db.execute(
@@ -120,7 +194,9 @@ class Catalog:
                 "FROM files f JOIN versions v ON v.id=f.version_id WHERE f.env_id=?",
                 (env_id,),
             ).fetchall()
-        return sorted(rows, key=lambda r: (Version(r["version"]), r["filename"]))
+        return sorted(
+            (typed(IndexRow, r) for r in rows), key=lambda r: (Version(r.version), r.filename)
+        )
 
     # --- writing ---------------------------------------------------------------------------------
     def commit_version(self, new: NewVersion, files: list[StoredFile]) -> tuple[int, int]:

@@ -20,6 +20,8 @@ from hub_protocol.wire import (
     VersionInfo,
 )
 from hub_server.db.attachments import DatasetRow, EvalRow
+from hub_server.db.catalog import EnvironmentRow, FileRow, VersionRow
+from hub_server.db.search import SummaryRow
 
 
 class Views:
@@ -30,53 +32,51 @@ class Views:
         return self.base + path
 
     @staticmethod
-    def summary(row: Any) -> EnvironmentSummary:
+    def summary(row: SummaryRow | EnvironmentRow) -> EnvironmentSummary:
         return EnvironmentSummary(
-            owner=row["owner"],
-            name=row["name"],
-            distribution=row["distribution"],
-            visibility=row["visibility"],
-            description=row["description"],
-            tags=json.loads(row["tags"]),
-            latest_version=row["latest_version"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
+            owner=row.owner,
+            name=row.name,
+            distribution=row.distribution,
+            visibility=row.visibility,
+            description=row.description,
+            tags=json.loads(row.tags),
+            latest_version=row.latest_version,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
         )
 
-    def file(self, env: Any, f: Any) -> FileInfo:
+    def file(self, env: EnvironmentRow, f: FileRow) -> FileInfo:
         return FileInfo(
-            filename=f["filename"],
-            kind=f["kind"],
-            sha256=f["sha256"],
-            size=f["size"],
-            upload_time=f["upload_time"],
-            url=self.url(
-                f"/files/{quote(env['owner'])}/{quote(env['name'])}/{quote(f['filename'])}"
-            ),
-            metadata_sha256=f["metadata_sha256"],
+            filename=f.filename,
+            kind=f.kind,
+            sha256=f.sha256,
+            size=f.size,
+            upload_time=f.upload_time,
+            url=self.url(f"/files/{quote(env.owner)}/{quote(env.name)}/{quote(f.filename)}"),
+            metadata_sha256=f.metadata_sha256,
         )
 
-    def version(self, env: Any, v: Any, files: list[Any]) -> VersionInfo:
+    def version(self, env: EnvironmentRow, v: VersionRow, files: list[FileRow]) -> VersionInfo:
         return VersionInfo(
-            owner=env["owner"],
-            name=env["name"],
-            version=v["version"],
-            created_at=v["created_at"],
-            yanked=bool(v["yanked"]),
-            yanked_reason=v["yanked_reason"],
-            content_hash=v["content_hash"],
-            requires_python=v["requires_python"],
-            dependencies=json.loads(v["dependencies"]),
-            summary=v["summary"],
+            owner=env.owner,
+            name=env.name,
+            version=v.version,
+            created_at=v.created_at,
+            yanked=bool(v.yanked),
+            yanked_reason=v.yanked_reason,
+            content_hash=v.content_hash,
+            requires_python=v.requires_python,
+            dependencies=json.loads(v.dependencies),
+            summary=v.summary,
             files=[self.file(env, f) for f in files],
         )
 
     @staticmethod
-    def eval(env: Any, version: str, row: EvalRow) -> EvalInfo:
+    def eval(env: EnvironmentRow, version: str, row: EvalRow) -> EvalInfo:
         return EvalInfo(
             id=row.id,
-            owner=env["owner"],
-            name=env["name"],
+            owner=env.owner,
+            name=env.name,
             version=version,
             uploaded_by=row.uploaded_by,
             created_at=row.created_at,
@@ -85,15 +85,15 @@ class Views:
             num_rollouts=row.num_rollouts,
         )
 
-    def dataset(self, env: Any, version: str, row: DatasetRow) -> DatasetInfo:
+    def dataset(self, env: EnvironmentRow, version: str, row: DatasetRow) -> DatasetInfo:
         path = (
-            f"/api/v1/environments/{quote(env['owner'])}/{quote(env['name'])}/versions/"
+            f"/api/v1/environments/{quote(env.owner)}/{quote(env.name)}/versions/"
             f"{quote(version)}/datasets/{row.id}/data.parquet"
         )
         return DatasetInfo(
             id=row.id,
-            owner=env["owner"],
-            name=env["name"],
+            owner=env.owner,
+            name=env.name,
             version=version,
             uploaded_by=row.uploaded_by,
             created_at=row.created_at,

@@ -20,7 +20,8 @@ from hub_protocol.wire import (
     ListQuery,
     VersionInfo,
 )
-from hub_server.db.search import Answer
+from hub_server.db.catalog import EnvironmentRow, VersionRow
+from hub_server.db.search import Answer, SummaryRow
 from hub_server.edges.fastpath import request_headers, respond
 from hub_server.errors import HubError, error_body
 from hub_server.presenters.views import Views
@@ -63,7 +64,7 @@ def environment_page(
     return listing(rows, total, page, per_page)
 
 
-def listing(rows: list, total: int, page: int, per_page: int) -> EnvironmentPage:
+def listing(rows: list[SummaryRow], total: int, page: int, per_page: int) -> EnvironmentPage:
     return EnvironmentPage(
         items=[Views.summary(r) for r in rows], total=total, page=page, per_page=per_page
     )
@@ -131,15 +132,17 @@ def environment_info(
     env = hub.environment(owner, name, user)
     return EnvironmentInfo(
         **Views.summary(env).model_dump(),
-        readme=env["readme"],
-        versions=[v["version"] for v in hub.catalog.versions(env["id"])],
+        readme=env.readme,
+        versions=[v.version for v in hub.catalog.versions(env.id)],
         index_url=views.url(f"/simple/{owner}/{name}/"),
     )
 
 
-def version_infos(hub: Hub, views: Views, env, versions) -> list[VersionInfo]:
-    files = hub.catalog.files_of_versions([v["id"] for v in versions])
-    return [views.version(env, v, files[v["id"]]) for v in versions]
+def version_infos(
+    hub: Hub, views: Views, env: EnvironmentRow, versions: list[VersionRow]
+) -> list[VersionInfo]:
+    files = hub.catalog.files_of_versions([v.id for v in versions])
+    return [views.version(env, v, files[v.id]) for v in versions]
 
 
 @router.get("/{owner}/{name}/versions", response_model=list[VersionInfo])
@@ -147,7 +150,7 @@ def list_versions(
     owner: str, name: str, hub: HubDep, views: ViewsDep, user: MaybeUser
 ) -> list[VersionInfo]:
     env = hub.environment(owner, name, user)
-    return version_infos(hub, views, env, hub.catalog.versions(env["id"]))
+    return version_infos(hub, views, env, hub.catalog.versions(env.id))
 
 
 @router.get("/{owner}/{name}/versions/{version}", response_model=VersionInfo)
@@ -156,9 +159,9 @@ def get_version(
 ) -> VersionInfo:
     env = hub.environment(owner, name, user)
     if version == "latest":
-        if not env["latest_version"]:
+        if not env.latest_version:
             raise HubError(404, "version_not_found", f"{owner}/{name} has no installable version")
-        version = env["latest_version"]
+        version = env.latest_version
     (info,) = version_infos(hub, views, env, [hub.version(env, version)])
     return info
 

@@ -122,7 +122,7 @@ async def finalize_version(
         async with hub.upload_slot():
             await hub.upload_work(staging.publish_push, user, dict(push))
     env = await run_in_threadpool(hub.catalog.environment, push["owner"], push["name"])
-    latest = env["latest_version"] if env is not None else None
+    latest = env.latest_version if env is not None else None
     return data({"success": True, "version": latest})
 
 

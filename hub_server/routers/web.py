@@ -178,10 +178,10 @@ def environment(
         env = hub.environment(owner, name, user)
     except HubError:
         return page(request, "missing.html", user, status=404, what=f"{owner}/{name}")
-    rows = hub.catalog.versions(env["id"])
+    rows = hub.catalog.versions(env.id)
     versions = list(reversed(version_infos(hub, views, env, rows)))  # newest first
-    by_id = {v["id"]: v["version"] for v in rows}
-    evals: dict[str, list[dict[str, Any]]] = {v["version"]: [] for v in rows}
+    by_id = {v.id: v.version for v in rows}
+    evals: dict[str, list[dict[str, Any]]] = {v.version: [] for v in rows}
     for row in hub.attachments.evals(list(by_id)):
         evals[by_id[row.version_id]].append(eval_view(row))
     return page(
@@ -191,9 +191,9 @@ def environment(
         env=env,
         versions=versions,
         evals=evals,
-        readme=render_readme(env["readme"]),
-        tags=json.loads(env["tags"]),
-        latest=env["latest_version"],
+        readme=render_readme(env.readme),
+        tags=json.loads(env.tags),
+        latest=env.latest_version,
     )
 
 

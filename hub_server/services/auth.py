@@ -19,7 +19,7 @@ from typing import Any
 
 from hub_protocol.wire import Scope
 from hub_server.db.accounts import Accounts, CredentialRow, stored_scopes
-from hub_server.db.catalog import Viewer
+from hub_server.db.catalog import EnvironmentRow, Viewer
 from hub_server.db.clock import now
 from hub_server.errors import HubError
 
@@ -160,10 +160,10 @@ class Authenticator:
         return user.is_admin or self.role_in(user, owner) in ("self", "owner")
 
     @staticmethod
-    def can_read(user: Principal | None, env: Any) -> bool:
-        if env["visibility"] == "public":
+    def can_read(user: Principal | None, env: EnvironmentRow) -> bool:
+        if env.visibility == "public":
             return True
-        return user is not None and (user.is_admin or env["owner"] in user.namespaces)
+        return user is not None and (user.is_admin or env.owner in user.namespaces)
 
     def require_publisher(self, user: Principal, owner: str, what: str) -> None:
         """The scope and namespace check every upload passes before its body is read."""

@@ -135,7 +135,7 @@ def test_the_storage_layer_refuses_what_no_route_checked_on_both_backends(hub):
             assert refused.value.status == 400
             assert refused.value.code in ("invalid_text", "invalid_number")
         if hub["backend"].name == "postgresql":
-            env_id = store.catalog.environment(*published(hub)[::2])["id"]
+            env_id = store.catalog.environment(*published(hub)[::2]).id
             huge = secrets.token_urlsafe(30_000)  # random: PostgreSQL cannot compress it to fit
             insert = "INSERT INTO environment_tags (env_id, tag) VALUES (?, ?)"
             with pytest.raises(HubError) as refused, store.database.transaction() as db:
