@@ -6,12 +6,12 @@ import hashlib
 import secrets
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 from typing import Any, TypeGuard, get_args
 
 from hub_protocol.wire import Scope
 from hub_server.db.clock import now
 from hub_server.db.engine import Conflict, Database, typed
+from hub_server.db.rows import CredentialRow, SessionRow, TokenRow
 from hub_server.errors import Conflicting, NotAllowed, NotFound
 
 PRINCIPAL_COLUMNS = (
@@ -21,36 +21,6 @@ PRINCIPAL_COLUMNS = (
 # for both backends; names are ASCII, so lower() is the same on both).
 OWNER_KEY = "replace(replace(replace(lower({}), '.', ''), '-', ''), '_', '')"
 NAMESPACE_LOCK = 7242002  # PostgreSQL advisory lock: one user or team created at a time
-
-
-@dataclass(frozen=True)
-class CredentialRow:
-    """A token (or a web session's token) with its user: what a principal is made from."""
-
-    id: int  # the user's
-    name: str
-    is_admin: int
-    token_id: int
-    scopes: str  # comma-separated, as stored (stored_scopes)
-    expires_at: str | None
-    revoked_at: str | None
-
-
-@dataclass(frozen=True)
-class SessionRow(CredentialRow):
-    session_expires: str
-
-
-@dataclass(frozen=True)
-class TokenRow:
-    """One of a user's tokens, never its secret (only its hash is stored, and not read here)."""
-
-    id: int
-    name: str
-    scopes: str
-    created_at: str
-    expires_at: str | None
-    revoked_at: str | None
 
 
 def stored_scopes(text: str) -> set[Scope]:

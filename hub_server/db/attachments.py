@@ -12,6 +12,7 @@ from typing import Any
 
 from hub_server.db.clock import now
 from hub_server.db.engine import Conflict, Database, typed
+from hub_server.db.rows import DatasetRow, EvalRow
 from hub_server.errors import Conflicting, NotAllowed
 
 
@@ -35,36 +36,6 @@ class NewDataset:
     rows: int
     filter: str
     models: list[str]
-    card_blob: str
-    data_blob: str
-    data_sha256: str
-
-
-@dataclass(frozen=True)
-class EvalRow:
-    """An attached eval run as stored (``summary`` and ``histogram`` are JSON text)."""
-
-    id: int
-    version_id: int
-    uploaded_by: str
-    created_at: str
-    model: str | None
-    summary: str
-    num_rollouts: int
-    histogram: str
-
-
-@dataclass(frozen=True)
-class DatasetRow:
-    """An attached dataset as stored (``models`` is JSON text; the blobs are keys)."""
-
-    id: int
-    version_id: int
-    uploaded_by: str
-    created_at: str
-    rows: int
-    filter: str
-    models: str
     card_blob: str
     data_blob: str
     data_sha256: str

@@ -17,6 +17,7 @@ from packaging.version import Version
 
 from hub_server.db.clock import now, today
 from hub_server.db.engine import Conflict, Database, typed, version_key
+from hub_server.db.rows import EnvironmentRow, FileRow, IndexRow, VersionRow
 from hub_server.errors import Conflicting
 
 
@@ -54,76 +55,6 @@ class NewVersion:
     readme: str | None
     description: str | None
     tags: list[str]
-
-
-@dataclass(frozen=True)
-class EnvironmentRow:
-    """An environment as stored (``tags`` is JSON text; ``serial`` counts its changes)."""
-
-    id: int
-    owner: str
-    name: str
-    name_key: str
-    distribution: str
-    visibility: str
-    description: str | None
-    tags: str
-    readme: str | None
-    created_at: str
-    updated_at: str
-    downloads: int
-    latest_version: str | None
-    serial: int
-
-
-@dataclass(frozen=True)
-class VersionRow:
-    """A published version as stored (``dependencies`` and ``top_level`` are JSON text)."""
-
-    id: int
-    env_id: int
-    version: str
-    version_key: str
-    created_at: str
-    yanked: int
-    yanked_reason: str | None
-    content_hash: str
-    requires_python: str | None
-    dependencies: str
-    summary: str | None
-    top_level: str
-
-
-@dataclass(frozen=True)
-class FileRow:
-    """A published file (a wheel or an sdist) as stored; ``blob`` is its blob store key."""
-
-    id: int
-    version_id: int
-    env_id: int
-    filename: str
-    kind: str
-    sha256: str
-    size: int
-    blob: str
-    metadata_blob: str | None
-    metadata_sha256: str | None
-    upload_time: str
-
-
-@dataclass(frozen=True)
-class IndexRow:
-    """One line of a simple-index page: a file with its version's index fields."""
-
-    filename: str
-    sha256: str
-    size: int
-    upload_time: str
-    metadata_sha256: str | None
-    version: str
-    yanked: int
-    yanked_reason: str | None
-    requires_python: str | None
 
 
 def latest_of(versions: list[Any]) -> str | None:

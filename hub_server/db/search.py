@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 from hub_protocol.wire import SORTS
 from hub_server.db.catalog import Viewer
 from hub_server.db.engine import Database, typed
+from hub_server.db.rows import SummaryRow
 
 ORDER_BY = {  # the SQL of each of hub_protocol.wire's SORTS
     "updated": "e.updated_at DESC, e.id DESC",
@@ -38,24 +38,6 @@ SUMMARY_COLUMNS = (
     "e.id, e.owner, e.name, e.distribution, e.visibility, e.description, e.tags, "
     "e.latest_version, e.created_at, e.updated_at, e.downloads, e.serial"
 )
-
-
-@dataclass(frozen=True)
-class SummaryRow:
-    """An environment as a listing shows it (``SUMMARY_COLUMNS``; ``tags`` is JSON text)."""
-
-    id: int
-    owner: str
-    name: str
-    distribution: str
-    visibility: str
-    description: str | None
-    tags: str
-    latest_version: str | None
-    created_at: str
-    updated_at: str
-    downloads: int
-    serial: int
 
 
 Answer = tuple[list[SummaryRow], int]

@@ -19,9 +19,7 @@ from hub_protocol.wire import (
     FileInfo,
     VersionInfo,
 )
-from hub_server.db.attachments import DatasetRow, EvalRow
-from hub_server.db.catalog import EnvironmentRow, FileRow, VersionRow
-from hub_server.db.search import SummaryRow
+from hub_server.db.rows import DatasetRow, EnvironmentRow, EvalRow, FileRow, SummaryRow, VersionRow
 
 
 class Views:

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from hub_protocol.wire import AttachmentKind, DatasetInfo, EvalInfo
 from hub_server.db.attachments import NewDataset, NewEval
-from hub_server.db.catalog import EnvironmentRow, VersionRow
+from hub_server.db.rows import EnvironmentRow, VersionRow
 from hub_server.edges.uploads import admitted_form, required
 from hub_server.errors import HubError
 from hub_server.presenters.views import Views

@@ -20,8 +20,8 @@ from hub_protocol.wire import (
     ListQuery,
     VersionInfo,
 )
-from hub_server.db.catalog import EnvironmentRow, VersionRow
-from hub_server.db.search import Answer, SummaryRow
+from hub_server.db.rows import EnvironmentRow, SummaryRow, VersionRow
+from hub_server.db.search import Answer
 from hub_server.edges.fastpath import request_headers, respond
 from hub_server.errors import HubError, error_body
 from hub_server.presenters.views import Views

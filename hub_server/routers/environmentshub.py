@@ -24,8 +24,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Query
 
-from hub_server.db.catalog import EnvironmentRow, VersionRow
-from hub_server.db.search import SummaryRow
+from hub_server.db.rows import EnvironmentRow, SummaryRow, VersionRow
 from hub_server.errors import HubError
 from hub_server.presenters.views import Views
 from hub_server.routers.deps import HubDep, MaybeUser, User, ViewsDep

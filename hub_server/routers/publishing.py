@@ -12,7 +12,7 @@ import json
 from fastapi import APIRouter, Request, Response
 
 from hub_protocol.wire import VersionInfo, YankRequest
-from hub_server.db.catalog import EnvironmentRow
+from hub_server.db.rows import EnvironmentRow
 from hub_server.edges.uploads import admitted_form, required
 from hub_server.errors import HubError
 from hub_server.presenters.views import Views

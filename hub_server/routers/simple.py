@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request, Response
 from packaging.utils import canonicalize_name
 from starlette.concurrency import run_in_threadpool
 
-from hub_server.db.catalog import EnvironmentRow
+from hub_server.db.rows import EnvironmentRow
 from hub_server.edges.fastpath import request_headers, respond
 from hub_server.errors import HubError, error_body
 from hub_server.presenters.templates import templates

@@ -29,8 +29,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markdown_it import MarkdownIt
 
 from hub_protocol.wire import SORTS
-from hub_server.db.attachments import EvalRow
 from hub_server.db.clock import now
+from hub_server.db.rows import EvalRow
 from hub_server.errors import HubError
 from hub_server.presenters.templates import templates
 from hub_server.presenters.views import finite

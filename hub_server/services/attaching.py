@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 from hub_server.background import forks
 from hub_server.db.blobs import file_sha256
-from hub_server.db.catalog import EnvironmentRow, VersionRow
+from hub_server.db.rows import EnvironmentRow, VersionRow
 from hub_server.errors import HubError
 from hub_server.services.names import check_text
 from verifiers.results.records import SummaryAccumulator

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hub_protocol.wire import Scope
-from hub_server.db.accounts import Accounts, CredentialRow, stored_scopes
-from hub_server.db.catalog import EnvironmentRow, Viewer
+from hub_server.db.accounts import Accounts, stored_scopes
+from hub_server.db.catalog import Viewer
 from hub_server.db.clock import now
+from hub_server.db.rows import CredentialRow, EnvironmentRow
 from hub_server.errors import HubError
 
 INSTALLER_PREFIXES = ("/simple/", "/files/")

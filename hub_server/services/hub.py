@@ -23,9 +23,10 @@ from hub_server.background.upload_pool import UPLOAD_WORKERS, UploadPool
 from hub_server.db.accounts import Accounts
 from hub_server.db.attachments import Attachments
 from hub_server.db.blobs import BlobStore, StagingArea, open_blob_store
-from hub_server.db.catalog import Catalog, EnvironmentRow, VersionRow
+from hub_server.db.catalog import Catalog
 from hub_server.db.clock import today
 from hub_server.db.engine import open_database
+from hub_server.db.rows import EnvironmentRow, VersionRow
 from hub_server.db.schema import migrate
 from hub_server.db.search import Search
 from hub_server.errors import HubError
