@@ -37,29 +37,13 @@ from hub_client.commands_env import (
     cmd_env_versions,
     cmd_env_yank,
 )
-from hub_client.commands_hub import cmd_hub_create_user, cmd_hub_serve
 from hub_client.install import InstallError
 from hub_client.terminal import safe
 from hub_client.usage import UsageError, err
 from hub_client.versions import BUMPS
+from hub_protocol.wire import SORTS
 
 # --- parser --------------------------------------------------------------------------------------------
-
-
-def storage_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", default="~/.prime-hub")
-    parser.add_argument(
-        "--db",
-        default=None,
-        help="postgresql://USER@HOST:PORT/DB, never with a password (default: $PRIME_HUB_DB, "
-        "else SQLite in --data-dir; a password comes from $PRIME_HUB_DB, $PGPASSWORD or ~/.pgpass)",
-    )
-    parser.add_argument(
-        "--blobs", default=None, help="s3://BUCKET/PREFIX (default: files in --data-dir)"
-    )
-    parser.add_argument(
-        "--s3-endpoint", default=None, help="the S3 API endpoint (MinIO, R2; default: AWS)"
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,40 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     top = parser.add_subparsers(dest="group", required=True)
 
-    hub = top.add_parser("hub", help="run a hub").add_subparsers(dest="command", required=True)
-    serve = hub.add_parser("serve", help="start the hub server")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8787)
-    storage_flags(serve)
-    serve.add_argument(
-        "--public-url",
-        default=None,
-        help="the hub's own URL for absolute links and the /sdk/ install line (default: "
-        "http://HOST:PORT; never taken from a request's Host header)",
-    )
-    serve.add_argument(
-        "--trusted-proxy",
-        action="append",
-        default=[],
-        metavar="ADDRESS",
-        help="a TLS proxy whose X-Forwarded-Proto/For are believed (repeatable)",
-    )
-    sdk_source = serve.add_mutually_exclusive_group()
-    sdk_source.add_argument(
-        "--sdk-wheel",
-        default=None,
-        help="the SDK wheel to serve at /sdk/ (default: built at start from this checkout's "
-        "tracked files)",
-    )
-    sdk_source.add_argument("--no-sdk", action="store_true", help="serve no SDK wheel")
-    serve.set_defaults(func=cmd_hub_serve)
-    create = hub.add_parser(
-        "create-user", help="create a user in a hub's storage and print its token"
-    )
-    create.add_argument("name")
-    create.add_argument("--admin", action="store_true")
-    storage_flags(create)
-    create.set_defaults(func=cmd_hub_create_user)
+    # `prime hub ...` is the server's own command line (hub_server.cli), handed over in main()
+    top.add_parser("hub", help="run a hub (prime hub -h: serve, create-user)")
 
     login = top.add_parser("login", help="store a hub URL and token")
     login.add_argument("--url")
@@ -167,9 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("query")
         sub.add_argument("--owner")
         sub.add_argument("--tag")
-        sub.add_argument(
-            "--sort", default="updated", choices=["updated", "created", "name", "downloads"]
-        )
+        sub.add_argument("--sort", default="updated", choices=SORTS)
         sub.add_argument("--page", type=int, default=1)
         sub.add_argument("--output", choices=["table", "json"], default="table")
         sub.set_defaults(func=cmd_env_list)
@@ -218,14 +168,22 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    usage_errors: tuple[type[Exception], ...] = (UsageError,)
+    if argv[:1] == ["hub"]:  # the server's commands: its module is imported only to run them
+        from hub_server import cli as hub_cli
+
+        args = hub_cli.build_parser("prime hub").parse_args(argv[1:])
+        usage_errors = (UsageError, hub_cli.UsageError)
+    else:
+        args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _terminated)
     try:
         return args.func(args)
     except KeyboardInterrupt:
         err.print("[red]prime:[/red] interrupted", highlight=False)
         return 130
-    except UsageError as exc:
+    except usage_errors as exc:
         err.print(f"[red]prime:[/red] {safe(exc)}", soft_wrap=True, highlight=False)
         return 2
     except (HubAPIError, InstallError) as exc:

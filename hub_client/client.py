@@ -13,10 +13,12 @@ from hub_protocol.wire import (
     EnvironmentInfo,
     EnvironmentPage,
     EvalInfo,
+    ListQuery,
     Me,
     TokenCreated,
     TokenInfo,
     VersionInfo,
+    attachments_path,
 )
 
 
@@ -120,13 +122,8 @@ class HubClient:
         page: int = 1,
         per_page: int = 20,
     ) -> EnvironmentPage:
-        params = {
-            k: v
-            for k, v in dict(
-                q=q, owner=owner, tag=tag, sort=sort, page=page, per_page=per_page
-            ).items()
-            if v is not None
-        }
+        query = ListQuery(q=q, owner=owner, tag=tag, sort=sort, page=page, per_page=per_page)
+        params = query.params()
         return EnvironmentPage.model_validate(
             self._call("GET", "/api/v1/environments", params=params)
         )
@@ -224,9 +221,7 @@ class HubClient:
             "results": ("results.jsonl", results, "application/jsonl"),
         }
         return EvalInfo.model_validate(
-            self._call(
-                "POST", f"/api/v1/environments/{owner}/{name}/versions/{version}/evals", files=files
-            )
+            self._call("POST", attachments_path(owner, name, version, "evals"), files=files)
         )
 
     def push_dataset(
@@ -236,17 +231,15 @@ class HubClient:
             "card": ("vf_data.json", card, "application/json"),
             "data": ("data.parquet", data, "application/octet-stream"),
         }
-        path = f"/api/v1/environments/{owner}/{name}/versions/{version}/datasets"
+        path = attachments_path(owner, name, version, "datasets")
         return DatasetInfo.model_validate(self._call("POST", path, files=files))
 
     def datasets(self, owner: str, name: str, version: str) -> list[DatasetInfo]:
-        path = f"/api/v1/environments/{owner}/{name}/versions/{version}/datasets"
+        path = attachments_path(owner, name, version, "datasets")
         return [DatasetInfo.model_validate(d) for d in self._call("GET", path)]
 
     def evals(self, owner: str, name: str, version: str) -> list[EvalInfo]:
         return [
             EvalInfo.model_validate(e)
-            for e in self._call(
-                "GET", f"/api/v1/environments/{owner}/{name}/versions/{version}/evals"
-            )
+            for e in self._call("GET", attachments_path(owner, name, version, "evals"))
         ]

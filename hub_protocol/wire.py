@@ -2,12 +2,45 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
 Visibility = Literal["public", "private"]
 Scope = Literal["read", "publish", "admin"]
+
+AttachmentKind = Literal["evals", "datasets"]
+"""What attaches to a version, as its URL names it: ``.../versions/{version}/{kind}``."""
+ATTACHMENT_KINDS: tuple[AttachmentKind, ...] = get_args(AttachmentKind)
+
+
+def attachments_path(owner: str, name: str, version: str, kind: AttachmentKind) -> str:
+    return f"/api/v1/environments/{owner}/{name}/versions/{version}/{kind}"
+
+
+SORTS = ("updated", "created", "name", "downloads")
+"""The orders of the environment list (``sort``); the hub refuses any other (``invalid_sort``)."""
+
+
+class ListQuery(BaseModel):
+    """The environment list's query (``GET /api/v1/environments``, ``prime env list|search``):
+    filters, order and page, as the client sends them and the server reads them. ``sort`` stays
+    a plain string here, so that one outside ``SORTS`` reaches the hub and gets its error."""
+
+    q: str | None = None
+    owner: str | None = None
+    tag: str | None = None
+    sort: str = "updated"
+    page: int = 1
+    per_page: int = 20
+
+    def params(self) -> dict[str, Any]:
+        """The query string's parameters: those given, none that are None."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+LIST_TEXT_PARAMS = ("q", "owner", "tag", "sort")
+LIST_INT_PARAMS = ("page", "per_page")
 
 
 class ErrorBody(BaseModel):

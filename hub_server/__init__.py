@@ -2,7 +2,7 @@
 
 from hub_server.app import create_app
 from hub_server.errors import HubError
-from hub_server.hub import Hub
+from hub_server.services.hub import Hub
 from hub_server.settings import HubSettings
 
 __all__ = ["Hub", "HubError", "HubSettings", "create_app"]

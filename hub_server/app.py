@@ -6,8 +6,9 @@ files, PEP 700 upload times and PEP 592 yanking; immutable files. The JSON API a
 tokens, search, READMEs and eval results attached to exact versions. Every error carries a
 stable ``code``.
 
-This module only wires the rooms together: ``auth`` (credentials to principal), ``routers/``
-(one per resource), ``db/`` (every SQL statement), ``blobs`` (files), ``guard`` (bodies).
+This module only wires the rooms together: ``routers/`` (one per resource), ``edges/`` (the
+ASGI guard, fast paths, uploads), ``presenters/`` (wire models, pages), ``services/`` (the hub's
+state, auth, publishing, ...), ``background/`` (upload workers), ``db/`` (SQL and blobs).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
+from hub_server.edges.guard import RequestGuard
+from hub_server.edges.transport_security import StrictTransportSecurity
 from hub_server.errors import install_error_handlers
-from hub_server.guard import RequestGuard
-from hub_server.hub import Hub
+from hub_server.presenters.views import Views
 from hub_server.routers import (
     accounts,
     attachments,
@@ -30,11 +32,9 @@ from hub_server.routers import (
     simple,
     web,
 )
-from hub_server.sdk import SDKWheels
-from hub_server.settings import HubSettings
-from hub_server.transport_security import StrictTransportSecurity
-from hub_server.uploads import MAX_FILE
-from hub_server.views import Views
+from hub_server.services.hub import Hub
+from hub_server.services.sdk import SDKWheels
+from hub_server.settings import MAX_FILE, HubSettings
 
 
 def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None = None) -> FastAPI:

@@ -1,6 +1,7 @@
 """The hub's one error type and the handlers that give every failure a stable ``code``.
 
-Routes raise ``HubError(status, code, message)``; the framework's own failures (an unknown route,
+Routes raise ``HubError(status, code, message)``; the stores (``db/``) raise a ``StoreRefusal``
+(not found, conflicting, not allowed, unstorable), whose status is mapped here; the framework's own failures (an unknown route,
 a method a route does not take, a malformed request) are answered in the same shape, so clients
 branch on ``error.code`` and never on prose.
 """
@@ -29,6 +30,49 @@ class HubError(Exception):
 
     def __reduce__(self) -> tuple:  # pickles whole, back from an upload worker
         return HubError, (self.status, self.code, self.message)
+
+
+class StoreRefusal(HubError):
+    """What the stores (``db/``) refuse, in their own terms: a kind (the subclass), a stable
+    ``code`` and a message, and no HTTP. The status it is answered with is decided here, at the
+    edge (``HTTP_STATUS``); it stays a ``HubError``, so whoever handles one (a route, the
+    handlers below, ``prime hub create-user``, an upload worker's pickle) handles these."""
+
+    def __init__(self, code: str, message: str) -> None:
+        Exception.__init__(self, message)
+        self.code, self.message = code, message
+
+    @property
+    def status(self) -> int:  # type: ignore[override]  # the edge's mapping, not an attribute
+        return HTTP_STATUS[type(self)]
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.code, self.message)
+
+
+class NotFound(StoreRefusal):
+    """No such row, or none the caller may see."""
+
+
+class Conflicting(StoreRefusal):
+    """The row is there already (a name, a version, a file, an attachment), or the change would
+    leave the store inconsistent (a team without an owner)."""
+
+
+class NotAllowed(StoreRefusal):
+    """The store holds it, but this caller may not do it (a scope, a quota)."""
+
+
+class Unstorable(StoreRefusal):
+    """A value the stores cannot hold (a NUL, an out-of-range number, too large)."""
+
+
+HTTP_STATUS: dict[type[StoreRefusal], int] = {
+    NotFound: 404,
+    Conflicting: 409,
+    NotAllowed: 403,
+    Unstorable: 400,
+}
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:

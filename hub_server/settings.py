@@ -1,4 +1,5 @@
-"""Every setting of a hub, declared once: ``prime hub serve`` flags and tests build this object.
+"""Every setting of a hub, declared once: ``prime hub serve``'s flags are made from this model
+(``hub_server.cli``), and tests build this object.
 
 The storage URLs pick the backends: no ``db`` is SQLite in ``data_dir``, ``postgresql://...`` is
 PostgreSQL; no ``blobs`` is a directory in ``data_dir``, ``s3://bucket/prefix`` is S3-compatible
@@ -10,29 +11,95 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from verifiers.cli.settings import Flag
+
+MAX_FILE = 50 * 1024 * 1024  # the largest file the hub takes (wheel, sdist, eval or dataset file)
+
+SERVE, CREATE_USER = "serve", "create-user"
+STORAGE = (SERVE, CREATE_USER)  # the storage flags: every command that opens the hub's stores
+
+
+class HubFlag(Flag):
+    """The SDK's ``Flag`` (``verifiers.cli.settings``) with what the hub's command lines add: the
+    commands that take the flag, a flag named apart from its field (``--trusted-proxy`` for
+    ``trusted_proxies``; ``--no-sdk`` turns ``build_sdk`` off), a default of the command line's
+    own (``--data-dir ~/.prime-hub``), and a group of flags that exclude each other."""
+
+    def __init__(
+        self,
+        *aliases: str,
+        commands: tuple[str, ...] = (SERVE,),
+        name: str | None = None,
+        turns_off: bool = False,
+        default: Any = None,
+        exclusive: str | None = None,
+        env: str | None = None,
+        metavar: str | None = None,
+        command_line: bool = True,
+    ) -> None:
+        super().__init__(*aliases, env=env, metavar=metavar, command_line=command_line)
+        self.commands = commands
+        self.name = name
+        self.turns_off = turns_off
+        self.default = default
+        self.exclusive = exclusive
+
 
 class HubSettings(BaseModel):
-    data_dir: Path = Field(description="SQLite file, blob directory and SDK wheel cache live here")
-    db: str | None = Field(None, description="postgresql://USER@HOST:PORT/DB (default: SQLite)")
-    blobs: str | None = Field(None, description="s3://BUCKET/PREFIX (default: data_dir/files)")
-    s3_endpoint: str | None = Field(None, description="S3 API endpoint (MinIO, R2, a test server)")
-    public_url: str | None = Field(
+    host: Annotated[str, HubFlag()] = Field(
+        "127.0.0.1", description="the address to listen on (default: 127.0.0.1)"
+    )
+    port: Annotated[int, HubFlag()] = Field(
+        8787, description="the port to listen on (default: 8787)"
+    )
+    data_dir: Annotated[Path, HubFlag(commands=STORAGE, default="~/.prime-hub")] = Field(
+        description="SQLite file, blob directory and SDK wheel cache live here (default: "
+        "~/.prime-hub)"
+    )
+    db: Annotated[str | None, HubFlag(commands=STORAGE, env="PRIME_HUB_DB")] = Field(
         None,
-        description="the hub's own origin for absolute links (download URLs, the /sdk/ install "
-        "line); never taken from a request's Host header",
+        description="postgresql://USER@HOST:PORT/DB, never with a password (default: "
+        "$PRIME_HUB_DB, else SQLite in --data-dir; a password comes from $PRIME_HUB_DB, "
+        "$PGPASSWORD or ~/.pgpass)",
     )
-    trusted_proxies: list[str] = Field(
-        default_factory=list,
-        description="peer addresses whose X-Forwarded-Proto/For are believed (a TLS proxy)",
+    blobs: Annotated[str | None, HubFlag(commands=STORAGE)] = Field(
+        None, description="s3://BUCKET/PREFIX (default: files in --data-dir)"
     )
-    read_timeout: float = Field(
-        default_factory=lambda: float(os.environ.get("PRIME_HUB_READ_TIMEOUT", "30")),
-        description="seconds a client may stall while sending headers or a body",
+    s3_endpoint: Annotated[str | None, HubFlag(commands=STORAGE)] = Field(
+        None, description="the S3 API endpoint (MinIO, R2, a test server; default: AWS)"
     )
-    sdk_wheel: Path | None = Field(None, description="the SDK wheel to serve at /sdk/")
-    build_sdk: bool = Field(
-        True, description="build the SDK wheel from this checkout's tracked files at start"
+    public_url: Annotated[str | None, HubFlag()] = Field(
+        None,
+        description="the hub's own URL for absolute links and the /sdk/ install line (default: "
+        "http://HOST:PORT; never taken from a request's Host header)",
     )
+    trusted_proxies: Annotated[list[str], HubFlag(name="--trusted-proxy", metavar="ADDRESS")] = (
+        Field(
+            default_factory=list,
+            description="a TLS proxy whose X-Forwarded-Proto/For are believed (repeatable)",
+        )
+    )
+    read_timeout: Annotated[float, HubFlag(env="PRIME_HUB_READ_TIMEOUT", command_line=False)] = (
+        Field(
+            default_factory=lambda: float(os.environ.get("PRIME_HUB_READ_TIMEOUT", "30")),
+            description="seconds a client may stall while sending headers or a body (default: 30)",
+        )
+    )
+    sdk_wheel: Annotated[Path | None, HubFlag(exclusive="sdk")] = Field(
+        None,
+        description="the SDK wheel to serve at /sdk/ (default: built at start from this "
+        "checkout's tracked files)",
+    )
+    build_sdk: Annotated[bool, HubFlag(name="--no-sdk", turns_off=True, exclusive="sdk")] = Field(
+        True,
+        description="serve an SDK wheel at /sdk/ (--no-sdk: serve none, build none)",
+    )
+
+
+def hub_flag(field: Any) -> HubFlag | None:
+    """A field's ``HubFlag``, or None for a setting no command line takes."""
+    return next((m for m in field.metadata if isinstance(m, HubFlag)), None)

@@ -1,2 +1,1 @@
-"""The hub's metadata storage: connections (``engine``), schema migrations (``schema``) and the
-repository that owns every SQL statement (``repository``)."""
+"""The hub's stores: every SQL statement (SQLite or PostgreSQL; engine, schema, one repository per resource), the blob store (a directory or S3) and their timestamps."""

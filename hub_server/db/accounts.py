@@ -9,9 +9,10 @@ from collections.abc import Set as AbstractSet
 from typing import Any, TypeGuard, get_args
 
 from hub_protocol.wire import Scope
-from hub_server.clock import now
-from hub_server.db.engine import Conflict, Database
-from hub_server.errors import HubError
+from hub_server.db.clock import now
+from hub_server.db.engine import Conflict, Database, typed
+from hub_server.db.rows import CredentialRow, SessionRow, TokenRow
+from hub_server.errors import Conflicting, NotAllowed, NotFound
 
 PRINCIPAL_COLUMNS = (
     "u.id, u.name, u.is_admin, t.id AS token_id, t.scopes, t.expires_at, t.revoked_at"
@@ -56,10 +57,9 @@ class Accounts:
             (name, name),
         ).fetchone()
         if row is not None and row["name"] == name:
-            raise HubError(409, "name_taken", f"the name {name!r} is taken by a user or team")
+            raise Conflicting("name_taken", f"the name {name!r} is taken by a user or team")
         if row is not None:  # the other spelling is not repeated: the answer is about this one
-            raise HubError(
-                409,
+            raise Conflicting(
                 "name_taken",
                 f"{name!r} reads as the name of an existing user or team: names that differ "
                 "only in '.', '-', '_' or case are one name",
@@ -77,7 +77,7 @@ class Accounts:
                 ).fetchone()["id"]
                 token, _ = self.new_token(db, user_id, "initial", scopes)
         except Conflict:
-            raise HubError(409, "name_taken", f"the name {name!r} is taken") from None
+            raise Conflicting("name_taken", f"the name {name!r} is taken") from None
         return token, scopes
 
     def new_token(
@@ -102,28 +102,31 @@ class Accounts:
         with self.database.transaction() as db:
             return self.new_token(db, user_id, name, scopes, expires_at)
 
-    def token_row(self, token: str) -> Any:
+    def token_row(self, token: str) -> CredentialRow | None:
         with self.database.read() as db:
-            return db.execute(
+            row = db.execute(
                 f"SELECT {PRINCIPAL_COLUMNS} FROM tokens t JOIN users u ON u.id=t.user_id "
                 "WHERE t.token_hash=?",
                 (hash_secret(token),),
             ).fetchone()
+        return None if row is None else typed(CredentialRow, row)
 
-    def session_row(self, session: str) -> Any:
+    def session_row(self, session: str) -> SessionRow | None:
         with self.database.read() as db:
-            return db.execute(
+            row = db.execute(
                 f"SELECT {PRINCIPAL_COLUMNS}, s.expires_at AS session_expires FROM sessions s "
                 "JOIN tokens t ON t.id=s.token_id JOIN users u ON u.id=t.user_id "
                 "WHERE s.session_hash=?",
                 (hash_secret(session),),
             ).fetchone()
+        return None if row is None else typed(SessionRow, row)
 
-    def tokens(self, user_id: int) -> list[Any]:
+    def tokens(self, user_id: int) -> list[TokenRow]:
         with self.database.read() as db:
-            return db.execute(
+            rows = db.execute(
                 "SELECT * FROM tokens WHERE user_id=? ORDER BY id", (user_id,)
             ).fetchall()
+        return [typed(TokenRow, row) for row in rows]
 
     def revoke_token(
         self, token_id: int, user_id: int, is_admin: bool, scopes: AbstractSet[Scope] | None = None
@@ -135,11 +138,10 @@ class Accounts:
                 "SELECT id, user_id, scopes FROM tokens WHERE id=?", (token_id,)
             ).fetchone()
             if row is None or (row["user_id"] != user_id and not is_admin):
-                raise HubError(404, "token_not_found", f"you have no token {token_id}")
+                raise NotFound("token_not_found", f"you have no token {token_id}")
             if scopes is not None and "admin" not in scopes:
                 if not stored_scopes(row["scopes"]) <= scopes:
-                    raise HubError(
-                        403,
+                    raise NotAllowed(
                         "insufficient_scope",
                         "a token cannot revoke a token with scopes it lacks",
                     )
@@ -158,14 +160,14 @@ class Accounts:
                     (team_id, owner_id, "owner"),
                 )
         except Conflict:
-            raise HubError(409, "name_taken", f"the name {name!r} is taken") from None
+            raise Conflicting("name_taken", f"the name {name!r} is taken") from None
 
     def team_member_ids(self, team: str, user: str) -> tuple[int, int]:
         with self.database.read() as db:
             team_row = db.execute("SELECT id FROM teams WHERE name=?", (team,)).fetchone()
             member = db.execute("SELECT id FROM users WHERE name=?", (user,)).fetchone()
         if team_row is None or member is None:
-            raise HubError(404, "not_found", f"no team {team!r} or user {user!r}")
+            raise NotFound("not_found", f"no team {team!r} or user {user!r}")
         return team_row["id"], member["id"]
 
     def add_member(self, team_id: int, user_id: int) -> None:
@@ -183,15 +185,15 @@ class Accounts:
                 "SELECT role FROM team_members WHERE team_id=? AND user_id=?", (team_id, user_id)
             ).fetchone()
             if row is None:
-                raise HubError(404, "not_a_member", "that user is not a member of the team")
+                raise NotFound("not_a_member", "that user is not a member of the team")
             if row["role"] == "owner":
                 owners = db.execute(
                     "SELECT COUNT(*) AS n FROM team_members WHERE team_id=? AND role='owner'",
                     (team_id,),
                 ).fetchone()["n"]
                 if owners <= 1:
-                    raise HubError(
-                        409, "last_owner", "a team keeps at least one owner; add another first"
+                    raise Conflicting(
+                        "last_owner", "a team keeps at least one owner; add another first"
                     )
             db.execute("DELETE FROM team_members WHERE team_id=? AND user_id=?", (team_id, user_id))
 

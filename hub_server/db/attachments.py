@@ -10,9 +10,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from hub_server.clock import now
-from hub_server.db.engine import Conflict, Database
-from hub_server.errors import HubError
+from hub_server.db.clock import now
+from hub_server.db.engine import Conflict, Database, typed
+from hub_server.db.rows import DatasetRow, EvalRow
+from hub_server.errors import Conflicting, NotAllowed
 
 
 @dataclass
@@ -55,17 +56,16 @@ class Attachments:
             f"SELECT COUNT(*) AS n FROM {table} WHERE version_id=?", (version_id,)
         ).fetchone()["n"]
         if count >= limit:
-            raise HubError(
-                403,
+            raise NotAllowed(
                 f"{table[:-1]}_quota",
                 f"this version already has {count} {what} (limit {limit})",
             )
 
-    def add_eval(self, new: NewEval, limit: int) -> Any:
+    def add_eval(self, new: NewEval, limit: int) -> EvalRow:
         try:
             with self.database.transaction() as db:
                 self._quota(db, "evals", new.version_id, limit, "evals")
-                return db.execute(
+                row = db.execute(
                     "INSERT INTO evals (version_id, uploaded_by, created_at, model, summary, "
                     "num_rollouts, metadata_blob, results_blob, run_id, histogram) "
                     "VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING *",
@@ -82,27 +82,29 @@ class Attachments:
                         json.dumps(new.histogram),
                     ),
                 ).fetchone()
+                return typed(EvalRow, row)
         except Conflict:
-            raise HubError(
-                409, "eval_exists", f"run {new.run_id} is already attached to this version"
+            raise Conflicting(
+                "eval_exists", f"run {new.run_id} is already attached to this version"
             ) from None
 
-    def evals(self, version_ids: list[int]) -> list[Any]:
+    def evals(self, version_ids: list[int]) -> list[EvalRow]:
         if not version_ids:
             return []
         marks = ",".join("?" * len(version_ids))
         with self.database.read() as db:
-            return db.execute(
+            rows = db.execute(
                 f"SELECT id, version_id, uploaded_by, created_at, model, summary, num_rollouts, "
                 f"histogram FROM evals WHERE version_id IN ({marks}) ORDER BY id",
                 version_ids,
             ).fetchall()
+        return [typed(EvalRow, row) for row in rows]
 
-    def add_dataset(self, new: NewDataset, limit: int) -> Any:
+    def add_dataset(self, new: NewDataset, limit: int) -> DatasetRow:
         try:
             with self.database.transaction() as db:
                 self._quota(db, "datasets", new.version_id, limit, "datasets")
-                return db.execute(
+                row = db.execute(
                     "INSERT INTO datasets (version_id, uploaded_by, created_at, rows, filter, "
                     "models, card_blob, data_blob, data_sha256) VALUES (?,?,?,?,?,?,?,?,?) "
                     "RETURNING *",
@@ -118,19 +120,22 @@ class Attachments:
                         new.data_sha256,
                     ),
                 ).fetchone()
+                return typed(DatasetRow, row)
         except Conflict:
-            raise HubError(
-                409, "dataset_exists", "this dataset is already attached to this version"
+            raise Conflicting(
+                "dataset_exists", "this dataset is already attached to this version"
             ) from None
 
-    def datasets(self, version_id: int) -> list[Any]:
+    def datasets(self, version_id: int) -> list[DatasetRow]:
         with self.database.read() as db:
-            return db.execute(
+            rows = db.execute(
                 "SELECT * FROM datasets WHERE version_id=? ORDER BY id", (version_id,)
             ).fetchall()
+        return [typed(DatasetRow, row) for row in rows]
 
-    def dataset(self, version_id: int, dataset_id: int) -> Any:
+    def dataset(self, version_id: int, dataset_id: int) -> DatasetRow | None:
         with self.database.read() as db:
-            return db.execute(
+            row = db.execute(
                 "SELECT * FROM datasets WHERE id=? AND version_id=?", (dataset_id, version_id)
             ).fetchone()
+        return None if row is None else typed(DatasetRow, row)

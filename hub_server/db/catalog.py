@@ -2,7 +2,7 @@
 holds, except search (``db.search``).
 
 A push reads and locks only its own environment (what it may install is decided by the package
-alone, ``hub_server.package_rules``, never by other environments); an environment's latest
+alone, ``hub_server.services.package_rules``, never by other environments); an environment's latest
 version and index serial live on its row, so listings never read its versions.
 """
 
@@ -15,9 +15,10 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from hub_server.clock import now, today
-from hub_server.db.engine import Conflict, Database, version_key
-from hub_server.errors import HubError
+from hub_server.db.clock import now, today
+from hub_server.db.engine import Conflict, Database, typed, version_key
+from hub_server.db.rows import EnvironmentRow, FileRow, IndexRow, VersionRow
+from hub_server.errors import Conflicting
 
 
 @dataclass(frozen=True)
@@ -70,29 +71,32 @@ class Catalog:
         self.postgres = database.dialect == "postgresql"
 
     # --- reading ---------------------------------------------------------------------------------
-    def environment(self, owner: str, name: str) -> Any:
+    def environment(self, owner: str, name: str) -> EnvironmentRow | None:
         with self.database.read() as db:
-            return db.execute(
+            row = db.execute(
                 "SELECT * FROM environments WHERE owner=? AND name=?", (owner, name)
             ).fetchone()
+        return None if row is None else typed(EnvironmentRow, row)
 
-    def environment_by_id(self, env_id: int) -> Any:
+    def environment_by_id(self, env_id: int) -> EnvironmentRow | None:
         with self.database.read() as db:
-            return db.execute("SELECT * FROM environments WHERE id=?", (env_id,)).fetchone()
+            row = db.execute("SELECT * FROM environments WHERE id=?", (env_id,)).fetchone()
+        return None if row is None else typed(EnvironmentRow, row)
 
-    def versions(self, env_id: int) -> list[Any]:
+    def versions(self, env_id: int) -> list[VersionRow]:
         with self.database.read() as db:
             rows = db.execute("SELECT * FROM versions WHERE env_id=?", (env_id,)).fetchall()
-        return sorted(rows, key=lambda r: Version(r["version"]))
+        return sorted((typed(VersionRow, r) for r in rows), key=lambda r: Version(r.version))
 
-    def version(self, env_id: int, version: str) -> Any:
+    def version(self, env_id: int, version: str) -> VersionRow | None:
         with self.database.read() as db:
-            return db.execute(
+            row = db.execute(
                 "SELECT * FROM versions WHERE env_id=? AND version_key=?",
                 (env_id, version_key(version)),
             ).fetchone()
+        return None if row is None else typed(VersionRow, row)
 
-    def files_of_versions(self, version_ids: list[int]) -> dict[int, list[Any]]:
+    def files_of_versions(self, version_ids: list[int]) -> dict[int, list[FileRow]]:
         if not version_ids:
             return {}
         marks = ",".join("?" * len(version_ids))
@@ -100,18 +104,19 @@ class Catalog:
             rows = db.execute(
                 f"SELECT * FROM files WHERE version_id IN ({marks}) ORDER BY filename", version_ids
             ).fetchall()
-        grouped: dict[int, list[Any]] = {v: [] for v in version_ids}
+        grouped: dict[int, list[FileRow]] = {v: [] for v in version_ids}
         for row in rows:
-            grouped[row["version_id"]].append(row)
+            grouped[row["version_id"]].append(typed(FileRow, row))
         return grouped
 
-    def file(self, env_id: int, filename: str) -> Any:
+    def file(self, env_id: int, filename: str) -> FileRow | None:
         with self.database.read() as db:
-            return db.execute(
+            row = db.execute(
                 "SELECT * FROM files WHERE env_id=? AND filename=?", (env_id, filename)
             ).fetchone()
+        return None if row is None else typed(FileRow, row)
 
-    def index_rows(self, env_id: int) -> list[Any]:
+    def index_rows(self, env_id: int) -> list[IndexRow]:
         """What a simple-index page lists: every file with its version's index fields."""
         with self.database.read() as db:
             rows = db.execute(
@@ -120,10 +125,12 @@ class Catalog:
                 "FROM files f JOIN versions v ON v.id=f.version_id WHERE f.env_id=?",
                 (env_id,),
             ).fetchall()
-        return sorted(rows, key=lambda r: (Version(r["version"]), r["filename"]))
+        return sorted(
+            (typed(IndexRow, r) for r in rows), key=lambda r: (Version(r.version), r.filename)
+        )
 
     # --- writing ---------------------------------------------------------------------------------
-    def publish(self, new: NewVersion, files: list[StoredFile]) -> tuple[int, int]:
+    def commit_version(self, new: NewVersion, files: list[StoredFile]) -> tuple[int, int]:
         """Make the version visible in one transaction: (env_id, version_id). Blobs are written
         before this; a crash before the commit leaves only unreferenced blobs."""
         stamp = now()
@@ -185,8 +192,8 @@ class Catalog:
                 )
         except Conflict as exc:
             if "files" in str(exc) or "filename" in str(exc):
-                raise HubError(
-                    409, "file_exists", "that file was already published; files are never replaced"
+                raise Conflicting(
+                    "file_exists", "that file was already published; files are never replaced"
                 ) from None
             if "name_key" in str(exc):
                 raise self._name_clash(new) from None
@@ -257,18 +264,16 @@ class Catalog:
             db.execute("INSERT INTO environment_tags (env_id, tag) VALUES (?,?)", (env_id, tag))
 
     @staticmethod
-    def _version_exists(new: NewVersion) -> HubError:
-        return HubError(
-            409,
+    def _version_exists(new: NewVersion) -> Conflicting:
+        return Conflicting(
             "version_exists",
             f"{new.owner}/{new.name} {new.version} is already published and versions are "
             "immutable; bump the version (prime env push --bump patch)",
         )
 
     @staticmethod
-    def _version_retired(new: NewVersion) -> HubError:
-        return HubError(
-            409,
+    def _version_retired(new: NewVersion) -> Conflicting:
+        return Conflicting(
             "version_exists",  # the same code: clients that bump on it keep working
             f"{new.owner}/{new.name} {new.version} was published and deleted; a deleted "
             "version's number is never reused (an install pinned to it must not get other "
@@ -276,10 +281,9 @@ class Catalog:
         )
 
     @staticmethod
-    def _name_clash(new: NewVersion, existing: str | None = None) -> HubError:
+    def _name_clash(new: NewVersion, existing: str | None = None) -> Conflicting:
         other = existing or "an environment"
-        return HubError(
-            409,
+        return Conflicting(
             "name_clash",
             f"{new.owner}/{other} exists and is the same name after normalization; "
             f"publish to {new.owner}/{other}",

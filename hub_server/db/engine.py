@@ -9,7 +9,7 @@ Both backends take the same values: a parameter one of them cannot hold (text wi
 PostgreSQL's ``text`` refuses while SQLite stores it; a lone surrogate, which is not UTF-8; an
 integer beyond 64 bits) is refused before the statement runs, on either, as a coded 400, and a
 value the database refuses anyway (``DataError``, a key too large for its index) is a coded 400
-too, never a 500. Routes check their fields first (``hub_server.names.check_text``), to name the
+too, never a 500. Routes check their fields first (``hub_server.services.names.check_text``), to name the
 field; this is the net under every statement.
 """
 
@@ -20,13 +20,14 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from packaging.utils import canonicalize_name, canonicalize_version
 
-from hub_server.errors import HubError
+from hub_server.errors import Unstorable
 
 INT64 = range(-(2**63), 2**63)
 
@@ -52,23 +53,32 @@ def check_params(params: Sequence[Any]) -> tuple[Any, ...]:
     """``params`` as a tuple, once each is a value both backends store alike."""
     for value in params:
         if isinstance(value, str) and (bad := unstorable(value)) is not None:
-            raise HubError(
-                400, "invalid_text", f"a value contains {bad}, which the hub does not store"
+            raise Unstorable(
+                "invalid_text", f"a value contains {bad}, which the hub does not store"
             )
         if isinstance(value, int) and value not in INT64:
-            raise HubError(400, "invalid_number", f"{value} is out of range (64-bit integers)")
+            raise Unstorable("invalid_number", f"{value} is out of range (64-bit integers)")
     return tuple(params)
 
 
-def refused_value() -> HubError:
+def refused_value() -> Unstorable:
     """A value the database itself refused (its message names tables and indexes: not shown)."""
-    return HubError(
-        400, "invalid_value", "a value of the request cannot be stored (too large or malformed)"
+    return Unstorable(
+        "invalid_value", "a value of the request cannot be stored (too large or malformed)"
     )
 
 
 class Cursor(Protocol):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+
+Row = TypeVar("Row")
+
+
+def typed(cls: type[Row], row: Any) -> Row:
+    """A database row (sqlite3's or PostgreSQL's) as the dataclass ``cls``: the columns it
+    declares, by name; a query's other columns are left out."""
+    return cls(**{f.name: row[f.name] for f in fields(cls)})  # type: ignore[arg-type]
 
 
 def version_key(version: str) -> str:

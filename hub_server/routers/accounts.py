@@ -15,11 +15,11 @@ from hub_protocol.wire import (
     TokenInfo,
     UserCreate,
 )
-from hub_server.clock import now
 from hub_server.db.accounts import stored_scopes
+from hub_server.db.clock import now
 from hub_server.errors import HubError
-from hub_server.names import check_name, check_text
 from hub_server.routers.deps import HubDep, User
+from hub_server.services.names import check_name, check_text
 
 router = APIRouter(prefix="/api/v1", tags=["accounts"])
 
@@ -71,12 +71,12 @@ def create_token(body: TokenCreate, user: User, hub: HubDep) -> TokenCreated:
 def list_tokens(user: User, hub: HubDep) -> list[TokenInfo]:
     return [
         TokenInfo(
-            id=r["id"],
-            name=r["name"],
-            scopes=sorted(stored_scopes(r["scopes"])),
-            created_at=r["created_at"],
-            expires_at=r["expires_at"],
-            revoked=r["revoked_at"] is not None,
+            id=r.id,
+            name=r.name,
+            scopes=sorted(stored_scopes(r.scopes)),
+            created_at=r.created_at,
+            expires_at=r.expires_at,
+            revoked=r.revoked_at is not None,
         )
         for r in hub.accounts.tokens(user.user_id)
     ]

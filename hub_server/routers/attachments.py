@@ -2,7 +2,7 @@
 
 Only the namespace's user and members attach, each upload is checked before its body is read,
 quotas hold under concurrency (checked in the inserting transaction), and the numbers shown are
-recomputed from the uploaded rows (``hub_server.attaching``).
+recomputed from the uploaded rows (``hub_server.services.attaching``).
 """
 
 from __future__ import annotations
@@ -12,16 +12,17 @@ import json
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from hub_protocol.wire import DatasetInfo, EvalInfo
-from hub_server import attaching
-from hub_server.auth import Principal
+from hub_protocol.wire import AttachmentKind, DatasetInfo, EvalInfo
 from hub_server.db.attachments import NewDataset, NewEval
+from hub_server.db.rows import EnvironmentRow, VersionRow
+from hub_server.edges.uploads import admitted_form, required
 from hub_server.errors import HubError
-from hub_server.hub import Hub
-from hub_server.names import check_text
+from hub_server.presenters.views import Views
 from hub_server.routers.deps import HubDep, MaybeUser, User, ViewsDep
-from hub_server.uploads import admitted_form, required
-from hub_server.views import Views
+from hub_server.services import attaching
+from hub_server.services.auth import Principal
+from hub_server.services.hub import Hub
+from hub_server.services.names import check_text
 
 router = APIRouter(
     prefix="/api/v1/environments/{owner}/{name}/versions/{version}", tags=["attachments"]
@@ -30,7 +31,9 @@ MAX_EVALS_PER_VERSION = 200
 MAX_DATASETS_PER_VERSION = 20
 
 
-def attach_target(hub: Hub, user: Principal, owner: str, name: str, version: str, what: str):
+def attach_target(
+    hub: Hub, user: Principal, owner: str, name: str, version: str, what: AttachmentKind
+) -> tuple[EnvironmentRow, VersionRow]:
     hub.auth.require_publisher(user, owner, f"attach {what} to {owner}/{name}")
     env = hub.environment(owner, name, user)
     return env, hub.version(env, version)
@@ -45,15 +48,15 @@ async def upload_eval(
         row = await hub.upload_work(
             store_eval, user, env, v, required(form, "metadata"), required(form, "results")
         )
-    return Views.eval(env, v["version"], row)
+    return Views.eval(env, v.version, row)
 
 
-def store_eval(hub: Hub, user: Principal, env, v, metadata, results):
+def store_eval(hub: Hub, user: Principal, env: EnvironmentRow, v: VersionRow, metadata, results):
     meta = attaching.read_metadata(metadata.file)
     run_id = attaching.check_run_matches(meta, env, v)
     summary, rows, histogram = attaching.summarize_results(results.file)
     new = NewEval(
-        version_id=v["id"],
+        version_id=v.id,
         uploaded_by=user.name,
         model=meta.get("model"),
         summary=summary,
@@ -70,7 +73,7 @@ def store_eval(hub: Hub, user: Principal, env, v, metadata, results):
 def list_evals(owner: str, name: str, version: str, user: MaybeUser, hub: HubDep) -> list[EvalInfo]:
     env = hub.environment(owner, name, user)
     v = hub.version(env, version)
-    return [Views.eval(env, v["version"], r) for r in hub.attachments.evals([v["id"]])]
+    return [Views.eval(env, v.version, r) for r in hub.attachments.evals([v.id])]
 
 
 @router.post("/datasets", response_model=DatasetInfo, status_code=201)
@@ -83,10 +86,10 @@ async def upload_dataset(
         row = await hub.upload_work(
             store_dataset, user, env, v, required(form, "card"), required(form, "data")
         )
-    return views.dataset(env, v["version"], row)
+    return views.dataset(env, v.version, row)
 
 
-def store_dataset(hub: Hub, user: Principal, env, v, card, data):
+def store_dataset(hub: Hub, user: Principal, env: EnvironmentRow, v: VersionRow, card, data):
     card.file.seek(0)
     card_bytes = card.file.read(attaching.MAX_METADATA + 1)
     try:
@@ -106,7 +109,7 @@ def store_dataset(hub: Hub, user: Principal, env, v, card, data):
     check_text(description, "vf_data.json's description")
     digest = attaching.check_parquet(data.file, rows)
     new = NewDataset(
-        version_id=v["id"],
+        version_id=v.id,
         uploaded_by=user.name,
         rows=rows,
         filter=description,
@@ -124,7 +127,7 @@ def list_datasets(
 ) -> list[DatasetInfo]:
     env = hub.environment(owner, name, user)
     v = hub.version(env, version)
-    return [views.dataset(env, v["version"], r) for r in hub.attachments.datasets(v["id"])]
+    return [views.dataset(env, v.version, r) for r in hub.attachments.datasets(v.id)]
 
 
 @router.get("/datasets/{dataset_id}/data.parquet")
@@ -133,9 +136,9 @@ def download_dataset(
 ) -> Response:
     env = hub.environment(owner, name, user)
     v = hub.version(env, version)
-    row = hub.attachments.dataset(v["id"], dataset_id)
+    row = hub.attachments.dataset(v.id, dataset_id)
     if row is None:
         raise HubError(
             404, "dataset_not_found", f"no dataset #{dataset_id} on {owner}/{name} {version}"
         )
-    return Response(hub.blobs.get(row["data_blob"]), media_type="application/octet-stream")
+    return Response(hub.blobs.get(row.data_blob), media_type="application/octet-stream")

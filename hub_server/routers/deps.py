@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from hub_server.auth import Principal
 from hub_server.errors import HubError
-from hub_server.hub import Hub
-from hub_server.views import Views
+from hub_server.presenters.views import Views
+from hub_server.services.auth import Principal
+from hub_server.services.hub import Hub
 
 
 # async: FastAPI runs a plain ``def`` dependency in the thread pool, a hop per request for a lookup

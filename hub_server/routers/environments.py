@@ -11,18 +11,26 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
-from hub_protocol.wire import EnvironmentInfo, EnvironmentPage, VersionInfo
-from hub_server.auth import Principal, viewer_of
-from hub_server.db.search import SORTS, Answer
+from hub_protocol.wire import (
+    LIST_INT_PARAMS,
+    LIST_TEXT_PARAMS,
+    SORTS,
+    EnvironmentInfo,
+    EnvironmentPage,
+    ListQuery,
+    VersionInfo,
+)
+from hub_server.db.rows import EnvironmentRow, SummaryRow, VersionRow
+from hub_server.db.search import Answer
+from hub_server.edges.fastpath import request_headers, respond
 from hub_server.errors import HubError, error_body
-from hub_server.fastpath import request_headers, respond
-from hub_server.hub import Hub
-from hub_server.names import check_text
+from hub_server.presenters.views import Views
 from hub_server.routers.deps import HubDep, MaybeUser, ViewsDep
-from hub_server.views import Views
+from hub_server.services.auth import Principal, viewer_of
+from hub_server.services.hub import Hub
+from hub_server.services.names import check_text
 
 router = APIRouter(prefix="/api/v1/environments", tags=["environments"])
-ENV_SORTS = tuple(SORTS)
 MAX_PAGE = 500  # deep pages cost OFFSET rows; refine the search instead
 MAX_QUERY = 200
 
@@ -56,7 +64,7 @@ def environment_page(
     return listing(rows, total, page, per_page)
 
 
-def listing(rows: list, total: int, page: int, per_page: int) -> EnvironmentPage:
+def listing(rows: list[SummaryRow], total: int, page: int, per_page: int) -> EnvironmentPage:
     return EnvironmentPage(
         items=[Views.summary(r) for r in rows], total=total, page=page, per_page=per_page
     )
@@ -65,8 +73,9 @@ def listing(rows: list, total: int, page: int, per_page: int) -> EnvironmentPage
 async def environment_page_json(hub: Hub, user: Principal | None, query: dict[str, Any]) -> bytes:
     """``environment_page`` for the fast path: a search made since the last change is answered
     on the loop from the cache (one indexed read); anything else goes to a worker thread."""
-    sort = query.get("sort", "updated")
-    page, per_page = page_bounds(sort, query.get("page", 1), query.get("per_page", 20))
+    given = ListQuery.model_construct(**query)  # the defaults are the protocol's (ListQuery)
+    sort = given.sort
+    page, per_page = page_bounds(sort, given.page, given.per_page)
     viewer = viewer_of(user)
     check_filters(query.get("q"), query.get("owner"), query.get("tag"))
     args = (query.get("q"), query.get("owner"), query.get("tag"), sort, page, per_page)
@@ -123,15 +132,17 @@ def environment_info(
     env = hub.environment(owner, name, user)
     return EnvironmentInfo(
         **Views.summary(env).model_dump(),
-        readme=env["readme"],
-        versions=[v["version"] for v in hub.catalog.versions(env["id"])],
+        readme=env.readme,
+        versions=[v.version for v in hub.catalog.versions(env.id)],
         index_url=views.url(f"/simple/{owner}/{name}/"),
     )
 
 
-def version_infos(hub: Hub, views: Views, env, versions) -> list[VersionInfo]:
-    files = hub.catalog.files_of_versions([v["id"] for v in versions])
-    return [views.version(env, v, files[v["id"]]) for v in versions]
+def version_infos(
+    hub: Hub, views: Views, env: EnvironmentRow, versions: list[VersionRow]
+) -> list[VersionInfo]:
+    files = hub.catalog.files_of_versions([v.id for v in versions])
+    return [views.version(env, v, files[v.id]) for v in versions]
 
 
 @router.get("/{owner}/{name}/versions", response_model=list[VersionInfo])
@@ -139,7 +150,7 @@ def list_versions(
     owner: str, name: str, hub: HubDep, views: ViewsDep, user: MaybeUser
 ) -> list[VersionInfo]:
     env = hub.environment(owner, name, user)
-    return version_infos(hub, views, env, hub.catalog.versions(env["id"]))
+    return version_infos(hub, views, env, hub.catalog.versions(env.id))
 
 
 @router.get("/{owner}/{name}/versions/{version}", response_model=VersionInfo)
@@ -148,14 +159,11 @@ def get_version(
 ) -> VersionInfo:
     env = hub.environment(owner, name, user)
     if version == "latest":
-        if not env["latest_version"]:
+        if not env.latest_version:
             raise HubError(404, "version_not_found", f"{owner}/{name} has no installable version")
-        version = env["latest_version"]
+        version = env.latest_version
     (info,) = version_infos(hub, views, env, [hub.version(env, version)])
     return info
-
-
-INT_PARAMS, TEXT_PARAMS = ("page", "per_page"), ("q", "owner", "tag", "sort")
 
 
 def search_query(raw: bytes) -> dict[str, Any] | None:
@@ -163,9 +171,9 @@ def search_query(raw: bytes) -> dict[str, Any] | None:
     None where only the route's validation can answer (a malformed number, a long query)."""
     query: dict[str, Any] = {}
     for key, value in parse_qsl(raw.decode("latin-1"), keep_blank_values=True):
-        if key in TEXT_PARAMS:
+        if key in LIST_TEXT_PARAMS:
             query[key] = value
-        elif key in INT_PARAMS:
+        elif key in LIST_INT_PARAMS:
             if not value.lstrip("-").isdigit() or len(value) > 9:
                 return None
             query[key] = int(value)

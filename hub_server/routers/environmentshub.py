@@ -24,13 +24,14 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Query
 
-from hub_server.auth import Principal, viewer_of
+from hub_server.db.rows import EnvironmentRow, SummaryRow, VersionRow
 from hub_server.errors import HubError
-from hub_server.hub import Hub
+from hub_server.presenters.views import Views
 from hub_server.routers.deps import HubDep, MaybeUser, User, ViewsDep
 from hub_server.routers.environments import MAX_PAGE, check_filters, environment_page
 from hub_server.routers.publishing import administered
-from hub_server.views import Views
+from hub_server.services.auth import Principal, viewer_of
+from hub_server.services.hub import Hub
 
 router = APIRouter(prefix="/api/v1", tags=["environments hub api (official prime CLI)"])
 
@@ -43,8 +44,8 @@ def data(value: Any) -> dict[str, Any]:
     return {"data": value}
 
 
-def visibility(env: Any) -> str:
-    return str(env["visibility"]).upper()
+def visibility(env: SummaryRow | EnvironmentRow) -> str:
+    return str(env.visibility).upper()
 
 
 def bare_hash(content_hash: str) -> str:
@@ -78,19 +79,19 @@ def whoami(user: User) -> dict[str, Any]:
 
 
 # --- listing ------------------------------------------------------------------------------------------
-def listed(env: Any) -> dict[str, Any]:
+def listed(env: SummaryRow) -> dict[str, Any]:
     return {
-        "id": str(env["id"]),
-        "owner": {"name": env["owner"]},
-        "name": env["name"],
-        "description": env["description"] or "",
+        "id": str(env.id),
+        "owner": {"name": env.owner},
+        "name": env.name,
+        "description": env.description or "",
         "visibility": visibility(env),
-        "latest_version": env["latest_version"],
+        "latest_version": env.latest_version,
         "stars": 0,
-        "downloads": env["downloads"],
-        "tags": json.loads(env["tags"]),
-        "created_at": env["created_at"],
-        "updated_at": env["updated_at"],
+        "downloads": env.downloads,
+        "tags": json.loads(env.tags),
+        "created_at": env.created_at,
+        "updated_at": env.updated_at,
     }
 
 
@@ -146,11 +147,11 @@ def list_environments(
 
 def window(
     hub: Hub, user: Principal | None, q, owner, tag, sort, limit: int, start: int, end: int
-) -> list[Any]:
+) -> list[SummaryRow]:
     """Rows [start, end) of the natural order, from at most two pages of ``limit``."""
     if end <= start:
         return []
-    rows: list[Any] = []
+    rows: list[SummaryRow] = []
     for page in range(start // limit + 1, (end - 1) // limit + 2):
         found, _ = hub.search.page(viewer_of(user), q, owner, tag, sort, page, limit)
         rows.extend(found)
@@ -159,49 +160,51 @@ def window(
 
 
 # --- one environment ----------------------------------------------------------------------------------
-def version_detail(hub: Hub, views: Views, env: Any, version: Any) -> dict[str, Any]:
-    files = hub.catalog.files_of_versions([version["id"]])[version["id"]]
-    public = env["visibility"] == "public"
-    base = f"/files/{quote(env['owner'])}/{quote(env['name'])}/"
-    wheel = next((f for f in files if f["kind"] == "wheel"), None)
-    source = next((f for f in files if f["kind"] == "sdist"), None)
-    index = f"/simple/{quote(env['owner'])}/{quote(env['name'])}/"
+def version_detail(
+    hub: Hub, views: Views, env: EnvironmentRow, version: VersionRow
+) -> dict[str, Any]:
+    files = hub.catalog.files_of_versions([version.id])[version.id]
+    public = env.visibility == "public"
+    base = f"/files/{quote(env.owner)}/{quote(env.name)}/"
+    wheel = next((f for f in files if f.kind == "wheel"), None)
+    source = next((f for f in files if f.kind == "sdist"), None)
+    index = f"/simple/{quote(env.owner)}/{quote(env.name)}/"
     return {
-        "id": str(env["id"]),
-        "environment_id": str(env["id"]),
-        "version_id": str(version["id"]),
-        "owner": {"name": env["owner"]},
-        "name": env["name"],
-        "semantic_version": version["version"],
-        "version": version["version"],
-        "content_hash": bare_hash(version["content_hash"]),
+        "id": str(env.id),
+        "environment_id": str(env.id),
+        "version_id": str(version.id),
+        "owner": {"name": env.owner},
+        "name": env.name,
+        "semantic_version": version.version,
+        "version": version.version,
+        "content_hash": bare_hash(version.content_hash),
         "visibility": visibility(env),
-        "created_at": version["created_at"],
-        "yanked": bool(version["yanked"]),
+        "created_at": version.created_at,
+        "yanked": bool(version.yanked),
         "install_index_url": absolute(views, index) if public else None,
         "simple_index_url": absolute(views, index) if public else None,
-        "wheel_url": absolute(views, base + quote(wheel["filename"])) if public and wheel else None,
-        "wheel_sha256": wheel["sha256"] if wheel else None,
-        "package_url": absolute(views, base + quote(source["filename"])) if source else None,
+        "wheel_url": absolute(views, base + quote(wheel.filename)) if public and wheel else None,
+        "wheel_sha256": wheel.sha256 if wheel else None,
+        "package_url": absolute(views, base + quote(source.filename)) if source else None,
         "url_dependencies": [],
         "metadata": {
-            "description": env["description"] or version["summary"] or "",
-            "tags": json.loads(env["tags"]),
-            "dependencies": json.loads(version["dependencies"]),
-            "python_requires": version["requires_python"],
+            "description": env.description or version.summary or "",
+            "tags": json.loads(env.tags),
+            "dependencies": json.loads(version.dependencies),
+            "python_requires": version.requires_python,
         },
     }
 
 
-def named_version(hub: Hub, env: Any, ref: str) -> Any:
+def named_version(hub: Hub, env: EnvironmentRow, ref: str) -> VersionRow:
     if ref == "latest":
-        if not env["latest_version"]:
+        if not env.latest_version:
             raise HubError(
                 404,
                 "version_not_found",
-                f"{env['owner']}/{env['name']} has no installable version",
+                f"{env.owner}/{env.name} has no installable version",
             )
-        ref = env["latest_version"]
+        ref = env.latest_version
     return hub.version(env, ref)
 
 
@@ -217,19 +220,19 @@ def get_version(
 def status(owner: str, name: str, hub: HubDep, user: MaybeUser) -> dict[str, Any]:
     env = hub.environment(owner, name, user)
     latest = None
-    if env["latest_version"]:
-        v = hub.version(env, env["latest_version"])
+    if env.latest_version:
+        v = hub.version(env, env.latest_version)
         latest = {
-            "semantic_version": v["version"],
-            "content_hash": bare_hash(v["content_hash"]),
-            "created_at": v["created_at"],
+            "semantic_version": v.version,
+            "content_hash": bare_hash(v.content_hash),
+            "created_at": v.created_at,
         }
     return data(
         {
-            "id": str(env["id"]),
-            "owner": {"name": env["owner"]},
-            "name": env["name"],
-            "description": env["description"] or "",
+            "id": str(env.id),
+            "owner": {"name": env.owner},
+            "name": env.name,
+            "description": env.description or "",
             "visibility": visibility(env),
             "latest_version": latest,
         }
@@ -241,19 +244,19 @@ def versions(owner: str, name: str, hub: HubDep, user: MaybeUser) -> dict[str, A
     """Newest first; ``sha256`` is the version's content hash (what ``prime env version
     delete`` takes a prefix of), ``size`` its number of files."""
     env = hub.environment(owner, name, user)
-    rows = list(reversed(hub.catalog.versions(env["id"])))
-    files = hub.catalog.files_of_versions([v["id"] for v in rows])
+    rows = list(reversed(hub.catalog.versions(env.id)))
+    files = hub.catalog.files_of_versions([v.id for v in rows])
     return data(
         [
             {
-                "id": str(v["id"]),
-                "version": v["version"],
-                "semantic_version": v["version"],
-                "created_at": v["created_at"],
-                "sha256": bare_hash(v["content_hash"]),
-                "content_hash": bare_hash(v["content_hash"]),
-                "size": len(files[v["id"]]),
-                "yanked": bool(v["yanked"]),
+                "id": str(v.id),
+                "version": v.version,
+                "semantic_version": v.version,
+                "created_at": v.created_at,
+                "sha256": bare_hash(v.content_hash),
+                "content_hash": bare_hash(v.content_hash),
+                "size": len(files[v.id]),
+                "yanked": bool(v.yanked),
             }
             for v in rows
         ]
@@ -264,7 +267,7 @@ def versions(owner: str, name: str, hub: HubDep, user: MaybeUser) -> dict[str, A
 @router.delete("/environmentshub/{owner}/{name}")
 def delete_environment(owner: str, name: str, user: User, hub: HubDep) -> dict[str, Any]:
     env = administered(hub, user, owner, name, "delete")
-    hub.catalog.delete_environment(env["id"])
+    hub.catalog.delete_environment(env.id)
     return data({"success": True})
 
 
@@ -282,9 +285,7 @@ def delete_version(
         )
     prefix = match.group(1)
     found = [
-        v
-        for v in hub.catalog.versions(env["id"])
-        if bare_hash(v["content_hash"]).startswith(prefix)
+        v for v in hub.catalog.versions(env.id) if bare_hash(v.content_hash).startswith(prefix)
     ]
     if not found:
         raise HubError(
@@ -295,8 +296,8 @@ def delete_version(
             409,
             "ambiguous_content_hash",
             f"{prefix} is the content hash of versions "
-            f"{', '.join(v['version'] for v in found)}; delete by version instead "
+            f"{', '.join(v.version for v in found)}; delete by version instead "
             f"(DELETE /api/v1/environments/{owner}/{name}/versions/VERSION)",
         )
-    hub.catalog.delete_version(env["id"], found[0]["id"])
-    return data({"success": True, "version": found[0]["version"]})
+    hub.catalog.delete_version(env.id, found[0].id)
+    return data({"success": True, "version": found[0].version})

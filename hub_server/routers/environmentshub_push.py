@@ -1,5 +1,5 @@
 """The staged push of Prime's official CLI (``prime env push``): resolve, declare, PUT to an
-upload URL, finalize (``hub_server.staging`` keeps what is staged).
+upload URL, finalize (``hub_server.services.staging`` keeps what is staged).
 
 Nothing is visible until the last finalize, which publishes the staged wheel through the native
 push's service, in one transaction, after exactly its checks. An upload URL is a capability:
@@ -17,14 +17,14 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from hub_server import staging
-from hub_server.auth import Principal
 from hub_server.errors import HubError
-from hub_server.hub import Hub
-from hub_server.names import check_name
+from hub_server.presenters.views import Views
 from hub_server.routers.deps import HubDep, User, ViewsDep
 from hub_server.routers.environmentshub import absolute, data
-from hub_server.views import Views
+from hub_server.services import staging
+from hub_server.services.auth import Principal
+from hub_server.services.hub import Hub
+from hub_server.services.names import check_name
 
 router = APIRouter(prefix="/api/v1", tags=["environments hub api (official prime CLI)"])
 
@@ -122,7 +122,7 @@ async def finalize_version(
         async with hub.upload_slot():
             await hub.upload_work(staging.publish_push, user, dict(push))
     env = await run_in_threadpool(hub.catalog.environment, push["owner"], push["name"])
-    latest = env["latest_version"] if env is not None else None
+    latest = env.latest_version if env is not None else None
     return data({"success": True, "version": latest})
 
 

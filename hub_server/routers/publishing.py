@@ -12,15 +12,16 @@ import json
 from fastapi import APIRouter, Request, Response
 
 from hub_protocol.wire import VersionInfo, YankRequest
-from hub_server import publishing
-from hub_server.auth import Principal
+from hub_server.db.rows import EnvironmentRow
+from hub_server.edges.uploads import admitted_form, required
 from hub_server.errors import HubError
-from hub_server.hub import Hub
-from hub_server.names import check_name, check_text
+from hub_server.presenters.views import Views
 from hub_server.routers.deps import HubDep, User, ViewsDep
 from hub_server.routers.environments import version_infos
-from hub_server.uploads import admitted_form, required
-from hub_server.views import Views
+from hub_server.services import publishing
+from hub_server.services.auth import Principal
+from hub_server.services.hub import Hub
+from hub_server.services.names import check_name, check_text
 
 router = APIRouter(prefix="/api/v1/environments", tags=["publishing"])
 
@@ -83,14 +84,15 @@ def publish_and_describe(
 ) -> VersionInfo:
     """The publish and the reads that describe its result, all in the upload's thread: on
     PostgreSQL each read is a round trip that must not stall the event loop."""
-    env_id, version_id = publishing.publish(hub, user, owner, name, wheel, sdist, details)
+    env_id, version_id = publishing.publish_version(hub, user, owner, name, wheel, sdist, details)
     env = hub.catalog.environment_by_id(env_id)
-    version = next(v for v in hub.catalog.versions(env_id) if v["id"] == version_id)
+    assert env is not None  # just published, in this thread
+    version = next(v for v in hub.catalog.versions(env_id) if v.id == version_id)
     (info,) = version_infos(hub, views, env, [version])
     return info
 
 
-def administered(hub: HubDep, user: User, owner: str, name: str, what: str):
+def administered(hub: HubDep, user: User, owner: str, name: str, what: str) -> EnvironmentRow:
     user.require("publish")
     env = hub.environment(owner, name, user)
     if not hub.auth.can_administer(user, owner):
@@ -110,7 +112,7 @@ def yank(
     check_text(body.reason, "the yank reason")
     v = hub.version(env, version)
     # PEP 592 yanking is reversible: the files are never removed
-    hub.catalog.set_yanked(env["id"], v["id"], not body.undo, body.reason)
+    hub.catalog.set_yanked(env.id, v.id, not body.undo, body.reason)
     (info,) = version_infos(hub, views, env, [hub.version(env, version)])
     return info
 
@@ -118,7 +120,7 @@ def yank(
 @router.delete("/{owner}/{name}", status_code=204)
 def delete_environment(owner: str, name: str, user: User, hub: HubDep) -> Response:
     env = administered(hub, user, owner, name, "delete")
-    hub.catalog.delete_environment(env["id"])
+    hub.catalog.delete_environment(env.id)
     return Response(status_code=204)
 
 
@@ -126,5 +128,5 @@ def delete_environment(owner: str, name: str, user: User, hub: HubDep) -> Respon
 def delete_version(owner: str, name: str, version: str, user: User, hub: HubDep) -> Response:
     """Only that version goes; its number stays taken (files are never replaced)."""
     env = administered(hub, user, owner, name, "delete versions of")
-    hub.catalog.delete_version(env["id"], hub.version(env, version)["id"])
+    hub.catalog.delete_version(env.id, hub.version(env, version).id)
     return Response(status_code=204)

@@ -1,4 +1,4 @@
-"""This SDK's own wheel for other machines (``hub_server.sdk``) and the hub's health check."""
+"""This SDK's own wheel for other machines (``hub_server.services.sdk``) and the hub's health check."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from fastapi.responses import FileResponse
 
 from hub_server.errors import HubError
 from hub_server.routers.deps import ViewsDep
-from hub_server.sdk import LOCAL_STACK_COMMAND, SDKWheel, SDKWheelUnavailable
+from hub_server.services.sdk import LOCAL_STACK_COMMAND, SDKWheel, SDKWheelUnavailable
 
 router = APIRouter(tags=["sdk"])
 

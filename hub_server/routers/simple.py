@@ -17,11 +17,12 @@ from fastapi import APIRouter, Request, Response
 from packaging.utils import canonicalize_name
 from starlette.concurrency import run_in_threadpool
 
+from hub_server.db.rows import EnvironmentRow
+from hub_server.edges.fastpath import request_headers, respond
 from hub_server.errors import HubError, error_body
-from hub_server.fastpath import request_headers, respond
-from hub_server.hub import Hub
+from hub_server.presenters.templates import templates
 from hub_server.routers.deps import HubDep, MaybeUser
-from hub_server.templates import templates
+from hub_server.services.hub import Hub
 
 router = APIRouter(tags=["simple index"])
 PEP691 = "application/vnd.pypi.simple.v1+json"
@@ -37,10 +38,10 @@ async def simple_root(
 ) -> Response:
     env = await hub.read(hub.environment, owner, name, user)
     if wants_json(request):
-        body = {"meta": {"api-version": "1.1"}, "projects": [{"name": env["distribution"]}]}
+        body = {"meta": {"api-version": "1.1"}, "projects": [{"name": env.distribution}]}
         return Response(json.dumps(body), media_type=PEP691)
     page = templates.get_template("simple_root.html").render(
-        project=quote(canonicalize_name(env["distribution"])), distribution=env["distribution"]
+        project=quote(canonicalize_name(env.distribution)), distribution=env.distribution
     )
     return Response(page, media_type="text/html")
 
@@ -52,10 +53,10 @@ async def project_page(
     token = hub.auth.credential(f"/simple/{owner}/", "GET", headers)
     user = await hub.read(hub.auth.from_token, token) if token else None
     env = await hub.read(hub.environment, owner, name, user)
-    if canonicalize_name(project) != canonicalize_name(env["distribution"]):
-        raise HubError(404, "project_not_found", f"this index only serves {env['distribution']}")
+    if canonicalize_name(project) != canonicalize_name(env.distribution):
+        raise HubError(404, "project_not_found", f"this index only serves {env.distribution}")
     as_json = PEP691 in headers.get("accept", "")
-    key = (env["id"], env["serial"], as_json)
+    key = (env.id, env.serial, as_json)
     body = hub.index_cache.get(key)
     if body is None:
         body = await run_in_threadpool(hub.cached_page, key, lambda: render(hub, env, as_json))
@@ -101,22 +102,22 @@ class IndexFastPath:
         await respond(send, status, media, body)
 
 
-def render(hub: Hub, env, as_json: bool) -> bytes:
-    prefix = f"/files/{quote(env['owner'])}/{quote(env['name'])}/"
+def render(hub: Hub, env: EnvironmentRow, as_json: bool) -> bytes:
+    prefix = f"/files/{quote(env.owner)}/{quote(env.name)}/"
     files = [
         {
-            "filename": r["filename"],
-            "url": prefix + quote(r["filename"]),
-            "sha256": r["sha256"],
-            "size": r["size"],
-            "upload_time": r["upload_time"],
-            "version": r["version"],
-            "requires_python": r["requires_python"],
-            "metadata_sha256": r["metadata_sha256"],
-            "yanked": bool(r["yanked"]),
-            "yanked_reason": r["yanked_reason"],
+            "filename": r.filename,
+            "url": prefix + quote(r.filename),
+            "sha256": r.sha256,
+            "size": r.size,
+            "upload_time": r.upload_time,
+            "version": r.version,
+            "requires_python": r.requires_python,
+            "metadata_sha256": r.metadata_sha256,
+            "yanked": bool(r.yanked),
+            "yanked_reason": r.yanked_reason,
         }
-        for r in hub.catalog.index_rows(env["id"])
+        for r in hub.catalog.index_rows(env.id)
     ]
     if not as_json:
         return templates.get_template("simple_project.html").render(files=files).encode()
@@ -139,7 +140,7 @@ def render(hub: Hub, env, as_json: bool) -> bytes:
     versions = list(dict.fromkeys(f["version"] for f in files))
     body = {
         "meta": {"api-version": "1.1"},
-        "name": canonicalize_name(env["distribution"]),
+        "name": canonicalize_name(env.distribution),
         "files": entries,
         "versions": versions,
     }
@@ -150,10 +151,11 @@ def render(hub: Hub, env, as_json: bool) -> bytes:
 def download(owner: str, name: str, filename: str, hub: HubDep, user: MaybeUser) -> Response:
     env = hub.environment(owner, name, user)
     metadata = filename.endswith(".metadata")
-    row = hub.catalog.file(env["id"], filename.removesuffix(".metadata") if metadata else filename)
-    if row is None or (metadata and not row["metadata_blob"]):
+    row = hub.catalog.file(env.id, filename.removesuffix(".metadata") if metadata else filename)
+    if row is None or (metadata and not row.metadata_blob):
         raise HubError(404, "file_not_found", f"no file {filename}")
     if not metadata:
-        hub.count_download(env["id"], user.user_id if user else None)
-    data = hub.blobs.get(row["metadata_blob"] if metadata else row["blob"])
+        hub.count_download(env.id, user.user_id if user else None)
+    # (a metadata file whose version has no metadata blob was refused above)
+    data = hub.blobs.get(row.metadata_blob if metadata and row.metadata_blob else row.blob)
     return Response(data, media_type="text/plain" if metadata else "application/octet-stream")

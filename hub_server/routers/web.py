@@ -28,16 +28,17 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markdown_it import MarkdownIt
 
-from hub_server.auth import Principal
-from hub_server.clock import now
-from hub_server.db.search import SORTS
+from hub_protocol.wire import SORTS
+from hub_server.db.clock import now
+from hub_server.db.rows import EvalRow
 from hub_server.errors import HubError
-from hub_server.hub import Hub
-from hub_server.names import is_name
+from hub_server.presenters.templates import templates
+from hub_server.presenters.views import finite
 from hub_server.routers.deps import HubDep, ViewsDep
 from hub_server.routers.environments import environment_page, version_infos
-from hub_server.templates import templates
-from hub_server.views import finite
+from hub_server.services.auth import Principal
+from hub_server.services.hub import Hub
+from hub_server.services.names import is_name
 
 router = APIRouter(include_in_schema=False)
 SESSION_DAYS = 7
@@ -177,12 +178,12 @@ def environment(
         env = hub.environment(owner, name, user)
     except HubError:
         return page(request, "missing.html", user, status=404, what=f"{owner}/{name}")
-    rows = hub.catalog.versions(env["id"])
+    rows = hub.catalog.versions(env.id)
     versions = list(reversed(version_infos(hub, views, env, rows)))  # newest first
-    by_id = {v["id"]: v["version"] for v in rows}
-    evals: dict[str, list[dict[str, Any]]] = {v["version"]: [] for v in rows}
+    by_id = {v.id: v.version for v in rows}
+    evals: dict[str, list[dict[str, Any]]] = {v.version: [] for v in rows}
     for row in hub.attachments.evals(list(by_id)):
-        evals[by_id[row["version_id"]]].append(eval_view(row))
+        evals[by_id[row.version_id]].append(eval_view(row))
     return page(
         request,
         "environment.html",
@@ -190,17 +191,17 @@ def environment(
         env=env,
         versions=versions,
         evals=evals,
-        readme=render_readme(env["readme"]),
-        tags=json.loads(env["tags"]),
-        latest=env["latest_version"],
+        readme=render_readme(env.readme),
+        tags=json.loads(env.tags),
+        latest=env.latest_version,
     )
 
 
-def eval_view(row: Any) -> dict[str, Any]:
+def eval_view(row: EvalRow) -> dict[str, Any]:
     """What the page shows of an eval: numbers that are numbers (old rows may hold anything)."""
     try:
-        summary = json.loads(row["summary"])
-        histogram = json.loads(row["histogram"])
+        summary = json.loads(row.summary)
+        histogram = json.loads(row.histogram)
     except (TypeError, ValueError):
         summary, histogram = {}, {}
     summary = summary if isinstance(summary, dict) else {}
@@ -211,11 +212,11 @@ def eval_view(row: Any) -> dict[str, Any]:
     if not isinstance(counts, list) or not all(isinstance(c, int) for c in counts):
         histogram = {"counts": [], "low": 0.0, "high": 1.0, "peak": 0}
     return {
-        "id": row["id"],
-        "model": row["model"],
-        "created_at": row["created_at"],
-        "uploaded_by": row["uploaded_by"],
-        "num_rollouts": row["num_rollouts"],
+        "id": row.id,
+        "model": row.model,
+        "created_at": row.created_at,
+        "uploaded_by": row.uploaded_by,
+        "num_rollouts": row.num_rollouts,
         "avg_reward": finite(summary.get("avg_reward")),
         "std_reward": finite(summary.get("std_reward")),
         "num_errors": finite(summary.get("num_errors")) or 0,

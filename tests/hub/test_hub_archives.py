@@ -18,8 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hubs import serving
-from test_hub_security import code, prime, publish, user
+from support.hubs import error_code as code
+from support.hubs import package, publish, serving, user, zipped
+from support.hubs import run_prime as prime
 
 from hub_protocol.archives import UnsafeArchiveError, extract_sdist, inspect_sdist, inspect_wheel
 
@@ -31,42 +32,6 @@ def hub(tmp_path_factory, hub_backend):
 
 
 # --- archives as a hostile uploader makes them --------------------------------------------------
-
-
-def zipped(members: list[tuple[str, bytes]], compression=zipfile.ZIP_STORED, **kw) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression) as archive:
-        for name, data in members:
-            archive.writestr(name, data)
-        archive.comment = kw.get("comment", b"")
-    return buf.getvalue()
-
-
-def package(
-    name: str = "arc-env",
-    version: str = "1.0.0",
-    metadata: str = "",
-    members: tuple[tuple[str, bytes], ...] = (),
-    compression=zipfile.ZIP_STORED,
-) -> tuple[str, bytes]:
-    """An environment's wheel: its package, METADATA (plus ``metadata`` lines), WHEEL and
-    ``members``."""
-    dist = name.replace("-", "_")
-    info = f"{dist}-{version}.dist-info"
-    data = zipped(
-        [
-            (f"{dist}/__init__.py", b"def load_environment(): pass\n" + b"# padding\n" * 50),
-            *members,
-            (
-                f"{info}/METADATA",
-                f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{metadata}".encode(),
-            ),
-            (f"{info}/WHEEL", b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
-            (f"{info}/RECORD", b""),
-        ],
-        compression,
-    )
-    return f"{dist}-{version}-py3-none-any.whl", data
 
 
 def headers_naming(data: bytes, name: bytes) -> list[int]:

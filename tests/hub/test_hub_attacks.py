@@ -17,12 +17,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-from test_hub_security import code, hub, prime, publish, raw_request, user, wheel  # noqa: F401
+from support.hubs import error_code as code
+from support.hubs import eval_files, publish, raw_request, user, wheel
+from support.hubs import run_prime as prime
 
 from hub_client.client import HubClient
 from hub_server.process import start_hub
 
 PAGE_FORM = "application/x-www-form-urlencoded"
+
+
+@pytest.fixture(scope="module")
+def hub(strict_hub):
+    return strict_hub
 
 
 def login_pair(hub) -> tuple[str, str]:
@@ -269,25 +276,6 @@ def test_uploads_are_refused_on_their_headers_when_scope_or_namespace_is_wrong(h
         publish(hub, victim_token, victim, "target-env", wheel("target-env", "1.1.0")).status_code
         == 201
     )
-
-
-def eval_files(version: dict, run_id: str, rewards, summary=None, model="m") -> dict:
-    meta = {
-        "summary": summary if summary is not None else {"avg_reward": 0.5},
-        "model": model,
-        "env_id": version["name"],
-        "env_version": version["version"],
-        "env_content_hash": version["content_hash"],
-        "run_id": run_id,
-    }
-    rows = "\n".join(
-        json.dumps({"example_id": i, "reward": r}) if not isinstance(r, str) else r
-        for i, r in enumerate(rewards)
-    )
-    return {
-        "metadata": ("metadata.json", json.dumps(meta).encode()),
-        "results": ("results.jsonl", rows.encode()),
-    }
 
 
 def published(hub, env: str) -> tuple[str, str, dict]:
@@ -543,7 +531,7 @@ def test_the_sdk_wheel_holds_only_files_git_tracks(tmp_path):
     in the working tree (a note, a key, scratch code) never reaches other machines."""
     import zipfile
 
-    from hub_server.sdk import SDKWheels, source_checkout
+    from hub_server.services.sdk import SDKWheels, source_checkout
 
     root = source_checkout()
     if root is None or not (root / ".git").exists():

@@ -9,8 +9,8 @@ import uuid
 
 import httpx
 import pytest
-from hubs import make_wheel, serving
-from test_hub_security import code, publish, user, wheel
+from support.hubs import error_code as code
+from support.hubs import make_wheel, publish, serving, user, wheel
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hubs import error_code, make_wheel, new_user, publish_raw
+from support.hubs import error_code, make_wheel, new_user, publish_raw
 
 from hub_client.client import HubAPIError, HubClient
 from hub_server.process import start_hub
@@ -305,9 +305,9 @@ async def test_uploads_work_in_processes_that_yield_the_cpu_to_reads(tmp_path):
     """What the docs say of uploads: their work runs in worker processes of the hub's (its
     own interpreter lock, so pure-Python checks never take the loop's turn), at a lower CPU
     priority than the loop that answers reads; an error comes back whole."""
+    from hub_server.background.upload_pool import UPLOAD_NICENESS, worker_identity
     from hub_server.errors import HubError
-    from hub_server.hub import Hub
-    from hub_server.upload_pool import UPLOAD_NICENESS, worker_identity
+    from hub_server.services.hub import Hub
 
     hub = Hub(tmp_path)
     try:
@@ -331,9 +331,9 @@ def refuse_in_worker(hub) -> None:
 async def test_a_dead_upload_worker_is_a_503_and_the_next_upload_gets_fresh_workers(tmp_path):
     """A worker killed mid-upload (the OOM killer, an operator's kill) answers that upload with
     503 ``upload_worker_failed``; the hub stays up and the next upload runs in new workers."""
+    from hub_server.background.upload_pool import worker_identity
     from hub_server.errors import HubError
-    from hub_server.hub import Hub
-    from hub_server.upload_pool import worker_identity
+    from hub_server.services.hub import Hub
 
     hub = Hub(tmp_path)
     try:
@@ -355,7 +355,7 @@ async def test_uploads_are_admitted_as_many_at_once_as_there_are_workers(tmp_pat
     """A third push waits (before its body is read) while two are in the hub's hands."""
     import asyncio
 
-    from hub_server.hub import Hub
+    from hub_server.services.hub import Hub
 
     hub = Hub(tmp_path, upload_workers=2)
     admitted = asyncio.Event()
@@ -385,8 +385,8 @@ async def test_a_large_upload_reaches_its_worker_through_the_spool_and_leaves_no
     import hashlib
     import tempfile
 
-    from hub_server.hub import Hub
-    from hub_server.upload_pool import Upload
+    from hub_server.background.upload_pool import Upload
+    from hub_server.services.hub import Hub
 
     payload = os.urandom(4096)
     spooled = tempfile.SpooledTemporaryFile(max_size=1024)

@@ -9,7 +9,7 @@ import json
 
 import httpx
 import pytest
-from hubs import error_code, make_wheel, new_user, publish_raw
+from support.hubs import error_code, make_wheel, new_user, publish_raw
 
 from hub_client.client import HubAPIError, HubClient
 from hub_server.process import start_hub

@@ -6,56 +6,24 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import tarfile
 import time
 import uuid
-import zipfile
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from support.hubs import error_code as code
+from support.hubs import publish, raw_request, user, wheel
+from support.hubs import run_prime as prime
 
 from hub_client.client import HubAPIError, HubClient
-from hub_server.process import start_hub
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory, hub_backend):
-    data = tmp_path_factory.mktemp("hub-sec")
-    admin = hub_backend.create_user(data, "root", is_admin=True)
-    os.environ["PRIME_HUB_READ_TIMEOUT"] = "2"
-    try:
-        with start_hub(data, backend=hub_backend.flags) as server:
-            yield {"url": server.url, "admin": admin, "data": data, "backend": hub_backend}
-    finally:
-        os.environ.pop("PRIME_HUB_READ_TIMEOUT", None)
-
-
-def user(hub, prefix="u") -> tuple[str, str]:
-    name = f"{prefix}{uuid.uuid4().hex[:10]}"
-    return name, HubClient(hub["url"], hub["admin"]).create_user(name).token
-
-
-def wheel(name, version="1.0.0", extra=(), top=None, filename=None) -> tuple[str, bytes]:
-    dist = name.replace("-", "_").replace(".", "_")  # as uv build names it
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr(f"{top or dist}/__init__.py", "def load_environment(): pass\n")
-        z.writestr(
-            f"{dist}-{version}.dist-info/METADATA",
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: s\n",
-        )
-        z.writestr(
-            f"{dist}-{version}.dist-info/WHEEL",
-            "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        )
-        for member, data in extra:
-            z.writestr(member, data)
-        z.writestr(f"{dist}-{version}.dist-info/RECORD", "")
-    return filename or f"{dist}-{version}-py3-none-any.whl", buf.getvalue()
+def hub(strict_hub):
+    return strict_hub
 
 
 def sdist(name, version="1.0.0", members=()) -> tuple[str, bytes]:
@@ -73,21 +41,6 @@ def sdist(name, version="1.0.0", members=()) -> tuple[str, bytes]:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return f"{root}.tar.gz", buf.getvalue()
-
-
-def publish(hub, token, owner, name, whl, sd=None, **form) -> httpx.Response:
-    files = {"wheel": whl, **({"sdist": sd} if sd else {})}
-    return httpx.post(
-        f"{hub['url']}/api/v1/environments/{owner}/{name}/versions",
-        files=files,
-        data=form,
-        headers={"Authorization": f"Bearer {token}"} if token else {},
-        timeout=60,
-    )
-
-
-def code(resp: httpx.Response) -> str:
-    return resp.json()["error"]["code"]
 
 
 # --- scopes, roles, tokens ---------------------------------------------------------------------------
@@ -369,19 +322,6 @@ def test_index_pages_do_not_depend_on_the_host_header(hub):
     assert len(pages) == 1  # one cache entry, whatever the Host
 
 
-def raw_request(url: str, head: str, body: bytes = b"", wait: float = 10.0) -> bytes:
-    parts = urlsplit(url)
-    with socket.create_connection((parts.hostname, parts.port), timeout=wait) as sock:
-        sock.sendall(head.encode() + body)
-        chunks = b""
-        while b"\r\n\r\n" not in chunks:
-            data = sock.recv(65536)
-            if not data:
-                break
-            chunks += data
-        return chunks
-
-
 def test_an_anonymous_huge_upload_is_refused_before_its_body_is_read(hub):
     path = "/api/v1/environments/x/y/versions"
     head = f"POST {path} HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: {300 * 1024 * 1024}\r\n\r\n"
@@ -405,23 +345,6 @@ def test_a_client_that_stalls_mid_body_is_cut_off(hub):
 
 
 # --- the client ---------------------------------------------------------------------------------------
-
-
-def prime(hub, token, *args, cwd):
-    env = {
-        **os.environ,
-        "PRIME_HUB_URL": hub["url"],
-        "PRIME_API_KEY": token,
-        "PRIME_CONFIG_DIR": str(cwd / ".prime"),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "hub_client.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_pull_never_writes_dotfiles_or_outside_a_fresh_directory(hub, tmp_path):
@@ -708,7 +631,7 @@ def test_the_embedded_stores_are_private_to_the_hubs_user(tmp_path):
     every local user); the files directory holds private environments' wheels."""
     import stat
 
-    from hub_server.blobs import LocalBlobStore
+    from hub_server.db.blobs import LocalBlobStore
     from hub_server.db.engine import open_database
 
     data = tmp_path / "data"

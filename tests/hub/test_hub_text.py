@@ -13,10 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from hubs import serving
-from test_hub_archives import package
-from test_hub_attacks import eval_files
-from test_hub_security import code, publish, user, wheel
+from support.hubs import error_code as code
+from support.hubs import eval_files, package, publish, serving, user, wheel
 
 from hub_client.client import HubClient
 from hub_server.errors import HubError
@@ -137,7 +135,7 @@ def test_the_storage_layer_refuses_what_no_route_checked_on_both_backends(hub):
             assert refused.value.status == 400
             assert refused.value.code in ("invalid_text", "invalid_number")
         if hub["backend"].name == "postgresql":
-            env_id = store.catalog.environment(*published(hub)[::2])["id"]
+            env_id = store.catalog.environment(*published(hub)[::2]).id
             huge = secrets.token_urlsafe(30_000)  # random: PostgreSQL cannot compress it to fit
             insert = "INSERT INTO environment_tags (env_id, tag) VALUES (?, ?)"
             with pytest.raises(HubError) as refused, store.database.transaction() as db:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hubs import (
+from support.hubs import (
     REPO,
     adder,
     built,

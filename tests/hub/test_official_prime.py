@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hubs import new_user, serving
+from support.hubs import new_user, serving
 
 pytestmark = pytest.mark.slow
 OFFICIAL = "prime==0.18.0"
@@ -222,7 +222,7 @@ def test_reads_install_pull_and_deletes(official, hub, tmp_path):
 
 def staged_names(hub) -> list[str]:
     """What the hub holds staged now (the staging area beside its blob store)."""
-    from hub_server.hub import Hub
+    from hub_server.services.hub import Hub
 
     backend = hub["backend"]
     flags = backend.flags

@@ -12,9 +12,15 @@ import time
 from pathlib import Path
 
 import httpx
-from test_hub_security import hub, publish, user, wheel  # noqa: F401
+import pytest
+from support.hubs import publish, user, wheel
 
 from hub_client.client import HubClient
+
+
+@pytest.fixture(scope="module")
+def hub(strict_hub):
+    return strict_hub
 
 
 def typed(*args: str, cwd, hub_url: str | None = None, token: str | None = None, timeout=120):
@@ -243,7 +249,7 @@ def test_a_database_password_never_goes_on_the_command_line(tmp_path):
     import subprocess
     import sys
 
-    from hub_client.commands_hub import database_url
+    from hub_server.cli import database_url
 
     argv = [sys.executable, "-m", "hub_client.cli", "hub", "create-user", "x"]
     secret_url = "postgresql://hub:hunter2-secret@127.0.0.1:1/hub"

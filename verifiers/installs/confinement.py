@@ -25,7 +25,7 @@ only (a namespace portion could slip into another distribution's package), no ``
 but purelib/platlib, commands named after itself, and entry points only in the groups an
 environment needs. What is checked against the target Python (another distribution's files,
 names and commands) lives in ``verifiers.installs.confined``; what is checked against the hub
-(another owner's modules) in ``hub_server.package_rules``.
+(another owner's modules) in ``hub_server.services.package_rules``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Serving the hub with uvicorn: proxy trust, and a deadline for a request's headers.
 
 The header deadline is the SDK's (``verifiers.asgi.deadlines``: every request gets
-``read_timeout`` seconds to finish its headers); the ASGI guard (``hub_server.guard``) bounds
+``read_timeout`` seconds to finish its headers); the ASGI guard (``hub_server.edges.guard``) bounds
 the body the same way. ``X-Forwarded-Proto``/``-For`` are believed only from ``trusted_proxies``.
 """
 

@@ -1,6 +1,6 @@
 """ASGI guard in front of the hub: authenticate before reading, cap bodies, cut off stalled clients.
 
-Every request that changes state needs a valid bearer token (``hub_server.auth`` decides which
+Every request that changes state needs a valid bearer token (``hub_server.services.auth`` decides which
 credential a route takes); the guard checks it from the headers before a byte of the body is read, so an anonymous 300 MiB upload is refused at once instead of being
 spooled first. Bodies are capped by route (uploads are large, JSON is small), whether or not the
 client sends a Content-Length, and a client that stops sending mid-body is dropped after
@@ -15,7 +15,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-UPLOAD_SUFFIXES = ("/versions", "/evals", "/datasets")
+from hub_protocol.wire import ATTACHMENT_KINDS
+
+UPLOAD_SUFFIXES = ("/versions", *(f"/{kind}" for kind in ATTACHMENT_KINDS))
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 # the web pages' forms: they carry their own credential (a token to exchange, or the session)
 # and a CSRF token, so they pass without an Authorization header, with small bodies only

@@ -17,11 +17,11 @@ from fastapi import Request
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
+from hub_server.background.upload_pool import Upload
 from hub_server.errors import HubError
-from hub_server.hub import Hub
-from hub_server.upload_pool import Upload
+from hub_server.services.hub import Hub
+from hub_server.settings import MAX_FILE
 
-MAX_FILE = 50 * 1024 * 1024
 MAX_FIELD = 1024 * 1024
 
 

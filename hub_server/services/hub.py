@@ -13,25 +13,28 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
-from hub_server.auth import Authenticator
-from hub_server.blobs import BlobStore, StagingArea, open_blob_store
-from hub_server.clock import today
+from hub_server.background.upload_pool import UPLOAD_WORKERS, UploadPool
 from hub_server.db.accounts import Accounts
 from hub_server.db.attachments import Attachments
+from hub_server.db.blobs import BlobStore, StagingArea, open_blob_store
 from hub_server.db.catalog import Catalog
+from hub_server.db.clock import today
 from hub_server.db.engine import open_database
+from hub_server.db.rows import EnvironmentRow, VersionRow
 from hub_server.db.schema import migrate
 from hub_server.db.search import Search
 from hub_server.errors import HubError
-from hub_server.names import check_name, is_name, normalize_version
+from hub_server.services.auth import Authenticator
+from hub_server.services.names import check_name, is_name, normalize_version
 from hub_server.settings import HubSettings
-from hub_server.upload_pool import UPLOAD_WORKERS, UploadPool
+
+T = TypeVar("T")
 
 INDEX_CACHE_SIZE = 2048
 DOWNLOAD_FLUSH_S = 10.0
@@ -67,7 +70,7 @@ class Hub:
         self._downloads: set[tuple[int, int, str]] = set()
         self._downloads_flushed = time.monotonic()
         self._downloads_lock = threading.Lock()
-        self._uploads = UploadPool(settings, upload_workers) if upload_workers else None
+        self._uploads = UploadPool(settings, worker_hub, upload_workers) if upload_workers else None
         self._upload_workers = upload_workers
         self._upload_slots: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
@@ -85,7 +88,7 @@ class Hub:
         async with slots:
             yield
 
-    async def upload_work(self, fn: Any, *args: Any) -> Any:
+    async def upload_work(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(hub, *args)``: an upload's work after its checks (archive validation, hashing,
         storing, the publish transaction), in worker processes at a lower CPU priority
         (``upload_pool``), so pushes never starve the index and search. With no workers
@@ -94,7 +97,7 @@ class Hub:
             return await run_in_threadpool(fn, self, *args)
         return await self._uploads.run(fn, *args)
 
-    async def read(self, fn: Any, *args: Any) -> Any:
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a read from an async route: inline on SQLite (an indexed local read costs less
         than a thread hop and never waits on writers in WAL mode), in a worker thread on
         PostgreSQL (a network round trip must not stall the event loop)."""
@@ -116,7 +119,7 @@ class Hub:
                 self.index_cache.popitem(last=False)
         return body
 
-    def environment(self, owner: str, name: str, user: Any) -> Any:
+    def environment(self, owner: str, name: str, user: Any) -> EnvironmentRow:
         """The environment row, or 404 (private environments do not exist for others; names
         outside the grammar exist for nobody, and are not looked up)."""
         row = self.catalog.environment(owner, name) if is_name(owner) and is_name(name) else None
@@ -124,11 +127,11 @@ class Hub:
             raise HubError(404, "environment_not_found", f"no environment {owner}/{name}")
         return row
 
-    def version(self, env: Any, version: str) -> Any:
-        row = self.catalog.version(env["id"], normalize_version(version))
+    def version(self, env: EnvironmentRow, version: str) -> VersionRow:
+        row = self.catalog.version(env.id, normalize_version(version))
         if row is None:
             raise HubError(
-                404, "version_not_found", f"{env['owner']}/{env['name']} has no version {version}"
+                404, "version_not_found", f"{env.owner}/{env.name} has no version {version}"
             )
         return row
 
@@ -161,3 +164,8 @@ class Hub:
             self._uploads.close()
         self.flush_downloads()
         self.database.close()
+
+
+def worker_hub(settings: HubSettings) -> Hub:
+    """An upload worker's own hub: the same store, no workers of its own."""
+    return Hub(settings, upload_workers=0)

@@ -17,10 +17,11 @@ import shutil
 import tempfile
 from typing import Any, BinaryIO
 
-from hub_server import forks
-from hub_server.blobs import file_sha256
+from hub_server.background import forks
+from hub_server.db.blobs import file_sha256
+from hub_server.db.rows import EnvironmentRow, VersionRow
 from hub_server.errors import HubError
-from hub_server.names import check_text
+from hub_server.services.names import check_text
 from verifiers.results.records import SummaryAccumulator
 from verifiers.results.report import histogram
 
@@ -228,31 +229,31 @@ def _too_large(size: int) -> str:
     )
 
 
-def check_run_matches(meta: dict[str, Any], env: Any, version: Any) -> str:
+def check_run_matches(meta: dict[str, Any], env: EnvironmentRow, version: VersionRow) -> str:
     """A run attaches only to the version whose code it ran: its environment id, version and
     content hash (``verifiers.installs.content_hash``) must be that version's. Returns its run id."""
-    where = f"{env['owner']}/{env['name']} {version['version']}"
+    where = f"{env.owner}/{env.name} {version.version}"
     env_id = str(meta.get("env_id") or "")
-    if env_id not in (f"{env['owner']}/{env['name']}", env["name"], env["distribution"]):
+    if env_id not in (f"{env.owner}/{env.name}", env.name, env.distribution):
         raise HubError(
             409,
             "eval_mismatch",
             f"the run evaluated {env_id or 'an unnamed environment'}, not {where}",
         )
-    if meta.get("env_version") != version["version"]:
+    if meta.get("env_version") != version.version:
         raise HubError(
             409,
             "eval_mismatch",
             f"the run used version {meta.get('env_version')}, not {where}: attach it to that "
             "version (--env owner/name@version)",
         )
-    if meta.get("env_content_hash") != version["content_hash"]:
+    if meta.get("env_content_hash") != version.content_hash:
         raise HubError(
             409,
             "eval_mismatch",
             f"the run's code (content hash {meta.get('env_content_hash')}) is not {where}'s "
-            f"({version['content_hash']}): evaluate the published version (prime env install "
-            f"{env['owner']}/{env['name']}@{version['version']}) and push that run",
+            f"({version.content_hash}): evaluate the published version (prime env install "
+            f"{env.owner}/{env.name}@{version.version}) and push that run",
         )
     run_id = meta.get("run_id")
     if not isinstance(run_id, str) or not run_id or len(run_id) > 200:

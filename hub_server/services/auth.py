@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hub_protocol.wire import Scope
-from hub_server.clock import now
 from hub_server.db.accounts import Accounts, stored_scopes
 from hub_server.db.catalog import Viewer
+from hub_server.db.clock import now
+from hub_server.db.rows import CredentialRow, EnvironmentRow
 from hub_server.errors import HubError
 
 INSTALLER_PREFIXES = ("/simple/", "/files/")
@@ -106,13 +107,13 @@ class Authenticator:
         if not token:
             return None
         row = self.accounts.token_row(token)
-        if row is None or row["revoked_at"] is not None:
+        if row is None or row.revoked_at is not None:
             raise HubError(
                 401,
                 "invalid_token",
                 "the API token is not valid; run `prime login` with a current token",
             )
-        if row["expires_at"] is not None and row["expires_at"] <= now():
+        if row.expires_at is not None and row.expires_at <= now():
             raise HubError(
                 401, "token_expired", "the API token has expired; create a new one (prime login)"
             )
@@ -126,23 +127,23 @@ class Authenticator:
         current = now()
         if (
             row is None
-            or row["revoked_at"] is not None
-            or (row["expires_at"] is not None and row["expires_at"] <= current)
-            or row["session_expires"] <= current
+            or row.revoked_at is not None
+            or (row.expires_at is not None and row.expires_at <= current)
+            or row.session_expires <= current
         ):
             return None
         return self._principal(row)
 
-    def _principal(self, row: Any) -> Principal:
-        scopes = stored_scopes(row["scopes"])
+    def _principal(self, row: CredentialRow) -> Principal:
+        scopes = stored_scopes(row.scopes)
         return Principal(
-            row["id"],
-            row["name"],
-            bool(row["is_admin"]) and "admin" in scopes,
+            row.id,
+            row.name,
+            bool(row.is_admin) and "admin" in scopes,
             scopes,
-            row["token_id"],
-            self.accounts.teams_of(row["id"]),
-            row["expires_at"],
+            row.token_id,
+            self.accounts.teams_of(row.id),
+            row.expires_at,
         )
 
     # --- rights over a namespace --------------------------------------------------------------------
@@ -160,10 +161,10 @@ class Authenticator:
         return user.is_admin or self.role_in(user, owner) in ("self", "owner")
 
     @staticmethod
-    def can_read(user: Principal | None, env: Any) -> bool:
-        if env["visibility"] == "public":
+    def can_read(user: Principal | None, env: EnvironmentRow) -> bool:
+        if env.visibility == "public":
             return True
-        return user is not None and (user.is_admin or env["owner"] in user.namespaces)
+        return user is not None and (user.is_admin or env.owner in user.namespaces)
 
     def require_publisher(self, user: Principal, owner: str, what: str) -> None:
         """The scope and namespace check every upload passes before its body is read."""

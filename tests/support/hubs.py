@@ -1,17 +1,22 @@
 """What the hub tests share: users and their tokens, the real ``prime`` CLI against a hub,
-scaffolded and built environments, raw uploads of hand-made wheels, fresh virtualenvs."""
+scaffolded and built environments, hand-made wheels and eval files and their raw uploads, raw
+HTTP requests, fresh virtualenvs. (The hubs themselves are fixtures: tests/hub/conftest.py.)"""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import uuid
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -157,3 +162,127 @@ def scripted_eval(vf_eval: Path, env_id: str, server, out: Path, env=None):
     return subprocess.run(
         [*command, "--output-dir", str(out)], capture_output=True, text=True, timeout=300, env=env
     )
+
+
+# --- hand-made uploads, raw requests, prime as a user types it ----------------------------------------
+
+
+def user(hub, prefix="u") -> tuple[str, str]:
+    name = f"{prefix}{uuid.uuid4().hex[:10]}"
+    return name, HubClient(hub["url"], hub["admin"]).create_user(name).token
+
+
+def wheel(name, version="1.0.0", extra=(), top=None, filename=None) -> tuple[str, bytes]:
+    dist = name.replace("-", "_").replace(".", "_")  # as uv build names it
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(f"{top or dist}/__init__.py", "def load_environment(): pass\n")
+        z.writestr(
+            f"{dist}-{version}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: s\n",
+        )
+        z.writestr(
+            f"{dist}-{version}.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        for member, data in extra:
+            z.writestr(member, data)
+        z.writestr(f"{dist}-{version}.dist-info/RECORD", "")
+    return filename or f"{dist}-{version}-py3-none-any.whl", buf.getvalue()
+
+
+def publish(hub, token, owner, name, whl, sd=None, **form) -> httpx.Response:
+    files = {"wheel": whl, **({"sdist": sd} if sd else {})}
+    return httpx.post(
+        f"{hub['url']}/api/v1/environments/{owner}/{name}/versions",
+        files=files,
+        data=form,
+        headers={"Authorization": f"Bearer {token}"} if token else {},
+        timeout=60,
+    )
+
+
+def raw_request(url: str, head: str, body: bytes = b"", wait: float = 10.0) -> bytes:
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=wait) as sock:
+        sock.sendall(head.encode() + body)
+        chunks = b""
+        while b"\r\n\r\n" not in chunks:
+            data = sock.recv(65536)
+            if not data:
+                break
+            chunks += data
+        return chunks
+
+
+def run_prime(hub, token, *args, cwd):
+    """``prime ARGS`` as ``token``'s user against ``hub``, its config in ``cwd``; unchecked."""
+    env = {
+        **os.environ,
+        "PRIME_HUB_URL": hub["url"],
+        "PRIME_API_KEY": token,
+        "PRIME_CONFIG_DIR": str(cwd / ".prime"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "hub_client.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def zipped(members: list[tuple[str, bytes]], compression=zipfile.ZIP_STORED, **kw) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression) as archive:
+        for name, data in members:
+            archive.writestr(name, data)
+        archive.comment = kw.get("comment", b"")
+    return buf.getvalue()
+
+
+def package(
+    name: str = "arc-env",
+    version: str = "1.0.0",
+    metadata: str = "",
+    members: tuple[tuple[str, bytes], ...] = (),
+    compression=zipfile.ZIP_STORED,
+) -> tuple[str, bytes]:
+    """An environment's wheel: its package, METADATA (plus ``metadata`` lines), WHEEL and
+    ``members``."""
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    data = zipped(
+        [
+            (f"{dist}/__init__.py", b"def load_environment(): pass\n" + b"# padding\n" * 50),
+            *members,
+            (
+                f"{info}/METADATA",
+                f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{metadata}".encode(),
+            ),
+            (f"{info}/WHEEL", b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
+            (f"{info}/RECORD", b""),
+        ],
+        compression,
+    )
+    return f"{dist}-{version}-py3-none-any.whl", data
+
+
+def eval_files(version: dict, run_id: str, rewards, summary=None, model="m") -> dict:
+    meta = {
+        "summary": summary if summary is not None else {"avg_reward": 0.5},
+        "model": model,
+        "env_id": version["name"],
+        "env_version": version["version"],
+        "env_content_hash": version["content_hash"],
+        "run_id": run_id,
+    }
+    rows = "\n".join(
+        json.dumps({"example_id": i, "reward": r}) if not isinstance(r, str) else r
+        for i, r in enumerate(rewards)
+    )
+    return {
+        "metadata": ("metadata.json", json.dumps(meta).encode()),
+        "results": ("results.jsonl", rows.encode()),
+    }

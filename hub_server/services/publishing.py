@@ -2,7 +2,7 @@
 
 Runs in a worker thread (archive checks, hashing, fsyncs and database writes never run on the
 event loop). The filenames are parsed by ``packaging.utils``; the package rules (what a wheel may
-install) are ``hub_protocol.archives`` and ``hub_server.package_rules``.
+install) are ``hub_protocol.archives`` and ``hub_server.services.package_rules``.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from packaging.utils import (
 from packaging.version import Version
 
 from hub_protocol.archives import UnsafeArchiveError, inspect_sdist, inspect_wheel
-from hub_server.auth import Principal
-from hub_server.blobs import file_sha256
+from hub_server.background.upload_pool import Upload
+from hub_server.db.blobs import file_sha256
 from hub_server.db.catalog import NewVersion, StoredFile
 from hub_server.errors import HubError
-from hub_server.hub import Hub
-from hub_server.names import check_text, normalize_version
-from hub_server.package_rules import entry_point_problem, top_level_problem
-from hub_server.upload_pool import Upload
+from hub_server.services.auth import Principal
+from hub_server.services.hub import Hub
+from hub_server.services.names import check_text, normalize_version
+from hub_server.services.package_rules import entry_point_problem, top_level_problem
 
 SAFE_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\.(?:whl|tar\.gz)")
 
@@ -99,7 +99,7 @@ def _inspect(
     return meta, content_hash, version
 
 
-def publish(
+def publish_version(
     hub: Hub,
     user: Principal,
     owner: str,
@@ -163,7 +163,7 @@ def publish(
         description=form.description,
         tags=form.tags,
     )
-    return hub.catalog.publish(new, stored)
+    return hub.catalog.commit_version(new, stored)
 
 
 def _size(file: BinaryIO) -> int:

@@ -1,6 +1,6 @@
 """Staged pushes: Prime's official CLI declares each file, PUTs its bytes to an upload URL the
 hub hands out, and finalizes. Nothing staged is visible: the last finalize hands the staged wheel
-to ``publishing.publish``, the native push's own service (the same checks, one transaction).
+to ``publishing.publish_version``, the native push's own service (the same checks, one transaction).
 
 Staged bytes live in a staging area of their own (a sibling directory of the blob store, or a
 sibling prefix in its bucket), never in the content-addressed blob store, so collecting an
@@ -19,13 +19,13 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
-from hub_server import publishing
-from hub_server.auth import Principal
-from hub_server.clock import now
+from hub_server.background.upload_pool import Upload
+from hub_server.db.clock import now
 from hub_server.errors import HubError
-from hub_server.hub import Hub
-from hub_server.upload_pool import Upload
-from hub_server.uploads import MAX_FILE
+from hub_server.services import publishing
+from hub_server.services.auth import Principal
+from hub_server.services.hub import Hub
+from hub_server.settings import MAX_FILE
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -194,7 +194,7 @@ def publish_push(hub: Hub, user: Principal, push: dict[str, Any]) -> tuple[int, 
         raise HubError(409, "upload_missing", "this push has no finalized wheel")
     with hub.staging.open(wheel["id"]) as file:
         form = publishing.PublishForm(push["visibility"], None, None, [])
-        ids = publishing.publish(
+        ids = publishing.publish_version(
             hub, user, push["owner"], push["name"], Upload(wheel["filename"], file), None, form
         )
     forget(hub, push["id"], published=str(ids[1]))

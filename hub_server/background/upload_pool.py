@@ -24,13 +24,14 @@ import signal
 import sqlite3
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hub_server import forks
+from hub_server.background import forks
 from hub_server.errors import HubError
 from hub_server.settings import HubSettings
 from verifiers.processes.leftovers import owned_dir, remove_abandoned
@@ -62,8 +63,15 @@ class UploadPool:
     """The hub's upload workers: started with the hub's server (``start``) or, in a hub used
     in-process, on its first upload; gone with the hub, even when it is killed (``_exit_with``)."""
 
-    def __init__(self, settings: HubSettings, workers: int = UPLOAD_WORKERS) -> None:
-        self.settings, self.workers = settings, workers
+    def __init__(
+        self,
+        settings: HubSettings,
+        open_hub: Callable[[HubSettings], Any],
+        workers: int = UPLOAD_WORKERS,
+    ) -> None:
+        """``open_hub(settings)``: a worker's own hub (a module-level function, so that it
+        pickles by name; the pool never imports the hub, which owns it)."""
+        self.settings, self.open_hub, self.workers = settings, open_hub, workers
         self._executor: ProcessPoolExecutor | None = None
         self._spool: Path | None = None  # made on the first upload too large for memory
 
@@ -73,7 +81,7 @@ class UploadPool:
                 self.workers,
                 mp_context=forks.context(),
                 initializer=_start_worker,
-                initargs=(self.settings.model_dump(), os.getpid()),
+                initargs=(self.open_hub, self.settings.model_dump(), os.getpid()),
             )
         return self._executor
 
@@ -142,7 +150,9 @@ def _stage(upload: Upload, spool: Path, made: list[str]) -> StoredUpload:
     return StoredUpload(upload.filename, path=out.name)
 
 
-def _start_worker(settings: dict[str, Any], hub_pid: int) -> None:
+def _start_worker(
+    open_hub: Callable[[HubSettings], Any], settings: dict[str, Any], hub_pid: int
+) -> None:
     """A worker's start: end with the hub, yield the CPU to it, open the same store. (A worker
     also ends when the hub closes the pool, after the task in hand, which commits whole or not
     at all.)"""
@@ -151,9 +161,7 @@ def _start_worker(settings: dict[str, Any], hub_pid: int) -> None:
     with contextlib.suppress(OSError):
         os.nice(UPLOAD_NICENESS)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the hub, which stops us
-    from hub_server.hub import Hub
-
-    _worker_hub = Hub(HubSettings.model_validate(settings), upload_workers=0)
+    _worker_hub = open_hub(HubSettings.model_validate(settings))
 
 
 def _exit_with(hub_pid: int) -> None:

@@ -13,9 +13,16 @@ import multiprocessing
 import sys
 from multiprocessing.context import ForkServerContext, SpawnContext
 
-# hub_client.cli: ``prime hub serve``'s module, which each child re-runs as its main (as spawn
-# would); with its imports done here, that costs nothing.
-PRELOAD = ["hub_client.cli", "hub_server.hub", "hub_server.attaching", "pyarrow.parquet"]
+# hub_client.cli: ``prime hub serve``'s main module, which each child re-runs as its main (as
+# spawn would), and hub_server.cli, which it hands the command to; with their imports done here,
+# that costs nothing.
+PRELOAD = [
+    "hub_client.cli",
+    "hub_server.cli",
+    "hub_server.services.hub",
+    "hub_server.services.attaching",
+    "pyarrow.parquet",
+]
 
 
 def context() -> ForkServerContext | SpawnContext:
