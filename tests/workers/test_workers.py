@@ -673,3 +673,36 @@ async def test_a_worker_over_its_memory_budget_is_replaced_and_only_the_grower_e
     assert "over its 300 MiB budget" in failed[0][1]["message"]
     assert sorted(out.reward) == [0.0] + [2.0] * 5
     assert time.monotonic() - started < 60  # not the reward's 30 s sleep, three times
+
+
+async def test_a_pool_takes_prelaunched_workers_and_ends_the_ones_it_does_not_need(server, flags):
+    """vf-eval starts its workers first thing (their imports overlap its own start); the pool
+    hands them the environment, and a worker it does not need exits when its stdin ends."""
+    from verifiers.workers.pool import launch_worker
+
+    env = vf.load_environment("vf-worker-probe")
+    launched = [launch_worker() for _ in range(3)]
+    pids = {p.pid for p in launched}
+    prelaunched = list(launched)
+    async with WorkerPool("vf-worker-probe", None, 2, prelaunched=prelaunched) as pool:
+        assert {w.process.pid for w in pool._workers} <= pids and prelaunched == []
+        spare = [p for p in launched if p.pid not in {w.process.pid for w in pool._workers}]
+        assert [p.wait(10) for p in spare] == [0]  # ended quietly, never configured
+        out = await env.evaluate(server.base_url, "m", env_workers=pool)
+    assert out.reward == [2.0] * 4 and all(p.poll() is not None for p in launched)
+
+
+def test_vf_eval_stopped_before_its_run_leaves_no_prelaunched_worker(flags, tmp_path):
+    tag = f"prelaunch-{os.getpid()}"
+    done = subprocess.run(
+        [sys.executable, "-m", "verifiers.cli.eval", "vf-worker-probe", "-b", "http://127.0.0.1:9"],
+        env={**os.environ, "VF_TEST_TAG": tag},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "127.0.0.1:9" in done.stderr, done.stderr[-2000:]  # unreachable
+    deadline = time.monotonic() + 10
+    while _worker_pids(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _worker_pids(tag) == []

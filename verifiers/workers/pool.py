@@ -83,6 +83,30 @@ class _Pending:
     started: float | None = None  # when a worker began running it (loop time), if one is
 
 
+def launch_worker() -> subprocess.Popen[bytes]:
+    """A worker interpreter, started now: it imports what every worker needs, then waits on its
+    stdin for what to load (``WorkerPool(prelaunched=...)`` hands it that)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "verifiers.workers.process", str(os.getpid())],
+        stdin=subprocess.PIPE,
+    )
+
+
+def end_prelaunched(processes: list[subprocess.Popen[bytes]]) -> None:
+    """Stop workers started by ``launch_worker`` that no pool took (their stdin ends: they exit
+    quietly; one that does not is killed), and empty the list."""
+    while processes:
+        process = processes.pop()
+        with contextlib.suppress(OSError):
+            if process.stdin is not None:
+                process.stdin.close()
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(1)
+
+
 class WorkerPool:
     """``num_workers`` processes, each running ``vf.load_environment(env_id, **env_args)``.
 
@@ -111,6 +135,7 @@ class WorkerPool:
         hang_timeout: float = 60.0,
         max_deaths_in_a_row: int | None = None,
         memory_limit_mb: int | None = None,
+        prelaunched: list[subprocess.Popen[bytes]] | None = None,
     ) -> None:
         if num_workers < 1:
             raise ValueError(
@@ -137,6 +162,8 @@ class WorkerPool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._receiver: asyncio.Task[None] | None = None
         self._watcher: threading.Thread | None = None
+        # started before the pool (``launch_worker``), taken first; what is left is ended
+        self._prelaunched = prelaunched if prelaunched is not None else []
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> WorkerPool:
@@ -158,6 +185,7 @@ class WorkerPool:
         self._router.bind(self.address)
         self._receiver = asyncio.create_task(self._receive())
         self._workers = [self._spawn(slot) for slot in range(self.num_workers)]
+        end_prelaunched(self._prelaunched)  # more were started than this pool runs
         self._watcher = threading.Thread(target=self._watch, name="vf-worker-watch", daemon=True)
         self._watcher.start()
         try:
@@ -181,9 +209,7 @@ class WorkerPool:
         heartbeat = os.path.join(self._dir, f"{identity}.beat")
         with open(heartbeat, "wb") as f:
             f.write(BEAT.pack(time.monotonic()))
-        process = subprocess.Popen(
-            [sys.executable, "-m", "verifiers.workers.process"], stdin=subprocess.PIPE
-        )
+        process = self._prelaunched.pop(0) if self._prelaunched else launch_worker()
         settings = {
             "env_id": self.env_id,
             "env_args": self.env_args,  # on stdin: not on a command line others can read
@@ -195,13 +221,16 @@ class WorkerPool:
             "log_level": logging.getLogger("verifiers").getEffectiveLevel(),
         }
         assert process.stdin is not None
-        process.stdin.write(json.dumps(settings).encode() + b"\n")
-        process.stdin.close()
+        # a prelaunched worker that died meanwhile: its exit is noticed as any start failure
+        with contextlib.suppress(BrokenPipeError):
+            process.stdin.write(json.dumps(settings).encode() + b"\n")
+            process.stdin.close()
         return _Worker(slot, identity.encode(), process, heartbeat, self._loop.create_future())
 
     async def close(self) -> None:
         """Stop the workers (a clean exit first, then a kill) and answer what was pending."""
         self._closing = True
+        end_prelaunched(self._prelaunched)
         for pending in [*self._pending.values(), *self._waiting, *self._suspects]:
             if not pending.future.done():
                 pending.future.set_result(Response(success=False, error="the worker pool closed"))

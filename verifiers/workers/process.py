@@ -1,12 +1,16 @@
 """One environment worker process: it loads the environment and answers the pool's requests.
 
-``python -m verifiers.workers.process`` with its settings as JSON on stdin: a fresh interpreter
+``python -m verifiers.workers.process PARENT_PID`` with its settings as JSON on stdin: a fresh interpreter
 (no inherited sockets, event loops or threads, and unlike ``multiprocessing``'s spawn it never
 re-runs the caller's script, guarded or not). It dies with its parent however the parent dies:
 the kernel's parent-death signal (Linux), and a watcher thread that exits when the parent's pid
 goes away. A heartbeat thread writes the time into a file the pool reads, every 0.2 s; it keeps
 beating while a blocking reward function holds the event loop, so the pool tells a busy worker
 from a dead or hung one.
+
+It imports what every worker needs before it reads its settings, so a caller may start its
+workers before it knows what they will load (``launch_worker``: vf-eval starts them first thing,
+and their start overlaps its own); a worker whose stdin ends before any settings exits quietly.
 """
 
 from __future__ import annotations
@@ -73,9 +77,17 @@ def _beat(path: str) -> None:
 
 
 def main() -> None:
-    """The worker process's entry point: settings as one JSON object on stdin."""
-    settings = json.loads(sys.stdin.readline())
-    _die_with_parent(int(settings["parent_pid"]))
+    """The worker process's entry point: the parent's pid as its argument (watched before
+    anything is imported), then settings as one JSON object on stdin."""
+    if len(sys.argv) > 1:
+        _die_with_parent(int(sys.argv[1]))
+    _warm_imports()
+    line = sys.stdin.readline()
+    if not line.strip():  # the caller ended before it needed this worker
+        return
+    settings = json.loads(line)
+    if len(sys.argv) <= 1:
+        _die_with_parent(int(settings["parent_pid"]))
     import logging
 
     # the caller's level (vf-eval -v: debug), to the stderr the worker shares with it
@@ -98,6 +110,15 @@ def main() -> None:
             settings["identity"].encode(),
         )
     )
+
+
+def _warm_imports() -> None:
+    """What every worker imports whatever it loads (no environment code: its release is set
+    only once the settings say which)."""
+    import zmq.asyncio  # noqa: F401
+
+    import verifiers.workers.protocol
+    import verifiers.workers.runtime  # noqa: F401
 
 
 async def _serve(env_id: str, env_args: dict[str, Any], address: str, identity: bytes) -> None:

@@ -53,14 +53,19 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     servers: list[Any] = []  # the built-in model server, when this run started one
+    prelaunched: list[Any] = []  # worker processes started first thing, for the pool to take
     # SIGTERM (a scheduler, `kill`, a closed terminal's session) stops the run as Ctrl-C does:
     # finished rollouts are saved and the line that continues the run is printed
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return _run(args, console, servers, started)
+        return _run(args, console, servers, started, prelaunched)
     except CLIError as exc:
         return say_usage_error("vf-eval", exc, console)
     finally:
+        if prelaunched:  # started workers the run never reached
+            from verifiers.workers.pool import end_prelaunched
+
+            end_prelaunched(prelaunched)
         for server in servers:
             server.stop()
 
@@ -70,7 +75,11 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def _run(
-    args: EvalSettings, console: Console, servers: list[Any], started: float | None = None
+    args: EvalSettings,
+    console: Console,
+    servers: list[Any],
+    started: float | None = None,
+    prelaunched: list[Any] | None = None,
 ) -> int:
     from verifiers.errors import EnvironmentNotFoundError, EnvWorkerError, ResumeError
     from verifiers.loading.loader import load_environment
@@ -78,6 +87,8 @@ def _run(
 
     check_sizes(args)
     workers = workers_setting(args)  # a bad spec or secret is said before anything starts
+    if prelaunched is not None and not args.rescore:
+        prelaunched.extend(_prelaunch(workers))
     console.print(f"loading {escape(args.env)} ...", highlight=False)
     env_args = parse_json_object(args.env_args, "--env-args")
     sampling = parse_json_object(args.sampling_args, "--sampling-args")
@@ -206,6 +217,7 @@ def _run(
                     client,
                     endpoint.model,
                     workers=workers,
+                    prelaunched=prelaunched,
                     group_timeout=args.group_timeout,
                     client_config=eval_client_config(api, endpoint, headers, key_var),
                     sampling_args=sampling,
@@ -267,6 +279,7 @@ async def _generate(
     *,
     workers: Any,
     client_config: Any,
+    prelaunched: list[Any] | None = None,
     **kwargs: Any,
 ) -> Any:
     started: EnvWorkers | None = None
@@ -278,7 +291,7 @@ async def _generate(
         elif workers is not None:
             from verifiers.workers import start_workers
 
-            started = workers = await start_workers(workers, env)
+            started = workers = await start_workers(workers, env, prelaunched)
         if workers is not None:
             client = client_config
         return await env.generate(rows, client, model, env_workers=workers, **kwargs)
@@ -288,6 +301,19 @@ async def _generate(
         aclose = getattr(client, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+def _prelaunch(workers: Any) -> list[Any]:
+    """The worker processes of a pool spec, started now: each imports what every worker needs
+    while this process loads the environment, checks the endpoint and reads the dataset (the
+    pool hands them the environment to load when it starts). Not for Ray or env servers."""
+    if workers is None or isinstance(workers, tuple):
+        return []
+    from verifiers.workers import parse_spec
+    from verifiers.workers.pool import launch_worker
+
+    kind, count = parse_spec(workers)
+    return [launch_worker() for _ in range(count)] if kind == "processes" else []
 
 
 def _given_identity(
