@@ -27,6 +27,7 @@ SMALL = {  # arguments that keep a run short; the stop comes long before the end
     "trainer": ["--steps", "3"],
     "trainer_vs_trl": ["--steps", "2"],
     "weight_transport": ["--repeats", "2"],
+    "vf_eval_end_to_end": ["--no-anchor", "--runs", "1", "-n", "20"],
 }
 CASES = {name: [f"benchmarks/{name}.py", *SMALL.get(name, [])] for name in BENCHMARKS}
 

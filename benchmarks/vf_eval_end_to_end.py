@@ -1,0 +1,137 @@
+"""`vf-eval` end to end, as a user runs it: the default path (environment workers) against the
+in-process run (`--no-env-workers`) and against verifiers 0.1.8's own `vf-eval` (the anchor, in a
+virtualenv of its own), on one scripted model server.
+
+    python benchmarks/vf_eval_end_to_end.py                 # 300 examples x 2 rollouts, 5 runs each
+    python benchmarks/vf_eval_end_to_end.py --no-anchor     # skip building the anchor's venv
+
+Each run is a fresh `vf-eval` process (interpreter start, imports, loading the environment,
+checking the endpoint, the rollouts, the summary), timed from outside; the table shows the median
+of the runs and, for this SDK, the time to the first finished rollout that `-v` prints. The
+environment is a single-turn module written to a temporary directory and loaded by name by both
+SDKs. Targets (issue 44): the default path at most 1.1x the in-process run and at most 0.3x
+verifiers 0.1.8's `vf-eval`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import stop_cleanly  # beside this script
+
+MODEL = "bench-model"
+ANCHOR = "verifiers==0.1.8.post2"
+
+ENV_SOURCE = """
+import verifiers as vf
+from datasets import Dataset
+
+
+def load_environment(num_examples: int = 300, **kwargs):
+    rows = [{"question": f"repeat {i}", "answer": f"repeat {i}"} for i in range(num_examples)]
+
+    def exact(completion, answer, **kwargs) -> float:
+        return float(completion[-1]["content"] == answer)
+
+    return vf.SingleTurnEnv(dataset=Dataset.from_list(rows), rubric=vf.Rubric(funcs=[exact]))
+"""
+
+
+def anchor_python(work: Path) -> Path:
+    """A virtualenv with verifiers 0.1.8.post2 from the package index (uv, cached after once)."""
+    from uv import find_uv_bin
+
+    venv = work / "anchor-venv"
+    subprocess.run([find_uv_bin(), "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    subprocess.run(
+        [find_uv_bin(), "pip", "install", "-q", "--python", str(venv / "bin" / "python"), ANCHOR],
+        check=True,
+    )
+    return venv / "bin" / "python"
+
+
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float | None]:
+    """Wall seconds of one run, and the time to the first rollout it printed (if it did)."""
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{command[0]} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    first = re.search(r"first rollout finished ([0-9.]+) s", done.stderr + done.stdout)
+    return wall, float(first.group(1)) if first else None
+
+
+def main() -> None:
+    stop_cleanly.install()
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("-n", type=int, default=300, help="examples")
+    parser.add_argument("-r", type=int, default=2, help="rollouts per example")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each path (median shown)")
+    parser.add_argument("--no-anchor", action="store_true", help="skip verifiers 0.1.8")
+    args = parser.parse_args()
+    from rich.console import Console
+    from rich.table import Table
+
+    work = stop_cleanly.scratch_dir("vf-bench-e2e-")
+    (work / "bench_single.py").write_text(ENV_SOURCE)
+    env = {**os.environ, "PYTHONPATH": str(work), "OPENAI_API_KEY": "bench"}
+    env["OMP_WAIT_POLICY"] = "PASSIVE"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "verifiers.testing"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().split()[1]
+        ours = [str(Path(sys.executable).with_name("vf-eval")), "bench_single"]
+        common = ["-b", url, "-m", MODEL, "-n", str(args.n), "-r", str(args.r), "--no-save", "-v"]
+        paths: dict[str, list[str]] = {
+            "this SDK, default (env workers)": [*ours, *common],
+            "this SDK, --no-env-workers": [*ours, *common, "--no-env-workers"],
+        }
+        if not args.no_anchor:
+            python = anchor_python(work)
+            paths["verifiers 0.1.8.post2 vf-eval"] = [
+                str(python.with_name("vf-eval")),
+                "bench_single",
+                *("--api-base-url", url, "--model", MODEL),
+                *("-n", str(args.n), "-r", str(args.r)),
+            ]
+        results: dict[str, list[tuple[float, float | None]]] = {name: [] for name in paths}
+        for _ in range(args.runs):  # interleaved, so a busy moment costs every path alike
+            for name, command in paths.items():
+                results[name].append(timed(command, env))
+        wall = {name: statistics.median(w for w, _ in runs) for name, runs in results.items()}
+        in_process = wall["this SDK, --no-env-workers"]
+        anchor = wall.get("verifiers 0.1.8.post2 vf-eval")
+        table = Table(
+            title=f"vf-eval end to end: {args.n} examples x {args.r} rollouts, "
+            f"median of {args.runs} runs (target: default <= 1.1x in-process, <= 0.3x 0.1.8)"
+        )
+        for column in ("path", "wall s", "first rollout s", "x in-process", "x 0.1.8"):
+            table.add_column(column, justify="right" if column != "path" else "left")
+        for name, runs in results.items():
+            firsts = [f for _, f in runs if f is not None]
+            table.add_row(
+                name,
+                f"{wall[name]:.2f}",
+                f"{statistics.median(firsts):.2f}" if firsts else "-",
+                f"{wall[name] / in_process:.2f}",
+                f"{wall[name] / anchor:.2f}" if anchor else "-",
+            )
+        Console(width=140).print(table)
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
