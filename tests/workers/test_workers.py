@@ -706,3 +706,52 @@ def test_vf_eval_stopped_before_its_run_leaves_no_prelaunched_worker(flags, tmp_
     while _worker_pids(tag) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _worker_pids(tag) == []
+
+
+def test_a_rollout_output_row_from_a_server_without_snapshots_reads_as_a_state():
+    """verifiers' own ZMQEnvServer ignores ``output: "state"`` and answers 0.1.11+'s
+    ``RolloutOutput`` rows (tool calls as JSON strings, timing in seconds, ``ErrorData``):
+    read back against the row sent (tests/installs/test_upstream_env_server.py runs the real one)."""
+    from verifiers.errors import RolloutError
+    from verifiers.workers.snapshot import from_output
+
+    row = {"example_id": 3, "prompt": [{"role": "user", "content": "2+2?"}], "answer": "4"}
+    call = '{"id": "c1", "name": "add", "arguments": "{\\"a\\": 2, \\"b\\": 2}"}'
+    output = {
+        "example_id": 3,
+        "prompt": None,
+        "completion": [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "4"},
+            {"role": "assistant", "content": "4"},
+        ],
+        "reward": 1.0,
+        "metrics": {"correct": 1.0},
+        "timing": {"generation": {"duration": 0.5}, "scoring": {"duration": 0.25}, "total": 0.75},
+        "token_usage": {"input_tokens": 10.0, "output_tokens": 2.0},
+        "error": {
+            "error": "ToolError",
+            "message": "x",
+            "error_chain_repr": "r",
+            "error_chain_str": "s",
+        },
+        "error_chain": "r",
+    }
+    state = from_output(row, 1, output)
+    assert state["prompt"] == row["prompt"] and state["rollout_index"] == 1
+    assert state["completion"][0]["tool_calls"] == [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "add", "arguments": '{"a": 2, "b": 2}'},
+        }
+    ]
+    assert state["timing"] == {
+        "generation_ms": 500.0,
+        "scoring_ms": 250.0,
+        "total_ms": 750.0,
+        "model_ms": 0.0,
+    }
+    assert state["usage"] == {"input_tokens": 10.0, "output_tokens": 2.0}
+    assert isinstance(state["error"], RolloutError) and "ToolError: x" in str(state["error"])
+    assert state["reward"] == 1.0 and state["trajectory"] == [] and "error_chain" not in state

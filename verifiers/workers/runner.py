@@ -3,9 +3,11 @@
 ``WorkerGroups`` is a ``GroupRunner`` (``verifiers.envs.generation``): each group goes to the
 workers as one request carrying the rows, each rollout's index and sampling args (so seeds are
 those of an in-process run) and a ``ClientConfig`` (never a live client), and comes back as full
-rollout snapshots that read like in-process states. A request that failed (its worker died
-twice, it timed out) becomes an error on each of the group's rollouts. ``max_concurrent`` bounds
-the rollouts in flight across all workers, as it does in process.
+rollout snapshots that read like in-process states (from a server that answers 0.1.11+'s
+``RolloutOutput`` rows instead, verifiers' own ``ZMQEnvServer``, states read back from the rows:
+the same conversation, reward and metrics, no token-level trajectory). A request that failed
+(its worker died twice, it timed out) becomes an error on each of the group's rollouts.
+``max_concurrent`` bounds the rollouts in flight across all workers, as it does in process.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from verifiers.clients.config import ClientConfig
 from verifiers.errors import InfraError
 from verifiers.types import State
 from verifiers.workers.protocol import Member, Response, RunGroupRequest
-from verifiers.workers.snapshot import failed_state, restore
+from verifiers.workers.snapshot import failed_state, from_output, restore
 
 KEY_VAR = "VF_ENV_WORKER_API_KEY"
 NO_KEY_VAR = "VF_NO_API_KEY"  # named by a config that has no key (never set anywhere)
@@ -154,7 +156,12 @@ class WorkerGroups:
             return [
                 failed_state(row, i, error) for row, i in zip(job.rows, job.indices, strict=True)
             ]
-        return [restore(output) for output in response.outputs]
+        # a snapshot carries its row; a server that does not know ``output: "state"`` (verifiers'
+        # own ZMQEnvServer) answers 0.1.11+'s ``RolloutOutput`` rows, read back against the rows sent
+        return [
+            restore(output) if "input" in output else from_output(row, i, output)
+            for output, row, i in zip(response.outputs, job.rows, job.indices, strict=True)
+        ]
 
 
 def _plain_row(row: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ it reads like the state it came from: ``state["error"]`` is the typed error agai
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from verifiers.errors import to_record
@@ -100,6 +101,82 @@ def restore(data: dict[str, Any]) -> State:
         elif key == "prompt":
             continue  # the row holds it
         dict.__setitem__(state, key, value)
+    return state
+
+
+def _tool_call(call: Any) -> Any:
+    """A tool call saved as a JSON string of ``{id, name, arguments}`` in OpenAI's shape again."""
+    if isinstance(call, str):
+        try:
+            call = json.loads(call)
+        except ValueError:
+            return call
+    if isinstance(call, dict) and "function" not in call and "name" in call:
+        arguments = call.get("arguments")
+        return {
+            "id": call.get("id"),
+            "type": "function",
+            "function": {
+                "name": call["name"],
+                "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+            },
+        }
+    return call
+
+
+def _seconds_to_ms(timing: Any) -> Any:
+    """0.1.11+'s timing (nested spans in seconds) in this SDK's milliseconds form."""
+    if not isinstance(timing, dict) or "generation_ms" in timing:
+        return timing
+
+    def ms(key: str) -> float:
+        value = timing.get(key)
+        value = value.get("duration") if isinstance(value, dict) else value
+        return float(value or 0.0) * 1000
+
+    return {
+        "generation_ms": ms("generation"),
+        "scoring_ms": ms("scoring"),
+        "total_ms": ms("total"),
+        "model_ms": ms("model"),
+    }
+
+
+def from_output(row: dict[str, Any], rollout_index: int, output: dict[str, Any]) -> State:
+    """The state a ``RolloutOutput`` row (0.1.11+'s shape) describes: what a server that does
+    not know this SDK's ``output: "state"`` answers (verifiers' own ``ZMQEnvServer``). The row
+    sent is the input; tool calls saved as JSON strings are OpenAI-shaped calls again, the
+    ``ErrorData`` an error, the timing milliseconds. A row has no trajectory (no token ids)."""
+    from verifiers.classic.error_data import is_error_data
+    from verifiers.errors import RolloutError
+
+    state = State(input=dict(row))
+    for key, value in output.items():
+        if key in ("prompt", "error_chain", "long_error_chain"):
+            continue  # the row holds the prompt; the chains are the error's
+        if key == "completion" and isinstance(value, list):
+            value = as_messages(
+                [
+                    {**m, "tool_calls": [_tool_call(c) for c in m["tool_calls"]]}
+                    if isinstance(m, dict) and m.get("tool_calls")
+                    else m
+                    for m in value
+                ]
+            )
+        elif key == "error":
+            if is_error_data(value):
+                error = RolloutError(f"{value['error']}: {value['message']}")
+                error.phase = "worker"
+                value = error
+            else:
+                value = rebuild_error(value)
+        elif key == "timing":
+            value = _seconds_to_ms(value)
+        elif key == "token_usage":
+            key = "usage"
+        dict.__setitem__(state, key, value)
+    state.setdefault("trajectory", [])
+    state["rollout_index"] = rollout_index
     return state
 
 
