@@ -340,13 +340,15 @@ class Catalog:
         )
 
     def count_downloads(self, pending: set[tuple[int, int, str]]) -> None:
-        """Record (environment, user, day) downloads; each counts once."""
+        """Record (environment, user, day) downloads; each counts once. A download of an
+        environment deleted since (by any hub process) is dropped: its row is gone, and its id
+        is never another environment's."""
         with self.database.transaction() as db:
             for env_id, user_id, day in sorted(pending):
                 inserted = db.execute(
-                    "INSERT INTO downloads (env_id, user_id, day) VALUES (?,?,?) "
-                    "ON CONFLICT DO NOTHING",
-                    (env_id, user_id, day),
+                    "INSERT INTO downloads (env_id, user_id, day) SELECT ?, ?, ? "
+                    "WHERE EXISTS (SELECT 1 FROM environments WHERE id=?) ON CONFLICT DO NOTHING",
+                    (env_id, user_id, day, env_id),
                 ).rowcount
                 if inserted:
                     db.execute(

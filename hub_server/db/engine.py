@@ -149,6 +149,33 @@ class SQLiteDatabase:
     def read(self) -> Iterator[SQLiteCursor]:
         yield SQLiteCursor(self._connection())
 
+    @contextmanager
+    def schema_change(self) -> Iterator[SQLiteCursor]:
+        """A transaction for migrations that rebuild tables (SQLite's documented ALTER
+        procedure): foreign keys are not enforced inside it, since dropping a parent table
+        with them on deletes its rows first and cascades into every child table; before the
+        commit, ``PRAGMA foreign_key_check`` must find no violation that was not there before.
+        (``PRAGMA foreign_keys`` is a no-op inside a transaction: it is set around it.)"""
+        db = self._connection()
+        db.execute("PRAGMA foreign_keys=OFF")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                before = {tuple(r) for r in db.execute("PRAGMA foreign_key_check").fetchall()}
+                yield SQLiteCursor(db)
+                after = {tuple(r) for r in db.execute("PRAGMA foreign_key_check").fetchall()}
+                if after - before:
+                    raise RuntimeError(
+                        f"a schema change broke foreign keys (table, rowid, parent, key): "
+                        f"{sorted(after - before)[:5]}"
+                    )
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            db.execute("PRAGMA foreign_keys=ON")
+
     def close(self) -> None:
         db = getattr(self._local, "db", None)
         if db is not None:

@@ -7,7 +7,11 @@ starting at once migrate the database exactly once.
 
 What the schema guarantees by itself, so races end in a constraint and not in a corrupt store:
 one environment per normalized name and owner (``name_key``), one version per PEP 440 version
-(``version_key``), one file per filename in an environment, one eval per run and version.
+(``version_key``), one file per filename in an environment, one eval per run and version. No id
+is ever given out twice, also after its row is deleted (``SURROGATE_IDS``: AUTOINCREMENT on
+SQLite since v12, ``BIGSERIAL`` sequences on PostgreSQL; no statement inserts an id of these
+tables), so nothing keyed by an id (a cached page, a link, a token id to revoke) can come to mean
+another row.
 
 The ``modules`` table (SQLite v8, PostgreSQL v1) is no longer read or written: an environment
 installs only its own import name, so the hub keeps no index of who installs what. It stays so
@@ -158,6 +162,136 @@ SQLITE = [
     """,
 ]
 
+
+def _autoincrement(table: str, columns: str, constraints: str, after: str = "") -> str:
+    """SQLite's ALTER procedure for one table: a new table with the same columns and
+    constraints and ``AUTOINCREMENT``, the rows copied (ids kept), the old table dropped, the
+    new one renamed, then ``after`` (what dropping the old table dropped: its explicit indexes
+    and triggers; the indexes of UNIQUE constraints come back with the table)."""
+    names = ", ".join(
+        c.split()[0] for c in columns.split(",\n") if "GENERATED ALWAYS" not in c.upper()
+    )
+    return f"""
+    CREATE TABLE {table}_v12 (id INTEGER PRIMARY KEY AUTOINCREMENT, {columns}{constraints});
+    INSERT INTO {table}_v12 (id, {names}) SELECT id, {names} FROM {table};
+    DROP TABLE {table};
+    ALTER TABLE {table}_v12 RENAME TO {table};
+    {after}
+    DELETE FROM sqlite_sequence WHERE name IN ('{table}', '{table}_v12');
+    INSERT INTO sqlite_sequence (name, seq) SELECT '{table}', coalesce(max(id), 0) FROM {table};
+    """
+
+
+# v12: no id is ever given out twice. SQLite's ``INTEGER PRIMARY KEY`` hands out max(id) + 1, so
+# the id of the newest row came back after it was deleted (a new environment got the deleted
+# one's id, and the index pages cached under it); AUTOINCREMENT never reuses one. Every table
+# with a surrogate id is rebuilt with it, its rows and ids kept. Ids deleted before this
+# migration cannot be known: each table's sequence starts at its largest id still present, so an
+# id above it that was deleted before the upgrade may be given out once more, never after.
+SQLITE.append(
+    _autoincrement(
+        "users",
+        "name TEXT UNIQUE NOT NULL,\nis_admin INTEGER NOT NULL DEFAULT 0,\ncreated_at TEXT NOT NULL",
+        "",
+    )
+    + _autoincrement("teams", "name TEXT UNIQUE NOT NULL,\ncreated_at TEXT NOT NULL", "")
+    + _autoincrement(
+        "tokens",
+        "user_id INTEGER NOT NULL REFERENCES users(id),\nname TEXT NOT NULL,\n"
+        "token_hash TEXT UNIQUE NOT NULL,\nscopes TEXT NOT NULL,\ncreated_at TEXT NOT NULL,\n"
+        "expires_at TEXT,\nrevoked_at TEXT",
+        "",
+    )
+    + _autoincrement(
+        "environments",
+        "owner TEXT NOT NULL,\nname TEXT NOT NULL,\ndistribution TEXT NOT NULL,\n"
+        "visibility TEXT NOT NULL,\ndescription TEXT,\ntags TEXT NOT NULL DEFAULT '[]',\n"
+        "readme TEXT,\ncreated_at TEXT NOT NULL,\nupdated_at TEXT NOT NULL,\n"
+        "downloads INTEGER NOT NULL DEFAULT 0,\nname_key TEXT,\nlatest_version TEXT,\n"
+        "serial INTEGER NOT NULL DEFAULT 0,\naccess TEXT GENERATED ALWAYS AS "
+        "((CASE WHEN visibility = 'public' THEN 'public ' ELSE '' END) || 'o' || lower(hex(owner))) VIRTUAL",
+        ", UNIQUE (owner, name)",
+        """
+    CREATE UNIQUE INDEX environments_name_key ON environments (owner, name_key);
+    CREATE INDEX environments_updated ON environments (updated_at);
+    CREATE INDEX environments_created ON environments (created_at);
+    CREATE INDEX environments_downloads ON environments (downloads);
+    CREATE INDEX environments_owner ON environments (owner, name);
+    CREATE TRIGGER environments_fts_insert AFTER INSERT ON environments BEGIN
+        INSERT INTO environments_fts (rowid, owner, name, description, tags, access) VALUES (new.id, new.owner, new.name, coalesce(new.description, ''), new.tags, new.access);
+    END;
+    CREATE TRIGGER environments_fts_delete AFTER DELETE ON environments BEGIN
+        INSERT INTO environments_fts (environments_fts, rowid, owner, name, description, tags, access) VALUES ('delete', old.id, old.owner, old.name, coalesce(old.description, ''), old.tags, old.access);
+    END;
+    CREATE TRIGGER environments_fts_update AFTER UPDATE OF owner, description, tags, visibility ON environments BEGIN
+        INSERT INTO environments_fts (environments_fts, rowid, owner, name, description, tags, access) VALUES ('delete', old.id, old.owner, old.name, coalesce(old.description, ''), old.tags, old.access);
+        INSERT INTO environments_fts (rowid, owner, name, description, tags, access) VALUES (new.id, new.owner, new.name, coalesce(new.description, ''), new.tags, new.access);
+    END;
+    CREATE TRIGGER catalog_changed_insert AFTER INSERT ON environments BEGIN
+        UPDATE catalog_state SET generation = generation + 1;
+    END;
+    CREATE TRIGGER catalog_changed_update AFTER UPDATE ON environments BEGIN
+        UPDATE catalog_state SET generation = generation + 1;
+    END;
+    CREATE TRIGGER catalog_changed_delete AFTER DELETE ON environments BEGIN
+        UPDATE catalog_state SET generation = generation + 1;
+    END;
+    INSERT INTO environments_fts (environments_fts) VALUES ('rebuild');
+    """,
+    )
+    + _autoincrement(
+        "versions",
+        "env_id INTEGER NOT NULL REFERENCES environments(id) ON DELETE CASCADE,\n"
+        "version TEXT NOT NULL,\ncreated_at TEXT NOT NULL,\nyanked INTEGER NOT NULL DEFAULT 0,\n"
+        "yanked_reason TEXT,\ncontent_hash TEXT NOT NULL,\nrequires_python TEXT,\n"
+        "dependencies TEXT NOT NULL,\nsummary TEXT,\ntop_level TEXT NOT NULL DEFAULT '[]',\n"
+        "version_key TEXT",
+        ", UNIQUE (env_id, version)",
+        "CREATE UNIQUE INDEX versions_key ON versions (env_id, version_key);",
+    )
+    + _autoincrement(
+        "files",
+        "version_id INTEGER NOT NULL REFERENCES versions(id) ON DELETE CASCADE,\n"
+        "filename TEXT NOT NULL,\nkind TEXT NOT NULL,\nsha256 TEXT NOT NULL,\nsize INTEGER NOT NULL,\n"
+        "blob TEXT NOT NULL,\nmetadata_blob TEXT,\nmetadata_sha256 TEXT,\nupload_time TEXT NOT NULL,\n"
+        "env_id INTEGER REFERENCES environments(id) ON DELETE CASCADE",
+        "",
+        "CREATE UNIQUE INDEX files_unique ON files (version_id, filename);\n"
+        "    CREATE UNIQUE INDEX files_env_filename ON files (env_id, filename);",
+    )
+    + _autoincrement(
+        "evals",
+        "version_id INTEGER NOT NULL REFERENCES versions(id) ON DELETE CASCADE,\n"
+        "uploaded_by TEXT NOT NULL,\ncreated_at TEXT NOT NULL,\nmodel TEXT,\nsummary TEXT NOT NULL,\n"
+        "num_rollouts INTEGER NOT NULL,\nmetadata_blob TEXT NOT NULL,\nresults_blob TEXT NOT NULL,\n"
+        "run_id TEXT,\nhistogram TEXT NOT NULL DEFAULT "
+        '\'{"counts": [], "low": 0.0, "high": 1.0, "peak": 0}\'',
+        "",
+        "CREATE UNIQUE INDEX evals_run ON evals (version_id, run_id);",
+    )
+    + _autoincrement(
+        "datasets",
+        "version_id INTEGER NOT NULL REFERENCES versions(id) ON DELETE CASCADE,\n"
+        "uploaded_by TEXT NOT NULL,\ncreated_at TEXT NOT NULL,\nrows INTEGER NOT NULL,\n"
+        "filter TEXT NOT NULL,\nmodels TEXT NOT NULL,\ncard_blob TEXT NOT NULL,\n"
+        "data_blob TEXT NOT NULL,\ndata_sha256 TEXT NOT NULL",
+        ", UNIQUE (version_id, data_sha256)",
+    )
+)
+# Tables whose ids are surrogates, never reused (AUTOINCREMENT here, sequences on PostgreSQL);
+# ``staged_pushes`` and ``staged_files`` are keyed by random tokens, ``sessions`` by a secret's
+# hash, ``catalog_state`` is one row.
+SURROGATE_IDS = (
+    "users",
+    "teams",
+    "tokens",
+    "environments",
+    "versions",
+    "files",
+    "evals",
+    "datasets",
+)
+
 POSTGRESQL = [
     """
     CREATE TABLE users (id BIGSERIAL PRIMARY KEY, name TEXT UNIQUE NOT NULL, is_admin INTEGER NOT NULL DEFAULT 0,
@@ -261,7 +395,10 @@ def statements(script: str) -> list[str]:
 
 def migrate(database: Any) -> None:
     if database.dialect == "sqlite":
-        with database.transaction() as db:
+        with database.read() as db:
+            if db.execute("PRAGMA user_version").fetchone()[0] >= len(SQLITE):
+                return
+        with database.schema_change() as db:  # (re-read: another process may have migrated)
             current = db.execute("PRAGMA user_version").fetchone()[0]
             for number, script in enumerate(SQLITE[current:], start=current + 1):
                 for statement in statements(script):

@@ -87,6 +87,15 @@ class Search:
                 self._cache.move_to_end(key)
         return hit
 
+    def forget(self, env_id: int) -> None:
+        """Drop the answers that list a deleted environment (a newer generation makes them
+        unreachable already; this frees what they held of it at once)."""
+        with self._lock:
+            for key in [
+                k for k, (rows, _) in self._cache.items() if any(r.id == env_id for r in rows)
+            ]:
+                del self._cache[key]
+
     def page(
         self,
         viewer: Viewer,

@@ -267,7 +267,7 @@ def versions(owner: str, name: str, hub: HubDep, user: MaybeUser) -> dict[str, A
 @router.delete("/environmentshub/{owner}/{name}")
 def delete_environment(owner: str, name: str, user: User, hub: HubDep) -> dict[str, Any]:
     env = administered(hub, user, owner, name, "delete")
-    hub.catalog.delete_environment(env.id)
+    hub.delete_environment(env)
     return data({"success": True})
 
 
@@ -299,5 +299,5 @@ def delete_version(
             f"{', '.join(v.version for v in found)}; delete by version instead "
             f"(DELETE /api/v1/environments/{owner}/{name}/versions/VERSION)",
         )
-    hub.catalog.delete_version(env.id, found[0].id)
+    hub.delete_version(env, found[0].id)
     return data({"success": True, "version": found[0].version})

@@ -120,7 +120,7 @@ def yank(
 @router.delete("/{owner}/{name}", status_code=204)
 def delete_environment(owner: str, name: str, user: User, hub: HubDep) -> Response:
     env = administered(hub, user, owner, name, "delete")
-    hub.catalog.delete_environment(env.id)
+    hub.delete_environment(env)
     return Response(status_code=204)
 
 
@@ -128,5 +128,5 @@ def delete_environment(owner: str, name: str, user: User, hub: HubDep) -> Respon
 def delete_version(owner: str, name: str, version: str, user: User, hub: HubDep) -> Response:
     """Only that version goes; its number stays taken (files are never replaced)."""
     env = administered(hub, user, owner, name, "delete versions of")
-    hub.catalog.delete_version(env.id, hub.version(env, version).id)
+    hub.delete_version(env, hub.version(env, version).id)
     return Response(status_code=204)

@@ -2,9 +2,10 @@
 upload times, PEP 592 yanking) and the file downloads it links to.
 
 Links are path-absolute, so a page never depends on the request's ``Host`` header. Rendered pages
-are kept in memory keyed by the environment's ``serial``, which every change bumps in the same
-transaction, so a page is never stale, even across hub processes; the access check still runs on
-every request.
+are kept in memory keyed by the environment's id (never given to another environment) and its
+``serial``, which every change bumps in the same transaction (``hub.index_key``), so a page is
+never stale, even across hub processes, nor another environment's; the access check still runs
+on every request.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from hub_server.edges.fastpath import request_headers, respond
 from hub_server.errors import HubError, error_body
 from hub_server.presenters.templates import templates
 from hub_server.routers.deps import HubDep, MaybeUser
-from hub_server.services.hub import Hub
+from hub_server.services.hub import Hub, index_key
 
 router = APIRouter(tags=["simple index"])
 PEP691 = "application/vnd.pypi.simple.v1+json"
@@ -56,7 +57,7 @@ async def project_page(
     if canonicalize_name(project) != canonicalize_name(env.distribution):
         raise HubError(404, "project_not_found", f"this index only serves {env.distribution}")
     as_json = PEP691 in headers.get("accept", "")
-    key = (env.id, env.serial, as_json)
+    key = index_key(env, as_json)
     body = hub.index_cache.get(key)
     if body is None:
         body = await run_in_threadpool(hub.cached_page, key, lambda: render(hub, env, as_json))

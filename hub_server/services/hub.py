@@ -1,8 +1,12 @@
 """The hub's state: its settings, database rooms, blob store and authenticator, wired once.
 
 Nothing here caches what another hub process could change: the only in-process memory is the
-rendered simple-index pages, keyed by the environment's ``serial`` (which every publish, yank and
-delete bumps in the same transaction), and downloads not yet written, which are increments.
+rendered simple-index pages, keyed by the environment's id and ``serial`` (which every publish,
+yank and delete bumps in the same transaction), and downloads not yet written, which are
+increments. An environment's id is never given out again once it is deleted (AUTOINCREMENT on
+SQLite, a sequence on PostgreSQL), so a page cached for a deleted environment can never be served
+for a new one; deleting drops what this process kept of it all the same (its pages, its pending
+downloads, the search answers that list it).
 """
 
 from __future__ import annotations
@@ -40,6 +44,14 @@ INDEX_CACHE_SIZE = 2048
 DOWNLOAD_FLUSH_S = 10.0
 
 
+def index_key(env: EnvironmentRow, as_json: bool) -> tuple[int, str, int, bool]:
+    """What a simple-index page is cached under: the environment's id, which no other
+    environment ever gets, and its ``serial``, which every change to its files bumps. Its
+    ``created_at`` is part of the key too, for a store replaced under a running hub (a backup
+    restored, a sequence reset by hand), where ids could repeat."""
+    return (env.id, env.created_at, env.serial, as_json)
+
+
 class Hub:
     def __init__(
         self,
@@ -67,6 +79,7 @@ class Hub:
         self.staging = StagingArea(self.blobs)  # staged pushes' bytes, beside the blob store
         self.auth = Authenticator(self.accounts)
         self.index_cache: OrderedDict[tuple, bytes] = OrderedDict()
+        self._index_lock = threading.Lock()
         self._downloads: set[tuple[int, int, str]] = set()
         self._downloads_flushed = time.monotonic()
         self._downloads_lock = threading.Lock()
@@ -114,10 +127,32 @@ class Hub:
         body = self.index_cache.get(key)
         if body is None:
             body = render()
-            self.index_cache[key] = body
-            if len(self.index_cache) > INDEX_CACHE_SIZE:
-                self.index_cache.popitem(last=False)
+            with self._index_lock:
+                self.index_cache[key] = body
+                if len(self.index_cache) > INDEX_CACHE_SIZE:
+                    self.index_cache.popitem(last=False)
         return body
+
+    # --- deleting: the rows, then what this process kept of them ---------------------------------
+    def delete_environment(self, env: EnvironmentRow) -> None:
+        self.catalog.delete_environment(env.id)
+        self.forget_environment(env.id)
+
+    def delete_version(self, env: EnvironmentRow, version_id: int) -> None:
+        self.catalog.delete_version(env.id, version_id)
+        self.forget_environment(env.id, pages_only=True)
+
+    def forget_environment(self, env_id: int, pages_only: bool = False) -> None:
+        """Drop this process's cached index pages of ``env_id`` and, unless it still exists
+        (``pages_only``), its pending downloads and the search answers that list it."""
+        with self._index_lock:
+            for key in [k for k in self.index_cache if k[0] == env_id]:
+                del self.index_cache[key]
+        if pages_only:
+            return
+        with self._downloads_lock:
+            self._downloads = {d for d in self._downloads if d[0] != env_id}
+        self.search.forget(env_id)
 
     def environment(self, owner: str, name: str, user: Any) -> EnvironmentRow:
         """The environment row, or 404 (private environments do not exist for others; names
