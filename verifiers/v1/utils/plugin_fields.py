@@ -9,19 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from verifiers.errors import VFError
 from verifiers.v1.configs.harness import HarnessConfig, WireHarnessConfig
-from verifiers.v1.configs.taskset import WireTasksetConfig
-
-LOOSE_CONFIGS: dict[str, type[BaseModel]] = {
-    "taskset": WireTasksetConfig,
-    "harness": WireHarnessConfig,
-}
-"""What a plugin field is read as when its plugin is not installed here."""
-
-
-class PluginNotInstalled(VFError, ModuleNotFoundError):
-    """The package an id names is not installed in this Python."""
+from verifiers.v1.utils.plugins import PluginNotInstalled as PluginNotInstalled
 
 
 def harness_config_type(harness_id: str) -> type[HarnessConfig]:
@@ -40,6 +29,7 @@ def narrow_plugin_field(
     data: dict[str, Any],
     field: str,
     resolve: Callable[[str], type[BaseModel]],
+    loose: type[BaseModel],
     default_id: str | None = None,
 ) -> None:
     """Validate ``data[field]`` against the config type of the plugin its ``id`` names (in
@@ -53,7 +43,6 @@ def narrow_plugin_field(
         return
     if not isinstance(ident, str):
         raise ValueError(f"{field}.id needs an id (got {ident!r})")
-    loose = LOOSE_CONFIGS[field]
     try:
         data[field] = _loose(resolve, loose, ident).model_validate({**raw, "id": ident})
     except ValidationError as e:
