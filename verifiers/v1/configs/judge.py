@@ -59,7 +59,11 @@ def resolve_judges(
         if not ident:
             raise ValueError(_NEEDS_ID)
         try:
-            resolved.append(config_type(ident).model_validate(raw))
+            own = config_type(ident)
+        except (ModuleNotFoundError, AttributeError, TypeError, ValueError) as e:
+            raise ValueError(f"judges[{i}]: {e}") from None
+        try:
+            resolved.append(own.model_validate(raw))
         except ValidationError as e:
             problems = "; ".join(
                 f"{'.'.join(map(str, err['loc'])) or '(entry)'}: {err['msg']}"
