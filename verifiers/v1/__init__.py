@@ -11,6 +11,7 @@ Not here yet (issue 41): most harnesses and runtimes, MCP toolsets, the user sim
 
 import logging as _logging
 
+from verifiers.v1.agent import Agent, Agents, Interaction, ModelContext, Segment
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.base import BaseConfig
 from verifiers.v1.configs.client import (
@@ -20,7 +21,7 @@ from verifiers.v1.configs.client import (
     TrainClientConfig,
 )
 from verifiers.v1.configs.env import EnvConfig, SingleAgentEnvConfig
-from verifiers.v1.configs.harness import HarnessConfig
+from verifiers.v1.configs.harness import HarnessConfig, NullHarnessConfig
 from verifiers.v1.configs.judge import JudgeConfig, Judges
 from verifiers.v1.configs.legacy import LegacyEnvConfig
 from verifiers.v1.configs.retries import RetryConfig
@@ -76,6 +77,7 @@ from verifiers.v1.task import (
     task_key,
 )
 from verifiers.v1.taskset import Taskset
+from verifiers.v1.toolset import Toolset, ToolsetConfig
 from verifiers.v1.trace import (
     TRACE_VERSION,
     AgentInfo,
@@ -223,6 +225,15 @@ __all__ = [  # noqa: RUF022 - grouped by area, as upstream's
     "ClientConfig",
     "EvalClientConfig",
     "TrainClientConfig",
+    "NullHarnessConfig",
+    # agents and tools
+    "Agent",
+    "Agents",
+    "Interaction",
+    "ModelContext",
+    "Segment",
+    "Toolset",
+    "ToolsetConfig",
     # envs and loaders
     "Env",
     "SingleAgentEnv",
