@@ -35,7 +35,8 @@ class ModelContext:
 
     base_url: str | None = None
     model: str = ""
-    api_key_var: str = "OPENAI_API_KEY"
+    api_key: str | None = None
+    """The key for ``base_url`` (an agent's own client config reads its ``api_key_var``)."""
     headers: dict[str, str] = field(default_factory=dict)
     sampling: dict[str, Any] = field(default_factory=dict)
     run: RunInfo | None = None
@@ -142,7 +143,9 @@ class Agent:
                     return True
             return False
 
-        async with open_client(self.endpoint, self.context.base_url) as client:
+        async with open_client(
+            self.endpoint, self.context.base_url, self.context.api_key
+        ) as client:
             return await self.harness.chat(
                 client,
                 self.model,

@@ -20,12 +20,16 @@ from verifiers.v1.types import (
 CLIENT_TIMEOUT = 600.0
 
 
-def open_client(config: BaseClientConfig, base_url: str | None = None) -> AsyncOpenAI:
-    """A client for ``config``'s endpoint (``base_url`` fills in when the config names none).
+def open_client(
+    config: BaseClientConfig, base_url: str | None = None, api_key: str | None = None
+) -> AsyncOpenAI:
+    """A client for ``config``'s endpoint (``base_url`` and ``api_key`` fill in when the config names none).
     The key is read from the variable ``api_key_var`` names; a local endpoint needs none."""
     return AsyncOpenAI(
         base_url=config.base_url or base_url,
-        api_key=os.environ.get(config.api_key_var) or "EMPTY",
+        api_key=(api_key if config.base_url is None and api_key else None)
+        or os.environ.get(config.api_key_var)
+        or "EMPTY",
         default_headers=config.headers or None,
         timeout=CLIENT_TIMEOUT,
         max_retries=0,
