@@ -5,11 +5,13 @@ A ``Taskset`` yields typed ``Task``s (``TaskData`` + behaviour), a task scores a
 with its ``@vf.reward``/``@vf.metric`` hooks, and a trace (a message graph, model calls,
 rewards, metrics, errors, timing) is the record of one agent's rollout; an ``Episode`` holds
 an env run's traces. Imported only when asked for: ``import verifiers`` does not load it.
-Not here yet (issue 41): agents, harnesses, runtimes, toolsets, judges, the eval runner.
+Judges (``reference``, ``rubric``, your own) score a trace against any OpenAI-compatible endpoint.
+Not here yet (issue 41): most harnesses and runtimes, MCP toolsets, the user simulator.
 """
 
 import logging as _logging
 
+from verifiers.v1.agent import Agent, Agents, Interaction, ModelContext, Segment
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.base import BaseConfig
 from verifiers.v1.configs.client import (
@@ -19,7 +21,8 @@ from verifiers.v1.configs.client import (
     TrainClientConfig,
 )
 from verifiers.v1.configs.env import EnvConfig, SingleAgentEnvConfig
-from verifiers.v1.configs.harness import HarnessConfig
+from verifiers.v1.configs.harness import HarnessConfig, NullHarnessConfig
+from verifiers.v1.configs.judge import JudgeConfig, Judges
 from verifiers.v1.configs.legacy import LegacyEnvConfig
 from verifiers.v1.configs.retries import RetryConfig
 from verifiers.v1.configs.runtime import (
@@ -47,6 +50,14 @@ from verifiers.v1.errors import (
 )
 from verifiers.v1.graph import MessageNode
 from verifiers.v1.hooks import metric, reward, stop, tool
+from verifiers.v1.judge import Judge, JudgeResponse, JudgeView
+from verifiers.v1.judges import (
+    Criterion,
+    ReferenceJudge,
+    ReferenceJudgeConfig,
+    RubricJudge,
+    RubricJudgeConfig,
+)
 from verifiers.v1.scoring import (
     compare_stdout_results,
     extract_boxed_answer,
@@ -66,6 +77,7 @@ from verifiers.v1.task import (
     task_key,
 )
 from verifiers.v1.taskset import Taskset
+from verifiers.v1.toolset import Toolset, ToolsetConfig
 from verifiers.v1.trace import (
     TRACE_VERSION,
     AgentInfo,
@@ -111,8 +123,12 @@ from verifiers.v1.utils.loaders import (
     env_config_type,
     environment_class,
     import_environment,
+    import_judge,
     import_taskset,
+    judge_class,
+    judge_config_type,
     load_environment,
+    load_judge,
     load_taskset,
     resolve_env_config,
     task_type,
@@ -209,6 +225,15 @@ __all__ = [  # noqa: RUF022 - grouped by area, as upstream's
     "ClientConfig",
     "EvalClientConfig",
     "TrainClientConfig",
+    "NullHarnessConfig",
+    # agents and tools
+    "Agent",
+    "Agents",
+    "Interaction",
+    "ModelContext",
+    "Segment",
+    "Toolset",
+    "ToolsetConfig",
     # envs and loaders
     "Env",
     "SingleAgentEnv",
@@ -221,6 +246,21 @@ __all__ = [  # noqa: RUF022 - grouped by area, as upstream's
     "resolve_env_config",
     "task_type",
     "taskset_config_type",
+    "import_judge",
+    "judge_class",
+    "judge_config_type",
+    "load_judge",
+    # judges
+    "Judge",
+    "JudgeConfig",
+    "Judges",
+    "JudgeResponse",
+    "JudgeView",
+    "ReferenceJudge",
+    "ReferenceJudgeConfig",
+    "RubricJudge",
+    "RubricJudgeConfig",
+    "Criterion",
     # answer checks
     "compare_stdout_results",
     "extract_boxed_answer",

@@ -1,18 +1,25 @@
 """An env: what one episode does with a taskset's task and the env's agents.
 
 ``Env[YourConfig]`` binds the env's config (its roles are ``AgentConfig`` fields); a plain
-taskset runs in ``SingleAgentEnv`` (one seat, ``agent``). Running an episode needs agents,
-harnesses and runtimes, which this SDK's v1 does not have yet: ``run`` says so.
+taskset runs in ``SingleAgentEnv`` (one seat, ``agent``, playing the task from its prompt).
+``run_episode`` builds the agents, calls ``run`` and collects every agent's trace into an
+``Episode``; an env overrides ``run`` to drive its agents (turn by turn with
+``agent.interaction(task)``, for one).
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
-from verifiers.v1.configs.env import EnvConfig, SingleAgentEnvConfig
+from verifiers.v1.agent import Agent, Agents, ModelContext
+from verifiers.v1.configs.env import EnvConfig, SingleAgentEnvConfig, agent_configs
+from verifiers.v1.episode import EnvInfo, Episode
+from verifiers.v1.task import Task
 from verifiers.v1.taskset import Taskset
+from verifiers.v1.trace_parts import Error
 
 EnvConfigT = TypeVar("EnvConfigT", bound=EnvConfig, default=EnvConfig)
 
@@ -21,20 +28,43 @@ class Env(Generic[EnvConfigT]):
     def __init__(self, config: EnvConfigT) -> None:
         self.config = config
 
-    @property
+    @cached_property
     def taskset(self) -> Taskset:
         """The taskset the config names, built with its own config type."""
         from verifiers.v1.utils.tasksets import load_taskset
 
         return load_taskset(self.config.taskset)
 
-    async def run(self, task: Any, agents: Any) -> None:
-        """Play one episode of ``task`` with ``agents``."""
-        raise NotImplementedError(
-            f"{type(self).__name__}.run: v1 agents, harnesses and runtimes are not in this "
-            "SDK yet (issue 41); a v1 taskset can be loaded, iterated and scored on a trace"
+    def agents(self, context: ModelContext) -> Agents:
+        """One agent per role of the config; a harness or runtime this SDK lacks fails here,
+        naming it, before any model call."""
+        shared = type(self.taskset).toolsets(self.taskset.config)
+        return Agents(
+            {
+                name: Agent(name, config, context, shared)
+                for name, config in agent_configs(self.config).items()
+            }
         )
+
+    async def run(self, task: Task, agents: Agents) -> None:
+        """Play one episode of ``task`` with ``agents``."""
+        raise NotImplementedError(f"{type(self).__name__} defines no `run`")
+
+    async def run_episode(self, task: Task, context: ModelContext) -> Episode[Any, Any, Any]:
+        """One episode: every agent's trace, and the env's own error if ``run`` raised."""
+        agents = self.agents(context)
+        episode: Episode[Any, Any, Any] = Episode(env=EnvInfo(id=self.config.env_id))
+        try:
+            await self.run(task, agents)
+        except Exception as e:
+            episode.errors.append(Error(type=type(e).__name__, message=str(e)))
+        episode.traces = agents.traces
+        episode.ok = not episode.errors and all(t.ok for t in episode.traces)
+        return episode
 
 
 class SingleAgentEnv(Env[SingleAgentEnvConfig]):
     """The env of a plain taskset: its one agent solves the task."""
+
+    async def run(self, task: Task, agents: Agents) -> None:
+        await agents.agent.run(task)

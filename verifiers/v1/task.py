@@ -1,7 +1,8 @@
 """A task: its data (``TaskData``, frozen, the row a rollout solves and the part recorded on
 the trace) and its behaviour (``Task``: setup, finalize, rewards and metrics).
 
-``Task.score`` runs the task's ``@metric`` and ``@reward`` hooks on a finished trace; a hook
+``Task.score`` runs the task's ``@metric`` and ``@reward`` hooks, then the judges its
+config plugs in (``TaskConfig.judges``), on a finished trace; a hook
 names what it needs (``task``, ``trace``, ``runtime``), and one that needs a runtime is
 skipped when scoring offline. Any failure inside is a ``TaskError``; the rewards and metrics
 that were due stay on the trace as None.
@@ -43,6 +44,7 @@ from verifiers.v1.task_data import (
 from verifiers.v1.task_data import (
     task_key as task_key,
 )
+from verifiers.v1.utils.judges import load_judge
 
 if TYPE_CHECKING:
     from verifiers.v1.trace import Trace
@@ -95,8 +97,12 @@ class Task(Generic[DataT, StateT, ConfigT]):
             rewards = [fn for fn in rewards if not _needs_runtime(fn)]
         else:
             available["runtime"] = runtime
+        judges = [load_judge(entry) for entry in getattr(self.config, "judges", [])]
+        if runtime is None:
+            judges = [judge for judge in judges if not _needs_runtime(judge.score)]
         seed(trace.metrics, (fn.__name__ for fn in metrics))
         seed(trace.rewards, (fn.__name__ for fn in rewards))
+        seed(trace.rewards, (judge.reward_name for judge in judges))
         async with boundary(TaskError, f"task {type(self).__name__} scoring"):
             for fn, value in zip(metrics, await call_all(metrics, available), strict=True):
                 if isinstance(value, Mapping):
@@ -112,6 +118,14 @@ class Task(Generic[DataT, StateT, ConfigT]):
                         trace.record_reward(name, score, weight)
                 else:
                     trace.record_reward(fn.__name__, value, weight)
+            scores = await call_all([judge.score for judge in judges], available)
+            for judge, value in zip(judges, scores, strict=True):
+                if isinstance(value, Mapping):
+                    unseed(trace.rewards, judge.reward_name)
+                    for name, score in value.items():
+                        trace.record_reward(name, score, judge.config.weight)
+                else:
+                    trace.record_reward(judge.reward_name, value, judge.config.weight)
 
     @classmethod
     def data_type(cls) -> type[TaskData]:

@@ -214,6 +214,14 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     def record_reward(self, name: str, value: float, weight: float = 1.0) -> None:
         self.rewards[name] = Reward(score=float(value), weight=float(weight))
 
+    def record_judge(self, response: BaseModel) -> None:
+        """Keep a judge call's reply on the trace (``info["judge"]``), its usage apart from
+        the agent's (``extra_usage``)."""
+        self.info.setdefault("judge", []).append(response.model_dump(mode="json"))
+        usage = getattr(response, "usage", None)
+        if isinstance(usage, Usage):
+            self.extra_usage.append(usage)
+
     def record_run(self, run: RunInfo | None = None, **info: Any) -> None:
         if run is not None:
             self.run = run

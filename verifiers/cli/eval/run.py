@@ -122,11 +122,13 @@ def _run(
                 )
             env_args, sampling = dict(recorded.env_args), dict(recorded.sampling_args)
     try:
-        env = load_environment(args.env, **env_args)
+        env = _load_v1(args, workers, env_args) or load_environment(args.env, **env_args)
     except EnvironmentNotFoundError as exc:
         raise CLIError(str(exc)) from exc
     except TypeError as exc:
         raise CLIError(str(exc)) from exc
+    if getattr(env, "v1_env", None) is not None:
+        workers = None  # v1 rollouts run in this process (see _load_v1)
     if args.rescore:
         return rescore_run(args, args.rescore, env, console)
     if recorded is not None and recorded.release and str(env.release) != recorded.release:
@@ -301,6 +303,25 @@ async def _generate(
         aclose = getattr(client, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+def _load_v1(args: EvalSettings, workers: Any, env_args: dict[str, Any]) -> Any:
+    """A v1 taskset package (one exporting a ``verifiers.v1`` ``Taskset``) as a classic
+    environment (``verifiers.v1.eval_env``); None for a classic id. v1 rollouts run in this
+    process: env workers asked for explicitly are refused, the default is dropped."""
+    from verifiers.v1.eval_env import TasksetEnvironment, is_v1_taskset
+
+    if not is_v1_taskset(args.env):
+        return None
+    if workers is not None and (args.given("env_workers") or args.given("env_server")):
+        raise CLIError(
+            f"{args.env} is a v1 taskset: env workers do not run v1 tasksets yet; drop "
+            "--env-workers/--env-server or pass --no-env-workers"
+        )
+    try:
+        return TasksetEnvironment(args.env, env=env_args.get("env"))
+    except Exception as exc:
+        raise CLIError(f"{args.env}: {type(exc).__name__}: {exc}") from exc
 
 
 def _prelaunch(workers: Any) -> list[Any]:

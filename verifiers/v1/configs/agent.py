@@ -49,7 +49,7 @@ class AgentConfig(BaseConfig):
         if isinstance(data, dict) and data.get("harness") is not None:
             from verifiers.v1.utils.plugin_fields import harness_config_type, narrow_plugin_field
 
-            narrow_plugin_field(data, "harness", harness_config_type, "bash")
+            narrow_plugin_field(data, "harness", harness_config_type, WireHarnessConfig, "bash")
         return data
 
 

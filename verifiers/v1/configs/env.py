@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field, SerializeAsAny, model_validator
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.base import BaseConfig
 from verifiers.v1.configs.retries import RetryConfig
-from verifiers.v1.configs.taskset import TasksetConfig
+from verifiers.v1.configs.taskset import TasksetConfig, WireTasksetConfig
 from verifiers.v1.generics import deep_merge
 from verifiers.v1.types import ID
 
@@ -68,7 +68,7 @@ class EnvConfig(BaseConfig):
             from verifiers.v1.utils.plugin_fields import narrow_plugin_field
             from verifiers.v1.utils.tasksets import taskset_config_type
 
-            narrow_plugin_field(data, "taskset", taskset_config_type)
+            narrow_plugin_field(data, "taskset", taskset_config_type, WireTasksetConfig)
         return data
 
     @model_validator(mode="before")

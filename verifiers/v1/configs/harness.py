@@ -35,3 +35,10 @@ class WireHarnessConfig(HarnessConfig):
     """A harness config read without its plugin: its own knobs are kept as extras."""
 
     model_config = ConfigDict(extra="allow")
+
+
+class NullHarnessConfig(HarnessConfig):
+    """The ``null`` harness: a plain chat loop run in-process (no program, no runtime); it
+    calls the taskset's Python tools until a reply asks for none."""
+
+    id: ID = "null"

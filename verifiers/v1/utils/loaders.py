@@ -10,14 +10,19 @@ loaded, which fails then, saying what to install. (Upstream installs hub ids whi
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
+from pydantic import BaseModel
+
 from verifiers.v1.configs.env import EnvConfig, WireEnvConfig
+from verifiers.v1.configs.harness import WireHarnessConfig
+from verifiers.v1.configs.taskset import WireTasksetConfig
 from verifiers.v1.env import Env, SingleAgentEnv
 from verifiers.v1.generics import concrete_type
-from verifiers.v1.utils.plugin_fields import (  # kept importable from here
-    LOOSE_CONFIGS as LOOSE_CONFIGS,
-)
+from verifiers.v1.utils.judges import judge_class as judge_class
+from verifiers.v1.utils.judges import judge_config_type as judge_config_type
+from verifiers.v1.utils.judges import load_judge as load_judge
 from verifiers.v1.utils.plugin_fields import (
     PluginNotInstalled as PluginNotInstalled,
 )
@@ -63,6 +68,19 @@ from verifiers.v1.utils.tasksets import (
 from verifiers.v1.utils.tasksets import (
     taskset_config_type as taskset_config_type,
 )
+
+LOOSE_CONFIGS: dict[str, type[BaseModel]] = {
+    "taskset": WireTasksetConfig,
+    "harness": WireHarnessConfig,
+}
+"""What a plugin field is read as when its plugin is not installed here."""
+
+
+def import_judge(judge_id: str) -> ModuleType:
+    """The module of a judge plugin (a built-in's own module for ``reference``/``rubric``)."""
+    import importlib
+
+    return importlib.import_module(judge_class(judge_id).__module__)
 
 
 def environment_class(taskset_id: str, env_id: str = "") -> type[Env[Any]]:

@@ -9,24 +9,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from verifiers.errors import VFError
-from verifiers.v1.configs.harness import HarnessConfig, WireHarnessConfig
-from verifiers.v1.configs.taskset import WireTasksetConfig
-
-LOOSE_CONFIGS: dict[str, type[BaseModel]] = {
-    "taskset": WireTasksetConfig,
-    "harness": WireHarnessConfig,
-}
-"""What a plugin field is read as when its plugin is not installed here."""
-
-
-class PluginNotInstalled(VFError, ModuleNotFoundError):
-    """The package an id names is not installed in this Python."""
+from verifiers.v1.configs.harness import HarnessConfig, NullHarnessConfig, WireHarnessConfig
+from verifiers.v1.utils.plugins import PluginNotInstalled as PluginNotInstalled
 
 
 def harness_config_type(harness_id: str) -> type[HarnessConfig]:
-    """Harness plugins are not part of this SDK yet: a harness block is kept loose."""
-    return WireHarnessConfig
+    """The ``null`` harness's config; any other harness is not in this SDK yet, so its block
+    is kept loose (and refused, by name, when an agent would run it)."""
+    return NullHarnessConfig if harness_id == "null" else WireHarnessConfig
 
 
 def _loose(kind_type: Callable[..., type[Any]], loose: type[Any], *args: str) -> type[Any]:
@@ -40,6 +30,7 @@ def narrow_plugin_field(
     data: dict[str, Any],
     field: str,
     resolve: Callable[[str], type[BaseModel]],
+    loose: type[BaseModel],
     default_id: str | None = None,
 ) -> None:
     """Validate ``data[field]`` against the config type of the plugin its ``id`` names (in
@@ -53,7 +44,6 @@ def narrow_plugin_field(
         return
     if not isinstance(ident, str):
         raise ValueError(f"{field}.id needs an id (got {ident!r})")
-    loose = LOOSE_CONFIGS[field]
     try:
         data[field] = _loose(resolve, loose, ident).model_validate({**raw, "id": ident})
     except ValidationError as e:

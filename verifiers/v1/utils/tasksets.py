@@ -4,74 +4,19 @@ need, below the env loaders in ``loaders``)."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from types import ModuleType
-from typing import Any
 
 from verifiers.v1.configs.taskset import TasksetConfig
 from verifiers.v1.generics import concrete_type
 from verifiers.v1.task import Task
 from verifiers.v1.taskset import Taskset
-from verifiers.v1.utils.plugin_fields import PluginNotInstalled
-
-UPSTREAM_BUILTINS = {
-    "taskset": frozenset({"harbor", "lean", "nemo_gym", "openenv", "textarena"}),
-    "environment": frozenset(
-        {"agentic_judge", "best_of_n", "shared_agentic_judge", "single_agent", "user_sim"}
-    ),
-}
-"""Plugins upstream 0.3 ships inside ``verifiers.v1`` and resolves before any installed module
-of the same name (``textarena`` is its taskset, not the TextArena library); not in this SDK
-yet, so their ids read loose and fail to load."""
-
-
-def module_name(plugin_id: str) -> str:
-    from verifiers.loading.env_id import EnvId
-
-    return EnvId.parse(plugin_id).module_name
-
-
-def import_plugin(plugin_id: str, kind: str) -> ModuleType:
-    """The module of the package ``plugin_id`` names; ``PluginNotInstalled`` when absent
-    (an error inside an installed plugin propagates as itself)."""
-    name = module_name(plugin_id)
-    if "/" not in plugin_id and name in UPSTREAM_BUILTINS.get(kind, ()):
-        raise PluginNotInstalled(
-            f"{kind} {plugin_id!r} is built into upstream verifiers 0.3 and not into this SDK "
-            "yet (issue 41)",
-            name=name,
-        )
-    if importlib.util.find_spec(name) is None:
-        hint = "prime env install OWNER/NAME" if "/" in plugin_id else f"pip install -e PATH/{name}"
-        raise PluginNotInstalled(
-            f"{kind} {plugin_id!r} is not installed (no module {name!r}); a {kind} is a package "
-            f"exporting its class in `__all__` — install it ({hint})",
-            name=name,
-        )
-    return importlib.import_module(name)
-
-
-def plugin_class(module: ModuleType, base: type, kind: str) -> Any:
-    """The one subclass of ``base`` that ``module`` exports in ``__all__``."""
-    names = getattr(module, "__all__", None)
-    if names is None:
-        raise AttributeError(f"{kind} module {module.__name__!r} defines no `__all__`")
-    found = [
-        obj
-        for n in names
-        if isinstance(obj := getattr(module, n, None), type)
-        and issubclass(obj, base)
-        and obj is not base
-    ]
-    if not found:
-        raise TypeError(f"{kind} module {module.__name__!r} exports no {base.__name__} subclass")
-    if len(found) > 1:
-        raise ValueError(
-            f"{kind} module {module.__name__!r} exports {len(found)} {base.__name__} "
-            f"subclasses ({[c.__name__ for c in found]}); export exactly one"
-        )
-    return found[0]
+from verifiers.v1.utils.plugins import (  # kept importable from here
+    UPSTREAM_BUILTINS as UPSTREAM_BUILTINS,
+)
+from verifiers.v1.utils.plugins import PluginNotInstalled as PluginNotInstalled
+from verifiers.v1.utils.plugins import import_plugin as import_plugin
+from verifiers.v1.utils.plugins import module_name as module_name
+from verifiers.v1.utils.plugins import plugin_class as plugin_class
 
 
 def import_taskset(taskset_id: str) -> ModuleType:

@@ -1,0 +1,193 @@
+"""``vf-eval ID`` on v1 tasksets, end to end against the scripted endpoint: a tool-using
+taskset written here (a Python toolset, a tool that raises, a malformed call), upstream's
+color-codeword-v1 (a multi-turn env with images) when its checkout is at hand, results and
+metadata as a classic run writes them and ``traces.jsonl`` read back as ``WireEpisode``s."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import verifiers.v1 as vf
+from verifiers.cli.eval import main
+from verifiers.results import read_rows
+from verifiers.testing import Reply
+
+CALC = '''
+import verifiers.v1 as vf
+
+
+class CalcState(vf.State):
+    calls: int = 0
+
+
+class CalcToolset(vf.Toolset[vf.ToolsetConfig, CalcState]):
+    TOOL_PREFIX = "calc"
+
+    @vf.tool
+    def add(self, a: int, b: int) -> str:
+        """Add two integers."""
+        self.state.calls += 1
+        return str(a + b)
+
+    @vf.tool
+    def explode(self) -> str:
+        """Always fails."""
+        raise RuntimeError("kaboom")
+
+
+class CalcData(vf.TaskData):
+    answer: str
+
+
+class CalcTaskConfig(vf.TaskConfig):
+    tools: vf.ToolsetConfig = vf.ToolsetConfig()
+
+
+class CalcTask(vf.Task[CalcData, CalcState, CalcTaskConfig]):
+    @classmethod
+    def toolsets(cls, config):
+        return [CalcToolset(config.tools)]
+
+    @vf.reward
+    def correct(self, trace) -> float:
+        return float(self.data.answer in trace.last_reply)
+
+    @vf.metric
+    def tool_calls(self, trace) -> float:
+        return float(trace.state.calls)
+
+
+class CalcConfig(vf.TasksetConfig):
+    task: CalcTaskConfig = CalcTaskConfig()
+
+
+class CalcTaskset(vf.Taskset[CalcTask, CalcConfig]):
+    def load(self):
+        for i, (a, b) in enumerate([(2, 3), (10, 20)]):
+            yield CalcTask(CalcData(idx=i, prompt=f"What is {a} + {b}? Use the tool.", answer=str(a + b)), self.config.task)
+
+
+__all__ = ["CalcTaskset"]
+'''
+
+
+def call(name: str, arguments: str, i: int = 0) -> dict:
+    return {
+        "id": f"call_{i}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def calc_policy(request: dict):
+    """Malformed call, then a raising tool, then the real call, then the answer."""
+    messages = request["messages"]
+    tools = [m for m in messages if m["role"] == "tool"]
+    prompt = messages[0]["content"]
+    a, b = (int(x) for x in prompt.split("What is ")[1].split("?")[0].split(" + "))
+    if len(tools) == 0:
+        return Reply(tool_calls=[call("calc_add", "{not json", 0)])
+    if len(tools) == 1:
+        assert tools[0]["content"].startswith("Error: bad arguments")
+        return Reply(tool_calls=[call("calc_explode", "{}", 1)])
+    if len(tools) == 2:
+        assert "kaboom" in tools[1]["content"]
+        return Reply(tool_calls=[call("calc_add", json.dumps({"a": a, "b": b}), 2)])
+    return f"The answer is {tools[-1]['content']}."
+
+
+@pytest.fixture
+def calc_package(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "pkgs"
+    (root / "calc_v1").mkdir(parents=True)
+    (root / "calc_v1" / "__init__.py").write_text(CALC)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("PYTHONPATH", f"{root}:{__import__('os').environ.get('PYTHONPATH', '')}")
+    yield root
+    sys.modules.pop("calc_v1", None)
+
+
+def run_dir(output: Path) -> Path:
+    runs = list((output / "evals").glob("*/*"))
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_vf_eval_runs_a_tool_using_v1_taskset(server, tmp_path, calc_package):
+    server.set_handler(calc_policy)
+    out = tmp_path / "out"
+    argv = ["calc-v1", "-b", server.base_url, "-m", "test-model", "-n", "2", "-r", "2"]
+    assert main([*argv, "--output-dir", str(out)]) == 0
+    run = run_dir(out)
+    rows = list(read_rows(run / "results.jsonl"))
+    assert len(rows) == 4
+    assert all(r["reward"] == 1.0 and r["error"] is None for r in rows)
+    assert all(r["metrics"]["tool_calls"] == 1.0 for r in rows)
+    metadata = json.loads((run / "metadata.json").read_text())
+    assert metadata["env_id"] == "calc-v1" and metadata["status"] == "completed"
+    assert (run / "report.html").is_file()
+    lines = (run / "traces.jsonl").read_text().splitlines()
+    episodes = [vf.WireEpisode.model_validate_json(line) for line in lines]
+    assert len(episodes) == 4 and all(e.ok for e in episodes)
+    trace = episodes[0].traces[0]
+    assert trace.rewards["correct"] == vf.Reward(score=1.0)
+    assert [t.name for t in trace.tools] == ["calc_add", "calc_explode"]
+    assert trace.num_turns == 4 and len(trace.tool_messages) == 3
+    assert trace.task.data.model_dump()["answer"] in trace.last_reply
+
+
+def test_a_failing_model_is_an_error_on_the_trace_not_a_dead_run(server, tmp_path, calc_package):
+    server.set_handler(calc_policy)
+    server.enqueue(Reply(status=400, error="bad request for one rollout"))
+    out = tmp_path / "out"
+    argv = ["calc-v1", "-b", server.base_url, "-m", "test-model", "-n", "2", "-r", "1", "-c", "1"]
+    assert main([*argv, "--output-dir", str(out)]) == 0
+    run = run_dir(out)
+    rows = list(read_rows(run / "results.jsonl"))
+    failed = [r for r in rows if r["error"] is not None]
+    assert len(failed) == 1 and "ProviderError" in failed[0]["error"]["message"]
+    episodes = [
+        vf.WireEpisode.model_validate_json(x)
+        for x in (run / "traces.jsonl").read_text().splitlines()
+    ]
+    bad = [e for e in episodes if not e.ok]
+    assert len(bad) == 1 and bad[0].traces[0].errors[0].status_code == 400
+
+
+def test_env_workers_asked_for_a_v1_taskset_are_refused(server, tmp_path, calc_package, capsys):
+    argv = ["calc-v1", "-b", server.base_url, "-m", "test-model", "-n", "1", "--env-workers", "2"]
+    assert main([*argv, "--output-dir", str(tmp_path)]) == 2
+    assert "env workers do not run v1 tasksets" in capsys.readouterr().err
+
+
+def test_a_harness_this_sdk_lacks_is_named(server, tmp_path, calc_package, capsys):
+    env_args = json.dumps({"env": {"agent": {"harness": {"id": "claude-code"}}}})
+    argv = ["calc-v1", "-b", server.base_url, "-m", "test-model", "-n", "1", "-a", env_args]
+    assert main([*argv, "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "claude-code" in err and "not in this SDK" in err
+
+
+COLOR = Path("/tmp/up030/environments/color_codeword_v1")
+
+
+@pytest.mark.skipif(not COLOR.is_dir(), reason="upstream v0.3.0's color_codeword_v1 checkout")
+def test_vf_eval_runs_upstreams_color_codeword_v1(server, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(COLOR))
+    server.set_handler(lambda request: "AB")
+    out = tmp_path / "out"
+    argv = ["color-codeword-v1", "-b", server.base_url, "-m", "test-model", "-n", "2", "-r", "1"]
+    assert main([*argv, "--output-dir", str(out)]) == 0
+    run = run_dir(out)
+    rows = list(read_rows(run / "results.jsonl"))
+    assert len(rows) == 2 and all(r["error"] is None for r in rows)
+    assert all("partial_match" in r["metrics"] for r in rows)
+    episodes = [
+        vf.WireEpisode.model_validate_json(x)
+        for x in (run / "traces.jsonl").read_text().splitlines()
+    ]
+    assert all(e.traces[0].num_turns == 3 for e in episodes)  # three scripted user turns

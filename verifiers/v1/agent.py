@@ -1,0 +1,224 @@
+"""An agent: a seat of an env (``AgentConfig``) bound to a model endpoint and a harness.
+
+``agent.run(task)`` plays one task from its prompt: a trace is opened, the task sets up, the
+harness converses until it is done, the task finalizes and scores. ``agent.interaction(task)``
+does the same across several ``turn()``s, for an env that speaks between them (a scripted
+user). Whatever fails inside (the model call, the harness, a hook) is recorded on the trace
+as an error; the run goes on to the next task.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from verifiers.v1.chat import open_client
+from verifiers.v1.configs.agent import AgentConfig
+from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
+from verifiers.v1.errors import HarnessError, RolloutError, TaskError
+from verifiers.v1.harnesses import harness_for
+from verifiers.v1.hooks import call_all, hooks_of
+from verifiers.v1.state import state_cls
+from verifiers.v1.task import Task
+from verifiers.v1.toolset import BoundTool
+from verifiers.v1.trace import Trace
+from verifiers.v1.trace_parts import AgentInfo, RunInfo, TraceTask
+from verifiers.v1.types import Message, SystemMessage, UserMessage
+
+
+@dataclass
+class ModelContext:
+    """The run's model: the endpoint and model name an agent falls back to, and sampling."""
+
+    base_url: str | None = None
+    model: str = ""
+    api_key: str | None = None
+    """The key for ``base_url`` (an agent's own client config reads its ``api_key_var``)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    sampling: dict[str, Any] = field(default_factory=dict)
+    run: RunInfo | None = None
+
+
+def prompt_messages(task: Task) -> list[Message]:
+    data = task.data
+    messages: list[Message] = []
+    if data.system_prompt:
+        messages.append(SystemMessage(content=data.system_prompt))
+    if isinstance(data.prompt, str):
+        messages.append(UserMessage(content=data.prompt))
+    elif data.prompt:
+        messages.extend(data.prompt)
+    return messages
+
+
+@dataclass
+class Segment:
+    """What one ``Interaction.turn`` ended with."""
+
+    terminated: bool
+    """The rollout is over (an error, a stop hook, a turn limit): no further turn runs."""
+    messages: list[Message]
+
+
+class Interaction:
+    def __init__(self, agent: Agent, task: Task, trace: Trace, tools: list[BoundTool]) -> None:
+        self.agent, self.task, self.trace, self.tools = agent, task, trace, tools
+        self.messages: list[Message] = prompt_messages(task)
+
+    async def turn(self, messages: list[Message] | None = None) -> Segment:
+        """Add ``messages`` (a user's turn) and let the harness converse until it is done."""
+        if self.trace.is_completed:
+            return Segment(terminated=True, messages=self.messages)
+        self.messages = [*self.messages, *(messages or [])]
+        try:
+            self.messages = await self.agent.converse(
+                self.task, self.trace, self.messages, self.tools
+            )
+        except Exception as e:
+            self.trace.record_error(e)
+        return Segment(terminated=self.trace.is_completed, messages=self.messages)
+
+
+class Agent:
+    def __init__(
+        self,
+        name: str,
+        config: AgentConfig,
+        context: ModelContext,
+        toolsets: list[Any] | None = None,
+    ) -> None:
+        self.name, self.config, self.context = name, config, context
+        self.shared_toolsets = list(toolsets or [])
+        self.traces: list[Trace] = []
+        harness = config.harness
+        self.harness = harness_for(harness.id if harness is not None else "null")(harness)
+        if config.runtime.type != "subprocess":
+            raise HarnessError(
+                f"runtime {config.runtime.type!r} is not in this SDK yet (issue 41); the null "
+                "harness runs in-process (runtime: subprocess)"
+            )
+        client = config.client or EvalClientConfig()
+        self.endpoint: BaseClientConfig = client
+        self.model = config.model or context.model
+        self.sampling = {
+            **context.sampling,
+            **(config.sampling.model_dump(exclude_none=True) if config.sampling else {}),
+        }
+
+    def new_trace(self, task: Task) -> Trace:
+        trace: Trace = Trace(
+            task=TraceTask(type=type(task).__name__, data=task.data),
+            agent=AgentInfo(config=self.config, name=self.name),
+            state=state_cls(type(task))(),
+        )
+        if self.context.run is not None:
+            trace.record_run(self.context.run)
+        return trace
+
+    def tools_for(self, task: Task) -> list[BoundTool]:
+        toolsets = [*self.shared_toolsets, *type(task).toolsets(task.config)]
+        for toolset in toolsets:
+            if getattr(toolset.config, "url", None):
+                raise HarnessError(
+                    f"{type(toolset).__name__}: remote MCP toolsets (url) are not in this SDK yet"
+                )
+        return [tool for toolset in toolsets for tool in toolset.tools()]
+
+    async def converse(
+        self, task: Task, trace: Trace, messages: list[Message], tools: list[BoundTool]
+    ) -> list[Message]:
+        stops = hooks_of(task, "stop")
+
+        async def should_stop() -> bool:
+            if not stops:
+                return False
+            for fn, hit in zip(
+                stops, await call_all(stops, {"task": task.data, "trace": trace}), strict=True
+            ):
+                if hit:
+                    trace.stop(fn.__name__)
+                    return True
+            return False
+
+        async with open_client(
+            self.endpoint, self.context.base_url, self.context.api_key
+        ) as client:
+            return await self.harness.chat(
+                client,
+                self.model,
+                self.sampling,
+                trace,
+                messages,
+                tools,
+                self.config.max_turns,
+                should_stop,
+            )
+
+    @asynccontextmanager
+    async def interaction(self, task: Task) -> AsyncIterator[Interaction]:
+        """A rollout the caller drives turn by turn; it is finalized and scored on exit."""
+        trace = self.new_trace(task)
+        self.traces.append(trace)
+        tools: list[BoundTool] = []
+        started = False
+        try:
+            tools = self.tools_for(task)
+            trace.timing.setup.start = time.time()
+            await task.setup(trace, None)
+            trace.timing.setup.end = trace.timing.agent.start = time.time()
+            started = True
+        except Exception as e:
+            trace.record_error(e if isinstance(e, RolloutError) else TaskError(f"setup: {e}"))
+        interaction = Interaction(self, task, trace, tools)
+        try:
+            yield interaction
+        finally:
+            if started:
+                trace.timing.agent.end = time.time()
+                trace.split_agent_time()
+                await self.wrap_up(task, trace)
+
+    async def wrap_up(self, task: Task, trace: Trace) -> None:
+        if not trace.errors:
+            trace.stop("completed")
+        try:
+            trace.timing.finalize.start = time.time()
+            await task.finalize(trace, None)
+            trace.timing.finalize.end = trace.timing.scoring.start = time.time()
+            await task.score(trace, None)
+            trace.timing.scoring.end = time.time()
+        except Exception as e:
+            trace.record_error(e if isinstance(e, RolloutError) else TaskError(str(e)))
+        trace.ok = not trace.errors
+
+    async def run(self, task: Task) -> Trace:
+        """Play ``task`` from its prompt to the harness's last reply."""
+        async with self.interaction(task) as interaction:
+            if not interaction.trace.is_completed:
+                await interaction.turn()
+        return interaction.trace
+
+
+class Agents:
+    """An episode's agents, by role name (``agents.agent`` in the single-agent env)."""
+
+    def __init__(self, agents: dict[str, Agent]) -> None:
+        self._agents = agents
+
+    def __getattr__(self, name: str) -> Agent:
+        try:
+            return self.__dict__["_agents"][name]
+        except KeyError:
+            raise AttributeError(
+                f"no agent {name!r} in this env (roles: {sorted(self._agents)})"
+            ) from None
+
+    def __iter__(self) -> Any:
+        return iter(self._agents.values())
+
+    @property
+    def traces(self) -> list[Trace]:
+        return [trace for agent in self._agents.values() for trace in agent.traces]

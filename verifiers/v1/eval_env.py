@@ -1,0 +1,143 @@
+"""A v1 taskset run by the classic engine: ``TasksetEnvironment`` wraps the v1 env of a
+taskset id as a classic ``Environment``, so ``vf-eval ID`` (and ``generate``/``evaluate``) run
+it with the same flags, endpoints, ``results.jsonl``/``metadata.json``, summary and report as a
+classic environment.
+
+Each dataset row is one task of the taskset (its prompt as chat messages, ``info.v1_task`` its
+index); a rollout plays one v1 episode against the run's endpoint and model, its completion is
+the messages after the prompt, its reward and metrics those of the episode's trace (rewards
+weighted and summed as ``Trace.reward`` does). Every episode is appended to ``traces.jsonl``
+beside ``results.jsonl``, one ``WireEpisode`` a line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset
+
+from verifiers.envs.environment import Environment
+from verifiers.rubrics.rubric import Rubric
+from verifiers.v1.agent import ModelContext, prompt_messages
+from verifiers.v1.chat import message_to_wire
+from verifiers.v1.episode import Episode
+from verifiers.v1.errors import RolloutError
+from verifiers.v1.utils.loaders import load_environment, resolve_env_config
+
+TRACES_FILE = "traces.jsonl"
+DEFAULT_MAX_TASKS = 10_000
+"""How many tasks of an infinite taskset become rows."""
+
+
+class TraceRubric(Rubric):
+    """Scores a rollout from its episode's trace (the task's hooks already ran)."""
+
+    async def score_group(self, states: list[Any], score_sem: Any = None) -> None:
+        for state in states:
+            episode = state.get("v1_episode")
+            traces = episode.traces if isinstance(episode, Episode) else []
+            reward = sum(t.reward for t in traces) if traces else 0.0
+            metrics: dict[str, float] = {}
+            for trace in traces:
+                for name, value in trace.metrics.items():
+                    metrics[name] = float(value or 0.0)
+                for name, scored in trace.rewards.items():
+                    metrics[name] = scored.score if scored is not None else 0.0
+            state["reward"], state["metrics"] = reward, metrics
+        mean = sum(s["reward"] for s in states) / len(states) if states else 0.0
+        for state in states:
+            state["advantage"] = state["reward"] - mean
+
+
+def is_v1_taskset(env_id: str) -> bool:
+    """Whether ``env_id`` names an installed package that exports a v1 ``Taskset``."""
+    from verifiers.v1.utils.tasksets import taskset_class
+
+    try:
+        taskset_class(env_id)
+    except Exception:
+        return False
+    return True
+
+
+class TasksetEnvironment(Environment):
+    def __init__(
+        self,
+        taskset_id: str,
+        env: dict[str, Any] | None = None,
+        max_tasks: int = DEFAULT_MAX_TASKS,
+        **kwargs: Any,
+    ) -> None:
+        """``env`` is the v1 ``[env]`` block (``agent``, ``taskset`` knobs...), laid under
+        ``taskset.id``."""
+        raw = dict(env or {})
+        raw["taskset"] = {**dict(raw.get("taskset") or {}), "id": taskset_id}
+        self.v1_env = load_environment(resolve_env_config(raw))
+        taskset = self.v1_env.taskset
+        self.tasks = list(taskset.head(max_tasks) if taskset.INFINITE else taskset)
+        rows: list[dict[str, Any]] = [
+            {
+                "example_id": i,
+                "prompt": [message_to_wire(m) for m in prompt_messages(task)],
+                "answer": str(getattr(task.data, "answer", "") or ""),
+                "task": taskset_id,
+                "info": {"v1_task": i},
+            }
+            for i, task in enumerate(self.tasks)
+        ]
+        prompts: list[list[dict[str, Any]]] = [row["prompt"] for row in rows]
+        if any(isinstance(m.get("content"), list) for p in prompts for m in p):
+            for prompt in prompts:  # one column type: every content as parts when any has images
+                for m in prompt:
+                    if isinstance(m.get("content"), str):
+                        m["content"] = [{"type": "text", "text": m["content"]}]
+        super().__init__(eval_dataset=Dataset.from_list(rows), rubric=TraceRubric(), **kwargs)
+        self.env_id = taskset_id
+        self.traces_path: Path | None = None
+        self._traces_lock = asyncio.Lock()
+        self.v1_env.agents(ModelContext())  # a harness or runtime this SDK lacks fails now
+
+    async def generate(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("env_workers") is not None:
+            raise RolloutError(
+                "env workers do not run v1 tasksets yet: pass --no-env-workers (vf-eval) or "
+                "env_workers=None"
+            )
+        path = kwargs.get("results_path")
+        self.traces_path = Path(path) / TRACES_FILE if path else None
+        return await super().generate(*args, **kwargs)
+
+    async def setup_state(self, state: Any, **kwargs: Any) -> Any:
+        return state
+
+    async def rollout(self, input: Any, client: Any, model: str, sampling_args: Any = None) -> Any:
+        state = await self.init_state(input, client, model, sampling_args)
+        task = self.tasks[int((input.get("info") or {})["v1_task"])]
+        native = getattr(client, "client", None)
+        context = ModelContext(
+            base_url=str(getattr(client, "base_url", "") or "") or None,
+            model=model,
+            api_key=getattr(native, "api_key", None),
+            sampling={k: v for k, v in dict(sampling_args or {}).items() if v is not None},
+        )
+        episode = await self.v1_env.run_episode(task, context)
+        state["v1_episode"] = episode
+        prompt_len = len(state["prompt"])
+        traces = episode.traces
+        if traces:
+            path = traces[-1].branches[-1].messages if traces[-1].branches else []
+            state["completion"] = [message_to_wire(m) for m in path[prompt_len:]]
+        else:
+            state["completion"] = []
+        errors = [e for t in traces for e in t.errors] + episode.errors
+        if errors:
+            state["error"] = RolloutError(f"{errors[-1].type}: {errors[-1].message}")
+        state["is_completed"] = True
+        if self.traces_path is not None:
+            line = episode.model_dump_json() + "\n"
+            async with self._traces_lock:
+                with self.traces_path.open("a", encoding="utf-8") as f:
+                    f.write(line)
+        return state

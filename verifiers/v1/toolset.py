@@ -1,0 +1,129 @@
+"""Python tools a taskset offers the model: a ``Toolset`` subclass whose ``@vf.tool`` methods
+(their docstrings the descriptions, their annotated parameters the JSON schema) are offered as
+``<prefix>_<name>``. ``Task.toolsets`` / ``Taskset.toolsets`` return the instances a rollout gets.
+
+Upstream serves each toolset as an MCP server in a runtime; here a harness calls the methods
+in-process, with ``self.state`` the calling rollout's state (``Toolset[Config, YourState]``).
+Toolsets that live elsewhere (``url``) or in their own runtime are not in this SDK yet.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic
+
+from pydantic import ConfigDict, TypeAdapter, create_model
+from typing_extensions import TypeVar
+
+from verifiers.v1.configs.base import BaseConfig
+from verifiers.v1.configs.runtime import RuntimeConfig, SubprocessConfig
+from verifiers.v1.hooks import hooks_of
+from verifiers.v1.state import State, StateT, state_cls
+from verifiers.v1.types import Tool
+
+
+class ToolsetConfig(BaseConfig):
+    colocated: bool = False
+    """Run the tools beside the harness (upstream's placement knob; in-process here)."""
+    runtime: RuntimeConfig = SubprocessConfig()
+    url: str | None = None
+    """A running MCP server to use instead (not supported by this SDK yet)."""
+
+
+ToolsetConfigT = TypeVar("ToolsetConfigT", bound=ToolsetConfig, default=ToolsetConfig)
+
+_current_state: contextvars.ContextVar[State | None] = contextvars.ContextVar(
+    "vf_toolset_state", default=None
+)
+
+
+@dataclass
+class BoundTool:
+    """One tool as the model sees it, and the method it calls."""
+
+    spec: Tool
+    fn: Callable[..., Any]
+    toolset: Toolset[Any, Any]
+    validate: TypeAdapter[Any]
+
+    async def call(self, arguments: dict[str, Any], state: State) -> Any:
+        kwargs = self.validate.validate_python(arguments)
+        token = _current_state.set(state)
+        try:
+            result = self.fn(**dict(kwargs))
+            return await result if inspect.isawaitable(result) else result
+        finally:
+            _current_state.reset(token)
+
+
+def _schema_model(fn: Callable[..., Any]) -> type[Any]:
+    fields: dict[str, Any] = {}
+    for name, param in inspect.signature(fn).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[name] = (annotation, default)
+    return create_model(f"{fn.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+class Toolset(Generic[ToolsetConfigT, StateT]):
+    TOOL_PREFIX: ClassVar[str | None] = ""
+    """The tools' name prefix: empty uses the class name in snake case; None offers them bare."""
+
+    def __init__(self, config: ToolsetConfigT | None = None) -> None:
+        self.config: ToolsetConfigT = config if config is not None else ToolsetConfig()  # type: ignore[assignment]  # the default ToolsetConfigT
+        self._inert: State = state_cls(type(self))()
+
+    @property
+    def state(self) -> StateT:
+        """The state of the rollout calling the tool (an unshared blank outside a call)."""
+        current = _current_state.get()
+        return current if current is not None else self._inert  # type: ignore[return-value]  # the rollout's state is the task's StateT
+
+    @property
+    def prefix(self) -> str:
+        if self.TOOL_PREFIX is None:
+            return ""
+        return (
+            self.TOOL_PREFIX or re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", type(self).__name__).lower()
+        )
+
+    def tools(self) -> list[BoundTool]:
+        bound: list[BoundTool] = []
+        for fn in hooks_of(self, "tool"):
+            name = getattr(fn, "tool_name", None) or fn.__name__
+            model = _schema_model(fn)
+            schema = model.model_json_schema()
+            schema.pop("title", None)
+            spec = Tool(
+                name=f"{self.prefix}_{name}" if self.prefix else name,
+                description=inspect.cleandoc(fn.__doc__ or "") or name,
+                parameters=schema,
+            )
+            bound.append(BoundTool(spec=spec, fn=fn, toolset=self, validate=TypeAdapter(model)))
+        return bound
+
+    @classmethod
+    def run(cls) -> None:
+        """Upstream serves a toolset as a standalone MCP server from here; this SDK calls
+        toolsets in-process and has no server for them yet."""
+        raise NotImplementedError(
+            f"{cls.__name__}.run: serving a toolset as an MCP server is not in this SDK yet "
+            "(issue 41); its tools run in-process under the null harness"
+        )
+
+
+def tool_result_text(result: Any) -> str:
+    """A tool's return value as the text of its tool message."""
+    if isinstance(result, str):
+        return result
+    try:
+        return json.dumps(result, default=str)
+    except (TypeError, ValueError):
+        return str(result)
