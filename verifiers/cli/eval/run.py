@@ -129,6 +129,10 @@ def _run(
         raise CLIError(str(exc)) from exc
     if getattr(env, "v1_env", None) is not None:
         workers = None  # v1 rollouts run in this process (see _load_v1)
+        if prelaunched:
+            from verifiers.workers.pool import end_prelaunched
+
+            end_prelaunched(prelaunched)  # started first thing, not needed after all
     if args.rescore:
         return rescore_run(args, args.rescore, env, console)
     if recorded is not None and recorded.release and str(env.release) != recorded.release:
