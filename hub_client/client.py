@@ -12,6 +12,7 @@ from hub_protocol.wire import (
     DatasetInfo,
     EnvironmentInfo,
     EnvironmentPage,
+    ErrorResponse,
     EvalInfo,
     ListQuery,
     Me,
@@ -69,12 +70,12 @@ class HubClient:
             ) from exc
         if resp.status_code >= 400:
             try:
-                error = resp.json()["error"]
-                raise HubAPIError(resp.status_code, error["code"], error["message"])
-            except (ValueError, KeyError, TypeError):
+                error = ErrorResponse.model_validate_json(resp.content).error
+            except ValueError:  # not the hub's error shape (pydantic's ValidationError too)
                 raise HubAPIError(
                     resp.status_code, "http_error", f"HTTP {resp.status_code}: {resp.text[:200]}"
                 ) from None
+            raise HubAPIError(resp.status_code, error.code, error.message)
         if resp.status_code == 204:
             return None
         try:

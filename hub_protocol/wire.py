@@ -49,7 +49,16 @@ class ErrorBody(BaseModel):
 
 
 class ErrorResponse(BaseModel):
+    """Every error answer of the hub: ``error.code`` for this project's client to branch on;
+    ``detail``, the same message, where FastAPI-style clients (Prime's official ``prime`` CLI
+    among them) look for it."""
+
     error: ErrorBody
+    detail: str | None = None
+
+    @classmethod
+    def of(cls, code: str, message: str) -> ErrorResponse:
+        return cls(error=ErrorBody(code=code, message=message), detail=message)
 
 
 class FileInfo(BaseModel):

@@ -15,6 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from hub_protocol.wire import ErrorResponse
+
 FRAMEWORK_CODES = {
     404: "not_found",
     405: "method_not_allowed",
@@ -76,9 +78,8 @@ HTTP_STATUS: dict[type[StoreRefusal], int] = {
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
-    """``error.code`` for clients to branch on; ``detail``, the same message, is where
-    FastAPI-style clients (Prime's official ``prime`` CLI among them) look for it."""
-    return {"error": {"code": code, "message": message}, "detail": message}
+    """The body of an error answer (``hub_protocol.wire.ErrorResponse``, which the client reads)."""
+    return ErrorResponse.of(code, message).model_dump()
 
 
 def install_error_handlers(app: FastAPI) -> None:

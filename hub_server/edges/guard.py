@@ -10,12 +10,11 @@ client sends a Content-Length, and a client that stops sending mid-body is dropp
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Callable
 from typing import Any
 
-from hub_protocol.wire import ATTACHMENT_KINDS
+from hub_protocol.wire import ATTACHMENT_KINDS, ErrorResponse
 
 UPLOAD_SUFFIXES = ("/versions", *(f"/{kind}" for kind in ATTACHMENT_KINDS))
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
@@ -112,7 +111,7 @@ class RequestGuard:
 
 
 async def _error(send: Any, status: int, code: str, message: str) -> None:
-    body = json.dumps({"error": {"code": code, "message": message}, "detail": message}).encode()
+    body = ErrorResponse.of(code, message).model_dump_json().encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
