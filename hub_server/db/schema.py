@@ -17,6 +17,9 @@ The ``modules`` table (SQLite v8, PostgreSQL v1) is no longer read or written: a
 installs only its own import name, so the hub keeps no index of who installs what. It stays so
 that a hub process of the previous release, still serving during a rolling upgrade, finds it; a
 later migration drops it.
+
+Over 400 lines, not split: the migrations are one numbered sequence per backend, and each
+backend's list is read beside the other's when a migration is added.
 """
 
 from __future__ import annotations

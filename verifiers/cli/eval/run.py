@@ -32,6 +32,7 @@ from verifiers.cli.eval.clients import eval_client_config, make_eval_client
 from verifiers.cli.eval.defaults import eval_defaults
 from verifiers.cli.eval.rescore import rescore_run
 from verifiers.cli.eval.settings import DEFAULT_API, EvalSettings, explicit, parse_args
+from verifiers.cli.eval.start import load_v1, prelaunch
 from verifiers.cli.run_identity import RunIdentity, differences
 from verifiers.cli.usage import command, say_usage_error
 
@@ -88,7 +89,7 @@ def _run(
     check_sizes(args)
     workers = workers_setting(args)  # a bad spec or secret is said before anything starts
     if prelaunched is not None and not args.rescore:
-        prelaunched.extend(_prelaunch(workers))
+        prelaunched.extend(prelaunch(workers))
     console.print(f"loading {escape(args.env)} ...", highlight=False)
     env_args = parse_json_object(args.env_args, "--env-args")
     sampling = parse_json_object(args.sampling_args, "--sampling-args")
@@ -122,13 +123,13 @@ def _run(
                 )
             env_args, sampling = dict(recorded.env_args), dict(recorded.sampling_args)
     try:
-        env = _load_v1(args, workers, env_args) or load_environment(args.env, **env_args)
+        env = load_v1(args, workers, env_args) or load_environment(args.env, **env_args)
     except EnvironmentNotFoundError as exc:
         raise CLIError(str(exc)) from exc
     except TypeError as exc:
         raise CLIError(str(exc)) from exc
     if getattr(env, "v1_env", None) is not None:
-        workers = None  # v1 rollouts run in this process (see _load_v1)
+        workers = None  # v1 rollouts run in this process (see start.load_v1)
         if prelaunched:
             from verifiers.workers.pool import end_prelaunched
 
@@ -307,38 +308,6 @@ async def _generate(
         aclose = getattr(client, "aclose", None)
         if aclose is not None:
             await aclose()
-
-
-def _load_v1(args: EvalSettings, workers: Any, env_args: dict[str, Any]) -> Any:
-    """A v1 taskset package (one exporting a ``verifiers.v1`` ``Taskset``) as a classic
-    environment (``verifiers.v1.eval_env``); None for a classic id. v1 rollouts run in this
-    process: env workers asked for explicitly are refused, the default is dropped."""
-    from verifiers.v1.eval_env import TasksetEnvironment, is_v1_taskset
-
-    if not is_v1_taskset(args.env):
-        return None
-    if workers is not None and (args.given("env_workers") or args.given("env_server")):
-        raise CLIError(
-            f"{args.env} is a v1 taskset: env workers do not run v1 tasksets yet; drop "
-            "--env-workers/--env-server or pass --no-env-workers"
-        )
-    try:
-        return TasksetEnvironment(args.env, env=env_args.get("env"))
-    except Exception as exc:
-        raise CLIError(f"{args.env}: {type(exc).__name__}: {exc}") from exc
-
-
-def _prelaunch(workers: Any) -> list[Any]:
-    """The worker processes of a pool spec, started now: each imports what every worker needs
-    while this process loads the environment, checks the endpoint and reads the dataset (the
-    pool hands them the environment to load when it starts). Not for Ray or env servers."""
-    if workers is None or isinstance(workers, tuple):
-        return []
-    from verifiers.workers import parse_spec
-    from verifiers.workers.pool import launch_worker
-
-    kind, count = parse_spec(workers)
-    return [launch_worker() for _ in range(count)] if kind == "processes" else []
 
 
 def _given_identity(

@@ -1,20 +1,6 @@
 """The agentic judge's configs (upstream's ``agentic-judge`` env, a judge agent grading a
 solver in a container, is not in this SDK: its id fails to load, saying so)."""
 
-from __future__ import annotations
-
-from pydantic import FiniteFloat
-
-from verifiers.v1.configs.base import BaseConfig
-
-
-class ScoreConfig(BaseConfig):
-    """How a judge's verdict joins the taskset's own rewards on the solver's trace."""
-
-    task_weight: FiniteFloat = 0.0
-    """The factor on the taskset's own rewards (0: the verdict alone)."""
-    judge_weight: FiniteFloat = 1.0
-    """The weight of the judge's verdict."""
-
+from verifiers.v1.envs.agentic_judge.configs import ScoreConfig
 
 __all__ = ["ScoreConfig"]

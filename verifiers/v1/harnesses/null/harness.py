@@ -1,0 +1,137 @@
+"""The ``null`` harness: the model and the taskset's tools, nothing else. Each turn sends the
+conversation (and the tools) to the model; the reply's tool calls are run and their results
+appended, until a reply calls no tool or a limit is reached.
+
+A tool call that cannot run (an unknown name, arguments that are not a JSON object or do not
+fit the tool, a tool that raises) becomes its tool message's text, so the model sees the
+failure and the rollout goes on; a failed model call ends the rollout as an error on the
+trace."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from verifiers.v1.chat import message_from_completion, message_to_wire, tool_to_wire
+from verifiers.v1.configs.harness import HarnessConfig, NullHarnessConfig
+from verifiers.v1.errors import OverlongPromptError, ProviderError
+from verifiers.v1.graph import prepare_turn
+from verifiers.v1.toolset import BoundTool, tool_result_text
+from verifiers.v1.trace_parts import Error, ModelCall, TimeSpan
+from verifiers.v1.types import Message, Response, ToolMessage, Usage
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from verifiers.v1.trace import Trace
+
+
+class NullHarness:
+    def __init__(self, config: HarnessConfig | None = None) -> None:
+        self.config = config or NullHarnessConfig()
+
+    async def call_model(
+        self,
+        client: AsyncOpenAI,
+        model: str,
+        sampling: dict[str, Any],
+        trace: Trace,
+        messages: list[Message],
+        tools: list[BoundTool],
+    ) -> None:
+        """One model call on ``messages``; the reply is committed to the trace's graph."""
+        specs = [t.spec for t in tools]
+        request: dict[str, Any] = {
+            "model": model,
+            "messages": [message_to_wire(m) for m in messages],
+            **sampling,
+        }
+        if specs:
+            request["tools"] = [tool_to_wire(s) for s in specs]
+        call = ModelCall(
+            model=model, endpoint="/chat/completions", time=TimeSpan(start=time.time())
+        )
+        trace.calls.append(call)
+        try:
+            completion = await client.chat.completions.create(**request)
+        except Exception as e:
+            call.time.end = time.time()
+            status = getattr(e, "status_code", None)
+            text = str(e)
+            kind = (
+                OverlongPromptError
+                if "context" in text.lower() and status == 400
+                else ProviderError
+            )
+            call.error = Error(type=type(e).__name__, message=text, status_code=status)
+            raise kind(f"model call failed: {type(e).__name__}: {text}", status_code=status) from e
+        call.time.end = time.time()
+        if not completion.choices:
+            raise ProviderError("the model returned no choices")
+        choice = completion.choices[0]
+        reply = message_from_completion(choice.message)
+        finish = (
+            choice.finish_reason
+            if choice.finish_reason in ("stop", "length", "tool_calls")
+            else None
+        )
+        usage = Usage.from_openai(completion.usage)
+        response = Response(
+            id=completion.id or "",
+            created=int(completion.created or 0),
+            model=completion.model or model,
+            message=reply,
+            finish_reason=finish,
+            usage=usage,
+        )
+        call.node = prepare_turn(trace, messages).commit(response, specs or None)
+        call.finish_reason = finish
+        call.usage = usage
+
+    async def run_tool(self, tools: dict[str, BoundTool], call: Any, trace: Trace) -> ToolMessage:
+        tool = tools.get(call.name)
+        if tool is None:
+            text = f"Error: no tool named {call.name!r} (tools: {sorted(tools)})"
+        else:
+            try:
+                arguments = json.loads(call.arguments or "{}")
+                if not isinstance(arguments, dict):
+                    raise ValueError("the arguments are not a JSON object")
+                text = tool_result_text(await tool.call(arguments, trace.state))
+            except (json.JSONDecodeError, ValueError, ValidationError) as e:
+                text = f"Error: bad arguments for {call.name}: {e}"
+            except Exception as e:
+                text = f"Error: {call.name} raised {type(e).__name__}: {e}"
+        return ToolMessage(tool_call_id=call.id, name=call.name, content=text)
+
+    async def chat(
+        self,
+        client: AsyncOpenAI,
+        model: str,
+        sampling: dict[str, Any],
+        trace: Trace,
+        messages: list[Message],
+        tools: list[BoundTool],
+        max_turns: int | None,
+        should_stop: Any,
+    ) -> list[Message]:
+        """Turns until a reply calls no tool (or ``max_turns`` model calls, or a stop hook);
+        the conversation so far, the last reply included."""
+        by_name = {t.spec.name: t for t in tools}
+        while True:
+            if max_turns is not None and len(trace.calls) >= max_turns:
+                trace.stop("max_turns_reached")
+                return messages
+            await self.call_model(client, model, sampling, trace, messages, tools)
+            reply = trace.nodes[trace.calls[-1].node or 0].message
+            messages = [*messages, reply]
+            if await should_stop():
+                return messages
+            calls = getattr(reply, "tool_calls", None) or []
+            if not calls:
+                return messages
+            for call in calls:
+                messages.append(await self.run_tool(by_name, call, trace))
