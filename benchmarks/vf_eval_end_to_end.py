@@ -83,7 +83,8 @@ def main() -> None:
 
     work = stop_cleanly.scratch_dir("vf-bench-e2e-")
     (work / "bench_single.py").write_text(ENV_SOURCE)
-    env = {**os.environ, "PYTHONPATH": str(work), "OPENAI_API_KEY": "bench"}
+    path = os.pathsep.join(p for p in (str(work), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "OPENAI_API_KEY": "bench"}
     env["OMP_WAIT_POLICY"] = "PASSIVE"
     server = subprocess.Popen(
         [sys.executable, "-m", "verifiers.testing"], stdout=subprocess.PIPE, text=True
@@ -93,22 +94,25 @@ def main() -> None:
         url = server.stdout.readline().split()[1]
         ours = [str(Path(sys.executable).with_name("vf-eval")), "bench_single"]
         common = ["-b", url, "-m", MODEL, "-n", str(args.n), "-r", str(args.r), "--no-save", "-v"]
-        paths: dict[str, list[str]] = {
-            "this SDK, default (env workers)": [*ours, *common],
-            "this SDK, --no-env-workers": [*ours, *common, "--no-env-workers"],
+        paths: dict[str, tuple[list[str], dict[str, str]]] = {
+            "this SDK, default (env workers)": ([*ours, *common], env),
+            "this SDK, --no-env-workers": ([*ours, *common, "--no-env-workers"], env),
         }
         if not args.no_anchor:
             python = anchor_python(work)
-            paths["verifiers 0.1.8.post2 vf-eval"] = [
-                str(python.with_name("vf-eval")),
-                "bench_single",
-                *("--api-base-url", url, "--model", MODEL),
-                *("-n", str(args.n), "-r", str(args.r)),
-            ]
+            paths["verifiers 0.1.8.post2 vf-eval"] = (
+                [
+                    str(python.with_name("vf-eval")),
+                    "bench_single",
+                    *("--api-base-url", url, "--model", MODEL),
+                    *("-n", str(args.n), "-r", str(args.r)),
+                ],
+                {**env, "PYTHONPATH": str(work)},  # its own venv's verifiers, never this one
+            )
         results: dict[str, list[tuple[float, float | None]]] = {name: [] for name in paths}
         for _ in range(args.runs):  # interleaved, so a busy moment costs every path alike
-            for name, command in paths.items():
-                results[name].append(timed(command, env))
+            for name, (command, command_env) in paths.items():
+                results[name].append(timed(command, command_env))
         wall = {name: statistics.median(w for w, _ in runs) for name, runs in results.items()}
         in_process = wall["this SDK, --no-env-workers"]
         anchor = wall.get("verifiers 0.1.8.post2 vf-eval")

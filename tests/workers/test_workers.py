@@ -675,25 +675,38 @@ async def test_a_worker_over_its_memory_budget_is_replaced_and_only_the_grower_e
     assert time.monotonic() - started < 60  # not the reward's 30 s sleep, three times
 
 
-async def test_a_pool_takes_prelaunched_workers_and_ends_the_ones_it_does_not_need(server, flags):
-    """vf-eval starts its workers first thing (their imports overlap its own start); the pool
-    hands them the environment, and a worker it does not need exits when its stdin ends."""
-    from verifiers.workers.pool import launch_worker
+async def test_a_pool_launched_before_the_release_is_known_checks_it_at_start(server, flags):
+    """vf-eval launches its pool before it loads the environment itself (the workers' start
+    overlaps its own); start() takes the workers as they are, and refuses ones that loaded the
+    environment as another release than this process did."""
+    from verifiers.errors import EnvWorkerError
 
     env = vf.load_environment("vf-worker-probe")
-    launched = [launch_worker() for _ in range(3)]
-    pids = {p.pid for p in launched}
-    prelaunched = list(launched)
-    async with WorkerPool("vf-worker-probe", None, 2, prelaunched=prelaunched) as pool:
-        assert {w.process.pid for w in pool._workers} <= pids and prelaunched == []
-        spare = [p for p in launched if p.pid not in {w.process.pid for w in pool._workers}]
-        assert [p.wait(10) for p in spare] == [0]  # ended quietly, never configured
+    pool = WorkerPool("vf-worker-probe", None, 2).launch()
+    launched = [process for _, _, process, _ in pool._launched]
+    assert all(p.poll() is None for p in launched)  # running before anyone awaited them
+    pool.release = str(env.release)
+    async with pool:
+        assert [w.process for w in pool._workers] == launched
+        assert {w.release for w in pool._workers} == {str(env.release)}
         out = await env.evaluate(server.base_url, "m", env_workers=pool)
-    assert out.reward == [2.0] * 4 and all(p.poll() is not None for p in launched)
+    assert out.reward == [2.0] * 4
+    other = WorkerPool("vf-worker-probe", None, 1).launch()
+    other.release = "0.1.4" if str(env.release) != "0.1.4" else "0.1.8"
+    with pytest.raises(EnvWorkerError, match="as verifiers"):
+        await other.start()
+    assert all(w.process.poll() is not None for w in other._workers)
 
 
-def test_vf_eval_stopped_before_its_run_leaves_no_prelaunched_worker(flags, tmp_path):
-    tag = f"prelaunch-{os.getpid()}"
+def test_a_launched_pool_never_started_is_abandoned_without_a_trace(flags):
+    pool = WorkerPool("vf-worker-probe", None, 2).launch()
+    processes = [process for _, _, process, _ in pool._launched]
+    pool.abandon()
+    assert all(p.poll() is not None for p in processes) and not Path(pool._dir).exists()
+
+
+def test_vf_eval_stopped_before_its_run_leaves_no_launched_worker(flags, tmp_path):
+    tag = f"launched-{os.getpid()}"
     done = subprocess.run(
         [sys.executable, "-m", "verifiers.cli.eval", "vf-worker-probe", "-b", "http://127.0.0.1:9"],
         env={**os.environ, "VF_TEST_TAG": tag},

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from typing import Any
 
 from verifiers.workers.runner import EnvWorkers
@@ -29,11 +28,8 @@ def parse_spec(spec: int | str) -> tuple[str, int]:
     return kind, count
 
 
-async def start_workers(
-    spec: int | str, env: Any, prelaunched: list[subprocess.Popen[bytes]] | None = None
-) -> EnvWorkers:
-    """Start workers for ``env`` (built by ``vf.load_environment``: workers load it by id);
-    ``prelaunched``: worker processes already started (``launch_worker``), taken first."""
+async def start_workers(spec: int | str, env: Any) -> EnvWorkers:
+    """Start workers for ``env`` (built by ``vf.load_environment``: workers load it by id)."""
     env_id = getattr(env, "loaded_as", None)
     if not env_id:
         raise ValueError(
@@ -42,12 +38,10 @@ async def start_workers(
         )
     kind, count = parse_spec(spec)
     release = str(env.release) if getattr(env, "release", None) is not None else None
-    from verifiers.workers.pool import WorkerPool, end_prelaunched
-
     if kind == "ray":
         from verifiers.workers.ray_pool import RayPool
 
-        end_prelaunched(prelaunched or [])
         return await RayPool(env_id, env.env_args, count, release=release).start()
-    pool = WorkerPool(env_id, env.env_args, count, release=release, prelaunched=prelaunched)
-    return await pool.start()
+    from verifiers.workers.pool import WorkerPool
+
+    return await WorkerPool(env_id, env.env_args, count, release=release).start()

@@ -62,6 +62,7 @@ class _Worker:
     dead: bool = False
     reserved: bool = False  # runs suspects only, one at a time
     stuck: str | None = None  # why the pool killed it, when it did
+    release: str | None = None  # the release it said it loaded the environment as
 
     def idle(self) -> bool:
         return (
@@ -81,30 +82,6 @@ class _Pending:
     worker: _Worker | None = None
     suspect: bool = False  # in a worker that died beside others: runs alone from now on
     started: float | None = None  # when a worker began running it (loop time), if one is
-
-
-def launch_worker() -> subprocess.Popen[bytes]:
-    """A worker interpreter, started now: it imports what every worker needs, then waits on its
-    stdin for what to load (``WorkerPool(prelaunched=...)`` hands it that)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "verifiers.workers.process", str(os.getpid())],
-        stdin=subprocess.PIPE,
-    )
-
-
-def end_prelaunched(processes: list[subprocess.Popen[bytes]]) -> None:
-    """Stop workers started by ``launch_worker`` that no pool took (their stdin ends: they exit
-    quietly; one that does not is killed), and empty the list."""
-    while processes:
-        process = processes.pop()
-        with contextlib.suppress(OSError):
-            if process.stdin is not None:
-                process.stdin.close()
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(1)
 
 
 class WorkerPool:
@@ -135,7 +112,6 @@ class WorkerPool:
         hang_timeout: float = 60.0,
         max_deaths_in_a_row: int | None = None,
         memory_limit_mb: int | None = None,
-        prelaunched: list[subprocess.Popen[bytes]] | None = None,
     ) -> None:
         if num_workers < 1:
             raise ValueError(
@@ -162,15 +138,38 @@ class WorkerPool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._receiver: asyncio.Task[None] | None = None
         self._watcher: threading.Thread | None = None
-        # started before the pool (``launch_worker``), taken first; what is left is ended
-        self._prelaunched = prelaunched if prelaunched is not None else []
+        # processes started by launch(), before start() had an event loop to wait on them
+        self._launched: list[tuple[int, bytes, subprocess.Popen[bytes], str]] = []
 
     # --- lifecycle -------------------------------------------------------------------------------
-    async def start(self) -> WorkerPool:
-        import zmq
-        import zmq.asyncio
+    def launch(self) -> WorkerPool:
+        """Start the worker processes now, without waiting for them: they load the environment
+        while the caller goes on (vf-eval calls this first thing, before it loads the
+        environment itself); ``start()`` then waits for them, and ``abandon()`` ends them if it
+        never comes to that. A worker launched before the caller knew the environment's release
+        loads it as its package says, and ``start()`` refuses one that differs from ``release``."""
+        self._prepare()
+        self._launched = [(slot, *self._launch_process(slot)) for slot in range(self.num_workers)]
+        return self
 
-        self._loop = asyncio.get_running_loop()
+    def abandon(self) -> None:
+        """End what ``launch()`` started when the pool is never started (synchronous)."""
+        if self._loop is not None:
+            return  # started: close() ends it
+        for _, _, process, _ in self._launched:
+            if process.poll() is None:
+                process.terminate()
+        for _, _, process, _ in self._launched:
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(1)
+        self._launched = []
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _prepare(self) -> None:
         # 0700, so other users cannot connect; named for this process, so a pool that starts
         # after a caller was SIGKILLed removes what that caller left
         remove_abandoned(Path(tempfile.gettempdir()), WORK_DIR_PREFIX)
@@ -178,20 +177,34 @@ class WorkerPool:
         # removed at interpreter exit too, if a signal unwinds the caller past close()
         weakref.finalize(self, shutil.rmtree, self._dir, True)
         self.address = f"ipc://{self._dir}/pool.sock"
+
+    async def start(self) -> WorkerPool:
+        import zmq
+        import zmq.asyncio
+
+        self._loop = asyncio.get_running_loop()
+        if not self._dir:
+            self._prepare()
         self._ctx = zmq.asyncio.Context()
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
         self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self._router.bind(self.address)
+        self._router.bind(self.address)  # launched workers connected first: zmq queued for it
         self._receiver = asyncio.create_task(self._receive())
-        self._workers = [self._spawn(slot) for slot in range(self.num_workers)]
-        end_prelaunched(self._prelaunched)  # more were started than this pool runs
+        if self._launched:
+            self._workers = [
+                _Worker(slot, identity, process, beat, self._loop.create_future())
+                for slot, identity, process, beat in self._launched
+            ]
+        else:
+            self._workers = [self._spawn(slot) for slot in range(self.num_workers)]
         self._watcher = threading.Thread(target=self._watch, name="vf-worker-watch", daemon=True)
         self._watcher.start()
         try:
             await asyncio.wait_for(
                 asyncio.gather(*(w.ready for w in self._workers)), self.start_timeout
             )
+            self._check_releases()
         except TimeoutError:
             await self.close()
             raise EnvWorkerError(
@@ -205,11 +218,18 @@ class WorkerPool:
 
     def _spawn(self, slot: int) -> _Worker:
         assert self._loop is not None
+        identity, process, heartbeat = self._launch_process(slot)
+        return _Worker(slot, identity, process, heartbeat, self._loop.create_future())
+
+    def _launch_process(self, slot: int) -> tuple[bytes, subprocess.Popen[bytes], str]:
         identity = f"w{slot}-{next(_ids)}"
         heartbeat = os.path.join(self._dir, f"{identity}.beat")
         with open(heartbeat, "wb") as f:
             f.write(BEAT.pack(time.monotonic()))
-        process = self._prelaunched.pop(0) if self._prelaunched else launch_worker()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "verifiers.workers.process", str(os.getpid())],
+            stdin=subprocess.PIPE,
+        )
         settings = {
             "env_id": self.env_id,
             "env_args": self.env_args,  # on stdin: not on a command line others can read
@@ -221,16 +241,24 @@ class WorkerPool:
             "log_level": logging.getLogger("verifiers").getEffectiveLevel(),
         }
         assert process.stdin is not None
-        # a prelaunched worker that died meanwhile: its exit is noticed as any start failure
-        with contextlib.suppress(BrokenPipeError):
-            process.stdin.write(json.dumps(settings).encode() + b"\n")
-            process.stdin.close()
-        return _Worker(slot, identity.encode(), process, heartbeat, self._loop.create_future())
+        process.stdin.write(json.dumps(settings).encode() + b"\n")
+        process.stdin.close()
+        return identity.encode(), process, heartbeat
+
+    def _check_releases(self) -> None:
+        """Every worker runs the environment as the release this process does (a worker
+        launched before the caller knew it loads it as its package says: the same, unless
+        something between them changed)."""
+        wrong = [w for w in self._workers if self.release and w.release not in (None, self.release)]
+        if wrong:
+            raise EnvWorkerError(
+                f"environment worker {wrong[0].slot} loaded {self.env_id} as verifiers "
+                f"{wrong[0].release}, this process as {self.release}: its rows would differ"
+            )
 
     async def close(self) -> None:
         """Stop the workers (a clean exit first, then a kill) and answer what was pending."""
         self._closing = True
-        end_prelaunched(self._prelaunched)
         for pending in [*self._pending.values(), *self._waiting, *self._suspects]:
             if not pending.future.done():
                 pending.future.set_result(Response(success=False, error="the worker pool closed"))
@@ -391,7 +419,9 @@ class WorkerPool:
             worker = next((w for w in self._workers if w.identity == frames[0]), None)
             if worker is None:
                 continue
-            if frames[1:] == [READY]:
+            if frames[1] == READY and len(frames) <= 3:
+                if len(frames) == 3:  # [READY, release]; a worker of an older SDK sends none
+                    worker.release = frames[2].decode(errors="replace") or None
                 if not worker.ready.done():
                     worker.ready.set_result(True)
                     logger.debug(

@@ -8,9 +8,10 @@ goes away. A heartbeat thread writes the time into a file the pool reads, every 
 beating while a blocking reward function holds the event loop, so the pool tells a busy worker
 from a dead or hung one.
 
-It imports what every worker needs before it reads its settings, so a caller may start its
-workers before it knows what they will load (``launch_worker``: vf-eval starts them first thing,
-and their start overlaps its own); a worker whose stdin ends before any settings exits quietly.
+A caller may launch its workers before it knows the environment's release (vf-eval does, first
+thing, so their start overlaps its own): such a worker loads the environment as its package says
+and names the release in its ready message, which the pool checks. A worker whose stdin ends
+before any settings exits quietly.
 """
 
 from __future__ import annotations
@@ -81,7 +82,6 @@ def main() -> None:
     anything is imported), then settings as one JSON object on stdin."""
     if len(sys.argv) > 1:
         _die_with_parent(int(sys.argv[1]))
-    _warm_imports()
     line = sys.stdin.readline()
     if not line.strip():  # the caller ended before it needed this worker
         return
@@ -112,15 +112,6 @@ def main() -> None:
     )
 
 
-def _warm_imports() -> None:
-    """What every worker imports whatever it loads (no environment code: its release is set
-    only once the settings say which)."""
-    import zmq.asyncio  # noqa: F401
-
-    import verifiers.workers.protocol
-    import verifiers.workers.runtime  # noqa: F401
-
-
 async def _serve(env_id: str, env_args: dict[str, Any], address: str, identity: bytes) -> None:
     import zmq
     import zmq.asyncio
@@ -140,7 +131,8 @@ async def _serve(env_id: str, env_args: dict[str, Any], address: str, identity: 
         sock.close()
         context.term()
         return
-    await sock.send_multipart([READY])
+    release = getattr(runtime.env, "release", None)
+    await sock.send_multipart([READY, str(release or "").encode()])
     tasks: dict[bytes, asyncio.Task[None]] = {}
 
     async def answer(request_id: bytes, payload: bytes) -> None:

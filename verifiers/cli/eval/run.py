@@ -32,7 +32,7 @@ from verifiers.cli.eval.clients import eval_client_config, make_eval_client
 from verifiers.cli.eval.defaults import eval_defaults
 from verifiers.cli.eval.rescore import rescore_run
 from verifiers.cli.eval.settings import DEFAULT_API, EvalSettings, explicit, parse_args
-from verifiers.cli.eval.start import load_v1, prelaunch
+from verifiers.cli.eval.start import launch_early, load_v1
 from verifiers.cli.run_identity import RunIdentity, differences
 from verifiers.cli.usage import command, say_usage_error
 
@@ -54,19 +54,17 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     servers: list[Any] = []  # the built-in model server, when this run started one
-    prelaunched: list[Any] = []  # worker processes started first thing, for the pool to take
+    launched: list[Any] = []  # the worker pool launched before the environment was loaded
     # SIGTERM (a scheduler, `kill`, a closed terminal's session) stops the run as Ctrl-C does:
     # finished rollouts are saved and the line that continues the run is printed
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return _run(args, console, servers, started, prelaunched)
+        return _run(args, console, servers, started, launched)
     except CLIError as exc:
         return say_usage_error("vf-eval", exc, console)
     finally:
-        if prelaunched:  # started workers the run never reached
-            from verifiers.workers.pool import end_prelaunched
-
-            end_prelaunched(prelaunched)
+        for pool in launched:  # launched, and the run stopped before it started them
+            pool.abandon()
         for server in servers:
             server.stop()
 
@@ -80,7 +78,7 @@ def _run(
     console: Console,
     servers: list[Any],
     started: float | None = None,
-    prelaunched: list[Any] | None = None,
+    launched: list[Any] | None = None,
 ) -> int:
     from verifiers.errors import EnvironmentNotFoundError, EnvWorkerError, ResumeError
     from verifiers.loading.loader import load_environment
@@ -88,8 +86,6 @@ def _run(
 
     check_sizes(args)
     workers = workers_setting(args)  # a bad spec or secret is said before anything starts
-    if prelaunched is not None and not args.rescore:
-        prelaunched.extend(prelaunch(workers))
     console.print(f"loading {escape(args.env)} ...", highlight=False)
     env_args = parse_json_object(args.env_args, "--env-args")
     sampling = parse_json_object(args.sampling_args, "--sampling-args")
@@ -122,6 +118,9 @@ def _run(
                     "a new run"
                 )
             env_args, sampling = dict(recorded.env_args), dict(recorded.sampling_args)
+    if launched is not None and not args.rescore:
+        pool = launch_early(args.env, workers, env_args)
+        launched.extend([pool] if pool is not None else [])
     try:
         env = load_v1(args, workers, env_args) or load_environment(args.env, **env_args)
     except EnvironmentNotFoundError as exc:
@@ -130,10 +129,8 @@ def _run(
         raise CLIError(str(exc)) from exc
     if getattr(env, "v1_env", None) is not None:
         workers = None  # v1 rollouts run in this process (see start.load_v1)
-        if prelaunched:
-            from verifiers.workers.pool import end_prelaunched
-
-            end_prelaunched(prelaunched)  # started first thing, not needed after all
+        for pool in launched or []:
+            pool.abandon()  # launched first thing, not needed after all
     if args.rescore:
         return rescore_run(args, args.rescore, env, console)
     if recorded is not None and recorded.release and str(env.release) != recorded.release:
@@ -224,7 +221,7 @@ def _run(
                     client,
                     endpoint.model,
                     workers=workers,
-                    prelaunched=prelaunched,
+                    launched=launched[0] if launched else None,
                     group_timeout=args.group_timeout,
                     client_config=eval_client_config(api, endpoint, headers, key_var),
                     sampling_args=sampling,
@@ -286,7 +283,7 @@ async def _generate(
     *,
     workers: Any,
     client_config: Any,
-    prelaunched: list[Any] | None = None,
+    launched: Any = None,
     **kwargs: Any,
 ) -> Any:
     started: EnvWorkers | None = None
@@ -295,10 +292,19 @@ async def _generate(
             from verifiers.workers.remote import RemoteWorkers
 
             started = workers = await RemoteWorkers(workers[1], workers[2]).start()
+        elif launched is not None and (launched.env_id, launched.env_args) == (
+            getattr(env, "loaded_as", None),
+            getattr(env, "env_args", None),
+        ):
+            release = getattr(env, "release", None)
+            launched.release = str(release) if release is not None else None
+            started = workers = await launched.start()
         elif workers is not None:
+            if launched is not None:
+                launched.abandon()
             from verifiers.workers import start_workers
 
-            started = workers = await start_workers(workers, env, prelaunched)
+            started = workers = await start_workers(workers, env)
         if workers is not None:
             client = client_config
         return await env.generate(rows, client, model, env_workers=workers, **kwargs)

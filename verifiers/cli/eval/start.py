@@ -1,6 +1,6 @@
-"""What a vf-eval run starts before its rollouts: the worker processes it launches first thing
-(their start overlaps everything else the run does first), and a v1 taskset loaded in place of a
-classic environment."""
+"""What a vf-eval run starts before its rollouts: the worker pool it launches before it loads the
+environment itself (the workers' start overlaps everything else the run does first), and a v1
+taskset loaded in place of a classic environment."""
 
 from __future__ import annotations
 
@@ -29,14 +29,15 @@ def load_v1(args: EvalSettings, workers: Any, env_args: dict[str, Any]) -> Any:
         raise CLIError(f"{args.env}: {type(exc).__name__}: {exc}") from exc
 
 
-def prelaunch(workers: Any) -> list[Any]:
-    """The worker processes of a pool spec, started now: each imports what every worker needs
-    while this process loads the environment, checks the endpoint and reads the dataset (the
-    pool hands them the environment to load when it starts). Not for Ray or env servers."""
+def launch_early(env_id: str, workers: Any, env_args: dict[str, Any]) -> Any:
+    """The worker pool of a pool spec, launched now: its workers load the environment while
+    this process loads it too, checks the endpoint and reads the dataset (``WorkerPool.launch``;
+    the run starts the pool, which checks the release they loaded it as). None for in-process
+    runs, Ray and env servers."""
     if workers is None or isinstance(workers, tuple):
-        return []
+        return None
     from verifiers.workers import parse_spec
-    from verifiers.workers.pool import launch_worker
+    from verifiers.workers.pool import WorkerPool
 
     kind, count = parse_spec(workers)
-    return [launch_worker() for _ in range(count)] if kind == "processes" else []
+    return WorkerPool(env_id, env_args, count).launch() if kind == "processes" else None
