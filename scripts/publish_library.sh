@@ -44,7 +44,12 @@ wait_for() {  # URL, what, log
   exit 1
 }
 PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2> /dev/null || true; done; }
+# On any exit (SIGTERM and Ctrl-C included): stop the servers it started and whatever step was
+# running in the foreground (a push, an install, an eval), so nothing outlives the script.
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2> /dev/null || true; done
+  pkill -TERM -P $$ 2> /dev/null || true
+}
 trap cleanup EXIT
 
 # 1. the hub, a user and its token

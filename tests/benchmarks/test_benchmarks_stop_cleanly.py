@@ -106,3 +106,39 @@ def test_a_benchmark_stopped_by_sigterm_leaves_nothing(case, tmp_path):
     finally:
         for left in running(seen):
             left.kill()
+
+
+def test_publish_library_stopped_by_sigterm_leaves_no_process(tmp_path):
+    """scripts/publish_library.sh starts a hub, then pushes, installs and evaluates in the
+    foreground: a SIGTERM at any of those stops every process it started."""
+    proc = subprocess.Popen(
+        ["bash", "scripts/publish_library.sh"],
+        cwd=REPO,
+        env={**os.environ, "WORK_DIR": str(tmp_path / "work"), "ENVS": "reverse_text"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    root, seen = psutil.Process(proc.pid), {}
+
+    def pushing() -> bool:  # a foreground step is running (the hub is up in the background)
+        return any("push" in " ".join(p.cmdline()) for p in running(started_by(root, seen)))
+
+    try:
+        deadline = time.monotonic() + 180
+        while not pushing() and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.05)
+        assert pushing(), "it never reached its first push"
+        time.sleep(random.uniform(0.0, 0.5))
+        started_by(root, seen)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 15
+        while running(seen) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [p.cmdline() for p in running(seen)] == []
+    finally:
+        for left in running(seen):
+            left.kill()
