@@ -22,6 +22,7 @@ BENCHMARKS = sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem
 SMALL = {  # arguments that keep a run short; the stop comes long before the end anyway
     "hub": ["--envs", "300", "--seconds", "4"],
     "env_workers": ["--quick"],
+    "chaos": ["-n", "20"],
     "serve_throughput": ["--repeats", "3"],
     "report": ["--rollouts", "2000"],
     "trainer": ["--steps", "3"],

@@ -173,6 +173,21 @@ async def test_a_segfaulting_reward_is_an_error_on_its_rollouts_only(server, fla
     assert out.reward == [2.0, 0.0, 2.0]
 
 
+async def test_the_run_records_the_workers_restarts_as_it_ends(server, flags, tmp_path):
+    """metadata.json's ``env_workers`` was written as the run began: ``restarts: 0`` however
+    many workers died. It is what the pool counted when the run ended."""
+    data = rows({}, {"kind": "segfault"}, {})
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    async with WorkerPool("vf-worker-probe", {"rows": data}, 2) as pool:
+        out = await env.evaluate(
+            server.base_url, "m", env_workers=pool, results_path=str(tmp_path / "run")
+        )
+        restarts = pool.restarts  # the last replacement may start after the run (a pause)
+    saved = json.loads((tmp_path / "run" / "metadata.json").read_text())["env_workers"]
+    assert saved == out["metadata"]["env_workers"]
+    assert 1 <= saved["restarts"] <= restarts and saved["isolated"] >= 1
+
+
 async def test_sandboxes_live_in_the_worker_and_go_with_it(server, flags):
     from support.sandboxes import python_policy, sandbox_pids, wait_until_no_sandboxes
 
@@ -549,9 +564,7 @@ async def test_endpoint_faults_cost_only_their_own_rollouts_in_workers(server, f
 
     server.set_handler(handler)
     env = vf.load_environment("vf-worker-probe", rows=rows(*({} for _ in range(12))))
-    config = vf.ClientConfig(
-        api_base_url=server.base_url, timeout=STALL_TIMEOUT_S, max_retries=2
-    )
+    config = vf.ClientConfig(api_base_url=server.base_url, timeout=STALL_TIMEOUT_S, max_retries=2)
     started = time.monotonic()
     out = await env.evaluate(config, "m", env_workers=2, max_concurrent=8)
     elapsed = time.monotonic() - started
@@ -578,9 +591,26 @@ async def test_a_hanging_reward_costs_only_its_own_group(server, flags):
         restarts = pool.restarts
     failed = [(s["example_id"], s["error"]) for s in out.state if s.get("error") is not None]
     assert [example for example, _ in failed] == [2], failed
-    assert "within" in failed[0][1]["message"] and restarts >= 1
+    # stuck beside others, then stuck alone once: past its own time limit alone it is the
+    # culprit at once (a crash alone is run once more; it may have come from outside)
+    assert "within" in failed[0][1]["message"] and "1 time(s)" in failed[0][1]["message"]
+    assert restarts == 2
     assert sorted(out.reward) == [0.0] + [2.0] * 7
     assert time.monotonic() - started < 45  # not the reward's 60 s
+
+
+async def test_a_replacement_is_not_reserved_for_suspects_beyond_half_the_workers(flags):
+    """The reserved worker died while suspects waited: another was reserved, and the dead one's
+    replacement was reserved too, so every worker ran suspects one at a time and every ordinary
+    group waited for the last suspect (a chaos run's throughput halved and more)."""
+    async with WorkerPool("vf-worker-probe", None, 2) as pool:
+        first, second = pool._workers
+        first.reserved = second.reserved = True  # as _run_suspects leaves them after the death
+        first.dead = True
+        first.process.kill()
+        pool._replace(first)
+        replacement = pool._workers[0]
+        assert replacement is not first and not replacement.reserved and second.reserved
 
 
 async def test_a_connection_flood_that_exhausts_descriptors_is_survived(server, flags, tmp_path):
@@ -657,9 +687,7 @@ def test_servers_raise_their_descriptor_budget_to_the_hard_limit():
         resource.setrlimit(resource.RLIMIT_NOFILE, before)
 
 
-async def test_a_worker_over_its_memory_budget_is_replaced_and_only_the_grower_errs(
-    server, flags
-):
+async def test_a_worker_over_its_memory_budget_is_replaced_and_only_the_grower_errs(server, flags):
     """A reward that grows to 600 MiB in a worker with a 300 MiB budget: the worker is replaced
     before the OOM killer would take the machine, the groups beside it run again alone, and
     only the example that grew it is an error, saying so."""
@@ -703,6 +731,36 @@ def test_a_launched_pool_never_started_is_abandoned_without_a_trace(flags):
     processes = [process for _, _, process, _ in pool._launched]
     pool.abandon()
     assert all(p.poll() is not None for p in processes) and not Path(pool._dir).exists()
+
+
+async def test_a_worker_killed_while_the_pool_starts_is_replaced_not_fatal(server, flags):
+    """A SIGKILL that lands while the workers import (a chaos run's, an OOM kill) failed the
+    whole run with "killed by SIGKILL while starting"; the pool now starts a replacement."""
+    pool = WorkerPool("vf-worker-probe", None, 2).launch()
+    killed = pool._launched[0][2]
+    killed.kill()
+    killed.wait(10)
+    env = vf.load_environment("vf-worker-probe")
+    async with pool:
+        assert pool.restarts == 1 and killed.pid not in pool.pids()
+        out = await env.evaluate(server.base_url, "m", env_workers=pool)
+    assert out.reward == [2.0] * 4
+
+
+async def test_workers_that_crash_as_they_load_end_the_start_with_that_error(flags):
+    """Replacing a worker that died while starting is for a death from outside: an environment
+    that kills every worker as it loads ends the start, saying how, not after a hot loop."""
+    from verifiers.errors import EnvWorkerError
+
+    source = Path(os.environ["PYTHONPATH"].split(os.pathsep)[0])
+    (source / "vf_worker_crash.py").write_text(
+        "import os\n\ndef load_environment():\n    os._exit(5)\n"
+    )
+    started = time.monotonic()
+    with pytest.raises(EnvWorkerError, match="exited with code 5 while starting"):
+        async with WorkerPool("vf-worker-crash", None, 2):
+            pass
+    assert time.monotonic() - started < 60
 
 
 def test_vf_eval_stopped_before_its_run_leaves_no_launched_worker(flags, tmp_path):

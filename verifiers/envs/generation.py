@@ -398,6 +398,9 @@ async def run_generation(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         elapsed = time.perf_counter() - start
+        describe = getattr(runner, "describe", None)
+        if callable(describe):  # the workers' restarts as the run ends, not as it began
+            setattr(meta, "env_workers", describe())  # noqa: B010 (an extra field)
         if writer is not None:
             writer.close(status, elapsed)
         else:

@@ -10,7 +10,9 @@ others keep running the rest), before anyone's last attempt is spent. A group th
 worker while it runs alone has a strike; one with more strikes than ``retries`` is the culprit
 and is answered with an error naming the cause (exit code, signal), which the caller records on
 each of its rollouts. A group that runs past its timeout (plus a grace period for the worker to
-answer it) gets its worker killed and replaced, since a worker that cannot answer is stuck.
+answer it) gets its worker killed and replaced, since a worker that cannot answer is stuck; stuck
+(or over the memory budget) while alone, it is the culprit at once, its limit being its own. A
+worker that dies while the pool starts is replaced as at any other time.
 Workers that die again and again are restarted with a growing pause, and after
 ``max_deaths_in_a_row`` deaths with no group answered in between the pool stops restarting them
 and answers every group with that error. Closing the pool stops the workers; they also die with
@@ -63,6 +65,7 @@ class _Worker:
     reserved: bool = False  # runs suspects only, one at a time
     stuck: str | None = None  # why the pool killed it, when it did
     release: str | None = None  # the release it said it loaded the environment as
+    load_failed: bool = False  # said it could not load the environment (not replaced)
 
     def idle(self) -> bool:
         return (
@@ -125,6 +128,7 @@ class WorkerPool:
         self.max_deaths_in_a_row = max_deaths_in_a_row or 4 * num_workers + 8
         self.memory_limit_mb = memory_limit_mb or default_memory_limit_mb(num_workers)
         self._deaths_in_a_row = 0
+        self._start_deaths = 0  # workers that died before they were ready
         self._broken: str | None = None  # why the pool stopped restarting workers
         self._workers: list[_Worker] = []
         self._pending: dict[bytes, _Pending] = {}
@@ -201,9 +205,7 @@ class WorkerPool:
         self._watcher = threading.Thread(target=self._watch, name="vf-worker-watch", daemon=True)
         self._watcher.start()
         try:
-            await asyncio.wait_for(
-                asyncio.gather(*(w.ready for w in self._workers)), self.start_timeout
-            )
+            await asyncio.wait_for(self._until_ready(), self.start_timeout)
             self._check_releases()
         except TimeoutError:
             await self.close()
@@ -215,6 +217,32 @@ class WorkerPool:
             await self.close()
             raise
         return self
+
+    async def _until_ready(self) -> None:
+        """Every worker ready. One that dies while starting (killed, crashed) is replaced as at
+        any time, and its replacement waited for: a SIGKILL that happened to land while the
+        workers imported failed the whole run. One that cannot load the environment, more
+        deaths while starting than there are workers (the environment crashes as it loads),
+        or a pool that stopped restarting workers, ends the start with that error."""
+        while True:
+            workers = list(self._workers)
+            starting = [w.ready for w in workers if not w.ready.done()]
+            if starting:
+                await asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED)
+                continue
+            failed = [w for w in workers if w.ready.exception() is not None]
+            if not failed:
+                return
+            first = failed[0].ready.exception()
+            assert first is not None
+            if self._broken is not None:
+                raise EnvWorkerError(self._broken)
+            for worker in failed:
+                if worker.load_failed:
+                    raise first if (error := worker.ready.exception()) is None else error
+            if self._start_deaths > self.num_workers:
+                raise first
+            await asyncio.sleep(0.05)  # its replacement is on its way (after a pause)
 
     def _spawn(self, slot: int) -> _Worker:
         assert self._loop is not None
@@ -436,7 +464,7 @@ class WorkerPool:
                 error = f"the environment worker could not load {self.env_id}: {message}"
                 if not worker.ready.done():
                     worker.ready.set_exception(EnvWorkerError(error))
-                worker.dead = True
+                worker.dead = worker.load_failed = True
                 if all(w.dead for w in self._workers):  # nothing left to run what waits
                     for waiter in self._waiting:
                         if not waiter.future.done():
@@ -502,6 +530,7 @@ class WorkerPool:
             return
         self._deaths_in_a_row += 1
         if not worker.ready.done():
+            self._start_deaths += 1
             worker.ready.set_exception(
                 EnvWorkerError(f"environment worker {worker.slot} {reason} while starting")
             )
@@ -510,8 +539,11 @@ class WorkerPool:
         alone = len(groups) == 1
         for pending in groups:
             if alone:
+                # a crash alone may be a fluke (an OOM kill from outside): run it again; past
+                # its own time limit alone, it is what is stuck, as a group that yields is
+                # answered at its timeout with no retry
                 pending.attempts += 1
-            if pending.attempts > self.retries:
+            if pending.attempts > self.retries or (alone and worker.stuck):
                 pending.future.set_result(
                     Response(
                         success=False,
@@ -548,7 +580,10 @@ class WorkerPool:
         if self._closing or self._broken is not None or worker not in self._workers:
             return
         replacement = self._spawn(worker.slot)
-        replacement.reserved = worker.reserved
+        # reserved as the dead one was, unless another was reserved meanwhile: then all of
+        # them would run suspects and ordinary groups would wait for the last suspect
+        reserved = sum(w.reserved and not w.dead for w in self._workers)
+        replacement.reserved = worker.reserved and reserved < max(1, self.num_workers // 2)
         self._workers[self._workers.index(worker)] = replacement
         self.restarts += 1
         replacement.ready.add_done_callback(lambda _: self._flush_waiting())

@@ -135,6 +135,11 @@ class WorkerGroups:
         self.budget = RolloutBudget(max_concurrent)
         self.max_retries, self.timeout = max_retries, timeout
 
+    def describe(self) -> dict[str, Any]:
+        """The workers as they are now (restarts, groups isolated): what the run's metadata
+        records when it ends."""
+        return self.workers.describe()
+
     async def run(self, job: Any) -> list[State]:
         request = RunGroupRequest(
             group_inputs=[_plain_row(r) for r in job.rows],
