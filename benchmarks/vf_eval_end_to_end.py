@@ -58,13 +58,26 @@ def anchor_python(work: Path) -> Path:
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float | None]:
-    """Wall seconds of one run, and the time to the first rollout it printed (if it did)."""
+    """Wall seconds of one run, and the time to the first rollout it printed (if it did). A
+    benchmark stopped meanwhile stops the run as a user would (SIGTERM, then waits), so vf-eval
+    removes what it made; ``subprocess.run`` would SIGKILL it, which leaves its work dirs."""
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
     wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{command[0]} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    first = re.search(r"first rollout finished ([0-9.]+) s", done.stderr + done.stdout)
+    if proc.returncode != 0:
+        raise SystemExit(f"{command[0]} failed ({proc.returncode}):\n{err[-3000:]}")
+    first = re.search(r"first rollout finished ([0-9.]+) s", err + out)
     return wall, float(first.group(1)) if first else None
 
 
