@@ -91,7 +91,15 @@ def install_error_handlers(app: FastAPI) -> None:
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
+        if first.get("type") == "string_unicode":  # a lone surrogate: text no backend stores
+            return JSONResponse(error_body("invalid_text", f"{where}: not valid Unicode text"), 400)
         return JSONResponse(error_body("invalid_request", f"{where}: {first['msg']}"), 422)
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(_: Request, exc: RecursionError) -> JSONResponse:
+        # JSON nested past what the parser recurses into (a body, a form field, a file):
+        # refused with a code wherever it arrives, as any unreadable input is
+        return JSONResponse(error_body("invalid_json", "the input nests too deeply to read"), 400)
 
     @app.exception_handler(StarletteHTTPException)
     async def framework(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -97,7 +97,7 @@ def store_dataset(hub: Hub, user: Principal, env: EnvironmentRow, v: VersionRow,
         sources, rows, spec = info["sources"], int(info["rows"]), info["filter"]
         if not isinstance(sources, list) or not all(isinstance(s, dict) for s in sources):
             raise TypeError("sources is not a list of runs")
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError) as exc:
         raise HubError(
             400, "invalid_dataset", f"vf_data.json is not a vf-data card: {exc}"
         ) from None

@@ -68,7 +68,7 @@ def publish_tags(raw: str | None) -> list[str]:
         tags = json.loads(raw or "[]")
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise TypeError
-    except (json.JSONDecodeError, TypeError):
+    except (json.JSONDecodeError, TypeError, RecursionError):
         raise HubError(400, "invalid_tags", "tags must be a JSON list of strings") from None
     for tag in tags[:MAX_TAGS]:
         check_text(tag, "a tag")

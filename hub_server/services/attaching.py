@@ -45,7 +45,7 @@ def read_metadata(file: BinaryIO) -> dict[str, Any]:
         raise HubError(413, "file_too_large", "metadata.json is limited to 1 MiB")
     try:
         meta = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise HubError(400, "invalid_eval", f"metadata.json is not valid JSON: {exc}") from None
     if not isinstance(meta, dict) or "summary" not in meta:
         raise HubError(
@@ -72,7 +72,7 @@ def summarize_results(file: BinaryIO) -> tuple[dict[str, Any], int, dict[str, An
             raise HubError(413, "invalid_eval", f"results.jsonl is limited to {MAX_ROWS} rows")
         try:
             row = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise HubError(400, "invalid_eval", f"results.jsonl line {number}: {exc}") from None
         if not isinstance(row, dict):
             raise HubError(400, "invalid_eval", f"results.jsonl line {number} is not an object")

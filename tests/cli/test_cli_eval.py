@@ -606,3 +606,42 @@ def test_verbose_says_how_long_the_first_rollout_took(server, tmp_path, capsys):
     assert main(reverse_text_argv(server.base_url, tmp_path, "-n", "2", "-r", "1", "-v")) == 0
     err = capsys.readouterr().err
     assert re.search(r"first rollout finished \d+\.\d\d s after start", err), err[-2000:]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes a directory as another user (uid 65534)")
+def test_an_output_dir_that_is_not_the_users_own_is_refused(server, tmp_path, capsys):
+    """Outside attack pass 4: in a shared sticky directory another user planted ``outputs`` as a
+    link (vf-eval wrote its run through it) and an ``--output-dir`` of their own, mode 0777 (it
+    was written into). Each is refused before anything runs; the user's own dir then works."""
+    import shutil
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="vf-shared-", dir="/tmp"))
+    shared.chmod(0o1777)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    try:
+        subprocess.run(
+            ["sh", "-c", f"cd {shared} && ln -s {elsewhere} outputs && mkdir -m 777 theirs"],
+            check=True,
+            user=65534,
+            group=65534,
+        )
+        server.set_handler(reverse_policy)
+        for out, says in (
+            (shared / "outputs", "not a directory of its own"),
+            (shared / "theirs", "belongs to uid 65534"),
+        ):
+            assert main(reverse_text_argv(server.base_url, out)) == 2
+            assert says in capsys.readouterr().err
+        assert list(elsewhere.iterdir()) == [] and list((shared / "theirs").iterdir()) == []
+        mine = tmp_path / "mine"
+        mine.mkdir(mode=0o777)
+        mine.chmod(0o777)
+        assert main(reverse_text_argv(server.base_url, mine)) == 2
+        assert "may be changed by anyone" in capsys.readouterr().err
+        mine.chmod(0o755)
+        assert main(reverse_text_argv(server.base_url, mine)) == 0
+        assert only_run_dir(mine).is_dir()
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

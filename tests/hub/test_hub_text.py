@@ -73,9 +73,9 @@ WRITES = {
 
 
 # form fields and METADATA arrive as bytes and are decoded: only JSON can carry a lone
-# surrogate (and the token's JSON body is refused by its model's parser before: a 422)
+# surrogate (a JSON body's model refuses it as any text no backend stores: invalid_text too)
 CASES = [(field, "a\x00b") for field in sorted(WRITES)] + [
-    (field, "a\ud800b") for field in ("eval-model", "tag", "yank-reason")
+    (field, "a\ud800b") for field in ("eval-model", "tag", "token-name", "yank-reason")
 ]
 
 
@@ -199,3 +199,29 @@ def test_only_one_of_names_that_read_alike_is_created_at_once(hub):
     with ThreadPoolExecutor(len(spellings)) as pool:
         codes = list(pool.map(create, spellings))
     assert sorted(codes) == [201] + [409] * (len(spellings) - 1), codes
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # past what Python's json module recurses into
+
+
+def test_json_nested_too_deeply_is_refused_with_a_code_wherever_it_arrives(hub):
+    """Outside attack pass 4: a tags field or an eval's metadata.json nested 5,000 deep was a
+    500 (a RecursionError in json.loads), a JSON body too; each is a coded 400, and the clean
+    request then works."""
+    owner, token, env = published(hub)
+    tags = publish(hub, token, owner, env, wheel(env, "2.0.0"), tags=DEEP)
+    assert tags.status_code == 400 and code(tags) == "invalid_tags", tags.text
+    body = httpx.post(
+        hub["url"] + "/api/v1/tokens",
+        content='{"name": ' + DEEP + "}",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert body.status_code == 400 and code(body) and body.json()["detail"], body.text
+    version = httpx.get(f"{hub['url']}/api/v1/environments/{owner}/{env}/versions/1.0.0").json()
+    files = eval_files(version, uuid.uuid4().hex, [1.0])
+    files["metadata"] = ("metadata.json", DEEP.encode())
+    path = f"/api/v1/environments/{owner}/{env}/versions/1.0.0/evals"
+    deep_eval = api(hub, token, "POST", path, files=files)
+    assert deep_eval.status_code == 400 and code(deep_eval) == "invalid_eval", deep_eval.text
+    assert publish(hub, token, owner, env, wheel(env, "2.0.0")).status_code == 201

@@ -43,6 +43,14 @@ def test_a_file_others_can_read_or_a_weak_secret_is_refused(tmp_path, text, mode
         read_credential(secret_file(tmp_path, text, mode))
 
 
+def test_a_fifo_is_refused_at_once_not_after_a_writer_comes(tmp_path):
+    """Outside attack pass 4: ``--secret-file FIFO`` waited in open() until something wrote."""
+    fifo = tmp_path / "secret"
+    os.mkfifo(fifo, 0o600)
+    with pytest.raises(CredentialError, match="not a regular file"):
+        read_credential(fifo)  # returns at once: a blocking open would hang the test here
+
+
 def test_a_link_to_a_secret_is_refused(tmp_path):
     link = tmp_path / "link"
     link.symlink_to(secret_file(tmp_path))

@@ -56,7 +56,8 @@ def read_credential(path: str | os.PathLike[str]) -> str:
     else may read or write, holding a strong enough secret."""
     file = Path(path)
     try:
-        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise CredentialError(f"cannot open {file} without following a link: {exc}") from None
     with os.fdopen(fd, "r") as handle:

@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from verifiers.cli.endpoints import CLIError, Endpoint, resolve_endpoint
 from verifiers.cli.eval.checks import (
+    check_output_dirs,
     check_reachable,
     check_resume_matches,
     check_same_env,
@@ -86,6 +87,7 @@ def _run(
 
     check_sizes(args)
     workers = workers_setting(args)  # a bad spec or secret is said before anything starts
+    check_output_dirs(args)  # before anything is written: the user's own, or refused
     console.print(f"loading {escape(args.env)} ...", highlight=False)
     env_args = parse_json_object(args.env_args, "--env-args")
     sampling = parse_json_object(args.sampling_args, "--sampling-args")

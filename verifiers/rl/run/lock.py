@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import fcntl
 import os
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from verifiers.processes.lock_file import open_lock_file
+from verifiers.processes.own_dir import foreign_dir_problem
 
 RUN_LOCK = ".vf-run.lock"
 _held: list[int] = []  # the descriptor this process holds, closed in forked children
@@ -43,26 +43,6 @@ class RunDirHold:
     note: str | None = None  # said, and the run goes on (a filesystem without locks)
 
 
-def foreign_dir_problem(out: Path) -> str | None:
-    """Why a run may not write into ``out``: a directory another user made first (in /tmp, say)
-    or one others may change; its files would be theirs to plant (a link where config.json goes,
-    a checkpoint --resume then runs). None when it is the user's own."""
-    try:
-        info = out.lstat()
-    except OSError as exc:
-        return f"cannot use {out} as the output dir: {exc}"
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        return f"{out} is not a directory of its own (a link or a file); choose another --output_dir"
-    if info.st_uid != os.geteuid():
-        return (
-            f"{out} belongs to uid {info.st_uid}, not to you: what it holds is theirs to plant; "
-            "choose an --output_dir of your own"
-        )
-    if info.st_mode & stat.S_IWOTH:
-        return f"{out} may be changed by anyone (mode {oct(info.st_mode & 0o777)}); chmod o-w it"
-    return None
-
-
 @contextmanager
 def run_dir_lock(out: Path) -> Iterator[RunDirHold]:
     """Hold ``out`` (made if missing) for one run. A directory this made and left holding only
@@ -71,7 +51,7 @@ def run_dir_lock(out: Path) -> Iterator[RunDirHold]:
     while True:
         try:
             out.mkdir(mode=0o700 if made else 0o777, parents=True, exist_ok=True)
-            problem = foreign_dir_problem(out)
+            problem = foreign_dir_problem(out, "--output_dir")
             if problem:
                 yield RunDirHold(False, problem)
                 return
