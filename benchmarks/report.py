@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -97,7 +98,13 @@ def main() -> None:
         generate_s = time.perf_counter() - start
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            # the browser's own temp files (org.chromium.*) go where the benchmark removes them
+            scratch = str(stop_cleanly.scratch_dir("vf-bench-chromium-"))
+            browser = p.chromium.launch(
+                executable_path=chromium,
+                args=["--no-sandbox"],
+                env={**os.environ, "TMPDIR": scratch},
+            )
             page = browser.new_page()
             page.goto(report.as_uri(), wait_until="load")
             first_screen_ms = page.evaluate(

@@ -11,14 +11,30 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import shutil
 import signal
 import tempfile
 from pathlib import Path
 
+UNWIND_S = 45
+"""How long unwinding may take after the signal before the benchmark ends at once (its children
+stopped and its scratch dirs removed first): a wait the signal cannot interrupt never ends it."""
+
+_scratch: list[Path] = []
+
 
 def _stop(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGALRM, _give_up)
+    signal.alarm(UNWIND_S)
     raise SystemExit(128 + signum)
+
+
+def _give_up(signum: int, frame: object) -> None:
+    _stop_children()
+    for path in _scratch:
+        shutil.rmtree(path, True)
+    os._exit(128 + signal.SIGTERM)
 
 
 def install() -> None:
@@ -44,7 +60,14 @@ def _stop_children() -> None:
 
 
 def scratch_dir(prefix: str) -> Path:
-    """A temp directory removed when the benchmark exits, however it is stopped."""
+    """A temp directory removed when the benchmark exits, however it is stopped: after what it
+    started is stopped (a child still running would write into it again)."""
     path = Path(tempfile.mkdtemp(prefix=prefix))
-    atexit.register(shutil.rmtree, path, True)
+    _scratch.append(path)
+
+    def remove() -> None:
+        _stop_children()
+        shutil.rmtree(path, True)
+
+    atexit.register(remove)
     return path

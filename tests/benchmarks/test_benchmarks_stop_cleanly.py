@@ -98,7 +98,7 @@ def test_a_benchmark_stopped_by_sigterm_leaves_nothing(case, tmp_path):
         # server slow to start): then its own exit must leave nothing either
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.wait(timeout=90)  # stop_cleanly ends it UNWIND_S after the signal at the latest
         deadline = time.monotonic() + 15
         while running(seen) and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -184,6 +184,8 @@ def check_output_dirs(args: EvalSettings) -> None:
     from verifiers.processes.own_dir import foreign_dir_problem
 
     if args.resume:
+        if not os.path.lexists(args.resume):
+            return  # said by the resume itself ("no metadata.json there")
         problem = foreign_dir_problem(Path(args.resume), "--resume run")
     elif args.no_save and not args.rescore:
         return
