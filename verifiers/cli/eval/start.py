@@ -13,7 +13,15 @@ from verifiers.cli.eval.settings import EvalSettings
 def load_v1(args: EvalSettings, workers: Any, env_args: dict[str, Any]) -> Any:
     """A v1 taskset package (one exporting a ``verifiers.v1`` ``Taskset``) as a classic
     environment (``verifiers.v1.eval_env``); None for a classic id. v1 rollouts run in this
-    process: env workers asked for explicitly are refused, the default is dropped."""
+    process: env workers asked for explicitly are refused, the default is dropped.
+
+    Only a plain local name is tried as a v1 taskset: an ``OWNER/NAME`` or ``NAME@VERSION`` id
+    goes to the classic loader, whose owner and version checks run before the package's code
+    (v1 packages from the hub are not supported yet). And the v1 machinery (about 1.5 s of
+    imports) is loaded only when the package itself imported ``verifiers.v1``, as every v1
+    taskset does: a classic run does not pay for it."""
+    if not _may_be_v1(args.env):
+        return None
     from verifiers.v1.eval_env import TasksetEnvironment, is_v1_taskset
 
     if not is_v1_taskset(args.env):
@@ -41,3 +49,22 @@ def launch_early(env_id: str, workers: Any, env_args: dict[str, Any]) -> Any:
 
     kind, count = parse_spec(workers)
     return WorkerPool(env_id, env_args, count).launch() if kind == "processes" else None
+
+
+def _may_be_v1(env_id: str) -> bool:
+    """Whether ``env_id`` is a plain local name whose module imports ``verifiers.v1`` (the
+    module is imported, as the classic loader would import it next)."""
+    import importlib
+    import importlib.util
+    import sys
+
+    from verifiers.loading.env_id import EnvId
+
+    try:
+        parsed = EnvId.parse(env_id)
+        if parsed.owner or parsed.version or importlib.util.find_spec(parsed.module_name) is None:
+            return False
+        importlib.import_module(parsed.module_name)
+    except Exception:  # the classic loader says what is wrong with it
+        return False
+    return "verifiers.v1" in sys.modules
