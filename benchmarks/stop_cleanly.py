@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import faulthandler
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -31,10 +33,25 @@ def _stop(signum: int, frame: object) -> None:
 
 
 def _give_up(signum: int, frame: object) -> None:
+    sys.stderr.write(f"unwinding took more than {UNWIND_S} s; it hung here:\n")
+    faulthandler.dump_traceback(all_threads=True)
+    _dump_tasks()
     _stop_children()
     for path in _scratch:
         shutil.rmtree(path, True)
     os._exit(128 + signal.SIGTERM)
+
+
+def _dump_tasks() -> None:
+    """The event loop's tasks and where each waits, when the hang is in an ``asyncio.run``."""
+    import asyncio
+
+    try:
+        tasks = asyncio.all_tasks()
+    except RuntimeError:  # no loop runs in this thread
+        return
+    for task in tasks:
+        task.print_stack(limit=8, file=sys.stderr)
 
 
 def install() -> None:

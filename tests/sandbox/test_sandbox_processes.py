@@ -271,3 +271,67 @@ def test_unsafe_mode_is_never_chosen_automatically():
     assert probe_mode() in ("bwrap", "landlock")
     with pytest.raises(ValueError, match="auto, bwrap, landlock or unsafe"):
         LocalSandboxProvider(mode="none")
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root mounts a sandbox's own disk")
+def test_a_stop_between_the_disk_mount_and_its_record_leaves_no_mount():
+    """SIGTERM turned into ``SystemExit`` can land just after ``mount`` returned and before the
+    sandbox noted its disk: the abandoned start still unmounts it and removes its directory (a
+    benchmark stopped there left a tmpfs mounted in ``/tmp``, its directory unremovable)."""
+    from verifiers.sandbox.budget import mount_disk
+    from verifiers.sandbox.local import LocalSandbox
+
+    box = LocalSandbox("rlimits", SandboxLimits())
+    box._claim()
+    assert box.host_dir is not None
+    assert mount_disk(box.host_dir, 8, 100)
+    assert os.path.ismount(box.host_dir) and box.disk == "rlimits"  # mounted, not yet noted
+    box._abandon()
+    assert not os.path.exists(box.host_dir)
+
+
+STOPPED_MID_SPAWN = """
+import asyncio, signal, sys
+from asyncio import base_subprocess
+from verifiers.sandbox import LocalSandboxProvider, SandboxLimits
+
+connect = base_subprocess.BaseSubprocessTransport._connect_pipes
+
+async def slow_pipes(self, waiter):  # the stop lands before the pipes are connected
+    await asyncio.sleep(3600)
+    await connect(self, waiter)
+
+base_subprocess.BaseSubprocessTransport._connect_pipes = slow_pipes
+
+async def main():
+    provider = LocalSandboxProvider(mode=sys.argv[1], pool_size=0, limits=SandboxLimits())
+    starts = [asyncio.ensure_future(provider.create()) for _ in range(4)]
+    await asyncio.sleep(1.0)  # every spawn waits for its pipes now
+    raise SystemExit(143)  # what a SIGTERM handler raises
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("mode", available_modes())
+def test_a_program_stopped_while_sandboxes_spawn_ends_and_leaves_nothing(mode, tmp_path):
+    """``asyncio.run`` stopped (SIGTERM's ``SystemExit``, Ctrl-C) while sandboxes spawn cancels
+    the transports' pipe-connecting tasks too, and CPython's cancelled spawn then waits forever
+    for an exit it is never told of: the program still ends, without a sandbox dir or disk left
+    (a stopped benchmark hung 45 s, then left 8 tmpfs mounts in ``/tmp``)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "stopped.py"
+    script.write_text(STOPPED_MID_SPAWN)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(script), mode], env=env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 143, done.stderr.decode()[-2000:]
+    assert time.monotonic() - started < 30
+    assert list(scratch.iterdir()) == []
+    assert [line for line in open("/proc/mounts") if str(scratch) in line] == []

@@ -284,10 +284,12 @@ class LocalSandbox(Sandbox):
         )
         try:
             self.process = await asyncio.shield(spawn)
-        except asyncio.CancelledError:  # cancelled mid-spawn: the process may exist; kill it
-            with contextlib.suppress(Exception):
-                self.process = await spawn
-            self._abandon()
+        except BaseException as error:  # the spawn failed or was stopped: nothing of it stays
+            try:
+                if isinstance(error, asyncio.CancelledError):  # the process may exist: kill it
+                    self.process = await _settled(spawn)
+            finally:  # even when the spawn ended in SIGTERM's SystemExit
+                self._abandon()
             raise
         finally:
             for fd in pass_fds:
@@ -336,9 +338,12 @@ class LocalSandbox(Sandbox):
                 self._uid_claim.release()
 
     def _remove_files(self) -> None:
+        """The sandbox's disk and directory. Whether a disk is mounted is read from the
+        directory, not from ``self.disk``: a stop (SIGTERM's ``SystemExit``) that lands between
+        the mount and that flag being set would otherwise leave a tmpfs mounted in ``/tmp``."""
         if self.host_dir is None:
             return
-        if self.disk == "tmpfs":
+        if self.disk == "tmpfs" or os.path.ismount(self.host_dir):
             unmount_disk(self.host_dir)
         shutil.rmtree(self.host_dir, True)
 
@@ -430,6 +435,26 @@ class LocalSandbox(Sandbox):
 
     async def download(self, path: str) -> bytes:
         return bytes.fromhex((await self._request({"op": "read", "path": path}, 30))["data"])
+
+
+SPAWN_SETTLE_S = 2.0
+"""How long a cancelled start waits for its spawn to finish before cancelling it as well."""
+
+
+async def _settled(spawn: asyncio.Future) -> asyncio.subprocess.Process | None:
+    """The process a cancelled start's spawn made, if it made one. When ``asyncio.run`` cancels
+    every task (Ctrl-C, SIGTERM) it also cancels the transport's own pipe-connecting task, and
+    then CPython's cancelled spawn waits forever for an exit it is never told of (the exit is
+    queued behind the pipes that never connected): so the wait is bounded, then the spawn is
+    cancelled again, which ends it (it killed its process before it began to wait)."""
+    done, _ = await asyncio.wait({spawn}, timeout=SPAWN_SETTLE_S)
+    if not done:
+        spawn.cancel()
+        await asyncio.wait({spawn})
+        return None
+    if spawn.cancelled() or spawn.exception() is not None:
+        return None
+    return spawn.result()
 
 
 def _kill_uid(uid: int) -> None:
