@@ -54,6 +54,7 @@ def server(_shared_server: ModelServer) -> Iterator[ModelServer]:
     """The scripted OpenAI-compatible server on loopback, reset for each test."""
     _shared_server.queue.clear()
     _shared_server.requests.clear()
+    _shared_server.replies.clear()
     _shared_server.handler = echo
     yield _shared_server
     _shared_server.queue.clear()

@@ -14,6 +14,7 @@ import pytest
 import verifiers.v1 as vf
 from verifiers.cli.eval import main
 from verifiers.results import read_rows
+from verifiers.results.report import load_run, timing
 from verifiers.testing import Reply
 
 CALC = '''
@@ -138,6 +139,113 @@ def test_vf_eval_runs_a_tool_using_v1_taskset(server, tmp_path, calc_package):
     assert [t.name for t in trace.tools] == ["calc_add", "calc_explode"]
     assert trace.num_turns == 4 and len(trace.tool_messages) == 3
     assert trace.task.data.model_dump()["answer"] in trace.last_reply
+
+
+def test_v1_rows_carry_the_usage_turns_and_time_of_their_model_calls(
+    server, tmp_path, calc_package
+):
+    """Each row's tokens are the usage the server sent for its rollout's calls, summed; its
+    turns the number of calls; its generation time real; and the summary and the report read
+    the same numbers, as for a classic row."""
+    server.set_handler(calc_policy)
+    out = tmp_path / "out"
+    argv = ["calc-v1", "-b", server.base_url, "-m", "test-model", "-n", "2", "-r", "2"]
+    assert main([*argv, "--output-dir", str(out)]) == 0
+    run = run_dir(out)
+    rows = list(read_rows(run / "results.jsonl"))
+    assert len(server.requests) == len(server.replies) == 16  # 4 rollouts of 4 calls
+    sent: dict[str, list[int]] = {}  # prompt -> [prompt tokens, completion tokens, calls]
+    for request, reply in zip(server.requests, server.replies, strict=True):
+        counts = sent.setdefault(request["messages"][0]["content"], [0, 0, 0])
+        counts[0] += reply["usage"]["prompt_tokens"]
+        counts[1] += reply["usage"]["completion_tokens"]
+        counts[2] += 1
+    assert all(c > 0 for counts in sent.values() for c in counts)
+    got: dict[str, list[int]] = {}
+    for row in rows:
+        assert row["turns"] == 4 and row["is_truncated"] is False
+        assert row["timing"]["generation_ms"] > 0 and row["timing"]["model_ms"] > 0
+        assert row["timing"]["model_ms"] <= row["timing"]["generation_ms"]
+        counts = got.setdefault(row["prompt"][0]["content"], [0, 0, 0])
+        counts[0] += row["usage"]["prompt_tokens"]
+        counts[1] += row["usage"]["completion_tokens"]
+        counts[2] += row["turns"]
+    assert got == sent
+    summary = json.loads((run / "metadata.json").read_text())["summary"]
+    assert summary["usage"] == {
+        "prompt_tokens": sum(c[0] for c in sent.values()),
+        "completion_tokens": sum(c[1] for c in sent.values()),
+    }
+    mean_generation = sum(r["timing"]["generation_ms"] for r in rows) / len(rows)
+    assert summary["avg_generation_ms"] == pytest.approx(mean_generation)
+    assert timing(load_run(run)["rows"])["generation_ms"] == pytest.approx(mean_generation)
+
+
+SUMS_V1 = """
+import verifiers.v1 as vf
+
+
+class SumsData(vf.TaskData):
+    answer: str
+
+
+class SumsTask(vf.Task[SumsData]):
+    @vf.reward
+    def correct(self, trace) -> float:
+        return float(trace.last_reply == self.data.answer)
+
+
+class SumsTaskset(vf.Taskset[SumsTask, vf.TasksetConfig]):
+    def load(self):
+        for i, q in enumerate(QUESTIONS):
+            yield SumsTask(SumsData(idx=i, prompt=q, answer="5"), self.config.task)
+
+
+__all__ = ["SumsTaskset"]
+"""
+
+SUMS_CLASSIC = """
+import verifiers as vf
+
+
+def correct(completion, answer) -> float:
+    return float(completion[-1]["content"] == answer)
+
+
+def load_environment():
+    rows = [{"question": q, "answer": "5"} for q in QUESTIONS]
+    return vf.SingleTurnEnv(dataset=rows, rubric=vf.Rubric(funcs=[correct]))
+"""
+
+
+def test_a_v1_row_counts_tokens_and_turns_as_the_classic_row_of_the_same_run(
+    server, tmp_path, monkeypatch
+):
+    """One prompt set, one scripted model, run as a classic environment and as a v1 taskset:
+    the rows' token counts and turns are the same, and both timed."""
+    questions = 'QUESTIONS = ["What is 2 + 3?", "Add two and three, please: 2 + 3 = ?"]\n'
+    root = tmp_path / "pkgs"
+    (root / "sums_v1").mkdir(parents=True)
+    (root / "sums_v1" / "__init__.py").write_text(questions + SUMS_V1)
+    (root / "sums_classic.py").write_text(questions + SUMS_CLASSIC)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    server.set_handler(lambda request: "5")
+    rows = {}
+    for env_id in ("sums-classic", "sums-v1"):
+        out = tmp_path / env_id
+        argv = [env_id, "-b", server.base_url, "-m", "test-model", "-n", "2", "-r", "1"]
+        assert main([*argv, "--no-env-workers", "--output-dir", str(out)]) == 0
+        rows[env_id] = {r["example_id"]: r for r in read_rows(run_dir(out) / "results.jsonl")}
+    sys.modules.pop("sums_v1", None)
+    sys.modules.pop("sums_classic", None)
+    assert len(server.requests) == 4
+    for example_id, classic in rows["sums-classic"].items():
+        v1_row = rows["sums-v1"][example_id]
+        assert classic["reward"] == v1_row["reward"] == 1.0
+        assert v1_row["usage"] == classic["usage"] and classic["usage"]["prompt_tokens"] > 0
+        assert v1_row["turns"] == classic["turns"] == 1
+        assert v1_row["timing"]["generation_ms"] > 0 and classic["timing"]["generation_ms"] > 0
 
 
 def test_a_failing_model_is_an_error_on_the_trace_not_a_dead_run(server, tmp_path, calc_package):

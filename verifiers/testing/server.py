@@ -11,7 +11,9 @@ Tests (yours too) start it on a free loopback port and script what it answers::
         env.evaluate(server.base_url, "test-model")
 
 Replies are taken from the queue first, then from the handler (``request body -> Reply | str``,
-sync or async). Every request body is kept in ``server.requests``.
+sync or async). Every request body is kept in ``server.requests``, and every body answered
+with 200 in ``server.replies`` (a test compares what a client recorded, token usage included,
+with what was sent).
 
 Over 400 lines, not split: the four wire formats share one script, one fault injector and one
 server; a module per format would divide what a test scripts once.
@@ -348,6 +350,7 @@ class ModelServer:
         self.model_name = model_name
         self.queue: collections.deque[Reply | str] = collections.deque()
         self.requests: list[dict[str, Any]] = []
+        self.replies: list[dict[str, Any]] = []
         self.app = self._build_app()
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -456,10 +459,13 @@ class ModelServer:
                 reply.headers,
             )
         if api == "responses":
-            return _json(_responses_body(body, reply), headers=reply.headers)
-        if api == "messages":
-            return _json(_messages_body(body, reply), headers=reply.headers)
-        return _json(_completion_body(body, reply, chat), headers=reply.headers)
+            sent = _responses_body(body, reply)
+        elif api == "messages":
+            sent = _messages_body(body, reply)
+        else:
+            sent = _completion_body(body, reply, chat)
+        self.replies.append(sent)
+        return _json(sent, headers=reply.headers)
 
     async def _stall(self, seconds: float) -> None:
         """Wait ``seconds``, or until the server stops: a reply stalled far past a client's

@@ -6,8 +6,10 @@ classic environment.
 Each dataset row is one task of the taskset (its prompt as chat messages, ``info.v1_task`` its
 index); a rollout plays one v1 episode against the run's endpoint and model, its completion is
 the messages after the prompt, its reward and metrics those of the episode's trace (rewards
-weighted and summed as ``Trace.reward`` does). Every episode is appended to ``traces.jsonl``
-beside ``results.jsonl``, one ``WireEpisode`` a line.
+weighted and summed as ``Trace.reward`` does). Its token usage, turns, model time and
+truncation are read off the episode's model calls into the state keys a classic rollout fills,
+so a v1 row carries the same numbers a classic row does. Every episode is appended to
+``traces.jsonl`` beside ``results.jsonl``, one ``WireEpisode`` a line.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from datasets import Dataset
 
 from verifiers.envs.environment import Environment
+from verifiers.messages import timing
 from verifiers.rubrics.rubric import Rubric
 from verifiers.v1.agent import ModelContext, prompt_messages
 from verifiers.v1.chat import message_to_wire
@@ -122,8 +125,11 @@ class TasksetEnvironment(Environment):
             api_key=getattr(native, "api_key", None),
             sampling={k: v for k, v in dict(sampling_args or {}).items() if v is not None},
         )
+        timing.start_generation(state["timing"])
         episode = await self.v1_env.run_episode(task, context)
+        timing.end_generation(state["timing"])
         state["v1_episode"] = episode
+        self.record_calls(state, episode)
         prompt_len = len(state["prompt"])
         traces = episode.traces
         if traces:
@@ -141,3 +147,28 @@ class TasksetEnvironment(Environment):
                 with self.traces_path.open("a", encoding="utf-8") as f:
                     f.write(line)
         return state
+
+    def record_calls(self, state: Any, episode: Episode) -> None:
+        """The episode's model calls as a classic rollout counts its own: usage summed over
+        every call (prompt tokens with cache reads, as the server reports ``prompt_tokens``),
+        one turn and one model span per reply, truncation and the stop condition."""
+        for trace in episode.traces:
+            for call in trace.calls:
+                if call.time.end:
+                    timing.add_span(state["timing"], "model", call.time.start, call.time.end)
+                if call.usage is None:
+                    continue
+                if self.release.typed_messages:
+                    self.increment_state_usage(
+                        state, call.usage.input_tokens, call.usage.completion_tokens
+                    )
+                else:  # the dict era's counters (``model_turn.dict_step``)
+                    usage = state.setdefault("usage", {"prompt_tokens": 0, "completion_tokens": 0})
+                    usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + call.usage.input_tokens
+                    usage["completion_tokens"] = (
+                        usage.get("completion_tokens", 0) + call.usage.completion_tokens
+                    )
+        state["turn"] = episode.num_turns
+        state["is_truncated"] = any(trace.is_truncated for trace in episode.traces)
+        if episode.traces:
+            state["stop_condition"] = episode.traces[-1].stop_condition
