@@ -8,17 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifiers.clients.client import Client
-from verifiers.clients.config import ClientConfig
-from verifiers.clients.http_client import OpenAICompatibleClient
 from verifiers.clients.openai_chat_completions_client import (
+    OpenAIEndpointClient,
     content_text,
     finish_of,
     reply_extras,
     response_header,
     tokens_of,
-    transport,
-    transport_from_config,
     usage_of,
 )
 from verifiers.clients.responses import field, first_choice
@@ -49,22 +45,10 @@ def prompt_text(messages: Messages | str) -> str:
     return "\n\n".join(parts)
 
 
-class OpenAICompletionsClient(Client[Any, str, Any, None]):
-    def __init__(self, client_or_config: Any = None) -> None:
-        if client_or_config is None:
-            client_or_config = ClientConfig(client_type="openai_completions")
-        if isinstance(client_or_config, str):
-            client_or_config = OpenAICompatibleClient(client_or_config)
-        super().__init__(client_or_config)
-        self._transport = transport(self._client)
+class OpenAICompletionsClient(OpenAIEndpointClient[str, None]):
+    """``/completions`` (see the module docstring)."""
 
-    def setup_client(self, config: ClientConfig) -> OpenAICompatibleClient:
-        return transport_from_config(config)
-
-    async def close(self) -> None:
-        closer = getattr(self._transport, "aclose", None)
-        if closer is not None:
-            await closer()
+    CLIENT_TYPE = "openai_completions"
 
     async def to_native_prompt(self, messages: Messages) -> tuple[str, dict[str, Any]]:
         return prompt_text(messages), {}
