@@ -148,6 +148,19 @@ def reply_extras(native: Any) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in STANDARD_REPLY_FIELDS}
 
 
+def only_choice(response: Any) -> Any:
+    """The reply's one choice, as the chat-completions and completions clients both require: no
+    reply or no choices is an empty reply, more than one choice an invalid one."""
+    if response is None:
+        raise EmptyModelResponseError("Model returned no response")
+    choices = field(response, "choices")
+    if choices is None:
+        raise EmptyModelResponseError("Model returned no response choices")
+    if len(choices) != 1:
+        raise InvalidModelResponseError(f"Model returned {len(choices)} choices, expected 1")
+    return choices[0]
+
+
 def chat_sampling_args(sampling_args: SamplingArgs) -> SamplingArgs:
     """Sampling args as chat completions takes them (``max_tokens`` → ``max_completion_tokens``)."""
     args = {k: v for k, v in dict(sampling_args or {}).items() if v is not None}
@@ -215,14 +228,7 @@ class OpenAIChatCompletionsClient(OpenAIEndpointClient[list[dict[str, Any]], dic
         )
 
     async def raise_from_native_response(self, response: Any) -> None:
-        if response is None:
-            raise EmptyModelResponseError("Model returned no response")
-        choices = field(response, "choices")
-        if choices is None:
-            raise EmptyModelResponseError("Model returned no response choices")
-        if len(choices) != 1:
-            raise InvalidModelResponseError(f"Model returned {len(choices)} choices, expected 1")
-        message = field(choices[0], "message")
+        message = field(only_choice(response), "message")
         has_content = bool(content_text(field(message, "content")) or field(message, "refusal"))
         has_tools = bool(field(message, "tool_calls"))
         has_reasoning = (

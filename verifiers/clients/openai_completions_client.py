@@ -12,13 +12,14 @@ from verifiers.clients.openai_chat_completions_client import (
     OpenAIEndpointClient,
     content_text,
     finish_of,
+    only_choice,
     reply_extras,
     response_header,
     tokens_of,
     usage_of,
 )
 from verifiers.clients.responses import field, first_choice
-from verifiers.errors import EmptyModelResponseError, InvalidModelResponseError
+from verifiers.errors import EmptyModelResponseError
 from verifiers.messages.convert import message_field
 from verifiers.messages.models import Messages, Response, ResponseMessage, Tool
 from verifiers.types import SamplingArgs
@@ -75,14 +76,7 @@ class OpenAICompletionsClient(OpenAIEndpointClient[str, None]):
         )
 
     async def raise_from_native_response(self, response: Any) -> None:
-        if response is None:
-            raise EmptyModelResponseError("Model returned no response")
-        choices = field(response, "choices")
-        if choices is None:
-            raise EmptyModelResponseError("Model returned no response choices")
-        if len(choices) != 1:
-            raise InvalidModelResponseError(f"Model returned {len(choices)} choices, expected 1")
-        if not field(choices[0], "text"):
+        if not field(only_choice(response), "text"):
             raise EmptyModelResponseError("Model returned no content")
 
     async def from_native_response(self, response: Any) -> Response:
