@@ -12,6 +12,8 @@ from pathlib import Path
 
 import httpx
 
+from verifiers.processes.server import free_port, stop_process
+
 
 @dataclass
 class HubProcess:
@@ -20,13 +22,7 @@ class HubProcess:
     data_dir: Path
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would: nothing gets to clean up."""
@@ -50,8 +46,6 @@ def start_hub(
 ) -> HubProcess:
     """``backend``: the serve flags of a storage backend (``--db URL --blobs URL ...``); no SDK
     wheel is built unless ``sdk`` (each build costs seconds of CPU)."""
-    from verifiers.processes.server import free_port
-
     port = port or free_port()
     cmd = [
         sys.executable,

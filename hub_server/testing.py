@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from verifiers.processes.server import free_port
+from verifiers.processes.server import free_port, stop_process
 
 S3_TEST_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -118,12 +118,7 @@ def postgres_server() -> Iterator[Postgres]:
                 time.sleep(0.1)
         yield Postgres(url, port)
     finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, 20)
         log.close()
         shutil.rmtree(work, ignore_errors=True)
 

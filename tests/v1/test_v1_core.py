@@ -9,11 +9,16 @@ import itertools
 import json
 import subprocess
 import sys
+from typing import Literal
 
 import pytest
+from pydantic import BaseModel
 
 import verifiers.v1 as vf
+from verifiers.messages.convert import wire_tool
+from verifiers.tools import tool_spec
 from verifiers.v1 import graph
+from verifiers.v1.chat import tool_to_wire
 
 
 class QAData(vf.TaskData):
@@ -171,6 +176,57 @@ def test_an_eval_config_naming_an_uninstalled_taskset_reads_loose_and_fails_to_l
         vf.load_environment(config.env)
     with pytest.raises(ValueError, match="not an environment id"):
         EvalConfig.model_validate({"env": {"taskset": {"id": "bad id!"}}})
+
+
+class Paint(BaseModel):
+    shade: int
+
+
+class PaintToolset(vf.Toolset[vf.ToolsetConfig, vf.State]):
+    """Tools whose hints are strings at run time (this module has ``from __future__ import
+    annotations``) and name types only this module imports."""
+
+    TOOL_PREFIX = "paint"
+
+    @vf.tool
+    def pick(self, color: Literal["red", "blue"], paint: Paint, coats: int = 2) -> str:
+        """Pick a colour."""
+        return f"{color}:{paint.shade}:{coats}"
+
+
+def test_a_toolset_under_future_annotations_offers_its_real_types_as_the_classic_tool_spec_does():
+    [bound] = PaintToolset().tools()
+    props = bound.spec.parameters["properties"]
+    assert props["color"]["enum"] == ["red", "blue"]
+    assert bound.spec.parameters["$defs"]["Paint"]["properties"]["shade"]["type"] == "integer"
+    assert (
+        bound.spec.parameters["required"] == ["color", "paint"] and props["coats"]["default"] == 2
+    )
+    result = asyncio.run(bound.call({"color": "red", "paint": {"shade": 3}}, vf.State()))
+    assert result == "red:3:2"
+    with pytest.raises(ValueError, match="color"):
+        asyncio.run(bound.call({"color": "green", "paint": {"shade": 3}}, vf.State()))
+    # the classic entry point reads the same signature the same way (its schema is the strict form)
+    classic = tool_spec(PaintToolset().pick).schema["function"]["parameters"]
+    assert classic["properties"]["color"]["enum"] == ["red", "blue"]
+    assert classic["required"] == ["color", "paint", "coats"]
+    assert classic["$defs"]["Paint"]["properties"]["shade"]["type"] == "integer"
+
+
+def test_a_v1_tool_goes_on_the_wire_as_the_classic_clients_send_a_tool():
+    spec = vf.Tool(name="t", description="d", parameters={"type": "object"}, strict=True)
+    wire = {
+        "type": "function",
+        "function": {
+            "name": "t",
+            "description": "d",
+            "parameters": {"type": "object"},
+            "strict": True,
+        },
+    }
+    assert tool_to_wire(spec) == wire == wire_tool(spec.model_dump())
+    loose = spec.model_copy(update={"strict": None})
+    assert "strict" not in tool_to_wire(loose)["function"]
 
 
 def test_import_verifiers_does_not_load_v1():

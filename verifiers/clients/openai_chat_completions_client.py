@@ -10,9 +10,9 @@ becomes a ``vf.Response`` with token ids and logprobs when the server returns th
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, ClassVar
 
-from verifiers.clients.client import Client
+from verifiers.clients.client import Client, NativePromptT, NativeToolT
 from verifiers.clients.config import ClientConfig, resolve_client_config
 from verifiers.clients.http_client import OpenAICompatibleClient
 from verifiers.clients.responses import field, first_choice, response_tokens
@@ -28,7 +28,7 @@ from verifiers.messages.models import (
     ToolCall,
     Usage,
 )
-from verifiers.types import MessageType, SamplingArgs
+from verifiers.types import ClientType, MessageType, SamplingArgs
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 
@@ -148,6 +148,19 @@ def reply_extras(native: Any) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in STANDARD_REPLY_FIELDS}
 
 
+def only_choice(response: Any) -> Any:
+    """The reply's one choice, as the chat-completions and completions clients both require: no
+    reply or no choices is an empty reply, more than one choice an invalid one."""
+    if response is None:
+        raise EmptyModelResponseError("Model returned no response")
+    choices = field(response, "choices")
+    if choices is None:
+        raise EmptyModelResponseError("Model returned no response choices")
+    if len(choices) != 1:
+        raise InvalidModelResponseError(f"Model returned {len(choices)} choices, expected 1")
+    return choices[0]
+
+
 def chat_sampling_args(sampling_args: SamplingArgs) -> SamplingArgs:
     """Sampling args as chat completions takes them (``max_tokens`` → ``max_completion_tokens``)."""
     args = {k: v for k, v in dict(sampling_args or {}).items() if v is not None}
@@ -156,16 +169,25 @@ def chat_sampling_args(sampling_args: SamplingArgs) -> SamplingArgs:
     return args
 
 
-class OpenAIChatCompletionsClient(Client[Any, list[dict[str, Any]], Any, dict[str, Any]]):
-    """``/chat/completions`` (see the module docstring)."""
+class OpenAIEndpointClient(Client[Any, NativePromptT, Any, NativeToolT]):
+    """How every OpenAI-compatible client (chat completions, completions, Responses) is made
+    and closed, in one place: no argument is a default ``ClientConfig`` of ``CLIENT_TYPE``, a
+    string is a base URL for the lean transport, a config builds that transport; anything else
+    is the native client itself. ``close`` closes what sends the requests."""
+
+    CLIENT_TYPE: ClassVar[ClientType] = "openai_chat_completions"
 
     def __init__(self, client_or_config: Any = None) -> None:
         if client_or_config is None:
-            client_or_config = ClientConfig()
+            client_or_config = ClientConfig(client_type=self.CLIENT_TYPE)
         if isinstance(client_or_config, str):
             client_or_config = OpenAICompatibleClient(client_or_config)
         super().__init__(client_or_config)
-        self._transport = transport(self._client)
+        self._transport = self.sender()
+
+    def sender(self) -> Any:
+        """What sends the requests: the lean transport for the native client (``transport``)."""
+        return transport(self._client)
 
     def setup_client(self, config: ClientConfig) -> OpenAICompatibleClient:
         return transport_from_config(config)
@@ -174,6 +196,12 @@ class OpenAIChatCompletionsClient(Client[Any, list[dict[str, Any]], Any, dict[st
         closer = getattr(self._transport, "aclose", None)
         if closer is not None:
             await closer()
+
+
+class OpenAIChatCompletionsClient(OpenAIEndpointClient[list[dict[str, Any]], dict[str, Any]]):
+    """``/chat/completions`` (see the module docstring)."""
+
+    CLIENT_TYPE = "openai_chat_completions"
 
     async def to_native_prompt(
         self, messages: Messages
@@ -200,14 +228,7 @@ class OpenAIChatCompletionsClient(Client[Any, list[dict[str, Any]], Any, dict[st
         )
 
     async def raise_from_native_response(self, response: Any) -> None:
-        if response is None:
-            raise EmptyModelResponseError("Model returned no response")
-        choices = field(response, "choices")
-        if choices is None:
-            raise EmptyModelResponseError("Model returned no response choices")
-        if len(choices) != 1:
-            raise InvalidModelResponseError(f"Model returned {len(choices)} choices, expected 1")
-        message = field(choices[0], "message")
+        message = field(only_choice(response), "message")
         has_content = bool(content_text(field(message, "content")) or field(message, "refusal"))
         has_tools = bool(field(message, "tool_calls"))
         has_reasoning = (

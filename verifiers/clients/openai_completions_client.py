@@ -8,21 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifiers.clients.client import Client
-from verifiers.clients.config import ClientConfig
-from verifiers.clients.http_client import OpenAICompatibleClient
 from verifiers.clients.openai_chat_completions_client import (
+    OpenAIEndpointClient,
     content_text,
     finish_of,
+    only_choice,
     reply_extras,
     response_header,
     tokens_of,
-    transport,
-    transport_from_config,
     usage_of,
 )
 from verifiers.clients.responses import field, first_choice
-from verifiers.errors import EmptyModelResponseError, InvalidModelResponseError
+from verifiers.errors import EmptyModelResponseError
 from verifiers.messages.convert import message_field
 from verifiers.messages.models import Messages, Response, ResponseMessage, Tool
 from verifiers.types import SamplingArgs
@@ -49,22 +46,10 @@ def prompt_text(messages: Messages | str) -> str:
     return "\n\n".join(parts)
 
 
-class OpenAICompletionsClient(Client[Any, str, Any, None]):
-    def __init__(self, client_or_config: Any = None) -> None:
-        if client_or_config is None:
-            client_or_config = ClientConfig(client_type="openai_completions")
-        if isinstance(client_or_config, str):
-            client_or_config = OpenAICompatibleClient(client_or_config)
-        super().__init__(client_or_config)
-        self._transport = transport(self._client)
+class OpenAICompletionsClient(OpenAIEndpointClient[str, None]):
+    """``/completions`` (see the module docstring)."""
 
-    def setup_client(self, config: ClientConfig) -> OpenAICompatibleClient:
-        return transport_from_config(config)
-
-    async def close(self) -> None:
-        closer = getattr(self._transport, "aclose", None)
-        if closer is not None:
-            await closer()
+    CLIENT_TYPE = "openai_completions"
 
     async def to_native_prompt(self, messages: Messages) -> tuple[str, dict[str, Any]]:
         return prompt_text(messages), {}
@@ -91,14 +76,7 @@ class OpenAICompletionsClient(Client[Any, str, Any, None]):
         )
 
     async def raise_from_native_response(self, response: Any) -> None:
-        if response is None:
-            raise EmptyModelResponseError("Model returned no response")
-        choices = field(response, "choices")
-        if choices is None:
-            raise EmptyModelResponseError("Model returned no response choices")
-        if len(choices) != 1:
-            raise InvalidModelResponseError(f"Model returned {len(choices)} choices, expected 1")
-        if not field(choices[0], "text"):
+        if not field(only_choice(response), "text"):
             raise EmptyModelResponseError("Model returned no content")
 
     async def from_native_response(self, response: Any) -> Response:

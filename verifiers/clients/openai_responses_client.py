@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifiers.clients.client import Client
-from verifiers.clients.config import ClientConfig
 from verifiers.clients.http_client import OpenAICompatibleClient
 from verifiers.clients.openai_chat_completions_client import (
+    OpenAIEndpointClient,
     content_text,
-    transport_from_config,
 )
 from verifiers.clients.responses import field
 from verifiers.errors import EmptyModelResponseError, InvalidModelResponseError
@@ -165,21 +163,15 @@ def _reasoning_tokens(usage: Any) -> int:
     return value if isinstance(value, int) else 0
 
 
-class OpenAIResponsesClient(Client[Any, list[dict[str, Any]], Any, dict[str, Any]]):
-    def __init__(self, client_or_config: Any = None) -> None:
-        if client_or_config is None:
-            client_or_config = ClientConfig(client_type="openai_responses")
-        if isinstance(client_or_config, str):
-            client_or_config = OpenAICompatibleClient(client_or_config)
-        super().__init__(client_or_config)
+class OpenAIResponsesClient(OpenAIEndpointClient[list[dict[str, Any]], dict[str, Any]]):
+    """``/responses`` (see the module docstring)."""
 
-    def setup_client(self, config: ClientConfig) -> OpenAICompatibleClient:
-        return transport_from_config(config)
+    CLIENT_TYPE = "openai_responses"
 
-    async def close(self) -> None:
-        closer = getattr(self._client, "aclose", None)
-        if closer is not None:
-            await closer()
+    def sender(self) -> Any:
+        """The native client itself: ``/responses`` goes through its ``responses.create`` (or the
+        lean transport's ``post``), never the chat-completions transport."""
+        return self._client
 
     async def to_native_prompt(
         self, messages: Messages

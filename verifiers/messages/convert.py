@@ -143,8 +143,9 @@ def to_plain(messages: Any) -> Any:
 
 
 def tool_from_raw(tool: Any) -> Tool:
-    """A tool definition in the neutral shape, from itself or from OpenAI's ``{"type":
-    "function", "function": {...}}``."""
+    """A tool definition in the neutral shape, from itself, from OpenAI's ``{"type":
+    "function", "function": {...}}``, or from any object with its fields (a ``verifiers.v1``
+    ``Tool``)."""
     if isinstance(tool, Tool):
         return tool
     if isinstance(tool, Mapping) and tool.get("type") == "function" and "function" in tool:
@@ -155,7 +156,7 @@ def tool_from_raw(tool: Any) -> Tool:
             parameters=function.get("parameters") or {"type": "object", "properties": {}},
             **({"strict": function["strict"]} if function.get("strict") is not None else {}),
         )
-    return Tool.model_validate(tool)
+    return Tool.model_validate(tool, from_attributes=True)
 
 
 def wire_tool(tool: Any) -> dict[str, Any]:

@@ -31,19 +31,25 @@ class ServerProcess:
     weights_secret: str | None = None  # what weight-update requests must carry (see weight_access)
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout)
 
     def __enter__(self) -> ServerProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 10.0) -> None:
+    """SIGTERM a child and reap it; SIGKILL it if it is still there after ``timeout`` seconds
+    (every server this SDK and the hub start, and the tests' PostgreSQL, stop this way)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 _GOOGLE_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Params)\s*:\s*$", re.IGNORECASE)
 _GOOGLE_ARG = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
@@ -118,35 +118,41 @@ def strict_schema(schema: Any) -> Any:
     return out
 
 
-def tool_spec(func: Callable[..., Any], args_to_skip: list[str] | tuple[str, ...] = ()) -> ToolSpec:
-    """Build the schema and validator of ``func``; ``args_to_skip`` are hidden from the model."""
-    name = getattr(func, "__name__", None) or type(func).__name__
-    signature = inspect.signature(func)
+def signature_fields(
+    func: Callable[..., Any], descriptions: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The parameters a caller passes to ``func`` (not ``self``, ``*args`` or ``**kwargs``) as
+    pydantic fields: the type hint (``Any`` where none), the default (required where none) and,
+    from ``descriptions``, a description. Hints are resolved in ``func``'s module, so a tool
+    defined under ``from __future__ import annotations`` gets its real types; both the classic
+    ``tool_spec`` and ``verifiers.v1`` toolsets build their argument models from this."""
     try:
         hints = get_type_hints(func, include_extras=True)
     except (NameError, TypeError, AttributeError):  # forward references it cannot resolve
         hints = {}
-    summary, docs = parse_docstring(inspect.getdoc(func))
-    visible: dict[str, Any] = {}
-    full: dict[str, Any] = {}
-    for param in signature.parameters.values():
+    fields: dict[str, Any] = {}  # name: (type, default), as create_model takes them
+    for param in inspect.signature(func).parameters.values():
         if param.name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         annotation = hints.get(param.name, param.annotation)
         if annotation is inspect.Parameter.empty:
             annotation = Any
         default = ... if param.default is inspect.Parameter.empty else param.default
-        from pydantic import Field
-
-        description = docs.get(param.name)
         # a description the annotation carries (Annotated[str, Field(description=...)]) stands
-        field = (
+        description = (descriptions or {}).get(param.name)
+        fields[param.name] = (
             annotation,
-            Field(default, description=description) if description else Field(default),
+            Field(default, description=description) if description else default,
         )
-        full[param.name] = field
-        if param.name not in args_to_skip:
-            visible[param.name] = field
+    return fields
+
+
+def tool_spec(func: Callable[..., Any], args_to_skip: list[str] | tuple[str, ...] = ()) -> ToolSpec:
+    """Build the schema and validator of ``func``; ``args_to_skip`` are hidden from the model."""
+    name = getattr(func, "__name__", None) or type(func).__name__
+    summary, docs = parse_docstring(inspect.getdoc(func))
+    full = signature_fields(func, docs)
+    visible = {k: v for k, v in full.items() if k not in args_to_skip}
     config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
     shown = create_model(f"{name}_args", __config__=config, **visible)
     validator = create_model(f"{name}_all_arguments", __config__=config, **full)

@@ -9,15 +9,18 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
+from verifiers.messages.convert import wire_tool
 from verifiers.v1.configs.client import BaseClientConfig
 from verifiers.v1.types import (
     AssistantMessage,
     Message,
-    Tool,
     ToolCall,
 )
 
 CLIENT_TIMEOUT = 600.0
+
+# One v1 tool as a chat-completions request tool: the classic clients' conversion, one copy.
+tool_to_wire = wire_tool
 
 
 def open_client(
@@ -51,17 +54,6 @@ def message_to_wire(message: Message) -> dict[str, Any]:
             ]
         return wire
     return message.model_dump(mode="json", exclude_none=True)
-
-
-def tool_to_wire(tool: Tool) -> dict[str, Any]:
-    function: dict[str, Any] = {
-        "name": tool.name,
-        "description": tool.description,
-        "parameters": tool.parameters,
-    }
-    if tool.strict is not None:
-        function["strict"] = tool.strict
-    return {"type": "function", "function": function}
 
 
 def message_from_completion(message: Any) -> AssistantMessage:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Generic
 from pydantic import ConfigDict, TypeAdapter, create_model
 from typing_extensions import TypeVar
 
+from verifiers.tools.schema import signature_fields
 from verifiers.v1.configs.base import BaseConfig
 from verifiers.v1.configs.runtime import RuntimeConfig, SubprocessConfig
 from verifiers.v1.hooks import hooks_of
@@ -62,14 +63,14 @@ class BoundTool:
 
 
 def _schema_model(fn: Callable[..., Any]) -> type[Any]:
-    fields: dict[str, Any] = {}
-    for name, param in inspect.signature(fn).parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
-        default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[name] = (annotation, default)
-    return create_model(f"{fn.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+    """The model that both makes a tool's JSON schema and checks the model's arguments; its
+    fields come from the classic ``tool_spec``'s reading of a signature, so both resolve hints
+    the same way."""
+    return create_model(
+        f"{fn.__name__}_arguments",
+        __config__=ConfigDict(extra="forbid"),
+        **signature_fields(fn),
+    )
 
 
 class Toolset(Generic[ToolsetConfigT, StateT]):
