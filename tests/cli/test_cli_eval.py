@@ -33,7 +33,10 @@ def interrupt_partway(
     """``cmd`` (a vf-eval saving under ``output``) stopped with ``sig`` once ``rows`` rows are
     saved: the process, its stderr and its run directory."""
     proc = subprocess.Popen(
-        [*cmd, "--output-dir", str(output)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*cmd, "--output-dir", str(output)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     while True:
