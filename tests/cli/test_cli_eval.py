@@ -1,8 +1,10 @@
 """vf-eval as users run it: flags, exit codes, saved files, endpoint aliases, resume after kills."""
 
+import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +25,31 @@ def reverse_policy(request):
 def reverse_text_argv(base_url: str, output: Path, *flags: str) -> list[str]:
     """vf-eval's argv for reverse-text against ``base_url``, saving under ``output``."""
     return ["reverse-text", "-b", base_url, *flags, "--output-dir", str(output)]
+
+
+def interrupt_partway(
+    cmd: list[str], output: Path, rows: int, sig: int = signal.SIGINT
+) -> tuple[subprocess.Popen, str, Path]:
+    """``cmd`` (a vf-eval saving under ``output``) stopped with ``sig`` once ``rows`` rows are
+    saved: the process, its stderr and its run directory."""
+    proc = subprocess.Popen(
+        [*cmd, "--output-dir", str(output)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        runs = list((output / "evals").glob("*/*/results.jsonl"))
+        if runs and len(list(read_rows(runs[0]))) >= rows:
+            break
+        assert time.monotonic() < deadline and proc.poll() is None, (
+            proc.stderr.read() if proc.poll() is not None else "timeout"
+        )
+        time.sleep(0.05)
+    os.kill(proc.pid, sig)
+    _, err = proc.communicate(timeout=30)
+    return proc, err, runs[0].parent
 
 
 def only_run_dir(output: Path) -> Path:
@@ -309,24 +336,7 @@ def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig, monkey
     identity = ("-b", server.base_url, "-k", "VF_TEST_KEY", "--split", "train", "--seed", "3")
     sizes = ("-n", "30", "-r", "2", "-c", "2")
     cmd = [sys.executable, "-m", "verifiers.cli.eval", "reverse-text", *identity, *sizes]
-    proc = subprocess.Popen(
-        [*cmd, "--output-dir", str(tmp_path / "cut")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        runs = list((tmp_path / "cut" / "evals").glob("*/*/results.jsonl"))
-        if runs and len(list(read_rows(runs[0]))) >= 10:
-            break
-        assert time.monotonic() < deadline and proc.poll() is None, (
-            proc.stderr.read() if proc.poll() is not None else "timeout"
-        )
-        time.sleep(0.05)
-    os.kill(proc.pid, sig)
-    _, err = proc.communicate(timeout=30)
-    run = runs[0].parent
+    proc, err, run = interrupt_partway(cmd, tmp_path / "cut", 10, sig)
     printed = f"vf-eval reverse-text --resume {run}"
     if sig != signal.SIGKILL:
         # the hint is one line to copy, however long the path
@@ -387,8 +397,88 @@ def test_resume_refuses_a_mismatch_before_doing_anything(server, tmp_path, capsy
     for named in ("--split: the run has 'eval', not 'train'", "{'temperature': 1.0}", "--seed:"):
         assert named in err, err
     assert "-k/--api-key-var" in err and "-b/--api-base-url" in err
+    assert main(["reverse-text@9.9", "--resume", str(run), "-C", "turn"]) == 2
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert "ENV: the run has 'reverse-text', not 'reverse-text@9.9'" in err, err
+    assert "-C/--state-columns: the run has None, not ['turn']" in err, err
     assert main(["reverse-text", "--resume", str(run), "--split", "eval", "-n", "1"]) == 0
     assert len(server.requests) == requests  # nothing was sent: the run was complete
+
+
+class InFlight:
+    """A model server handler that answers after ``seconds`` and counts the requests it holds
+    at once (``peak``); with ``hang_first``, the first request gets its answer after a minute
+    (not counted)."""
+
+    def __init__(self, seconds: float, hang_first: bool = False) -> None:
+        self.seconds, self.hang_first, self.now, self.peak = seconds, hang_first, 0, 0
+
+    async def __call__(self, request):
+        if self.hang_first:
+            self.hang_first = False
+            return Reply(content="late", delay=60)
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        try:
+            await asyncio.sleep(self.seconds)
+        finally:
+            self.now -= 1
+        return reverse_policy(request)
+
+
+@pytest.mark.slow
+def test_resume_restores_how_the_run_ran_and_a_flag_given_again_wins(server, tmp_path):
+    """-c and --group-timeout chosen at start are in effect when the printed line alone
+    resumes the run (they were not restored: -c 32 and no time limit); -c given on the resume
+    wins and is said in one line."""
+    server.set_handler(InFlight(0.2))
+    flags = ("-n", "40", "-r", "1", "-c", "2", "--group-timeout", "3", "--env-workers", "1")
+    cmd = [sys.executable, "-m", "verifiers.cli.eval", "reverse-text", "-b", server.base_url]
+    proc, err, run = interrupt_partway([*cmd, *flags], tmp_path / "cut", 6)
+    assert proc.returncode == 130, err
+    printed = next(line.strip() for line in err.splitlines() if "--resume" in line)
+    assert printed == f"vf-eval reverse-text --resume {run}"
+    copy = tmp_path / "copy" / run.name
+    shutil.copytree(run, copy)
+
+    def resume(run_dir: Path, *given: str) -> subprocess.CompletedProcess:
+        argv = [*printed.split()[1:-1], str(run_dir), *given]
+        return subprocess.run(
+            [sys.executable, "-m", "verifiers.cli.eval", *argv],
+            capture_output=True,
+            text=True,
+            timeout=50,  # under the hung reply's minute: no group timeout fails here
+        )
+
+    restored = InFlight(0.2, hang_first=True)
+    server.set_handler(restored)
+    done = resume(run)
+    assert done.returncode == 0, done.stderr
+    assert "--resume: as the run ran: -c/--max-concurrent=2, --group-timeout=3.0" in done.stderr
+    assert restored.peak == 2  # -c 2 as at start, not the default 32
+    rows = list(read_rows(run / "results.jsonl"))
+    assert sorted(r["example_id"] for r in rows) == list(range(40))
+    errors = [r["error"]["message"] for r in rows if r.get("error")]
+    assert len(errors) == 1 and "did not finish within its 3s timeout" in errors[0], errors
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["max_concurrent"] == 2 and meta["resumed"] == 1
+    assert meta["execution"]["group_timeout"] == 3.0
+    assert meta["execution"]["env_workers"] == "1"
+
+    overridden = InFlight(0.2)
+    server.set_handler(overridden)
+    done = resume(copy, "-c", "5")
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith("--resume:")]
+    assert said == [
+        "--resume: as the run ran: --group-timeout=3.0, --env-workers=1",
+        "--resume: given now in place of the run's: -c/--max-concurrent=5 (the run had 2)",
+    ], done.stderr
+    assert 2 < overridden.peak <= 5
+    meta = json.loads((copy / "metadata.json").read_text())
+    assert meta["execution"]["max_concurrent"] == meta["max_concurrent"] == 5
+    assert meta["execution"]["group_timeout"] == 3.0
+    assert len(list(read_rows(copy / "results.jsonl"))) == 40
 
 
 @pytest.mark.parametrize("api", ["chat", "completions", "responses", "anthropic"])

@@ -192,6 +192,21 @@ def test_vf_eval_shows_the_built_in_defaults_an_environment_table_may_change(cap
         assert f"(default: {shown(field.default, 'none')})" in body
 
 
+def test_every_vf_eval_flag_has_one_part_in_resume():
+    """A new vf-eval flag must say whether --resume restores it (identity or execution) or not;
+    the identity flags are exactly those a resume compares with the run's ``RunIdentity``."""
+    from verifiers.cli.eval.settings import ON_RESUME, WORKERS, EvalSettings, OnResume
+    from verifiers.cli.run_identity import FLAGS, RunIdentity
+
+    assert set(ON_RESUME) == set(EvalSettings.model_fields)
+    recorded_as = {"api_base_url": "base_url", "max_tokens": "sampling_args"}
+    recorded_as["temperature"] = "sampling_args"
+    identity = {n for n, part in ON_RESUME.items() if part is OnResume.IDENTITY}
+    assert {recorded_as.get(n, n) for n in identity} == set(FLAGS)
+    assert set(FLAGS) == set(RunIdentity.model_fields) - {"release"}  # release: not a flag
+    assert all(ON_RESUME[name] is OnResume.EXECUTION for name in WORKERS)
+
+
 def test_a_flag_wins_then_its_environment_variable_then_the_default():
     environ = {"VF_SERVE_API_KEY": "from-env", "VF_TRUSTED_WEIGHTS_DIRS": "/b:/c"}
     settings = parse_settings(ServeSettings, [], "vf-serve", environ=environ)

@@ -5,7 +5,9 @@ refusing one without the secret, and Ray actors."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -161,6 +163,47 @@ async def test_a_worker_killed_mid_run_loses_no_rollout(server, flags):
         out = await asyncio.wait_for(run, 120)
         assert out.reward == [2.0] * 4 and all(s.get("error") is None for s in out.state)
         assert pool.restarts == 1 and victim not in pool.pids()
+
+
+class KillsTheWorkerItSendsTo(WorkerPool):
+    """A pool whose next request finds its worker gone: just before it is sent, the worker is
+    SIGKILLed and its socket seen closed (zmq's ROUTER then says "Host unreachable")."""
+
+    kill_next = False
+
+    def _send(self, worker, pending):
+        if self.kill_next:
+            self.kill_next = False
+            os.kill(worker.process.pid, signal.SIGKILL)
+            worker.process.wait()
+            time.sleep(0.2)  # zmq's I/O thread sees the socket close (the watcher waits on us)
+        super()._send(worker, pending)
+
+
+async def test_a_worker_killed_as_a_request_is_sent_to_it_costs_nothing(
+    server, flags, capfd, caplog
+):
+    """The send to a worker that just died failed in a future nobody awaited: a zmq "Host
+    unreachable" traceback on stderr, and the group, which never reached the worker, was a
+    suspect. Now it is the worker's death: replaced, and the group runs elsewhere, once."""
+    data = rows(*({} for _ in range(8)))
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    async with KillsTheWorkerItSendsTo("vf-worker-probe", {"rows": data}, 2) as pool:
+        pool.kill_next = True
+        out = await asyncio.wait_for(
+            env.evaluate(server.base_url, "m", rollouts_per_example=2, env_workers=pool), 120
+        )
+        restarts, isolated = pool.restarts, pool.isolated
+    gc.collect()  # a future's exception nobody retrieved is reported as it is collected
+    keys = sorted((s["example_id"], s["rollout_index"]) for s in out.state)
+    assert keys == [(e, i) for e in range(8) for i in range(2)]  # each once
+    assert all(s.get("error") is None for s in out.state) and out.reward == [2.0] * 16
+    assert restarts == 1 and isolated == 0
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Host unreachable" not in err, err
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    said = [r.getMessage() for r in caplog.records if "could not be reached" in r.getMessage()]
+    assert len(said) == 1 and "it was killed by SIGKILL" in said[0], said
 
 
 async def test_a_segfaulting_reward_is_an_error_on_its_rollouts_only(server, flags):

@@ -32,6 +32,7 @@ class RunIdentity(BaseModel):
     api: str = "chat"
     api_key_var: str | None = None  # the variable's name, never its value
     release: str | None = None  # the classic release the environment ran as
+    state_columns: list[str] | None = None  # -C: the state keys saved in every row
 
     @classmethod
     def recorded(cls, metadata: dict[str, Any]) -> RunIdentity | None:
@@ -41,6 +42,7 @@ class RunIdentity(BaseModel):
 
 
 FLAGS = {
+    "env": "ENV",
     "env_args": "-a/--env-args",
     "split": "--split",
     "seed": "--seed",
@@ -51,6 +53,7 @@ FLAGS = {
     "base_url": "-b/--api-base-url",
     "api": "--api",
     "api_key_var": "-k/--api-key-var",
+    "state_columns": "-C/--state-columns",
 }
 
 
@@ -68,6 +71,8 @@ def differences(recorded: RunIdentity, given: dict[str, Any]) -> list[str]:
                 found.append(f"{FLAGS[key]}: the run has {had}, not {changed}")
         elif key == "base_url" and _same_url(was, value):
             continue
+        elif key == "env" and _same_env(was, value):
+            continue
         elif was != value:
             found.append(f"{FLAGS[key]}: the run has {was!r}, not {value!r}")
     return found
@@ -75,3 +80,15 @@ def differences(recorded: RunIdentity, given: dict[str, Any]) -> list[str]:
 
 def _same_url(a: str | None, b: str | None) -> bool:
     return (a or "").rstrip("/") == (b or "").rstrip("/")
+
+
+def _same_env(a: str, b: str) -> bool:
+    """One environment id (its name in any case) at one version: ``OWNER/NAME@1.0`` resumed as
+    ``owner/name@1.0``, not as ``owner/name@2.0`` or as whatever is installed."""
+    from verifiers.loading.env_id import EnvId, EnvIdError
+
+    try:
+        x, y = EnvId.parse(a), EnvId.parse(b)
+    except EnvIdError:
+        return a.lower() == b.lower()
+    return x == y  # parsed: owner and name lowercased, "@latest" as no version

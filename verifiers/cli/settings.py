@@ -25,7 +25,7 @@ import textwrap
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin
+from typing import Any, Literal, NoReturn, Self, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from pydantic.fields import FieldInfo
@@ -63,6 +63,14 @@ class CommandSettings(BaseModel):
     def given(self, name: str) -> bool:
         """Whether ``name`` was given on the command line (not a default, not the environment)."""
         return name in self._given
+
+    def with_values(self, values: Mapping[str, Any]) -> Self:
+        """These settings with ``values`` in place of what the command line left to defaults
+        (a resumed run's recorded settings), validated as a command line's would be; ``given``
+        still answers for the command line alone."""
+        settings = self.model_validate({**self.model_dump(), **values})
+        settings._given = self._given
+        return settings
 
 
 Settings = TypeVar("Settings", bound=CommandSettings)

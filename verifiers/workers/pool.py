@@ -403,10 +403,38 @@ class WorkerPool:
         pending.worker, pending.started = worker, self._loop.time()
         worker.inflight.add(pending.request_id)
         self._pending[pending.request_id] = pending
-        try:
-            self._router.send_multipart([worker.identity, pending.request_id, pending.payload])
-        except Exception as exc:  # the worker's socket is gone: it is dying; the watcher re-sends
-            logger.debug("send to worker %s failed: %s", worker.slot, exc)
+        # the asyncio socket answers a failed send in the future it returns, not by raising:
+        # unread, it was a "Host unreachable" traceback on stderr when the future was collected.
+        # Read at once when it is done (it mostly is), before the watcher's word of the death
+        sent = self._router.send_multipart([worker.identity, pending.request_id, pending.payload])
+        if sent.done():
+            self._undelivered(sent, worker, pending)
+        else:
+            sent.add_done_callback(lambda done: self._undelivered(done, worker, pending))
+
+    def _undelivered(self, sent: asyncio.Future[Any], worker: _Worker, pending: _Pending) -> None:
+        """A request zmq could not hand to its worker (``ROUTER_MANDATORY``: the worker's
+        socket is gone, as it is when the worker died): the worker's death, handled as any
+        other, and the request, which never reached it, sent elsewhere as it was (not a
+        suspect: it cannot be what killed the worker). Already dead, the worker's death
+        answered for it as for any group in flight."""
+        if sent.cancelled() or (error := sent.exception()) is None:
+            return
+        logger.debug("worker %s could not be sent a group: %s", worker.slot, error)
+        if self._closing or worker.dead:
+            return
+        worker.inflight.discard(pending.request_id)
+        self._pending.pop(pending.request_id, None)
+        pending.worker, pending.started = None, None
+        if worker.alive():  # unreachable though running: of no use, and replaced
+            worker.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.process.wait(1)
+        code = worker.process.poll()
+        gone = _describe_exit(code) if code is not None else "was killed"
+        self._died(worker, f"could not be reached: it {gone}")
+        if not pending.future.done():
+            self._dispatch(pending)
 
     def _run_suspects(self) -> None:
         """Run waiting suspects alone: on reserved workers that are idle, reserving (draining)
@@ -438,8 +466,9 @@ class WorkerPool:
         worker = pending.worker
         if worker is not None and not worker.dead:
             worker.inflight.discard(pending.request_id)
-            with contextlib.suppress(Exception):
-                self._router.send_multipart([worker.identity, pending.request_id, b""])
+            # to a worker that is gone, the cancel is moot: its failure read, never reported
+            sent = self._router.send_multipart([worker.identity, pending.request_id, b""])
+            sent.add_done_callback(lambda done: done.cancelled() or done.exception())
 
     async def _receive(self) -> None:
         while True:

@@ -10,8 +10,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from verifiers.cli.endpoints import CLIError, Endpoint
-from verifiers.cli.eval.settings import EvalSettings, explicit
+from verifiers.cli.eval.settings import ON_RESUME, WORKERS, EvalSettings, OnResume, explicit
+from verifiers.cli.settings import default_text, flag_text
 
 
 def check_sizes(args: EvalSettings) -> None:
@@ -153,6 +156,60 @@ def resume_settings(run_dir: Path, flag: str = "--resume") -> dict[str, Any]:
         )
     return json.loads(meta_path.read_text())
 
+
+def restore_execution(
+    args: EvalSettings, previous: dict[str, Any], run: str
+) -> tuple[EvalSettings, dict[str, Any], list[str]]:
+    """``--resume``'s execution settings (``ON_RESUME``): the run's, as metadata.json's
+    ``execution`` recorded them when it last ran, except those given again on this command
+    line (any of ``WORKERS`` given: none of the run's): the settings with them in place, those
+    restored, and what to say, one line each: the restored settings that differ from this
+    command's defaults, and those given now in place of the run's."""
+    recorded = previous.get("execution")
+    if not isinstance(recorded, dict):
+        return args, {}, []  # a run from before they were recorded: this command line's
+    fields = EvalSettings.model_fields
+    names = [n for n, part in ON_RESUME.items() if part is OnResume.EXECUTION and n in recorded]
+    workers_given = any(args.given(n) for n in WORKERS)
+    restore = {
+        n: recorded[n] for n in names if not args.given(n) and not (n in WORKERS and workers_given)
+    }
+    try:
+        restored = args.with_values(restore)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise CLIError(
+            f"--resume {run}: its metadata.json records {error['loc'][0]}={error['input']!r} "
+            f"({error['msg']}); give that flag on the command line"
+        ) from exc
+    if restored.max_concurrent < 1:
+        raise CLIError(
+            f"--resume {run}: its metadata.json records max_concurrent="
+            f"{restored.max_concurrent}; give -c/--max-concurrent on the command line"
+        )
+
+    def shown(name: str, value: Any) -> str:
+        return f"{flag_text(name, fields[name])}={default_text(value)}"
+
+    said = []
+    kept = [shown(n, v) for n, v in restore.items() if v != getattr(args, n)]
+    if kept:
+        said.append(f"--resume: as the run ran: {', '.join(kept)}")
+    now = [
+        f"{shown(n, getattr(args, n))} (the run had {default_text(recorded[n])})"
+        for n in names
+        if args.given(n) and getattr(args, n) != recorded[n]
+    ]
+    if now:
+        said.append(f"--resume: given now in place of the run's: {', '.join(now)}")
+    return restored, restore, said
+
+
+def execution_record(args: EvalSettings, max_concurrent: int) -> dict[str, Any]:
+    """metadata.json's ``execution``: this run's execution settings, as a resume restores them
+    (``max_concurrent``: the one in effect, an environment's default included)."""
+    record = {n: getattr(args, n) for n, part in ON_RESUME.items() if part is OnResume.EXECUTION}
+    return {**record, "max_concurrent": max_concurrent}
 
 
 def workers_setting(args: EvalSettings) -> Any:

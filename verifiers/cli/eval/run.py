@@ -23,8 +23,10 @@ from verifiers.cli.eval.checks import (
     check_resume_matches,
     check_same_env,
     check_sizes,
+    execution_record,
     parse_headers,
     parse_json_object,
+    restore_execution,
     resume_settings,
     served_model,
     workers_setting,
@@ -86,13 +88,21 @@ def _run(
     from verifiers.results.layout import new_run_dir
 
     check_sizes(args)
+    check_output_dirs(args)  # before anything is written or read: the user's own, or refused
+    previous: dict[str, Any] = {}
+    restored: dict[str, Any] = {}  # the resumed run's execution settings this command did not give
+    if args.resume and not args.rescore:
+        previous = resume_settings(Path(args.resume))
+        check_same_env(args, previous, "--resume", args.resume)
+        args, restored, said = restore_execution(args, previous, args.resume)
+        for line in said:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     workers = workers_setting(args)  # a bad spec or secret is said before anything starts
-    check_output_dirs(args)  # before anything is written: the user's own, or refused
     console.print(f"loading {escape(args.env)} ...", highlight=False)
     env_args = parse_json_object(args.env_args, "--env-args")
     sampling = parse_json_object(args.sampling_args, "--sampling-args")
+    columns = [c.strip() for c in args.state_columns.split(",")] if args.state_columns else None
     headers = parse_headers(args.header)
-    previous: dict[str, Any] = {}
     recorded: RunIdentity | None = None
     for key in ("max_tokens", "temperature"):
         if explicit(args, key) is not None:
@@ -104,15 +114,13 @@ def _run(
         check_same_env(args, previous, "--rescore", args.rescore)
         env_args = env_args or previous.get("env_args", {})
     elif args.resume:
-        previous = resume_settings(Path(args.resume))
-        check_same_env(args, previous, "--resume", args.resume)
         recorded = RunIdentity.recorded(previous)
         if recorded is None:  # a run from before identities were recorded
             check_resume_matches(args, previous, args.resume)
             env_args = env_args or previous.get("env_args", {})
             sampling = {**previous.get("sampling_args", {}), **sampling}
         else:  # before loading or starting anything
-            wrong = differences(recorded, _given_identity(args, env_args, sampling))
+            wrong = differences(recorded, _given_identity(args, env_args, sampling, columns))
             if wrong:
                 raise CLIError(
                     f"--resume {args.resume} would change what the run is: {'; '.join(wrong)}. "
@@ -120,6 +128,7 @@ def _run(
                     "a new run"
                 )
             env_args, sampling = dict(recorded.env_args), dict(recorded.sampling_args)
+            columns = recorded.state_columns
     if launched is not None and not args.rescore:
         pool = launch_early(args.env, workers, env_args)
         launched.extend([pool] if pool is not None else [])
@@ -154,7 +163,9 @@ def _run(
     )
     split = recorded.split if recorded else args.split
     seed = recorded.seed if recorded else args.seed
-    concurrency = _pick(explicit(args, "max_concurrent"), None, defaults.max_concurrent)
+    concurrency = _pick(
+        explicit(args, "max_concurrent"), restored.get("max_concurrent"), defaults.max_concurrent
+    )
     for key in ("max_tokens", "temperature"):
         if getattr(defaults, key) is not None and key not in sampling:
             sampling[key] = getattr(defaults, key)
@@ -198,6 +209,7 @@ def _run(
         api=api,
         api_key_var=key_var,
         release=str(env.release),
+        state_columns=columns,
     )
     results_path = None
     if args.resume:
@@ -230,14 +242,13 @@ def _run(
                     rollouts_per_example=r,
                     max_concurrent=concurrency,
                     results_path=results_path,
-                    state_columns=[c.strip() for c in args.state_columns.split(",")]
-                    if args.state_columns
-                    else None,
+                    state_columns=columns,
                     on_progress=progress.update,
                     metadata={
                         "seed": seed,
                         "split": split,
                         "identity": identity.model_dump(),
+                        "execution": execution_record(args, concurrency),
                         **(local_model or {}),
                     },
                 )
@@ -319,10 +330,15 @@ async def _generate(
 
 
 def _given_identity(
-    args: EvalSettings, env_args: dict[str, Any], sampling: dict[str, Any]
+    args: EvalSettings,
+    env_args: dict[str, Any],
+    sampling: dict[str, Any],
+    columns: list[str] | None,
 ) -> dict[str, Any]:
     """The settings that decide a run's rows, as far as this command line gives them."""
-    given: dict[str, Any] = {}
+    given: dict[str, Any] = {"env": args.env}
+    if args.given("state_columns"):
+        given["state_columns"] = columns
     if args.given("env_args"):
         given["env_args"] = env_args
     if sampling:

@@ -11,6 +11,7 @@ Exit codes: 0 the run happened (errored rollouts are counted, not fatal), 1 ever
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -130,6 +131,55 @@ class EvalSettings(CommandSettings):
     verbose: Annotated[bool, Flag("-v")] = Field(
         False, description="debug logging and a few example rollouts"
     )
+
+
+class OnResume(StrEnum):
+    """What ``vf-eval ENV --resume RUN`` does with a flag."""
+
+    IDENTITY = "identity"  # decides the run's rows: restored; a different value is refused
+    EXECUTION = "execution"  # how the run runs: restored unless given again (said in one line)
+    INVOCATION = "invocation"  # this command's own: neither recorded nor restored
+
+
+ON_RESUME: dict[str, OnResume] = {
+    # the run's identity (verifiers.cli.run_identity): recorded at start, compared on resume
+    "env": OnResume.IDENTITY,
+    "env_args": OnResume.IDENTITY,
+    "model": OnResume.IDENTITY,
+    "api_base_url": OnResume.IDENTITY,
+    "api_key_var": OnResume.IDENTITY,  # the variable's name; its value is never recorded
+    "api": OnResume.IDENTITY,
+    "num_examples": OnResume.IDENTITY,
+    "rollouts_per_example": OnResume.IDENTITY,
+    "max_tokens": OnResume.IDENTITY,  # a sampling arg
+    "temperature": OnResume.IDENTITY,  # a sampling arg
+    "sampling_args": OnResume.IDENTITY,
+    "state_columns": OnResume.IDENTITY,  # the columns of every row
+    "seed": OnResume.IDENTITY,
+    "split": OnResume.IDENTITY,
+    # how it runs: metadata.json's ``execution``, restored unless given again
+    "max_concurrent": OnResume.EXECUTION,
+    "group_timeout": OnResume.EXECUTION,
+    "env_workers": OnResume.EXECUTION,
+    "no_env_workers": OnResume.EXECUTION,
+    "env_server": OnResume.EXECUTION,
+    "env_secret_file": OnResume.EXECUTION,  # the file's path, never the secret
+    # this command's own
+    "header": OnResume.INVOCATION,  # may carry credentials: never recorded, pass it again
+    "endpoints": OnResume.INVOCATION,  # the alias it resolved is recorded (model, URL, key var)
+    "save_results": OnResume.INVOCATION,
+    "no_save": OnResume.INVOCATION,  # a resumed run writes into its own directory
+    "resume": OnResume.INVOCATION,
+    "rescore": OnResume.INVOCATION,
+    "output_dir": OnResume.INVOCATION,  # a resumed run writes into its own directory
+    "verbose": OnResume.INVOCATION,
+}
+"""Every vf-eval flag's part in ``--resume``, declared once (a test checks that each flag has
+one). The identity is ``RunIdentity``; the execution settings are recorded as given to the run."""
+
+WORKERS = ("env_workers", "no_env_workers", "env_server", "env_secret_file")
+"""One choice (where the environment runs): any of them given on a resume's command line, none
+of the run's is restored."""
 
 
 def parse_args(argv: list[str] | None) -> EvalSettings:
