@@ -169,12 +169,14 @@ def _terminated(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    usage_errors: tuple[type[Exception], ...] = (UsageError,)
+    from verifiers.errors import UsageError as SDKUsageError  # what the SDK's checks raise
+
+    usage_errors: tuple[type[Exception], ...] = (UsageError, SDKUsageError)
     if argv[:1] == ["hub"]:  # the server's commands: its module is imported only to run them
         from hub_server import cli as hub_cli
 
         args = hub_cli.build_parser("prime hub").parse_args(argv[1:])
-        usage_errors = (UsageError, hub_cli.UsageError)
+        usage_errors = (UsageError, SDKUsageError, hub_cli.UsageError)
     else:
         args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _terminated)

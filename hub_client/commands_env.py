@@ -25,6 +25,7 @@ from hub_client.terminal import safe
 from hub_client.usage import UsageError, client, console, emit_json, err, locked_hub, spec_of
 from hub_client.versions import bump, read_project, set_version
 from verifiers.installs.uv_config import uv_command
+from verifiers.processes.own_dir import require_writable_file
 
 # --- environments --------------------------------------------------------------------------------------
 
@@ -113,6 +114,7 @@ def cmd_env_install(args: argparse.Namespace) -> int:
     from verifiers.installs.sdk_guard import sdk_problem
 
     lock = Path(args.lock_file)
+    require_writable_file(lock, "--lock-file")  # rewritten after the install
     if args.locked and args.specs:
         raise UsageError(
             "--locked installs exactly what the lock file says; do not name environments too"
@@ -139,6 +141,7 @@ def cmd_env_install(args: argparse.Namespace) -> int:
 def cmd_env_uninstall(args: argparse.Namespace) -> int:
     spec = spec_of(args.spec)
     lock = Path(args.lock_file)
+    require_writable_file(lock, "--lock-file")  # rewritten after the install
     installed = next(
         (e for e in read_lock(lock) if (e.owner, e.name) == (spec.owner, spec.name)), None
     )
@@ -160,7 +163,11 @@ def cmd_env_uninstall(args: argparse.Namespace) -> int:
 
 
 def cmd_env_pull(args: argparse.Namespace) -> int:
-    root, skipped = pull(client(), spec_of(args.spec), Path(args.dir))
+    from verifiers.processes.own_dir import require_own_dir
+
+    target = Path(args.dir)
+    require_own_dir(target, "--dir")  # the package's own new directory goes under it
+    root, skipped = pull(client(), spec_of(args.spec), target)
     if skipped:
         err.print(f"not extracted (dotfiles are never written): {safe(', '.join(skipped))}")
     console.print(f"extracted to {safe(root)}")

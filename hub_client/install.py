@@ -91,7 +91,9 @@ def write_lock(path: Path, entries: list[LockEntry], hub_url: str | None = None)
         "hub": hub_url or previous,  # which hub the pins came from
         "environments": [asdict(e) for e in sorted(entries, key=lambda e: (e.owner, e.name))],
     }
-    path.write_text(json.dumps(body, indent=2) + "\n")
+    from verifiers.processes.own_dir import write_own_file
+
+    write_own_file(path, json.dumps(body, indent=2) + "\n")  # never through a planted link
 
 
 def index_url(hub_url: str, owner: str, name: str, token: str | None) -> str:

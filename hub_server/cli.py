@@ -137,6 +137,25 @@ def build_parser(prog: str = "prime hub") -> argparse.ArgumentParser:
 # --- the commands --------------------------------------------------------------------------------
 
 
+def own_storage(settings: HubSettings) -> None:
+    """The hub's data dir (made 0700 when missing), a ``file:///`` blob dir and a ``sqlite:///``
+    file are the user's own (``verifiers.processes.own_dir``): in one another user made first,
+    or under a directory they may change, the stored accounts and wheels would be theirs to
+    read or plant."""
+    from urllib.parse import urlsplit
+
+    from verifiers.processes.own_dir import foreign_file_problem, own_dir
+
+    problems = [own_dir(settings.data_dir, flag_name("data_dir"), 0o700)]
+    if settings.blobs and urlsplit(settings.blobs).scheme == "file":
+        problems.append(own_dir(Path(urlsplit(settings.blobs).path), "--blobs", 0o700))
+    if settings.db and settings.db.startswith("sqlite:///"):
+        problems.append(foreign_file_problem(Path(settings.db.removeprefix("sqlite:///")), "--db"))
+    for problem in problems:
+        if problem:
+            raise UsageError(problem)
+
+
 def port_problem(host: str, port: int) -> str | None:
     """Why the hub cannot listen there, found before anything is opened or built."""
     import socket
@@ -168,6 +187,7 @@ def cmd_hub_serve(args: argparse.Namespace) -> int:
     wildcard = args.host in ("0.0.0.0", "::", "")
     public_url = args.public_url or (None if wildcard else f"http://{args.host}:{args.port}")
     settings = hub_settings(args, SERVE, public_url=public_url)
+    own_storage(settings)
     app = create_app(settings)
     where = settings.db or str(settings.data_dir)
     err(
@@ -187,7 +207,9 @@ def cmd_hub_create_user(args: argparse.Namespace) -> int:
     from hub_server.errors import HubError
     from hub_server.services.hub import Hub
 
-    hub = Hub(hub_settings(args, CREATE_USER))
+    settings = hub_settings(args, CREATE_USER)
+    own_storage(settings)
+    hub = Hub(settings)
     try:
         print(hub.create_user(args.name, args.admin))
     except HubError as exc:  # a name taken (or one that reads like it), a name not allowed

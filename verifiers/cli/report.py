@@ -33,12 +33,14 @@ class ReportSettings(CommandSettings):
 @command("vf-report")
 def main(argv: list[str] | None = None) -> int:
     args = parse_settings(ReportSettings, argv, "vf-report", __doc__)
-    from verifiers.rl.run.report import is_training_run, write_training_report
+    from verifiers.processes.own_dir import require_writable_file
+    from verifiers.rl.run.report import REPORT_NAME, is_training_run, write_training_report
 
     runs = args.runs
     if all(is_training_run(r) for r in runs):
         if len(runs) != 1:
             raise UsageError("one vf-rl run directory at a time")
+        require_writable_file(Path(args.output or Path(runs[0]) / REPORT_NAME), "-o FILE")
         print(write_training_report(runs[0], args.output))
         return 0
     unknown = [
@@ -54,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [d for d in runs if not (Path(d) / "metadata.json").exists()]
     if missing:
         raise UsageError(f"not a vf-eval run directory: {missing[0]}")
+    require_writable_file(Path(args.output or Path(runs[0]) / "report.html"), "-o FILE")
     print(write_report(list[str | Path](runs), args.output))
     return 0
 

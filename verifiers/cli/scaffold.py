@@ -8,6 +8,7 @@ metadata), a README with the sections the hub shows, and a working ``load_enviro
 from __future__ import annotations
 
 import keyword
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -203,11 +204,21 @@ def load_environment(num_examples: int = 20, seed: int = 0) -> vf.Environment:
 
 
 def scaffold(name: str, parent: str | Path = "environments", multi_file: bool = False) -> Path:
-    """Write a new environment package under ``parent``; returns its directory."""
+    """Write a new environment package under ``parent`` (a directory of the user's own: its
+    code is what vf-install and vf-eval later run); returns its directory."""
+    from verifiers.processes.own_dir import own_dir
+
     names = EnvNames.parse(name)
     root = Path(parent) / names.module
-    if root.exists():
+    if os.path.lexists(root):
         raise ScaffoldError(f"{root} already exists; pick another name or remove it")
+    problem = own_dir(Path(parent), "-p/--path")
+    if problem:
+        raise ScaffoldError(problem)
+    try:
+        root.mkdir()  # new, so nothing in it was planted before
+    except FileExistsError:
+        raise ScaffoldError(f"{root} already exists; pick another name or remove it") from None
     fields = {"env_id": names.env_id, "module": names.module}
     files: dict[str, str]
     if multi_file:

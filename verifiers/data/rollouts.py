@@ -13,6 +13,7 @@ environments, versions, models and the filter; ``datasets.load_dataset(DIR)`` re
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from verifiers.errors import NothingSelectedError
+from verifiers.errors import NothingSelectedError, UsageError
 from verifiers.results.writer import read_rows
 
 
@@ -118,9 +119,23 @@ def select(rows: Iterable[dict[str, Any]], spec: RolloutFilter) -> list[dict[str
 def rollouts_to_dataset(
     run_dirs: list[str | Path], out_dir: str | Path, spec: RolloutFilter | None = None
 ) -> DatasetCard:
-    """Write the rows ``spec`` keeps from the vf-eval runs in ``run_dirs`` to ``out_dir``."""
+    """Write the rows ``spec`` keeps from the vf-eval runs in ``run_dirs`` to ``out_dir``, a
+    directory of the user's own (``UsageError`` otherwise: another user's, a link, one others
+    may change; checked first, and again as it is made)."""
     import datasets
 
+    from verifiers.processes.own_dir import (
+        foreign_above_problem,
+        foreign_dir_problem,
+        require_own_dir,
+    )
+
+    out = Path(out_dir)
+    problem = (
+        foreign_dir_problem(out, "--output") if os.path.lexists(out) else foreign_above_problem(out)
+    )
+    if problem:
+        raise UsageError(problem)
     spec = spec or RolloutFilter()
     sources, rows = [], []
     for index, run_dir in enumerate(run_dirs):
@@ -160,8 +175,7 @@ def rollouts_to_dataset(
                 "run_id": source["run_id"],
             }
         )
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    require_own_dir(out, "--output")
     datasets.Dataset.from_list(records, features=_features()).to_parquet(str(out / "data.parquet"))
     card = DatasetCard(
         sources=sources,

@@ -215,8 +215,10 @@ def _title(runs: list[dict[str, Any]]) -> str:
 
 def write_report(run_dirs: list[str | Path], out: str | Path | None = None) -> Path:
     """Write the report (default: ``report.html`` in the first run's directory)."""
+    from verifiers.processes.own_dir import write_own_file
+
     target = Path(out) if out else Path(run_dirs[0]) / "report.html"
-    target.write_text(render(run_dirs), encoding="utf-8")
+    write_own_file(target, render(run_dirs))
     return target
 
 

@@ -238,7 +238,7 @@ def check_output_dirs(args: EvalSettings) -> None:
     """The directory this run writes into is the user's own (made now when missing): not a
     link, not another user's (one made first in a shared directory), not writable by anyone;
     the run dir ``--resume`` names, likewise (``verifiers.processes.own_dir``)."""
-    from verifiers.processes.own_dir import foreign_dir_problem
+    from verifiers.processes.own_dir import foreign_dir_problem, own_dir
 
     if args.resume:
         if not os.path.lexists(args.resume):
@@ -247,11 +247,6 @@ def check_output_dirs(args: EvalSettings) -> None:
     elif args.no_save and not args.rescore:
         return
     else:
-        out = Path(args.output_dir)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise CLIError(f"cannot use {out} as the output dir: {exc}") from exc
-        problem = foreign_dir_problem(out, "--output-dir")
+        problem = own_dir(Path(args.output_dir), "--output-dir")
     if problem:
         raise CLIError(problem)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verifiers.processes.lock_file import open_lock_file
-from verifiers.processes.own_dir import foreign_dir_problem
+from verifiers.processes.own_dir import foreign_above_problem, foreign_dir_problem
 
 RUN_LOCK = ".vf-run.lock"
 _held: list[int] = []  # the descriptor this process holds, closed in forked children
@@ -50,8 +50,10 @@ def run_dir_lock(out: Path) -> Iterator[RunDirHold]:
     made = not out.exists()
     while True:
         try:
-            out.mkdir(mode=0o700 if made else 0o777, parents=True, exist_ok=True)
-            problem = foreign_dir_problem(out, "--output_dir")
+            problem = foreign_above_problem(out)  # before anything is made under it
+            if problem is None:
+                out.mkdir(mode=0o700 if made else 0o777, parents=True, exist_ok=True)
+                problem = foreign_dir_problem(out, "--output_dir")
             if problem:
                 yield RunDirHold(False, problem)
                 return

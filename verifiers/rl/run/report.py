@@ -213,8 +213,10 @@ def render(run_dir: str | Path) -> str:
 
 
 def write_training_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    from verifiers.processes.own_dir import write_own_file
+
     target = Path(out) if out else Path(run_dir) / REPORT_NAME
-    target.write_text(render(run_dir), encoding="utf-8")
+    write_own_file(target, render(run_dir))
     return target
 
 

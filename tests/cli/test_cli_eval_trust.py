@@ -1,0 +1,147 @@
+"""What vf-eval trusts, through the real command: which key variables a vf-env-server reads for
+it, and which ids it imports before the classic loader's owner and version checks (SECURITY.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from verifiers.cli.eval import main
+from verifiers.processes.server import free_port
+from verifiers.testing import ModelServer, last_user_text
+from verifiers.testing.commands import cli
+
+SECRET = "s3cret-shared-by-both-sides"
+ALLOWED_KEY = "sk-allowed-key-of-the-server-host"
+OTHER_SECRET = "another-secret-of-the-server-host"
+
+
+def reverse_policy(request: dict) -> str:
+    return f"<answer>{last_user_text(request).split(': ', 1)[1][::-1]}</answer>"
+
+
+def run_rows(output: Path) -> list[dict]:
+    (results,) = (output / "evals").glob("*/*/results.jsonl")
+    return [json.loads(line) for line in results.read_text().splitlines()]
+
+
+def test_an_env_server_reads_only_the_key_variables_it_allows(tmp_path, capsys, monkeypatch):
+    """``-k NAME`` names the variable a vf-env-server reads the model key from on its own host.
+    A variable it was started with (``--key-var``) works: the key reaches the endpoint. Another
+    variable of that host (a different secret) is refused with the reason, and no request
+    carrying it reaches the endpoint the caller named."""
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(SECRET)
+    secret_file.chmod(0o600)
+    port = free_port()
+    env = {**os.environ, "VF_TEST_ALLOWED_KEY": ALLOWED_KEY, "VF_TEST_OTHER_SECRET": OTHER_SECRET}
+    hosted = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "verifiers.cli.env_server", "reverse-text"),
+            *("--port", str(port), "--workers", "1", "--secret-file", str(secret_file)),
+            *("--key-var", "VF_TEST_ALLOWED_KEY"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert hosted.stdout is not None and "vf-env-server:" in hosted.stdout.readline()
+        remote = ["--env-server", f"127.0.0.1:{port}", "--env-secret-file", str(secret_file)]
+        with ModelServer(reverse_policy, api_key=ALLOWED_KEY) as keyed:
+            monkeypatch.setenv("VF_TEST_ALLOWED_KEY", ALLOWED_KEY)  # vf-eval's own check of -b
+            allowed = ["reverse-text", "-b", keyed.base_url, "-n", "2", "-r", "1", *remote]
+            out = tmp_path / "allowed"
+            assert main([*allowed, "-k", "VF_TEST_ALLOWED_KEY", "--output-dir", str(out)]) == 0
+            assert len(keyed.requests) == 2  # answered: the key was read and sent
+            assert all(row["reward"] > 1 and not row.get("error") for row in run_rows(out))
+        with ModelServer(reverse_policy) as theirs:  # an endpoint the caller chose, no key asked
+            monkeypatch.setenv("VF_TEST_OTHER_SECRET", "the-callers-own-value")
+            refused = ["reverse-text", "-b", theirs.base_url, "-n", "2", "-r", "1", *remote]
+            out = tmp_path / "refused"
+            main([*refused, "-k", "VF_TEST_OTHER_SECRET", "--output-dir", str(out)])
+            reason = (
+                "this env server does not read VF_TEST_OTHER_SECRET (it reads "
+                "VF_TEST_ALLOWED_KEY; start it with --key-var NAME to allow another)"
+            )
+            said = capsys.readouterr().err.replace("\n", " ") + json.dumps(run_rows(out))
+            assert reason in said
+            assert theirs.requests == []  # no model call: the other secret was never sent
+    finally:
+        hosted.terminate()
+        hosted.wait(30)
+
+
+SIDE_EFFECT_MODULE = '''
+"""Imported, it says so in a file: the test sees whether vf-eval ran any of its code."""
+import os
+from pathlib import Path
+
+with Path(os.environ["VF_TEST_IMPORT_LOG"]).open("a") as log:
+    log.write(f"imported in {os.getpid()}\\n")
+
+import verifiers.v1  # as a v1 taskset package does: what vf-eval's v1 probe looks for
+import verifiers as vf
+from datasets import Dataset
+
+
+def load_environment(**kwargs):
+    rows = [{"question": "say ok", "answer": "ok"}]
+    return vf.SingleTurnEnv(dataset=Dataset.from_list(rows), rubric=vf.Rubric())
+'''
+
+
+def install_side_effect_package(site: Path) -> None:
+    """``sidefx-env`` 1.0.0, installed into ``site`` as an installer leaves a wheel (its module
+    and a dist-info naming it), from no hub owner."""
+    (site / "sidefx_env").mkdir(parents=True)
+    (site / "sidefx_env" / "__init__.py").write_text(SIDE_EFFECT_MODULE)
+    info = site / "sidefx_env-1.0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sidefx-env\nVersion: 1.0.0\n")
+    (info / "top_level.txt").write_text("sidefx_env\n")
+    (info / "RECORD").write_text("sidefx_env/__init__.py,,\n")
+
+
+def test_an_owner_or_version_id_is_checked_before_any_code_of_the_package_runs(server, tmp_path):
+    """``vf-eval OWNER/NAME`` and ``NAME@VERSION``: the v1 taskset probe used to import the
+    package before the classic loader's owner and version checks. An id naming an owner it
+    was not installed from, or a version that is not installed, is refused with the reason and
+    none of the package's code runs; the plain name then imports and runs it."""
+    site = tmp_path / "site"
+    install_side_effect_package(site)
+    log = tmp_path / "imports.log"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "VF_TEST_IMPORT_LOG": str(log),
+    }
+
+    def vf_eval(env_id: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [
+                *(cli("vf-eval"), env_id, "-b", server.base_url, "-n", "1", "-r", "1"),
+                *("--no-env-workers", "--output-dir", str(tmp_path / "out")),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+
+    for env_id, says in (
+        ("someone/sidefx-env", "installed here, but not from a hub owner"),
+        ("sidefx-env@9.9.9", "install that version"),
+        ("someone/sidefx-env@1.0.0", "installed here, but not from a hub owner"),
+    ):
+        done = vf_eval(env_id)
+        assert done.returncode != 0, done.stdout
+        assert says in done.stderr.replace("\n", " "), done.stderr[-2000:]
+        assert not log.exists(), f"{env_id}: {log.read_text()}"
+    server.set_handler(lambda request: "ok")
+    done = vf_eval("sidefx-env@1.0.0")  # the version installed: loaded, its code runs
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert log.read_text().startswith("imported in ")
