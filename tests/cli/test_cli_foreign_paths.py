@@ -79,15 +79,15 @@ def shared(tmp_path: Path) -> Iterator[Shared]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def snapshot(shared: Shared) -> dict[str, str]:
+def snapshot(shared: Shared) -> dict[str, str | bytes]:
     """Every path under the shared dir and the victim, with what it is: nothing may change."""
-    seen = {}
+    seen: dict[str, str | bytes] = {}
     for top in (shared.root, shared.victim):
         for path in sorted(top.rglob("*")):
             if path.is_symlink():
                 seen[str(path)] = "-> " + os.readlink(path)
             elif path.is_file():
-                seen[str(path)] = path.read_text()
+                seen[str(path)] = path.read_bytes()
             else:
                 seen[str(path)] = "dir"
     return seen
@@ -258,3 +258,35 @@ def test_a_link_or_fifo_planted_after_the_check_is_not_written_through(shared):
     assert (shared.root / "their-file").read_text() == "theirs\n"
     write_own_file(shared.root / "mine.html", "mine")
     assert (shared.root / "mine.html").read_text() == "mine"
+
+
+def test_a_directory_the_user_trusts_may_be_another_users_but_a_link_there_is_still_refused(
+    shared, monkeypatch, capsys
+):
+    """``VF_TRUSTED_DIRS`` (git's ``safe.directory``): a team's shared project dir, or as root a
+    checkout mounted into a container, is another user's by design. Named there, paths under
+    it are written; a link planted there and a directory anyone may change are still refused,
+    and a directory not named stays refused, its message naming the variable."""
+    out = shared.theirs / "data"
+    assert vf_data([str(shared.run), "-o", str(out)]) == 2
+    assert "add it to VF_TRUSTED_DIRS" in capsys.readouterr().err.replace("\n", "")
+    assert not out.exists()
+
+    monkeypatch.setenv("VF_TRUSTED_DIRS", os.pathsep.join(["relative/ignored", str(shared.theirs)]))
+    assert vf_data([str(shared.run), "-o", str(out)]) == 0
+    import datasets
+
+    assert datasets.load_dataset(str(out), split="train").num_rows == 1
+    assert vf_report([str(shared.run), "-o", str(shared.theirs / "report.html")]) == 0
+    assert "<html" in (shared.theirs / "report.html").read_text().lower()
+    capsys.readouterr()
+
+    before = snapshot(shared)
+    assert vf_data([str(shared.run), "-o", str(shared.theirs / "dir-link")]) == 2
+    assert "is not a directory of its own" in capsys.readouterr().err.replace("\n", "")
+    assert vf_report([str(shared.run), "-o", str(shared.theirs / "file-link")]) == 2
+    assert "is a link or not a regular file" in capsys.readouterr().err.replace("\n", "")
+    assert vf_data([str(shared.run), "-o", str(shared.root / "open" / "new")]) == 2
+    assert "may be changed by anyone" in capsys.readouterr().err.replace("\n", "")
+    assert snapshot(shared) == before
+    assert shared.victim_file.read_text() == "the user's own file\n"

@@ -23,6 +23,7 @@ LIBRARY_VARIABLES: dict[str, str] = {
     "XDG_CONFIG_HOME": "verifiers.cli.endpoints, verifiers.installs.uv_config",
     "XDG_CONFIG_DIRS": "verifiers.installs.uv_config",
     "UV_CONFIG_FILE": "verifiers.installs.uv_config",
+    "VF_TRUSTED_DIRS": "verifiers.processes.own_dir",
     "VF_API_VERSION": "verifiers.classic.releases",
     "VF_EXAMPLE_DATA": "verifiers.data.examples",
     "VF_SANDBOX_PYTHON": "verifiers.sandbox.view",

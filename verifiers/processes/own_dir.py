@@ -10,10 +10,33 @@ from pathlib import Path
 
 from verifiers.errors import UsageError
 
+TRUSTED_DIRS_ENV = "VF_TRUSTED_DIRS"
+"""Directories, separated by ``os.pathsep``, whose owners the user trusts (as git's
+``safe.directory``): a path at or under one may be another user's (a team's shared project
+directory; as root, a checkout mounted into a container). Links and directories anyone may change
+are refused there too."""
+
+TRUST_HINT = f"(or, if you trust its owner, add it to {TRUSTED_DIRS_ENV})"
+
 
 def _trusted(uid: int) -> bool:
     """Root can change anything anyway; anyone else's directory is theirs to swap entries in."""
     return uid in (os.geteuid(), 0)
+
+
+def _trusted_place(path: Path) -> bool:
+    """``path`` is at or under a directory named in ``VF_TRUSTED_DIRS`` (as written or
+    resolved)."""
+    roots: set[Path] = set()
+    for entry in os.environ.get(TRUSTED_DIRS_ENV, "").split(os.pathsep):
+        if entry and os.path.isabs(entry):
+            roots |= {Path(os.path.abspath(entry)), Path(os.path.realpath(entry))}
+    return any(path == root or root in path.parents for root in roots)
+
+
+def _owned_elsewhere(uid: int, path: Path) -> bool:
+    """The owner ``uid`` of ``path`` could swap what is under it and is not trusted."""
+    return not _trusted(uid) and not _trusted_place(path)
 
 
 def foreign_above_problem(path: Path) -> str | None:
@@ -27,10 +50,10 @@ def foreign_above_problem(path: Path) -> str | None:
                 info = above.lstat()
             except OSError:
                 continue  # not there (yet): whatever makes it will be checked as the leaf
-            if not _trusted(info.st_uid):
+            if _owned_elsewhere(info.st_uid, above):
                 return (
                     f"{above} (above {path}) belongs to uid {info.st_uid}: they could swap what "
-                    "is under it; choose a path of your own"
+                    f"is under it; choose a path of your own {TRUST_HINT}"
                 )
             sticky = info.st_mode & stat.S_ISVTX
             if not stat.S_ISLNK(info.st_mode) and info.st_mode & stat.S_IWOTH and not sticky:
@@ -56,10 +79,10 @@ def foreign_dir_problem(out: Path, flag: str = "--output-dir") -> str | None:
         return f"cannot use {out} as the output dir: {exc}"
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
         return f"{out} is not a directory of its own (a link or a file); choose another {flag}"
-    if info.st_uid != os.geteuid():
+    if info.st_uid != os.geteuid() and not _trusted_place(Path(os.path.abspath(out))):
         return (
             f"{out} belongs to uid {info.st_uid}, not to you: what it holds is theirs to plant; "
-            f"choose an {flag} of your own"
+            f"choose an {flag} of your own {TRUST_HINT}"
         )
     if info.st_mode & stat.S_IWOTH:
         return f"{out} may be changed by anyone (mode {oct(info.st_mode & 0o777)}); chmod o-w it"
@@ -105,10 +128,10 @@ def foreign_file_problem(path: Path, flag: str) -> str | None:
         return f"cannot write {path} ({flag}): {exc}"
     if not stat.S_ISDIR(above.st_mode):
         return f"cannot write {path} ({flag}): {parent} is not a directory"
-    if not _trusted(above.st_uid):
+    if _owned_elsewhere(above.st_uid, Path(os.path.abspath(parent))):
         return (
             f"{parent} belongs to uid {above.st_uid}: they could swap {path.name} there; "
-            f"choose a {flag} of your own"
+            f"choose a {flag} of your own {TRUST_HINT}"
         )
     if above.st_mode & stat.S_IWOTH and not above.st_mode & stat.S_ISVTX:
         return (
@@ -122,10 +145,10 @@ def foreign_file_problem(path: Path, flag: str) -> str | None:
         return f"cannot write {path} ({flag}): {exc}"
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
         return f"{path} is a link or not a regular file: not written through; choose another {flag}"
-    if info.st_uid != os.geteuid():
+    if info.st_uid != os.geteuid() and not _trusted_place(Path(os.path.abspath(path))):
         return (
             f"{path} belongs to uid {info.st_uid}, not to you: not overwritten; "
-            f"choose a {flag} of your own"
+            f"choose a {flag} of your own {TRUST_HINT}"
         )
     return foreign_above_problem(path)
 
@@ -138,7 +161,8 @@ def write_own_file(path: Path, text: str, mode: int = 0o666) -> None:
     fd = os.open(path, flags, mode)  # O_NONBLOCK: a FIFO with no reader fails, never waits
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        theirs = info.st_uid != os.geteuid() and not _trusted_place(Path(os.path.abspath(path)))
+        if not stat.S_ISREG(info.st_mode) or theirs:
             raise PermissionError(
                 f"{path} is not a file of your own (uid {info.st_uid}): not written"
             )

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import signal
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
-from verifiers.cli.endpoints import CLIError, Endpoint, resolve_endpoint
+from verifiers.cli.endpoints import CLIError, resolve_endpoint
 from verifiers.cli.eval.checks import (
     check_output_dirs,
     check_reachable,
@@ -33,6 +32,7 @@ from verifiers.cli.eval.checks import (
 )
 from verifiers.cli.eval.clients import eval_client_config, make_eval_client
 from verifiers.cli.eval.defaults import eval_defaults
+from verifiers.cli.eval.embedded import local_model_identity, start_embedded
 from verifiers.cli.eval.rescore import rescore_run
 from verifiers.cli.eval.settings import DEFAULT_API, EvalSettings, explicit, parse_args
 from verifiers.cli.eval.start import launch_early, load_v1
@@ -188,8 +188,8 @@ def _run(
                 f"--api {api} needs an endpoint that speaks it (-b URL); the built-in model server "
                 "speaks chat and completions"
             )
-        local_model = _local_model(endpoint.model, console)
-        endpoint = _start_embedded(endpoint, console, args, servers, local_model)
+        local_model = local_model_identity(endpoint.model, console)
+        endpoint = start_embedded(endpoint, console, args, servers, local_model)
     else:
         served = check_reachable(endpoint, headers, endpoint.key_var or key_var, api)
         if not endpoint.model:
@@ -362,50 +362,3 @@ def _pick(explicit: Any, resumed: Any, default: Any) -> Any:
     if explicit is not None:
         return explicit
     return resumed if resumed is not None else default
-
-
-def _local_model(model: str, console: Console) -> dict[str, str] | None:
-    """The path and content hash of a local model directory (None for the embedded model)."""
-    path = Path(model).expanduser()
-    if not path.is_dir():
-        return None
-    from verifiers.local_model.models import model_dir_sha256
-
-    with console.status(f"hashing {path}"):
-        return {"model_path": str(path.resolve()), "model_sha256": model_dir_sha256(path)}
-
-
-def _start_embedded(
-    endpoint: Endpoint,
-    console: Console,
-    args: EvalSettings,
-    servers: list[Any],
-    local: dict[str, str] | None,
-) -> Endpoint:
-    from verifiers.installs.sdk_guard import LOCAL_STACK_HINT
-    from verifiers.processes.server import start_server
-
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as exc:
-        raise CLIError(
-            f"no endpoint given (-b) and the built-in model server needs {exc.name}: "
-            f"{LOCAL_STACK_HINT}; or pass -b URL for another server"
-        ) from exc
-    log = Path(args.output_dir) / "logs" / f"vf-serve-{os.getpid()}.log"
-    extra_args = []
-    if local is not None:  # served (and filed) as <dir name>-<hash>: checkpoints stay apart
-        extra_args = [
-            "--served-model-name",
-            f"{Path(local['model_path']).name}-{local['model_sha256'][:8]}",
-        ]
-    with console.status(f"starting the built-in model server ({endpoint.model}); log: {log}"):
-        try:
-            server = start_server(endpoint.model, log_path=log, extra_args=extra_args)
-        except RuntimeError as exc:
-            message = str(exc).strip().splitlines()[-1]
-            raise CLIError(f"the built-in model server did not start: {message}") from exc
-    servers.append(server)
-    return Endpoint(server.model, server.base_url, "EMPTY")
-

@@ -1,0 +1,59 @@
+"""vf-eval's built-in model server, for a run given no endpoint (``-b``): the embedded model or a
+local model directory (hashed, so a run names the exact checkpoint), served by ``vf-serve``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from verifiers.cli.endpoints import CLIError, Endpoint
+from verifiers.cli.eval.settings import EvalSettings
+
+
+def local_model_identity(model: str, console: Console) -> dict[str, str] | None:
+    """The path and content hash of a local model directory (None for the embedded model)."""
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        return None
+    from verifiers.local_model.models import model_dir_sha256
+
+    with console.status(f"hashing {path}"):
+        return {"model_path": str(path.resolve()), "model_sha256": model_dir_sha256(path)}
+
+
+def start_embedded(
+    endpoint: Endpoint,
+    console: Console,
+    args: EvalSettings,
+    servers: list[Any],
+    local: dict[str, str] | None,
+) -> Endpoint:
+    from verifiers.installs.sdk_guard import LOCAL_STACK_HINT
+    from verifiers.processes.server import start_server
+
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise CLIError(
+            f"no endpoint given (-b) and the built-in model server needs {exc.name}: "
+            f"{LOCAL_STACK_HINT}; or pass -b URL for another server"
+        ) from exc
+    log = Path(args.output_dir) / "logs" / f"vf-serve-{os.getpid()}.log"
+    extra_args = []
+    if local is not None:  # served (and filed) as <dir name>-<hash>: checkpoints stay apart
+        extra_args = [
+            "--served-model-name",
+            f"{Path(local['model_path']).name}-{local['model_sha256'][:8]}",
+        ]
+    with console.status(f"starting the built-in model server ({endpoint.model}); log: {log}"):
+        try:
+            server = start_server(endpoint.model, log_path=log, extra_args=extra_args)
+        except RuntimeError as exc:
+            message = str(exc).strip().splitlines()[-1]
+            raise CLIError(f"the built-in model server did not start: {message}") from exc
+    servers.append(server)
+    return Endpoint(server.model, server.base_url, "EMPTY")
