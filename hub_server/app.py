@@ -27,11 +27,13 @@ from hub_server.routers import (
     environments,
     environmentshub,
     environmentshub_push,
+    evaluations,
     publishing,
     sdk,
     simple,
     web,
 )
+from hub_server.services import official_evals
 from hub_server.services.hub import Hub
 from hub_server.services.sdk import SDKWheels
 from hub_server.settings import MAX_FILE, HubSettings
@@ -57,6 +59,7 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
         attachments,
         environmentshub,
         environmentshub_push,
+        evaluations,
         sdk,
         web,
     )
@@ -75,6 +78,7 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
         ),
         upload_limit=2 * MAX_FILE + 1024 * 1024,
         upload_url_limit=MAX_FILE,
+        samples_limit=official_evals.MAX_BATCH,
         read_timeout=settings.read_timeout,
     )
     app.add_middleware(StrictTransportSecurity)  # outermost: fast paths and refusals too

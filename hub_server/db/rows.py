@@ -153,3 +153,37 @@ class TokenRow:
     created_at: str
     expires_at: str | None
     revoked_at: str | None
+
+
+@dataclass(frozen=True)
+class StagedEvalRow:
+    """An eval pushed by Prime's official CLI: open (``eval_id`` None) until its finalize,
+    then the alias of the eval it became (``metadata`` is the checked metadata.json text)."""
+
+    id: str
+    user_id: int
+    env_id: int
+    version_id: int
+    metadata: str
+    expires_at: str
+    eval_id: int | None
+
+
+@dataclass(frozen=True)
+class PlacedEvalRow:
+    """An attached eval with where it hangs (environment, version) and its official-CLI alias."""
+
+    id: int
+    env_id: int
+    owner: str
+    name: str
+    visibility: str
+    version: str
+    uploaded_by: str
+    created_at: str
+    model: str | None
+    summary: str
+    num_rollouts: int
+    metadata_blob: str
+    results_blob: str
+    alias: str | None

@@ -281,9 +281,25 @@ SQLITE.append(
         ", UNIQUE (version_id, data_sha256)",
     )
 )
+# v13: an eval pushed by Prime's official CLI (``prime eval push``), staged until its finalize:
+# its checked metadata and its sample batches (bytes in the staging area); nothing here is
+# visible. A finalized one keeps its row as the alias (the ``evaluation_id`` the client printed)
+# of the eval it became, and goes with that eval.
+SQLITE.append(
+    """
+    CREATE TABLE staged_evals (id TEXT PRIMARY KEY, user_id INTEGER NOT NULL, env_id INTEGER NOT NULL,
+                               version_id INTEGER NOT NULL, metadata TEXT NOT NULL, created_at TEXT NOT NULL,
+                               expires_at TEXT NOT NULL, eval_id INTEGER UNIQUE REFERENCES evals(id) ON DELETE CASCADE);
+    CREATE TABLE staged_eval_batches (id TEXT PRIMARY KEY,
+                                      staged_eval TEXT NOT NULL REFERENCES staged_evals(id) ON DELETE CASCADE,
+                                      seq INTEGER NOT NULL, size INTEGER NOT NULL, stored INTEGER NOT NULL DEFAULT 0);
+    CREATE INDEX staged_evals_expiry ON staged_evals (expires_at);
+    CREATE INDEX staged_eval_batches_eval ON staged_eval_batches (staged_eval);
+    """
+)
 # Tables whose ids are surrogates, never reused (AUTOINCREMENT here, sequences on PostgreSQL);
-# ``staged_pushes`` and ``staged_files`` are keyed by random tokens, ``sessions`` by a secret's
-# hash, ``catalog_state`` is one row.
+# ``staged_pushes``, ``staged_files``, ``staged_evals`` and ``staged_eval_batches`` are keyed by
+# random tokens, ``sessions`` by a secret's hash, ``catalog_state`` is one row.
 SURROGATE_IDS = (
     "users",
     "teams",
@@ -380,6 +396,17 @@ POSTGRESQL = [
                                kind TEXT NOT NULL, filename TEXT NOT NULL, sha256 TEXT NOT NULL, size BIGINT,
                                upload_hash TEXT UNIQUE, state TEXT NOT NULL, expires_at TEXT NOT NULL);
     CREATE INDEX staged_pushes_expiry ON staged_pushes (expires_at);
+    """,
+    # v5: an eval pushed by Prime's official CLI, staged until its finalize (see SQLite's v13)
+    """
+    CREATE TABLE staged_evals (id TEXT PRIMARY KEY, user_id BIGINT NOT NULL, env_id BIGINT NOT NULL,
+                               version_id BIGINT NOT NULL, metadata TEXT NOT NULL, created_at TEXT NOT NULL,
+                               expires_at TEXT NOT NULL, eval_id BIGINT UNIQUE REFERENCES evals(id) ON DELETE CASCADE);
+    CREATE TABLE staged_eval_batches (id TEXT PRIMARY KEY,
+                                      staged_eval TEXT NOT NULL REFERENCES staged_evals(id) ON DELETE CASCADE,
+                                      seq INTEGER NOT NULL, size BIGINT NOT NULL, stored INTEGER NOT NULL DEFAULT 0);
+    CREATE INDEX staged_evals_expiry ON staged_evals (expires_at);
+    CREATE INDEX staged_eval_batches_eval ON staged_eval_batches (staged_eval);
     """,
 ]
 

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from hub_protocol.wire import AttachmentKind, DatasetInfo, EvalInfo
-from hub_server.db.attachments import NewDataset, NewEval
+from hub_server.db.attachments import NewDataset
 from hub_server.db.rows import EnvironmentRow, VersionRow
 from hub_server.edges.uploads import admitted_form, required
 from hub_server.errors import HubError
@@ -27,7 +27,6 @@ from hub_server.services.names import check_text
 router = APIRouter(
     prefix="/api/v1/environments/{owner}/{name}/versions/{version}", tags=["attachments"]
 )
-MAX_EVALS_PER_VERSION = 200
 MAX_DATASETS_PER_VERSION = 20
 
 
@@ -46,27 +45,14 @@ async def upload_eval(
     env, v = await run_in_threadpool(attach_target, hub, user, owner, name, version, "evals")
     async with admitted_form(hub, request, ("metadata", "results")) as form:
         row = await hub.upload_work(
-            store_eval, user, env, v, required(form, "metadata"), required(form, "results")
+            attaching.store_eval,
+            user,
+            env,
+            v,
+            required(form, "metadata"),
+            required(form, "results"),
         )
     return Views.eval(env, v.version, row)
-
-
-def store_eval(hub: Hub, user: Principal, env: EnvironmentRow, v: VersionRow, metadata, results):
-    meta = attaching.read_metadata(metadata.file)
-    run_id = attaching.check_run_matches(meta, env, v)
-    summary, rows, histogram = attaching.summarize_results(results.file)
-    new = NewEval(
-        version_id=v.id,
-        uploaded_by=user.name,
-        model=meta.get("model"),
-        summary=summary,
-        num_rollouts=rows,
-        metadata_blob=hub.blobs.put_file(metadata.file, attaching.file_sha256(metadata.file)),
-        results_blob=hub.blobs.put_file(results.file, attaching.file_sha256(results.file)),
-        run_id=run_id,
-        histogram=histogram,
-    )
-    return hub.attachments.add_eval(new, MAX_EVALS_PER_VERSION)
 
 
 @router.get("/evals", response_model=list[EvalInfo])

@@ -22,7 +22,7 @@ import json
 import secrets
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -36,6 +36,7 @@ from hub_server.presenters.templates import templates
 from hub_server.presenters.views import finite
 from hub_server.routers.deps import HubDep, ViewsDep
 from hub_server.routers.environments import environment_page, version_infos
+from hub_server.services import official_evals
 from hub_server.services.auth import Principal
 from hub_server.services.hub import Hub
 from hub_server.services.names import is_name
@@ -195,6 +196,19 @@ def environment(
         tags=json.loads(env.tags),
         latest=env.latest_version,
     )
+
+
+@router.get("/dashboard/evaluations/{evaluation_id}", response_class=HTMLResponse)
+def evaluation_link(request: Request, evaluation_id: str, hub: HubDep) -> Response:
+    """Where Prime's official CLI sends the reader of an eval (``View results:``): the eval on
+    its environment's page, for whoever may read that environment."""
+    user = session_user(request, hub)
+    try:
+        row = official_evals.readable(hub, user, evaluation_id)
+    except HubError:
+        what = f"evaluation {evaluation_id[:64]}"
+        return page(request, "missing.html", user, status=404, what=what)
+    return RedirectResponse(f"/e/{quote(row.owner)}/{quote(row.name)}#eval-{row.id}", 303)
 
 
 def eval_view(row: EvalRow) -> dict[str, Any]:

@@ -18,14 +18,19 @@ import tempfile
 from typing import Any, BinaryIO
 
 from hub_server.background import forks
+from hub_server.background.upload_pool import Upload
+from hub_server.db.attachments import NewEval
 from hub_server.db.blobs import file_sha256
-from hub_server.db.rows import EnvironmentRow, VersionRow
+from hub_server.db.rows import EnvironmentRow, EvalRow, VersionRow
 from hub_server.errors import HubError
+from hub_server.services.auth import Principal
+from hub_server.services.hub import Hub
 from hub_server.services.names import check_text
 from verifiers.results.records import SummaryAccumulator
 from verifiers.results.report import histogram
 
 MAX_METADATA = 1024 * 1024
+MAX_EVALS_PER_VERSION = 200
 MAX_ROWS = 1_000_000
 MAX_DATASET_DECODED = 512 * 1024 * 1024
 MAX_LINE = 16 * 1024 * 1024
@@ -91,6 +96,30 @@ def summarize_results(file: BinaryIO) -> tuple[dict[str, Any], int, dict[str, An
         rewards.append(reward)
     summary = totals.summary().model_dump()
     return summary, len(rewards), histogram(rewards)
+
+
+def store_eval(
+    hub: Hub, user: Principal, env: EnvironmentRow, v: VersionRow, metadata: Upload, results: Upload
+) -> EvalRow:
+    """Attach a run to a version, after the checks every eval passes, whichever client sent it
+    (``prime eval push`` of this project, or Prime's official CLI at its finalize): the run
+    must be this version's (``check_run_matches``), and its numbers are recomputed from its rows.
+    In an upload worker."""
+    meta = read_metadata(metadata.file)
+    run_id = check_run_matches(meta, env, v)
+    summary, rows, reward_histogram = summarize_results(results.file)
+    new = NewEval(
+        version_id=v.id,
+        uploaded_by=user.name,
+        model=meta.get("model"),
+        summary=summary,
+        num_rollouts=rows,
+        metadata_blob=hub.blobs.put_file(metadata.file, file_sha256(metadata.file)),
+        results_blob=hub.blobs.put_file(results.file, file_sha256(results.file)),
+        run_id=run_id,
+        histogram=reward_histogram,
+    )
+    return hub.attachments.add_eval(new, MAX_EVALS_PER_VERSION)
 
 
 PROBE_TIMEOUT_S = 120

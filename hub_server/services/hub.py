@@ -33,6 +33,7 @@ from hub_server.db.engine import open_database
 from hub_server.db.rows import EnvironmentRow, VersionRow
 from hub_server.db.schema import migrate
 from hub_server.db.search import Search
+from hub_server.db.staged_evals import StagedEvals
 from hub_server.errors import HubError
 from hub_server.services.auth import Authenticator
 from hub_server.services.names import check_name, is_name, normalize_version
@@ -77,6 +78,7 @@ class Hub:
             settings.blobs, settings.data_dir, settings.s3_endpoint
         )
         self.staging = StagingArea(self.blobs)  # staged pushes' bytes, beside the blob store
+        self.staged_evals = StagedEvals(self.database)  # Prime's `prime eval push`, until finalize
         self.auth = Authenticator(self.accounts)
         self.index_cache: OrderedDict[tuple, bytes] = OrderedDict()
         self._index_lock = threading.Lock()

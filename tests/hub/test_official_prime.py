@@ -345,3 +345,184 @@ def test_official_push_is_judged_as_a_native_push(official, hub, tmp_path):
     open_push()  # collects expired pushes
     assert staged_names(hub) == []
     assert native(hub, "carol/word-count").json()["versions"] == ["0.1.0"]
+
+
+# --- evals: `prime eval push`, `list`, `get`, `samples` -------------------------------------------
+def run_dir(root: Path, version: dict, run_id: str | None, rewards: list[float]) -> Path:
+    """A results dir as this project's vf-eval writes it (``metadata.json``, ``results.jsonl``);
+    ``run_id=None``: as upstream vf-eval writes it, with neither run id nor content hash."""
+    meta = {
+        "env_id": f"{version['owner']}/{version['name']}",
+        "env_version": version["version"],
+        "model": "gpt-test",
+        "num_examples": len(rewards),
+        "rollouts_per_example": 1,
+        "avg_reward": sum(rewards) / len(rewards),
+        "summary": {"avg_reward": sum(rewards) / len(rewards)},
+    }
+    if run_id is not None:
+        meta |= {"env_content_hash": version["content_hash"], "run_id": run_id}
+    root.mkdir(parents=True)
+    (root / "metadata.json").write_text(json.dumps(meta))
+    rows = [
+        {
+            "example_id": i,
+            "prompt": [{"role": "user", "content": f"add {i} and 1"}],
+            "completion": [{"role": "assistant", "content": str(i + 1)}],
+            "reward": r,
+            "metrics": {"exact": r},
+        }
+        for i, r in enumerate(rewards)
+    ]
+    (root / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+def evals_of(hub, owner: str, name: str, version: str, token: str | None = None) -> list[dict]:
+    resp = native(hub, f"{owner}/{name}/versions/{version}/evals", token)
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def pushed_id(done: subprocess.CompletedProcess) -> str:
+    line = next(x for x in done.stdout.splitlines() if x.startswith("Evaluation ID:"))
+    return line.split(":", 1)[1].strip()
+
+
+def test_official_eval_push_attaches_the_run_to_its_version_and_lists_it(official, hub, tmp_path):
+    erin = new_user(hub, "erin")
+    first = publish(hub, erin, "erin", "scorer", "1.0.0", "X = 1\n")
+    publish(hub, erin, "erin", "scorer", "1.1.0", "X = 2\n")
+    prime = Official(official, tmp_path / "home", hub["url"], erin)
+
+    rewards = [1.0, 0.0, 1.0, 1.0]
+    run = run_dir(tmp_path / "run", first, "run-erin-1", rewards)
+    pushed = prime("eval", "push", str(run))
+    eval_id = pushed_id(pushed)
+    # the run named 1.0.0 (the client never sends a version): it hangs there, not on latest
+    (attached,) = evals_of(hub, "erin", "scorer", "1.0.0")
+    assert attached["num_rollouts"] == 4 and attached["summary"]["avg_reward"] == 0.75
+    assert attached["model"] == "gpt-test" and attached["uploaded_by"] == "erin"
+    assert evals_of(hub, "erin", "scorer", "1.1.0") == []
+    # its printed link lands on the hub's page of the environment, at the eval
+    link = f"{hub['url']}/dashboard/evaluations/{eval_id}"
+    assert link in pushed.stdout.replace("\n", "")
+    landed = httpx.get(link)
+    assert landed.status_code == 303
+    assert landed.headers["location"] == f"/e/erin/scorer#eval-{attached['id']}"
+    assert f'id="eval-{attached["id"]}"' in httpx.get(hub["url"] + "/e/erin/scorer").text
+
+    listed = json.loads(prime("eval", "list", "--output", "json").stdout)
+    (entry,) = listed["evaluations"]
+    assert entry["evaluation_id"] == eval_id and listed["total"] == 1
+    assert entry["environment_names"] == ["erin/scorer"] and entry["version"] == "1.0.0"
+    table = prime("eval", "list").stdout
+    assert eval_id[:8] in table and "gpt-test" in table
+    got = json.loads(prime("eval", "get", eval_id).stdout)
+    assert got["total_samples"] == 4 and got["metrics"]["avg_reward"] == 0.75
+    assert got["metadata"]["run_id"] == "run-erin-1"
+    samples = json.loads(prime("eval", "samples", eval_id, "--num", "3").stdout)
+    assert [s["example_id"] for s in samples["samples"]] == [0, 1, 2]
+    assert samples["samples"][1]["completion"][0]["content"] == "2" and samples["total"] == 4
+
+    # a run of upstream vf-eval (no content hash, no run id) is refused, saying why
+    upstream = run_dir(tmp_path / "upstream", first, None, rewards)
+    refused = prime("eval", "push", str(upstream), check=False)
+    said = refused.stdout.replace("\n", " ")
+    assert refused.returncode != 0 and "env_content_hash, run_id" in said, said
+    # a run of another version's code is refused by the native attach's own check
+    other = {**first, "content_hash": "sha256:" + "0" * 64}
+    mismatched = prime(
+        "eval", "push", str(run_dir(tmp_path / "m", other, "r2", [1.0])), check=False
+    )
+    assert mismatched.returncode != 0 and "content hash" in mismatched.stdout.replace("\n", " ")
+    assert len(evals_of(hub, "erin", "scorer", "1.0.0")) == 1
+
+    # a private environment: its owner attaches; another user neither reads nor attaches
+    hidden = publish(hub, erin, "erin", "hidden", "0.1.0", "Y = 0\n", visibility="private")
+    secret_id = pushed_id(prime("eval", "push", str(run_dir(tmp_path / "h", hidden, "h1", [0.5]))))
+    assert len(evals_of(hub, "erin", "hidden", "0.1.0", erin)) == 1
+    frank = Official(official, tmp_path / "frank", hub["url"], new_user(hub, "frank"))
+    assert frank("eval", "get", secret_id, check=False).returncode != 0
+    assert httpx.get(f"{hub['url']}/api/v1/evaluations/{secret_id}").status_code == 404
+    assert httpx.get(f"{hub['url']}/dashboard/evaluations/{secret_id}").status_code == 404
+    assert json.loads(frank("eval", "list", "--output", "json").stdout)["evaluations"] == []
+    theirs = frank("eval", "push", str(run_dir(tmp_path / "f", hidden, "f1", [0.5])), check=False)
+    assert theirs.returncode != 0
+    public = frank("eval", "push", str(run_dir(tmp_path / "g", first, "f2", [0.5])), check=False)
+    assert public.returncode != 0 and "only erin" in public.stdout.replace("\n", " ")
+    assert len(evals_of(hub, "erin", "hidden", "0.1.0", erin)) == 1
+    assert len(evals_of(hub, "erin", "scorer", "1.0.0")) == 1
+
+
+def test_eval_sample_batches_out_of_order_and_the_size_bound(hub, tmp_path):
+    gina = new_user(hub, "gina")
+    auth = {"Authorization": f"Bearer {gina}"}
+    api = f"{hub['url']}/api/v1/evaluations"
+    version = publish(hub, gina, "gina", "batched", "2.0.0", "Z = 0\n")
+    env_id = httpx.get(f"{hub['url']}/api/v1/environmentshub/gina/batched/@latest").json()
+    meta = json.loads(
+        run_dir(tmp_path / "run", version, "batches-1", [1.0]).joinpath("metadata.json").read_text()
+    )
+
+    def create(run_id: str) -> str:
+        body = {
+            "name": "batched",
+            "environments": [{"id": env_id["data"]["id"]}],
+            "metadata": {**meta, "run_id": run_id},
+        }
+        resp = httpx.post(f"{api}/", json=body, headers=auth)
+        assert resp.status_code == 200, resp.text
+        return resp.json()["evaluation_id"]
+
+    eval_id = create("batches-1")
+    rows = [{"example_id": i, "reward": float(i % 2)} for i in range(40)]
+    batches = [rows[i : i + 10] for i in range(0, 40, 10)][::-1]  # last rows first
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    def send(batch: list[dict]) -> int:
+        return httpx.post(
+            f"{api}/{eval_id}/samples", json={"samples": batch}, headers=auth, timeout=60
+        ).status_code
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(send, batches)) == [200] * 4
+    # nothing is visible before the finalize; someone else cannot add to it
+    assert evals_of(hub, "gina", "batched", "2.0.0") == []
+    assert httpx.get(f"{api}/{eval_id}", headers=auth).status_code == 404
+    harry = {"Authorization": f"Bearer {new_user(hub, 'harry')}"}
+    foreign = httpx.post(f"{api}/{eval_id}/samples", json={"samples": rows}, headers=harry)
+    assert foreign.status_code == 404 and foreign.json()["detail"]
+    assert httpx.post(f"{api}/{eval_id}/samples", json={"samples": rows}).status_code == 401
+    bad = httpx.post(f"{api}/{eval_id}/samples", json={"samples": [{"reward": "x"}]}, headers=auth)
+    assert bad.status_code == 400 and "reward" in bad.json()["detail"]
+
+    done = httpx.post(f"{api}/{eval_id}/finalize", json={}, headers=auth)
+    assert done.status_code == 200, done.text
+    again = httpx.post(f"{api}/{eval_id}/finalize", json={}, headers=auth)
+    assert again.json()["eval_id"] == done.json()["eval_id"], "a retried finalize answers the same"
+    (attached,) = evals_of(hub, "gina", "batched", "2.0.0")
+    assert attached["num_rollouts"] == 40 and attached["summary"]["avg_reward"] == 0.5
+    assert attached["summary"]["num_examples"] == 40
+    got = httpx.get(f"{api}/{eval_id}/samples", params={"limit": 500}, headers=auth).json()
+    assert sorted(s["example_id"] for s in got["samples"]) == list(range(40))
+    late = httpx.post(f"{api}/{eval_id}/samples", json={"samples": rows}, headers=auth)
+    assert late.status_code == 409, "a finalized evaluation takes no more samples"
+
+    # a batch may be 25 MB (past the 1 MiB JSON cap, which holds for every other body)
+    big = create("batches-2")
+    row = {"example_id": 0, "reward": 1.0, "completion": "x" * (5 * 2**20)}
+    batch = {"samples": [row] * 4}  # ~20 MiB
+    for _ in range(2):
+        assert httpx.post(f"{api}/{big}/samples", json=batch, headers=auth, timeout=120).is_success
+    # ... and one eval holds at most 50 MiB of samples
+    over = httpx.post(f"{api}/{big}/samples", json=batch, headers=auth, timeout=120)
+    assert over.status_code == 400 and over.json()["error"]["code"] == "eval_too_large"
+    huge = httpx.post(f"{api}/{big}/samples", json={"samples": [row] * 6}, headers=auth)
+    assert huge.status_code == 413 and huge.json()["error"]["code"] == "body_too_large"
+    create_big = httpx.post(f"{api}/", json={"metadata": {"x": "y" * 2**21}}, headers=auth)
+    assert create_big.status_code == 413
+    finalized = httpx.post(f"{api}/{big}/finalize", json={}, headers=auth, timeout=120)
+    assert finalized.status_code == 200, finalized.text
+    assert len(evals_of(hub, "gina", "batched", "2.0.0")) == 2
