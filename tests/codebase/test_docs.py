@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support.docs import defined_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [
@@ -31,16 +32,6 @@ TOP = (
 TEST_REF = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
 PATH_REF = re.compile(r"`((?:" + "|".join(TOP) + r")/[\w./-]+?)`")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
-
-
-def defined_tests(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    return {
-        node.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.name.startswith("test_")
-    }
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
