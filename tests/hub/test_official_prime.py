@@ -70,6 +70,7 @@ class Official:
         self.root, self.home = root, home
         home.mkdir(parents=True, exist_ok=True)
         self("config", "set-base-url", hub_url)
+        self("config", "set-frontend-url", hub_url)  # as docs/hub.md says: links land here
         self("config", "set-api-key", token)
 
     def __call__(self, *args: str, check: bool = True, venv: Path | None = None):
