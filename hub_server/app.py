@@ -24,6 +24,8 @@ from hub_server.presenters.views import Views
 from hub_server.routers import (
     accounts,
     attachments,
+    auth_challenge,
+    dashboard,
     environments,
     environmentshub,
     environmentshub_push,
@@ -58,6 +60,8 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
         environmentshub,
         environmentshub_push,
         sdk,
+        auth_challenge,
+        dashboard,
         web,
     )
     for room in rooms:  # hot first

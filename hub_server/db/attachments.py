@@ -100,6 +100,15 @@ class Attachments:
             ).fetchall()
         return [typed(EvalRow, row) for row in rows]
 
+    def eval_environment(self, eval_id: int) -> int | None:
+        """The id of the environment eval ``eval_id`` is attached to, or None."""
+        with self.database.read() as db:
+            row = db.execute(
+                "SELECT v.env_id FROM evals e JOIN versions v ON v.id = e.version_id WHERE e.id=?",
+                (eval_id,),
+            ).fetchone()
+        return None if row is None else row["env_id"]
+
     def add_dataset(self, new: NewDataset, limit: int) -> DatasetRow:
         try:
             with self.database.transaction() as db:

@@ -153,3 +153,12 @@ class TokenRow:
     created_at: str
     expires_at: str | None
     revoked_at: str | None
+
+
+@dataclass(frozen=True)
+class ChallengeRow:
+    """A pending ``prime login`` as its approval page shows it (never its secrets)."""
+
+    client: str  # the address that asked for it
+    created_at: str
+    expires_at: str

@@ -281,9 +281,23 @@ SQLITE.append(
         ", UNIQUE (version_id, data_sha256)",
     )
 )
+# v13: `prime login`'s device flow (Prime's official CLI): a challenge a signed-in user approves
+# in the browser, then fetched once by the CLI that asked. Its code and status token are kept
+# only as sha256 hashes; nothing here is a token until the approved challenge is fetched.
+SQLITE.append(
+    """
+    CREATE TABLE login_challenges (code_hash TEXT PRIMARY KEY, status_hash TEXT NOT NULL,
+                                   public_key TEXT NOT NULL, client TEXT NOT NULL,
+                                   created_at TEXT NOT NULL, expires_at TEXT NOT NULL,
+                                   state TEXT NOT NULL, approver_token_id INTEGER REFERENCES tokens(id) ON DELETE CASCADE,
+                                   scopes TEXT, token_expires TEXT);
+    CREATE INDEX login_challenges_expiry ON login_challenges (expires_at);
+    CREATE INDEX login_challenges_client ON login_challenges (client);
+    """
+)
 # Tables whose ids are surrogates, never reused (AUTOINCREMENT here, sequences on PostgreSQL);
-# ``staged_pushes`` and ``staged_files`` are keyed by random tokens, ``sessions`` by a secret's
-# hash, ``catalog_state`` is one row.
+# ``staged_pushes`` and ``staged_files`` are keyed by random tokens, ``sessions`` and
+# ``login_challenges`` by a secret's hash, ``catalog_state`` is one row.
 SURROGATE_IDS = (
     "users",
     "teams",
@@ -380,6 +394,16 @@ POSTGRESQL = [
                                kind TEXT NOT NULL, filename TEXT NOT NULL, sha256 TEXT NOT NULL, size BIGINT,
                                upload_hash TEXT UNIQUE, state TEXT NOT NULL, expires_at TEXT NOT NULL);
     CREATE INDEX staged_pushes_expiry ON staged_pushes (expires_at);
+    """,
+    # v5: `prime login`'s device flow (see SQLite's v13)
+    """
+    CREATE TABLE login_challenges (code_hash TEXT PRIMARY KEY, status_hash TEXT NOT NULL,
+                                   public_key TEXT NOT NULL, client TEXT NOT NULL,
+                                   created_at TEXT NOT NULL, expires_at TEXT NOT NULL,
+                                   state TEXT NOT NULL, approver_token_id BIGINT REFERENCES tokens(id) ON DELETE CASCADE,
+                                   scopes TEXT, token_expires TEXT);
+    CREATE INDEX login_challenges_expiry ON login_challenges (expires_at);
+    CREATE INDEX login_challenges_client ON login_challenges (client);
     """,
 ]
 

@@ -230,13 +230,35 @@ def eval_view(row: EvalRow) -> dict[str, Any]:
     }
 
 
+def local_path(target: str) -> str:
+    """``target`` if it is a path on this hub (where sign-in may send the browser next), else
+    ``""``: never another origin (``//host``, ``/\\host``, ``https:``), never a control character."""
+    if (
+        len(target) > 2000
+        or not target.startswith("/")
+        or target[1:2] in ("/", "\\")
+        or any(c < " " or c == "\x7f" for c in target)
+    ):
+        return ""
+    parts = urlsplit(target)
+    return target if not parts.scheme and not parts.netloc else ""
+
+
 @router.get("/login", response_class=HTMLResponse)
-def login_form(request: Request, hub: HubDep) -> HTMLResponse:
-    return page(request, "login.html", session_user(request, hub), error=None)
+def login_form(request: Request, hub: HubDep, next: str = "") -> HTMLResponse:
+    return page(
+        request, "login.html", session_user(request, hub), error=None, next=local_path(next)
+    )
 
 
 @router.post("/login")
-def login(request: Request, hub: HubDep, token: str = Form(...), csrf: str = Form(...)) -> Response:
+def login(
+    request: Request,
+    hub: HubDep,
+    token: str = Form(...),
+    csrf: str = Form(...),
+    next: str = Form(""),
+) -> Response:
     check_form(request, csrf)
     try:
         principal = hub.auth.from_token(token.strip())
@@ -250,10 +272,11 @@ def login(request: Request, hub: HubDep, token: str = Form(...), csrf: str = For
             status=401,
             error="That token was not accepted (mistyped, revoked or expired). Paste a current "
             "API token; the hub's admin can give you one if you have none.",
+            next=local_path(next),
         )
     session = secrets.token_urlsafe(32)
     hub.accounts.create_session(session, principal.token_id, now(timedelta(days=SESSION_DAYS)))
-    response = RedirectResponse("/", status_code=303)
+    response = RedirectResponse(local_path(next) or "/", status_code=303)
     response.set_cookie(
         cookie_name(request, "vfh_session"),
         session,
