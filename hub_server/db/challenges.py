@@ -129,27 +129,37 @@ class LoginChallenges:
         token since revoked or expired: deleted, ``("denied", None)``. Unknown, expired, already
         taken, or the wrong status token: ``("gone", None)``."""
         stamp = now()
+        keys = (hash_secret(code), hash_secret(status_token))
         with self.database.transaction() as db:
             row = db.execute(
-                "SELECT c.state, c.expires_at, c.public_key, c.scopes, c.token_expires, "
-                "t.user_id, t.revoked_at, t.expires_at AS approver_expires "
-                "FROM login_challenges c LEFT JOIN tokens t ON t.id = c.approver_token_id "
-                "WHERE c.code_hash=? AND c.status_hash=?",
-                (hash_secret(code), hash_secret(status_token)),
+                "SELECT state, expires_at FROM login_challenges WHERE code_hash=? AND status_hash=?",
+                keys,
             ).fetchone()
             if row is None:
                 return "gone", None
             if row["state"] == "pending" and row["expires_at"] > stamp:
                 return "pending", None
-            db.execute("DELETE FROM login_challenges WHERE code_hash=?", (hash_secret(code),))
-            if row["expires_at"] <= stamp:
+            # claimed by deleting it: of two polls at once, one deletes the row, the other
+            # (PostgreSQL: after waiting for the first) deletes nothing and gets nothing
+            row = db.execute(
+                "DELETE FROM login_challenges WHERE code_hash=? AND status_hash=? "
+                "RETURNING state, expires_at, public_key, scopes, token_expires, approver_token_id",
+                keys,
+            ).fetchone()
+            if row is None or row["expires_at"] <= stamp:
                 return "gone", None
-            approver_valid = row["revoked_at"] is None and (
-                row["approver_expires"] is None or row["approver_expires"] > stamp
-            )
-            if row["state"] != "approved" or not approver_valid:
+            approver = db.execute(
+                "SELECT user_id FROM tokens WHERE id=? AND revoked_at IS NULL "
+                "AND (expires_at IS NULL OR expires_at > ?)",
+                (row["approver_token_id"], stamp),
+            ).fetchone()
+            if row["state"] != "approved" or approver is None:
                 return "denied", None
             token, _ = self.accounts.new_token(
-                db, row["user_id"], token_name, stored_scopes(row["scopes"]), row["token_expires"]
+                db,
+                approver["user_id"],
+                token_name,
+                stored_scopes(row["scopes"]),
+                row["token_expires"],
             )
             return "delivered", seal(row["public_key"], token)
