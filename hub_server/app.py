@@ -24,6 +24,8 @@ from hub_server.presenters.views import Views
 from hub_server.routers import (
     accounts,
     attachments,
+    auth_challenge,
+    dashboard,
     environments,
     environmentshub,
     environmentshub_push,
@@ -61,6 +63,8 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
         environmentshub_push,
         evaluations,
         sdk,
+        auth_challenge,
+        dashboard,
         web,
     )
     for room in rooms:  # hot first

@@ -69,11 +69,16 @@ class Unstorable(StoreRefusal):
     """A value the stores cannot hold (a NUL, an out-of-range number, too large)."""
 
 
+class TooMany(StoreRefusal):
+    """The store bounds how many of these it keeps at once (pending logins), and is full."""
+
+
 HTTP_STATUS: dict[type[StoreRefusal], int] = {
     NotFound: 404,
     Conflicting: 409,
     NotAllowed: 403,
     Unstorable: 400,
+    TooMany: 429,
 }
 
 

@@ -89,6 +89,11 @@ class HubSettings(BaseModel):
             description="seconds a client may stall while sending headers or a body (default: 30)",
         )
     )
+    login_ttl: Annotated[float, HubFlag(env="PRIME_HUB_LOGIN_TTL", command_line=False)] = Field(
+        default_factory=lambda: float(os.environ.get("PRIME_HUB_LOGIN_TTL", "600")),
+        description="seconds a `prime login` of Prime's official CLI waits for its approval in "
+        "the browser (default: 600)",
+    )
     sdk_wheel: Annotated[Path | None, HubFlag(exclusive="sdk")] = Field(
         None,
         description="the SDK wheel to serve at /sdk/ (default: built at start from this "

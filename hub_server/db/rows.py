@@ -187,3 +187,12 @@ class PlacedEvalRow:
     metadata_blob: str
     results_blob: str
     alias: str | None
+
+
+@dataclass(frozen=True)
+class ChallengeRow:
+    """A pending ``prime login`` as its approval page shows it (never its secrets)."""
+
+    client: str  # the address that asked for it
+    created_at: str
+    expires_at: str

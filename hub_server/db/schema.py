@@ -297,9 +297,24 @@ SQLITE.append(
     CREATE INDEX staged_eval_batches_eval ON staged_eval_batches (staged_eval);
     """
 )
+# v14: `prime login`'s device flow (Prime's official CLI): a challenge a signed-in user approves
+# in the browser, then fetched once by the CLI that asked. Its code and status token are kept
+# only as sha256 hashes; nothing here is a token until the approved challenge is fetched.
+SQLITE.append(
+    """
+    CREATE TABLE login_challenges (code_hash TEXT PRIMARY KEY, status_hash TEXT NOT NULL,
+                                   public_key TEXT NOT NULL, client TEXT NOT NULL,
+                                   created_at TEXT NOT NULL, expires_at TEXT NOT NULL,
+                                   state TEXT NOT NULL, approver_token_id INTEGER REFERENCES tokens(id) ON DELETE CASCADE,
+                                   scopes TEXT, token_expires TEXT);
+    CREATE INDEX login_challenges_expiry ON login_challenges (expires_at);
+    CREATE INDEX login_challenges_client ON login_challenges (client);
+    """
+)
 # Tables whose ids are surrogates, never reused (AUTOINCREMENT here, sequences on PostgreSQL);
 # ``staged_pushes``, ``staged_files``, ``staged_evals`` and ``staged_eval_batches`` are keyed by
-# random tokens, ``sessions`` by a secret's hash, ``catalog_state`` is one row.
+# random tokens, ``sessions`` and ``login_challenges`` by a secret's hash, ``catalog_state`` is
+# one row.
 SURROGATE_IDS = (
     "users",
     "teams",
@@ -407,6 +422,16 @@ POSTGRESQL = [
                                       seq INTEGER NOT NULL, size BIGINT NOT NULL, stored INTEGER NOT NULL DEFAULT 0);
     CREATE INDEX staged_evals_expiry ON staged_evals (expires_at);
     CREATE INDEX staged_eval_batches_eval ON staged_eval_batches (staged_eval);
+    """,
+    # v6: `prime login`'s device flow (see SQLite's v14)
+    """
+    CREATE TABLE login_challenges (code_hash TEXT PRIMARY KEY, status_hash TEXT NOT NULL,
+                                   public_key TEXT NOT NULL, client TEXT NOT NULL,
+                                   created_at TEXT NOT NULL, expires_at TEXT NOT NULL,
+                                   state TEXT NOT NULL, approver_token_id BIGINT REFERENCES tokens(id) ON DELETE CASCADE,
+                                   scopes TEXT, token_expires TEXT);
+    CREATE INDEX login_challenges_expiry ON login_challenges (expires_at);
+    CREATE INDEX login_challenges_client ON login_challenges (client);
     """,
 ]
 

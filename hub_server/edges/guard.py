@@ -2,7 +2,9 @@
 
 Every request that changes state needs a valid bearer token (``hub_server.services.auth`` decides which
 credential a route takes); the guard checks it from the headers before a byte of the body is read, so an anonymous 300 MiB upload is refused at once instead of being
-spooled first. Bodies are capped by route (uploads are large, JSON is small), whether or not the
+spooled first. The exceptions carry their own credential or none, each under a small cap: the
+web forms (a session or a token to exchange, and a CSRF token), a staged push's upload URL, and
+``prime login``'s request for a challenge. Bodies are capped by route (uploads are large, JSON is small), whether or not the
 client sends a Content-Length, and a client that stops sending mid-body is dropped after
 ``read_timeout`` seconds.
 """
@@ -20,7 +22,10 @@ UPLOAD_SUFFIXES = ("/versions", *(f"/{kind}" for kind in ATTACHMENT_KINDS))
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 # the web pages' forms: they carry their own credential (a token to exchange, or the session)
 # and a CSRF token, so they pass without an Authorization header, with small bodies only
-FORM_ROUTES = {"/login": 16 * 1024, "/logout": 4 * 1024}
+FORM_ROUTES = {"/login": 16 * 1024, "/logout": 4 * 1024, "/dashboard/tokens/challenge": 4 * 1024}
+# `prime login` (Prime's official CLI) asks for a login before it has any credential: its RSA
+# public key in a small JSON body (hub_server.services.login bounds how many wait at once)
+ANONYMOUS_ROUTES = {"/api/v1/auth_challenge/generate": 16 * 1024}
 # an upload URL of a staged push (Prime's official CLI): the URL is the credential (a
 # single-use token checked by the route), so this one route, PUT only, passes without a token
 UPLOAD_URL = re.compile(r"/api/v1/environmentshub/uploads/[A-Za-z0-9_-]{40,64}")
@@ -58,7 +63,7 @@ class RequestGuard:
         if scope["type"] != "http" or scope["method"] in SAFE_METHODS:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        form_limit = FORM_ROUTES.get(scope["path"])
+        form_limit = FORM_ROUTES.get(scope["path"]) or ANONYMOUS_ROUTES.get(scope["path"])
         if scope["method"] == "PUT" and UPLOAD_URL.fullmatch(scope["path"]):
             form_limit = self.upload_url_limit
         if form_limit is None:

@@ -22,7 +22,7 @@ import json
 import secrets
 from datetime import timedelta
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -36,7 +36,6 @@ from hub_server.presenters.templates import templates
 from hub_server.presenters.views import finite
 from hub_server.routers.deps import HubDep, ViewsDep
 from hub_server.routers.environments import environment_page, version_infos
-from hub_server.services import official_evals
 from hub_server.services.auth import Principal
 from hub_server.services.hub import Hub
 from hub_server.services.names import is_name
@@ -198,19 +197,6 @@ def environment(
     )
 
 
-@router.get("/dashboard/evaluations/{evaluation_id}", response_class=HTMLResponse)
-def evaluation_link(request: Request, evaluation_id: str, hub: HubDep) -> Response:
-    """Where Prime's official CLI sends the reader of an eval (``View results:``): the eval on
-    its environment's page, for whoever may read that environment."""
-    user = session_user(request, hub)
-    try:
-        row = official_evals.readable(hub, user, evaluation_id)
-    except HubError:
-        what = f"evaluation {evaluation_id[:64]}"
-        return page(request, "missing.html", user, status=404, what=what)
-    return RedirectResponse(f"/e/{quote(row.owner)}/{quote(row.name)}#eval-{row.id}", 303)
-
-
 def eval_view(row: EvalRow) -> dict[str, Any]:
     """What the page shows of an eval: numbers that are numbers (old rows may hold anything)."""
     try:
@@ -244,13 +230,35 @@ def eval_view(row: EvalRow) -> dict[str, Any]:
     }
 
 
+def local_path(target: str) -> str:
+    """``target`` if it is a path on this hub (where sign-in may send the browser next), else
+    ``""``: never another origin (``//host``, ``/\\host``, ``https:``), never a control character."""
+    if (
+        len(target) > 2000
+        or not target.startswith("/")
+        or target[1:2] in ("/", "\\")
+        or any(c < " " or c == "\x7f" for c in target)
+    ):
+        return ""
+    parts = urlsplit(target)
+    return target if not parts.scheme and not parts.netloc else ""
+
+
 @router.get("/login", response_class=HTMLResponse)
-def login_form(request: Request, hub: HubDep) -> HTMLResponse:
-    return page(request, "login.html", session_user(request, hub), error=None)
+def login_form(request: Request, hub: HubDep, next: str = "") -> HTMLResponse:
+    return page(
+        request, "login.html", session_user(request, hub), error=None, next=local_path(next)
+    )
 
 
 @router.post("/login")
-def login(request: Request, hub: HubDep, token: str = Form(...), csrf: str = Form(...)) -> Response:
+def login(
+    request: Request,
+    hub: HubDep,
+    token: str = Form(...),
+    csrf: str = Form(...),
+    next: str = Form(""),
+) -> Response:
     check_form(request, csrf)
     try:
         principal = hub.auth.from_token(token.strip())
@@ -264,10 +272,11 @@ def login(request: Request, hub: HubDep, token: str = Form(...), csrf: str = For
             status=401,
             error="That token was not accepted (mistyped, revoked or expired). Paste a current "
             "API token; the hub's admin can give you one if you have none.",
+            next=local_path(next),
         )
     session = secrets.token_urlsafe(32)
     hub.accounts.create_session(session, principal.token_id, now(timedelta(days=SESSION_DAYS)))
-    response = RedirectResponse("/", status_code=303)
+    response = RedirectResponse(local_path(next) or "/", status_code=303)
     response.set_cookie(
         cookie_name(request, "vfh_session"),
         session,

@@ -28,6 +28,7 @@ from hub_server.db.accounts import Accounts
 from hub_server.db.attachments import Attachments
 from hub_server.db.blobs import BlobStore, StagingArea, open_blob_store
 from hub_server.db.catalog import Catalog
+from hub_server.db.challenges import LoginChallenges
 from hub_server.db.clock import today
 from hub_server.db.engine import open_database
 from hub_server.db.rows import EnvironmentRow, VersionRow
@@ -80,6 +81,7 @@ class Hub:
         self.staging = StagingArea(self.blobs)  # staged pushes' bytes, beside the blob store
         self.staged_evals = StagedEvals(self.database)  # Prime's `prime eval push`, until finalize
         self.auth = Authenticator(self.accounts)
+        self.logins = LoginChallenges(self.database, self.accounts)
         self.index_cache: OrderedDict[tuple, bytes] = OrderedDict()
         self._index_lock = threading.Lock()
         self._downloads: set[tuple[int, int, str]] = set()

@@ -237,6 +237,7 @@ class Skip:
 E2E = "tests/cli/test_e2e.py"
 OFFICIAL = "tests/hub/test_official_prime.py"
 EVALS = "test_official_eval_push_attaches_the_run_to_its_version_and_lists_it"
+LOGIN = "test_official_login_is_approved_in_the_browser_and_saves_a_working_key"
 TWO_PROCESSES = (
     "tests/hub/test_hub_publishing.py::"
     "test_concurrent_pushes_across_two_hub_processes_leave_one_consistent_store"
@@ -303,7 +304,6 @@ SKIPPED: dict[tuple[str, str], Skip] = {
         for start, test in [
             ("alias prime-official=", "test_reads_install_pull_and_deletes"),
             ("prime-official config set-base-url", "test_reads_install_pull_and_deletes"),
-            ("prime-official config set-api-key", "test_reads_install_pull_and_deletes"),
             ("prime-official whoami", "test_reads_install_pull_and_deletes"),
             ("prime-official env list", "test_reads_install_pull_and_deletes"),
             ("prime-official env push", "test_official_push_is_judged_as_a_native_push"),
@@ -312,6 +312,7 @@ SKIPPED: dict[tuple[str, str], Skip] = {
             ("prime-official env version delete", "test_reads_install_pull_and_deletes"),
             ("prime-official env delete", "test_reads_install_pull_and_deletes"),
             ("prime-official config set-frontend-url", EVALS),
+            ("prime-official login", LOGIN),
             ("prime-official eval push", EVALS),
             ("prime-official eval list", EVALS),
         ]

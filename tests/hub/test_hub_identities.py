@@ -473,10 +473,14 @@ def test_a_database_of_the_previous_schema_upgrades_in_place_and_keeps_its_rows(
         assert {
             t: raw.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in tables
         } == before
-        after_shape = shape(raw)
-        kept = {name: after_shape[name] for name in before_shape}  # later versions add tables
-        assert kept == before_shape  # the same columns, keys, indexes and triggers
-        assert set(after_shape) - set(before_shape) == {"staged_evals", "staged_eval_batches"}
+        after_shape = shape(raw)  # v12 keeps the same columns, keys, indexes and triggers;
+        # later migrations only add tables (v13: staged evals, v14: login challenges)
+        assert {t: after_shape[t] for t in before_shape} == before_shape
+        assert set(after_shape) - set(before_shape) == {
+            "staged_evals",
+            "staged_eval_batches",
+            "login_challenges",
+        }
         assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
         raw.execute(
             "INSERT INTO environments_fts (environments_fts, rank) VALUES ('integrity-check', 1)"

@@ -8,12 +8,15 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -47,33 +50,38 @@ def official(tmp_path_factory) -> Path:
 
 
 URL_TTL = 20  # seconds an upload URL lives on this module's hubs (a staged push: twice that)
+LOGIN_TTL = 15  # seconds a `prime login` waits for its approval on this module's hubs
 
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory, hub_backend):
-    saved = os.environ.get("PRIME_HUB_UPLOAD_URL_TTL")
-    os.environ["PRIME_HUB_UPLOAD_URL_TTL"] = str(URL_TTL)  # read by the hub process it starts
+    settings = {"PRIME_HUB_UPLOAD_URL_TTL": str(URL_TTL), "PRIME_HUB_LOGIN_TTL": str(LOGIN_TTL)}
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)  # read by the hub process it starts
     try:
         with serving(tmp_path_factory, hub_backend) as running:
             yield running
     finally:
-        if saved is None:
-            os.environ.pop("PRIME_HUB_UPLOAD_URL_TTL", None)
-        else:
-            os.environ["PRIME_HUB_UPLOAD_URL_TTL"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class Official:
-    """The official CLI with its own HOME (its config lives in ~/.prime), pointed at the hub."""
+    """The official CLI with its own HOME (its config lives in ~/.prime), pointed at the hub
+    (its API and, for the links it prints, its web pages); logged in with ``token`` if given."""
 
-    def __init__(self, root: Path, home: Path, hub_url: str, token: str) -> None:
+    def __init__(self, root: Path, home: Path, hub_url: str, token: str | None) -> None:
         self.root, self.home = root, home
         home.mkdir(parents=True, exist_ok=True)
         self("config", "set-base-url", hub_url)
-        self("config", "set-frontend-url", hub_url)  # as docs/hub.md says: links land here
-        self("config", "set-api-key", token)
+        self("config", "set-frontend-url", hub_url)
+        if token is not None:
+            self("config", "set-api-key", token)
 
-    def __call__(self, *args: str, check: bool = True, venv: Path | None = None):
+    def env(self, venv: Path | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_", "VIRTUAL_ENV"))}
         env["HOME"] = str(self.home)
         env["PATH"] = f"{self.root / 'venv' / 'bin'}:{self.root / 'tools'}:/usr/bin:/bin"
@@ -81,10 +89,13 @@ class Official:
         env["COLUMNS"] = "200"
         if venv is not None:
             env["VIRTUAL_ENV"] = str(venv)
+        return env
+
+    def __call__(self, *args: str, check: bool = True, venv: Path | None = None):
         done = subprocess.run(
             [str(self.root / "venv" / "bin" / "prime"), *args],
             cwd=self.home,
-            env=env,
+            env=self.env(venv),
             capture_output=True,
             text=True,
             timeout=180,
@@ -92,6 +103,23 @@ class Official:
         if check:
             assert done.returncode == 0, f"prime {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
         return done
+
+    def start(self, *args: str) -> subprocess.Popen:
+        """``prime ARGS`` running (an interactive command), its output merged into a pipe."""
+        return subprocess.Popen(
+            [str(self.root / "venv" / "bin" / "prime"), *args],
+            cwd=self.home,
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    def api_key(self) -> str:
+        """The key the official CLI saved in its config (``""`` for none)."""
+        config = self.home / ".prime" / "config.json"
+        return json.loads(config.read_text()).get("api_key", "") if config.exists() else ""
 
 
 def package(name: str, version: str, body: str) -> tuple[tuple[str, bytes], tuple[str, bytes]]:
@@ -409,7 +437,7 @@ def test_official_eval_push_attaches_the_run_to_its_version_and_lists_it(officia
     link = f"{hub['url']}/dashboard/evaluations/{eval_id}"
     assert link in pushed.stdout.replace("\n", "")
     landed = httpx.get(link)
-    assert landed.status_code == 303
+    assert landed.status_code == 302
     assert landed.headers["location"] == f"/e/erin/scorer#eval-{attached['id']}"
     assert f'id="eval-{attached["id"]}"' in httpx.get(hub["url"] + "/e/erin/scorer").text
 
@@ -527,3 +555,301 @@ def test_eval_sample_batches_out_of_order_and_the_size_bound(hub, tmp_path):
     finalized = httpx.post(f"{api}/{big}/finalize", json={}, headers=auth, timeout=120)
     assert finalized.status_code == 200, finalized.text
     assert len(evals_of(hub, "gina", "batched", "2.0.0")) == 2
+
+
+# --- prime login: a device flow approved in the hub's web pages -----------------------------------------
+CHALLENGE = "/dashboard/tokens/challenge"
+PRINTED_CODE = re.compile(r"/dashboard/tokens/challenge\?code=([A-Z0-9-]+)")
+
+
+class Running:
+    """An interactive command's merged output, read as it comes (a thread drains the pipe)."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process, self.lines = process, []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: re.Pattern, timeout: float = 120) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if found := pattern.search(self.text()):
+                return found
+            if self.process.poll() is not None and not self.reader.is_alive():
+                break
+            time.sleep(0.1)
+        self.process.kill()
+        raise AssertionError(f"never printed {pattern.pattern}:\n{self.text()}")
+
+    def finish(self, timeout: float) -> tuple[int, str]:
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise AssertionError(f"still running after {timeout} s:\n{self.text()}") from None
+        self.reader.join(10)
+        return code, self.text()
+
+
+def form_csrf(html: str) -> str:
+    return re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+
+
+def web_sign_in(hub, token: str, next_path: str) -> tuple[httpx.Client, httpx.Response]:
+    """A browser signed in to the hub's pages (the sign-in form's CSRF token, posted from the
+    hub's own origin) and the page sign-in led it to (``next_path``)."""
+    browser = httpx.Client(base_url=hub["url"], timeout=30, follow_redirects=True)
+    form = browser.get("/login", params={"next": next_path})
+    landed = browser.post(
+        "/login",
+        data={"token": token, "csrf": form_csrf(form.text), "next": next_path},
+        headers={"Origin": hub["url"]},
+    )
+    assert landed.status_code == 200, landed.text
+    return browser, landed
+
+
+def decide(browser: httpx.Client, hub, code: str, decision: str, csrf: str) -> httpx.Response:
+    return browser.post(
+        CHALLENGE,
+        data={"code": code, "decision": decision, "csrf": csrf},
+        headers={"Origin": hub["url"]},
+    )
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def login_tokens(hub, token: str) -> list[dict]:
+    tokens = httpx.get(f"{hub['url']}/api/v1/tokens", headers=bearer(token)).json()
+    return [t for t in tokens if t["name"].startswith("prime login")]
+
+
+def test_official_login_is_approved_in_the_browser_and_saves_a_working_key(official, hub, tmp_path):
+    iris = new_user(hub, "iris")
+    prime = Official(official, tmp_path / "home", hub["url"], None)
+    running = Running(prime.start("login", "--headless"))
+    code = running.wait_for(PRINTED_CODE).group(1)
+    link = f"{CHALLENGE}?code={code}"
+    assert f"{hub['url']}{link}" in running.text(), "the printed link is this hub's page"
+
+    # someone not signed in sees a sign-in link, and a post with a valid form token is refused
+    anonymous = httpx.Client(base_url=hub["url"], timeout=30)
+    page = anonymous.get(link)
+    assert page.status_code == 200 and "Sign in to this hub" in page.text
+    assert 'value="approve"' not in page.text
+    sign_in_form = anonymous.get("/login").text  # a valid form token, with no session
+    refused = decide(anonymous, hub, code, "approve", form_csrf(sign_in_form))
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "sign_in_required"
+
+    # iris signs in, lands back on the page, sees the code; forged posts change nothing
+    browser, landed = web_sign_in(hub, iris, link)
+    assert landed.url.path == CHALLENGE and code in landed.text and "iris" in landed.text
+    csrf = form_csrf(landed.text)
+    forged = decide(browser, hub, code, "approve", "not-the-session-token")
+    assert forged.status_code == 403 and forged.json()["error"]["code"] == "csrf_failed"
+    elsewhere = browser.post(
+        CHALLENGE,
+        data={"code": code, "decision": "approve", "csrf": csrf},
+        headers={"Origin": "http://evil.example"},
+    )
+    assert elsewhere.status_code == 403 and elsewhere.json()["error"]["code"] == "csrf_failed"
+    approved = decide(browser, hub, code, "approve", csrf)
+    assert approved.status_code == 200 and "Approved" in approved.text
+
+    returncode, output = running.finish(60)
+    assert returncode == 0 and "Successfully logged in" in output, output
+    key = prime.api_key()
+    assert key.startswith("vfh_") and key != iris
+    assert "iris" in prime("whoami").stdout
+    (made,) = login_tokens(hub, iris)  # named for the login, listed, revocable
+    assert made["scopes"] == ["publish", "read"] and not made["revoked"]
+
+    # the code is spent: approving it again finds nothing
+    again = decide(browser, hub, code, "approve", csrf)
+    assert again.status_code == 404 and "No login is waiting" in again.text
+    revoked = httpx.delete(f"{hub['url']}/api/v1/tokens/{made['id']}", headers=bearer(iris))
+    assert revoked.status_code == 204
+    assert prime("whoami", check=False).returncode != 0, "a revoked login key is refused"
+
+
+def test_a_denied_or_expired_official_login_ends_with_no_key(official, hub, tmp_path):
+    jack = new_user(hub, "jack")
+    denied_cli = Official(official, tmp_path / "denied", hub["url"], None)
+    expired_cli = Official(official, tmp_path / "expired", hub["url"], None)
+    denied, expired = (Running(c.start("login", "--headless")) for c in (denied_cli, expired_cli))
+    denied_code = denied.wait_for(PRINTED_CODE).group(1)
+    expired_code = expired.wait_for(PRINTED_CODE).group(1)
+
+    browser, landed = web_sign_in(hub, jack, f"{CHALLENGE}?code={denied_code}")
+    answer = decide(browser, hub, denied_code, "deny", form_csrf(landed.text))
+    assert answer.status_code == 200 and "Denied" in answer.text
+    for running, cli in ((denied, denied_cli), (expired, expired_cli)):
+        _, output = running.finish(LOGIN_TTL + 30)  # the CLI polls every 5 s
+        assert "Challenge expired" in output and "Successfully" not in output, output
+        assert "Traceback" not in output
+        assert cli.api_key() == ""
+
+    # the expired code can no longer be approved, and no token was made
+    late = browser.get(CHALLENGE, params={"code": expired_code})
+    assert late.status_code == 404 and "No login is waiting" in late.text
+    refused = decide(browser, hub, expired_code, "approve", form_csrf(late.text))
+    assert refused.status_code == 404
+    assert login_tokens(hub, jack) == []
+
+
+def rsa_key(bits: int = 2048):
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    return rsa.generate_private_key(public_exponent=65537, key_size=bits)
+
+
+def pem(key) -> str:
+    from cryptography.hazmat.primitives import serialization
+
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+
+
+def unseal(key, result: str) -> str:
+    """What the official client does with ``result`` (OAEP, SHA-256, MGF1-SHA-256)."""
+    import base64
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    oaep = padding.OAEP(mgf=padding.MGF1(hashes.SHA256()), algorithm=hashes.SHA256(), label=None)
+    return key.decrypt(base64.b64decode(result), oaep).decode()
+
+
+def test_a_login_token_is_sealed_to_the_clients_key_and_given_once(hub):
+    api = f"{hub['url']}/api/v1/auth_challenge"
+    kate = new_user(hub, "kate")
+    key = rsa_key()
+
+    def generate(public_key: object = None) -> httpx.Response:
+        return httpx.post(f"{api}/generate", json={"encryptionPublicKey": public_key or pem(key)})
+
+    def poll(challenge: dict, status_token: str | None = None) -> httpx.Response:
+        token = status_token or challenge["status_auth_token"]
+        return httpx.get(
+            f"{api}/status", params={"challenge": challenge["challenge"]}, headers=bearer(token)
+        )
+
+    # a key the client could not have made, or one too weak, is refused with a detail
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    curve = ec.generate_private_key(ec.SECP256R1())
+    for bad in ("not a key", pem(rsa_key(1024)), pem(curve), "x" * 20000):
+        refused = generate(bad)
+        assert refused.status_code in (400, 413), refused.text
+        assert refused.json()["detail"], "the official client prints `detail`"
+    assert generate(pem(rsa_key(1024))).json()["error"]["code"] == "invalid_public_key"
+
+    challenge = generate().json()
+    other = generate().json()  # waits, undecided, until the bound below
+    assert other["challenge"] != challenge["challenge"]
+    assert poll(challenge).json() == {"status": "pending", "result": None}
+    assert poll(challenge, "guessed").status_code == 404
+    no_bearer = httpx.get(f"{api}/status", params={"challenge": challenge["challenge"]})
+    assert no_bearer.status_code == 404
+
+    # a read-only session may not mint a token: the login stays pending
+    reader = httpx.post(
+        f"{hub['url']}/api/v1/tokens",
+        json={"name": "web", "scopes": ["read"]},
+        headers=bearer(kate),
+    ).json()["token"]
+    link = f"{CHALLENGE}?code={challenge['challenge']}"
+    read_only, landed = web_sign_in(hub, reader, link)
+    refused = decide(read_only, hub, challenge["challenge"], "approve", form_csrf(landed.text))
+    assert refused.status_code == 403 and "publish" in refused.text
+    assert poll(challenge).json()["result"] is None
+
+    browser, landed = web_sign_in(hub, kate, link)
+    csrf = form_csrf(landed.text)
+    approved = decide(browser, hub, challenge["challenge"], "approve", csrf)
+    assert approved.status_code == 200
+    assert poll(challenge, "guessed").status_code == 404, "only its own status token fetches it"
+    with ThreadPoolExecutor(4) as pool:  # polls at once: one gets the token, once
+        answers = list(pool.map(lambda _: poll(challenge), range(4)))
+    (delivered,) = [a for a in answers if a.status_code == 200]
+    token = unseal(key, delivered.json()["result"])
+    me = httpx.get(f"{hub['url']}/api/v1/me", headers=bearer(token)).json()
+    assert me["user"] == "kate" and me["scopes"] == ["publish", "read"]
+    for answer in [a for a in answers if a is not delivered] + [poll(challenge)]:
+        assert answer.status_code == 404
+        assert answer.json()["error"]["code"] == "challenge_not_found"
+    assert len(login_tokens(hub, kate)) == 1
+
+    # approved by a session whose token is revoked before the fetch: no token is made
+    web = httpx.post(f"{hub['url']}/api/v1/tokens", json={"name": "web"}, headers=bearer(kate))
+    later = generate().json()
+    session, landed = web_sign_in(
+        hub, web.json()["token"], f"{CHALLENGE}?code={later['challenge']}"
+    )
+    decide(session, hub, later["challenge"], "approve", form_csrf(landed.text))
+    httpx.delete(f"{hub['url']}/api/v1/tokens/{web.json()['id']}", headers=bearer(kate))
+    gone = poll(later)
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "login_denied"
+    assert len(login_tokens(hub, kate)) == 1
+
+    # an address may have 10 logins waiting; the next is refused until one is decided
+    waiting = [other, *(generate().json() for _ in range(9))]
+    full = generate()
+    assert full.status_code == 429 and full.json()["error"]["code"] == "too_many_logins"
+    assert full.json()["detail"]
+    for each in waiting:
+        decide(browser, hub, each["challenge"], "deny", csrf)
+        denied = poll(each)
+        assert denied.status_code == 404 and denied.json()["error"]["code"] == "login_denied"
+    assert generate().status_code == 200
+
+
+def test_the_links_the_official_cli_prints_land_on_the_hubs_pages(hub):
+    from support.hubs import eval_files
+
+    hana = new_user(hub, "hana")
+    version = publish(hub, hana, "hana", "links-env", "1.0.0", "X = 1\n")
+    moved = httpx.get(f"{hub['url']}/dashboard/environments/hana/links-env")
+    assert moved.status_code == 302 and moved.headers["location"] == "/e/hana/links-env"
+    assert "hana/links-env" in httpx.get(f"{hub['url']}/e/hana/links-env").text
+
+    evals = f"{hub['url']}/api/v1/environments/hana/links-env/versions/1.0.0/evals"
+    attached = httpx.post(evals, files=eval_files(version, "run-1", [1.0]), headers=bearer(hana))
+    assert attached.status_code == 201, attached.text
+    eval_id = attached.json()["id"]
+    moved = httpx.get(f"{hub['url']}/dashboard/evaluations/{eval_id}")
+    assert moved.status_code == 302
+    assert moved.headers["location"] == f"/e/hana/links-env#eval-{eval_id}"
+    assert f'id="eval-{eval_id}"' in httpx.get(f"{hub['url']}/e/hana/links-env").text
+
+    # a private environment's eval is found only by who may read it
+    private = publish(hub, hana, "hana", "hidden-env", "1.0.0", "X = 1\n", visibility="private")
+    hidden = httpx.post(
+        f"{hub['url']}/api/v1/environments/hana/hidden-env/versions/1.0.0/evals",
+        files=eval_files(private, "run-2", [0.5]),
+        headers=bearer(hana),
+    ).json()["id"]
+    assert httpx.get(f"{hub['url']}/dashboard/evaluations/{hidden}").status_code == 404
+    browser, _ = web_sign_in(hub, hana, "/")
+    owner_view = browser.get(f"/dashboard/evaluations/{hidden}", follow_redirects=False)
+    assert owner_view.headers["location"] == f"/e/hana/hidden-env#eval-{hidden}"
+    for missing in ("999999", "abc"):
+        assert httpx.get(f"{hub['url']}/dashboard/evaluations/{missing}").status_code == 404
+    # sign-in goes back only to a page of this hub, never to another origin
+    for elsewhere in ("//evil.example/x", "/\\evil.example", "https://evil.example/", "/\t/x"):
+        _, landed = web_sign_in(hub, hana, elsewhere)
+        assert str(landed.url) == f"{hub['url']}/", elsewhere
