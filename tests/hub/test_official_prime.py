@@ -302,6 +302,12 @@ def test_official_push_is_judged_as_a_native_push(official, hub, tmp_path):
         text=True,
     )
     assert version.stdout.strip() == "0.1.0", version.stderr
+    # and uninstalls it from that venv (the client's own step: judged by the venv)
+    prime("env", "uninstall", "word-count", venv=target)
+    gone = subprocess.run(
+        [str(target / "bin" / "python"), "-c", "import word_count"], capture_output=True
+    )
+    assert gone.returncode != 0
 
     # the same checks as a native push: the version's number is taken, and a package that is not
     # the environment's own is refused at the last finalize
@@ -374,6 +380,11 @@ def test_official_push_is_judged_as_a_native_push(official, hub, tmp_path):
     open_push()  # collects expired pushes
     assert staged_names(hub) == []
     assert native(hub, "carol/word-count").json()["versions"] == ["0.1.0"]
+
+    # --auto-bump: the client bumps the patch version in pyproject.toml and pushes that
+    prime("env", "push", "--path", str(project), "--auto-bump")
+    assert 'version = "0.1.1"' in pyproject.read_text()
+    assert native(hub, "carol/word-count").json()["versions"] == ["0.1.0", "0.1.1"]
 
 
 # --- evals: `prime eval push`, `list`, `get`, `samples` -------------------------------------------
