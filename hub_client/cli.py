@@ -15,6 +15,10 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from hub_client.client import HubAPIError
 from hub_client.commands_account import (
@@ -38,12 +42,57 @@ from hub_client.commands_env import (
     cmd_env_yank,
 )
 from hub_client.install import InstallError
+from hub_client.settings import (
+    DataListSettings,
+    DataPushSettings,
+    EnvDeleteSettings,
+    EnvInitSettings,
+    EnvInstallSettings,
+    EnvListSettings,
+    EnvPullSettings,
+    EnvPushSettings,
+    EnvSearchSettings,
+    EnvShowSettings,
+    EnvUninstallSettings,
+    EnvYankSettings,
+    EvalPushSettings,
+    LoginSettings,
+    NoSettings,
+    TokenCreateSettings,
+    TokenRevokeSettings,
+)
 from hub_client.terminal import safe
 from hub_client.usage import UsageError, err
-from hub_client.versions import BUMPS
-from hub_protocol.wire import SORTS
+from verifiers.cli.settings import CommandSettings, add_settings, validate_settings
 
-# --- parser --------------------------------------------------------------------------------------------
+# --- parser: each subcommand's flags made from its settings model (hub_client/settings.py) ---------------
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its settings model, the parser made from it, and what runs it."""
+
+    model: type[CommandSettings]
+    parser: argparse.ArgumentParser
+    func: Callable[[Any], int]
+
+    def run(self, parsed: argparse.Namespace) -> int:
+        """The command, given its validated settings; a value the model refuses is this
+        subcommand's usage error (exit 2), as argparse's own refusals are."""
+        return self.func(validate_settings(self.model, vars(parsed), self.parser))
+
+
+def add_command(
+    commands: Any,
+    name: str,
+    model: type[CommandSettings],
+    func: Callable[[Any], int],
+    help: str | None = None,
+) -> None:
+    """``name`` under ``commands`` (an ``add_subparsers``), its flags made from ``model``."""
+    parser = commands.add_parser(name, **({"help": help} if help else {}))
+    add_settings(parser, model)
+    parser.set_defaults(command_=Command(model, parser, func))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,109 +104,57 @@ def build_parser() -> argparse.ArgumentParser:
     # `prime hub ...` is the server's own command line (hub_server.cli), handed over in main()
     top.add_parser("hub", help="run a hub (prime hub -h: serve, create-user)")
 
-    login = top.add_parser("login", help="store a hub URL and token")
-    login.add_argument("--url")
-    # kept for scripts, not advertised: argv is readable by every local user (ps)
-    login.add_argument("--token", help=argparse.SUPPRESS)
-    login.set_defaults(func=cmd_login)
-    top.add_parser("whoami", help="show the current user").set_defaults(func=cmd_whoami)
+    add_command(top, "login", LoginSettings, cmd_login, "store a hub URL and token")
+    add_command(top, "whoami", NoSettings, cmd_whoami, "show the current user")
     tokens = top.add_parser("token", help="API tokens").add_subparsers(
         dest="command", required=True
     )
-    tc = tokens.add_parser("create", help="create a token (printed once)")
-    tc.add_argument("name")
-    tc.add_argument("--scope", action="append", choices=["read", "publish", "admin"])
-    tc.add_argument("--expires-in-days", type=int, default=None)
-    tc.set_defaults(func=cmd_token_create)
-    tokens.add_parser("list", help="your tokens (never their secrets)").set_defaults(
-        func=cmd_token_list
+    add_command(
+        tokens, "create", TokenCreateSettings, cmd_token_create, "create a token (printed once)"
     )
-    tr = tokens.add_parser("revoke", help="revoke a token by id")
-    tr.add_argument("id", type=int)
-    tr.set_defaults(func=cmd_token_revoke)
+    add_command(tokens, "list", NoSettings, cmd_token_list, "your tokens (never their secrets)")
+    add_command(tokens, "revoke", TokenRevokeSettings, cmd_token_revoke, "revoke a token by id")
 
     env = top.add_parser("env", help="environments").add_subparsers(dest="command", required=True)
-    init = env.add_parser("init", help="scaffold an environment (same as vf-init)")
-    init.add_argument("name")
-    init.add_argument("-p", "--path", default="./environments")
-    init.add_argument("--multi-file", action="store_true")
-    init.set_defaults(func=cmd_env_init)
-    push = env.add_parser("push", help="build with uv and publish a version")
-    push.add_argument("--path", default=".")
-    push.add_argument("--owner", help="namespace (default: you; a team you belong to)")
-    push.add_argument(
-        "--visibility",
-        choices=["public", "private"],
-        default=None,
-        help="a new environment is public unless given; an existing one keeps its visibility",
+    add_command(
+        env, "init", EnvInitSettings, cmd_env_init, "scaffold an environment (same as vf-init)"
     )
-    push.add_argument("--bump", choices=BUMPS, help="raise [project].version first")
-    push.add_argument("--tag", action="append", default=[])
-    push.set_defaults(func=cmd_env_push)
-    inst = env.add_parser("install", help="install pinned environments")
-    inst.add_argument("specs", nargs="*", metavar="owner/name[@version]")
-    inst.add_argument(
-        "--locked", action="store_true", help="install exactly what the lock file records"
+    add_command(env, "push", EnvPushSettings, cmd_env_push, "build with uv and publish a version")
+    add_command(env, "install", EnvInstallSettings, cmd_env_install, "install pinned environments")
+    add_command(env, "uninstall", EnvUninstallSettings, cmd_env_uninstall)
+    add_command(env, "pull", EnvPullSettings, cmd_env_pull, "download and extract the source")
+    add_command(env, "list", EnvListSettings, cmd_env_list, "list environments")
+    add_command(env, "search", EnvSearchSettings, cmd_env_list, "search environments")
+    add_command(env, "info", EnvShowSettings, cmd_env_info)
+    add_command(env, "versions", EnvShowSettings, cmd_env_versions)
+    add_command(env, "yank", EnvYankSettings, cmd_env_yank, "mark a version as yanked (PEP 592)")
+    add_command(
+        env,
+        "delete",
+        EnvDeleteSettings,
+        cmd_env_delete,
+        "delete one version (owner/name@version) or an environment with all of them",
     )
-    inst.add_argument("--lock-file", default="environments.lock")
-    inst.add_argument(
-        "--python", default=None, help="the interpreter to install into (default: this one)"
-    )
-    inst.set_defaults(func=cmd_env_install)
-    un = env.add_parser("uninstall")
-    un.add_argument("spec")
-    un.add_argument("--lock-file", default="environments.lock")
-    un.add_argument("--python", default=None)
-    un.set_defaults(func=cmd_env_uninstall)
-    pl = env.add_parser("pull", help="download and extract the source")
-    pl.add_argument("spec")
-    pl.add_argument("-d", "--dir", default=".")
-    pl.set_defaults(func=cmd_env_pull)
-    for command, helptext in (("list", "list environments"), ("search", "search environments")):
-        sub = env.add_parser(command, help=helptext)
-        if command == "search":
-            sub.add_argument("query")
-        sub.add_argument("--owner")
-        sub.add_argument("--tag")
-        sub.add_argument("--sort", default="updated", choices=SORTS)
-        sub.add_argument("--page", type=int, default=1)
-        sub.add_argument("--output", choices=["table", "json"], default="table")
-        sub.set_defaults(func=cmd_env_list)
-    for command, func in (("info", cmd_env_info), ("versions", cmd_env_versions)):
-        sub = env.add_parser(command)
-        sub.add_argument("spec")
-        sub.add_argument("--output", choices=["table", "json"], default="table")
-        sub.set_defaults(func=func)
-    yank = env.add_parser("yank", help="mark a version as yanked (PEP 592)")
-    yank.add_argument("spec", metavar="owner/name@version")
-    yank.add_argument("--reason")
-    yank.add_argument(
-        "--undo", action="store_true", help="un-yank: make the version installable again"
-    )
-    yank.set_defaults(func=cmd_env_yank)
-    delete = env.add_parser(
-        "delete", help="delete one version (owner/name@version) or an environment with all of them"
-    )
-    delete.add_argument("spec")
-    delete.add_argument("--yes", action="store_true")
-    delete.set_defaults(func=cmd_env_delete)
 
     data = top.add_parser("data", help="datasets made from rollouts (vf-data)").add_subparsers(
         dest="command", required=True
     )
-    dp = data.add_parser("push", help="attach a vf-data dataset to the version it came from")
-    dp.add_argument("dataset_dir")
-    dp.add_argument("--env", help="owner/name@version (default: the one its runs name)")
-    dp.set_defaults(func=cmd_data_push)
-    dl = data.add_parser("list", help="datasets attached to a version")
-    dl.add_argument("spec", help="owner/name[@version]")
-    dl.add_argument("--output", choices=("table", "json"), default="table")
-    dl.set_defaults(func=cmd_data_list)
+    add_command(
+        data,
+        "push",
+        DataPushSettings,
+        cmd_data_push,
+        "attach a vf-data dataset to the version it came from",
+    )
+    add_command(data, "list", DataListSettings, cmd_data_list, "datasets attached to a version")
     ev = top.add_parser("eval", help="eval results").add_subparsers(dest="command", required=True)
-    evp = ev.add_parser("push", help="attach a vf-eval run to an environment version")
-    evp.add_argument("run_dir")
-    evp.add_argument("--env", help="owner/name@version (default: from the run's metadata)")
-    evp.set_defaults(func=cmd_eval_push)
+    add_command(
+        ev,
+        "push",
+        EvalPushSettings,
+        cmd_eval_push,
+        "attach a vf-eval run to an environment version",
+    )
     return parser
 
 
@@ -177,11 +174,13 @@ def main(argv: list[str] | None = None) -> int:
 
         args = hub_cli.build_parser("prime hub").parse_args(argv[1:])
         usage_errors = (UsageError, SDKUsageError, hub_cli.UsageError)
+        run: Callable[[], int] = partial(args.func, args)
     else:
-        args = build_parser().parse_args(argv)
+        parsed = build_parser().parse_args(argv)
+        run = partial(parsed.command_.run, parsed)
     signal.signal(signal.SIGTERM, _terminated)
     try:
-        return args.func(args)
+        return run()
     except KeyboardInterrupt:
         err.print("[red]prime:[/red] interrupted", highlight=False)
         return 130

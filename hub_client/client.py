@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +93,9 @@ class HubClient:
         return Me.model_validate(self._call("GET", "/api/v1/me"))
 
     def create_token(
-        self, name: str, scopes: list[str], expires_in_days: int | None = None
+        self, name: str, scopes: Sequence[str], expires_in_days: int | None = None
     ) -> TokenCreated:
-        body = {"name": name, "scopes": scopes, "expires_in_days": expires_in_days}
+        body = {"name": name, "scopes": list(scopes), "expires_in_days": expires_in_days}
         return TokenCreated.model_validate(self._call("POST", "/api/v1/tokens", json=body))
 
     def list_tokens(self) -> list[TokenInfo]:

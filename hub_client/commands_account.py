@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import sys
 
@@ -10,13 +9,14 @@ from rich.table import Table
 
 from hub_client.client import HubClient
 from hub_client.config import load_config, save_config
+from hub_client.settings import LoginSettings, NoSettings, TokenCreateSettings, TokenRevokeSettings
 from hub_client.terminal import safe
 from hub_client.usage import client, console, err
 
 # --- account -------------------------------------------------------------------------------------------
 
 
-def cmd_login(args: argparse.Namespace) -> int:
+def cmd_login(args: LoginSettings) -> int:
     config = load_config()
     url = args.url or config.url
     if args.token:
@@ -37,7 +37,7 @@ def cmd_login(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_token_create(args: argparse.Namespace) -> int:
+def cmd_token_create(args: TokenCreateSettings) -> int:
     created = client().create_token(args.name, args.scope or ["read"], args.expires_in_days)
     err.print(
         f"token {created.id} ({', '.join(created.scopes)}; expires {created.expires_at or 'never'}); "
@@ -47,7 +47,7 @@ def cmd_token_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_token_list(_: argparse.Namespace) -> int:
+def cmd_token_list(_: NoSettings) -> int:
     table = Table(title="tokens")
     for col in ("id", "name", "scopes", "created", "expires", "revoked"):
         table.add_column(col)
@@ -64,13 +64,13 @@ def cmd_token_list(_: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_token_revoke(args: argparse.Namespace) -> int:
+def cmd_token_revoke(args: TokenRevokeSettings) -> int:
     client().revoke_token(args.id)
     console.print(f"revoked token {args.id}")
     return 0
 
 
-def cmd_whoami(_: argparse.Namespace) -> int:
+def cmd_whoami(_: NoSettings) -> int:
     me = client().me()
     console.print(f"{me.user} (owners: {', '.join(me.owners)}; scopes: {', '.join(me.scopes)})")
     return 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from rich.table import Table
 from hub_client.install import (
     EnvSpec,
 )
+from hub_client.settings import DataListSettings, DataPushSettings, EvalPushSettings
 from hub_client.terminal import safe
 from hub_client.usage import UsageError, client, console, emit_json
 
@@ -35,7 +35,7 @@ def attach_spec(
     return spec, spec.version
 
 
-def cmd_eval_push(args: argparse.Namespace) -> int:
+def cmd_eval_push(args: EvalPushSettings) -> int:
     run = Path(args.run_dir)
     meta_file, results_file = run / "metadata.json", run / "results.jsonl"
     if not meta_file.exists() or not results_file.exists():
@@ -53,7 +53,7 @@ def cmd_eval_push(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_data_push(args: argparse.Namespace) -> int:
+def cmd_data_push(args: DataPushSettings) -> int:
     folder = Path(args.dataset_dir)
     card_file, data_file = folder / "vf_data.json", folder / "data.parquet"
     if not card_file.exists() or not data_file.exists():
@@ -70,7 +70,7 @@ def cmd_data_push(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_data_list(args: argparse.Namespace) -> int:
+def cmd_data_list(args: DataListSettings) -> int:
     spec = EnvSpec.parse(args.spec)
     items = client().datasets(spec.owner, spec.name, spec.version or "latest")
     if args.output == "json":

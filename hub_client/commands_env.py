@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,18 @@ from hub_client.install import (
     read_lock,
     uninstall,
 )
+from hub_client.settings import (
+    EnvDeleteSettings,
+    EnvInitSettings,
+    EnvInstallSettings,
+    EnvListSettings,
+    EnvPullSettings,
+    EnvPushSettings,
+    EnvSearchSettings,
+    EnvShowSettings,
+    EnvUninstallSettings,
+    EnvYankSettings,
+)
 from hub_client.terminal import safe
 from hub_client.usage import UsageError, client, console, emit_json, err, locked_hub, spec_of
 from hub_client.versions import bump, read_project, set_version
@@ -30,7 +41,7 @@ from verifiers.processes.own_dir import require_writable_file
 # --- environments --------------------------------------------------------------------------------------
 
 
-def cmd_env_init(args: argparse.Namespace) -> int:
+def cmd_env_init(args: EnvInitSettings) -> int:
     from verifiers.cli.scaffold import ScaffoldError, scaffold
 
     try:
@@ -59,7 +70,7 @@ def build(path: Path, out: Path) -> tuple[Path, Path]:
     return wheels[0], sdists[0]
 
 
-def cmd_env_push(args: argparse.Namespace) -> int:
+def cmd_env_push(args: EnvPushSettings) -> int:
     path = Path(args.path)
     if not (path / "pyproject.toml").exists():
         raise UsageError(f"{path} has no pyproject.toml; pass --path to an environment package")
@@ -110,7 +121,7 @@ def cmd_env_push(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_env_install(args: argparse.Namespace) -> int:
+def cmd_env_install(args: EnvInstallSettings) -> int:
     from verifiers.installs.sdk_guard import sdk_problem
 
     lock = Path(args.lock_file)
@@ -138,7 +149,7 @@ def cmd_env_install(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_env_uninstall(args: argparse.Namespace) -> int:
+def cmd_env_uninstall(args: EnvUninstallSettings) -> int:
     spec = spec_of(args.spec)
     lock = Path(args.lock_file)
     require_writable_file(lock, "--lock-file")  # rewritten after the install
@@ -162,7 +173,7 @@ def cmd_env_uninstall(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_env_pull(args: argparse.Namespace) -> int:
+def cmd_env_pull(args: EnvPullSettings) -> int:
     from verifiers.processes.own_dir import require_own_dir
 
     target = Path(args.dir)
@@ -193,9 +204,9 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-def cmd_env_list(args: argparse.Namespace) -> int:
+def cmd_env_list(args: EnvListSettings) -> int:
     page = client().list_environments(
-        q=getattr(args, "query", None),
+        q=args.query if isinstance(args, EnvSearchSettings) else None,
         owner=args.owner,
         tag=args.tag,
         sort=args.sort,
@@ -207,7 +218,7 @@ def cmd_env_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_env_info(args: argparse.Namespace) -> int:
+def cmd_env_info(args: EnvShowSettings) -> int:
     spec = EnvSpec.parse(args.spec)
     hub = client()
     if spec.version:  # a version was named: show that version
@@ -238,7 +249,7 @@ def cmd_env_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_env_versions(args: argparse.Namespace) -> int:
+def cmd_env_versions(args: EnvShowSettings) -> int:
     spec = EnvSpec.parse(args.spec)
     table = Table(title=f"{spec.owner}/{spec.name}")
     for col in ("version", "uploaded", "yanked", "files", "content hash"):
@@ -258,7 +269,7 @@ def cmd_env_versions(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_env_yank(args: argparse.Namespace) -> int:
+def cmd_env_yank(args: EnvYankSettings) -> int:
     spec = EnvSpec.parse(args.spec)
     if not spec.version:
         raise UsageError("name the version to yank: prime env yank owner/name@1.2.3")
@@ -267,7 +278,7 @@ def cmd_env_yank(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_env_delete(args: argparse.Namespace) -> int:
+def cmd_env_delete(args: EnvDeleteSettings) -> int:
     spec = spec_of(args.spec)
     what = (
         f"version {spec.version} of {spec.owner}/{spec.name}"

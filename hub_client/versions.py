@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from typing import Literal, get_args
 
 from packaging.version import Version
 
-BUMPS = ("major", "minor", "patch", "rc", "post")
+Bump = Literal["major", "minor", "patch", "rc", "post"]
+BUMPS: tuple[str, ...] = get_args(Bump)
 
 
 def bump(version: str, kind: str) -> str:

@@ -18,7 +18,8 @@ def attachments_path(owner: str, name: str, version: str, kind: AttachmentKind) 
     return f"/api/v1/environments/{owner}/{name}/versions/{version}/{kind}"
 
 
-SORTS = ("updated", "created", "name", "downloads")
+Sort = Literal["updated", "created", "name", "downloads"]
+SORTS: tuple[str, ...] = get_args(Sort)
 """The orders of the environment list (``sort``); the hub refuses any other (``invalid_sort``)."""
 
 

@@ -100,21 +100,22 @@ def entry_of(help_entries: dict[str, str], names: list[str]) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("prog, model, main", command_mains(), ids=lambda v: str(v)[:8])
-def test_argparse_help_shows_every_setting_with_its_default_and_description(
-    prog, model, main, capsys, monkeypatch
-):
-    text = help_of(main, capsys, monkeypatch)
+def assert_help_shows_each_setting(prog: str, model: type[CommandSettings], text: str) -> None:
+    """Every field of ``model`` in ``text`` (--help) with its flags, default and description; a
+    hidden flag not at all."""
     help_entries = entries(text)
     for name, field in model.model_fields.items():
         flag = flag_of(field)
         assert field.description, f"{prog}: {name} has no description"
+        if flag.hidden:
+            assert long_flag(name) not in text, f"{prog}: hidden {name} shown"
+            continue
         assert flat(field.description) in flat(text), f"{prog}: {name}'s help"
         if flag.env:
             assert f"${flag.env}" in text, f"{prog}: {name}'s environment variable"
         if not flag.command_line:
             continue
-        names = [name] if flag.positional else [*flag.aliases, long_flag(name)]
+        names = [flag.metavar or name] if flag.positional else [*flag.aliases, long_flag(name)]
         body = entry_of(help_entries, names)
         assert body is not None, f"{prog}: no {names} in --help"
         assert flat(field.description) in body
@@ -123,6 +124,13 @@ def test_argparse_help_shows_every_setting_with_its_default_and_description(
         else:
             default = field.get_default(call_default_factory=True)
             assert f"(default: {shown(default, 'none')}" in body, (name, body)
+
+
+@pytest.mark.parametrize("prog, model, main", command_mains(), ids=lambda v: str(v)[:8])
+def test_argparse_help_shows_every_setting_with_its_default_and_description(
+    prog, model, main, capsys, monkeypatch
+):
+    assert_help_shows_each_setting(prog, model, help_of(main, capsys, monkeypatch))
 
 
 @pytest.mark.parametrize("prog, model, main", command_mains(), ids=lambda v: str(v)[:8])
@@ -153,15 +161,91 @@ def help_flags(text: str) -> set[str]:
     return flags
 
 
-@pytest.mark.parametrize("prog, model, main", command_mains(), ids=lambda v: str(v)[:8])
-def test_help_lists_exactly_the_settings_models_flags(prog, model, main, capsys, monkeypatch):
-    """Every command's flags are its settings model's fields (and -h): none written by hand."""
+def model_flags(model: type[CommandSettings]) -> set[str]:
+    """What --help lists for ``model``: each shown field's flags (a positional's name), and -h."""
     expected = {"-h", "--help"}
     for name, field in model.model_fields.items():
         flag = flag_of(field)
-        if flag.command_line:
-            expected |= {name} if flag.positional else {*flag.aliases, long_flag(name)}
-    assert help_flags(help_of(main, capsys, monkeypatch)) == expected
+        if flag.command_line and not flag.hidden:
+            expected |= (
+                {flag.metavar or name} if flag.positional else {*flag.aliases, long_flag(name)}
+            )
+    return expected
+
+
+@pytest.mark.parametrize("prog, model, main", command_mains(), ids=lambda v: str(v)[:8])
+def test_help_lists_exactly_the_settings_models_flags(prog, model, main, capsys, monkeypatch):
+    """Every command's flags are its settings model's fields (and -h): none written by hand."""
+    assert help_flags(help_of(main, capsys, monkeypatch)) == model_flags(model)
+
+
+# --- prime: each subcommand's parser made from its model (hub_client.settings) ------------------
+
+PRIME_SUBCOMMANDS = {
+    "login",
+    "whoami",
+    "token create",
+    "token list",
+    "token revoke",
+    "env init",
+    "env push",
+    "env install",
+    "env uninstall",
+    "env pull",
+    "env list",
+    "env search",
+    "env info",
+    "env versions",
+    "env yank",
+    "env delete",
+    "data push",
+    "data list",
+    "eval push",
+}
+
+
+def prime_commands() -> dict[str, type[CommandSettings] | None]:
+    """Every leaf of prime's parser (its words) and the settings model it was made from (None:
+    a subcommand written by hand). ``prime hub`` is hub_server's own (tests/hub/test_hub_cli.py)."""
+    import argparse
+
+    from hub_client.cli import build_parser as prime_parser
+
+    found: dict[str, type[CommandSettings] | None] = {}
+
+    def walk(parser: argparse.ArgumentParser, words: tuple[str, ...]) -> None:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        for action in subs:
+            for name, sub in action.choices.items():
+                walk(sub, (*words, name))
+        if not subs and words != ("hub",):
+            command = parser.get_default("command_")
+            found[" ".join(words)] = command and command.model
+
+    walk(prime_parser(), ())
+    return found
+
+
+def test_every_prime_subcommand_is_made_from_a_settings_model():
+    commands = prime_commands()
+    assert set(commands) == PRIME_SUBCOMMANDS
+    assert all(commands.values()), [words for words, model in commands.items() if model is None]
+
+
+def prime_main(words: str) -> Any:
+    from hub_client.cli import main
+
+    return lambda argv: main([*words.split(), *argv])
+
+
+@pytest.mark.parametrize("words", sorted(PRIME_SUBCOMMANDS))
+def test_prime_help_shows_exactly_its_settings_model(words, capsys, monkeypatch):
+    model = prime_commands()[words]
+    assert model is not None
+    text = help_of(prime_main(words), capsys, monkeypatch)
+    assert text.startswith(f"usage: prime {words} ")
+    assert_help_shows_each_setting(f"prime {words}", model, text)
+    assert help_flags(text) == model_flags(model)
 
 
 def test_every_command_module_is_checked():

@@ -97,6 +97,23 @@ def test_env_delete_at_a_version_deletes_only_that_version(hub, tmp_path):
     assert publish(hub, token, name, "del-env", wheel("del-env", "2.0.0")).status_code == 201
 
 
+def test_env_list_and_search_take_their_sort_page_and_output_flags(hub, tmp_path):
+    name, token = user(hub)
+    for env in ("zeta-env", "alpha-env"):
+        assert publish(hub, token, name, env, wheel(env)).status_code == 201
+
+    def listed(*args: str) -> list[str]:
+        done = typed(*args, "--owner", name, "--output", "json", cwd=tmp_path, hub_url=hub["url"])
+        assert done.returncode == 0, done.stderr
+        return [item["name"] for item in json.loads(done.stdout)["items"]]
+
+    assert listed("env", "list", "--sort", "name") == ["alpha-env", "zeta-env"]
+    assert listed("env", "list", "--sort", "name", "--page", "2") == []
+    assert listed("env", "search", "zeta") == ["zeta-env"]
+    table = typed("env", "list", "--owner", name, cwd=tmp_path, hub_url=hub["url"])
+    assert table.returncode == 0 and "2 environments (page 1)" in table.stdout
+
+
 def test_env_uninstall_at_a_version_acts_only_on_that_installed_version(hub, tmp_path):
     name, token = user(hub)
     assert publish(hub, token, name, "un-env", wheel("un-env")).status_code == 201

@@ -3,10 +3,11 @@
 Every CLI declares its settings once, as a pydantic model: a field's type, default and
 ``description`` are its flag's type, default and help. ``Annotated[..., Flag(...)]`` adds only
 what a command line needs beyond that: short names, a metavar, a positional argument (a list
-field: one or more), a group of flags of which one may be given, and the environment variable
-the setting falls back to. :func:`build_parser` makes the argparse parser (vf-eval, vf-serve,
-vf-init, vf-install, vf-data, vf-report, vf-env-server) and :func:`parse_settings` the validated
-settings, reading each environment variable where its field declares it; what the parser
+field: one or more), a group of flags of which one may be given, a flag taken but not shown,
+and the environment variable the setting falls back to. :func:`build_parser` makes the argparse
+parser (vf-eval, vf-serve, vf-init, vf-install, vf-data, vf-report, vf-env-server),
+:func:`add_settings` a subcommand's (``prime``'s, hub_client.settings), and
+:func:`parse_settings` / :func:`validate_settings` the validated settings, reading each environment variable where its field declares it; what the parser
 refuses is a ``UsageError`` (``verifiers.cli.usage`` says it, exit 2). :func:`settings_help`
 walks a nested config model (vf-rl, vf-sft: ``@ file.toml`` plus ``--dotted.key value``) into one
 line per key.
@@ -44,6 +45,7 @@ class Flag:
         positional: bool = False,
         command_line: bool = True,
         exclusive: str | None = None,
+        hidden: bool = False,
     ) -> None:
         self.aliases = aliases  # short names, e.g. "-n"; the long one is --field-name
         self.env = env  # the environment variable read when the flag is not given
@@ -51,6 +53,7 @@ class Flag:
         self.positional = positional
         self.command_line = command_line  # False: environment only (a secret never in argv)
         self.exclusive = exclusive  # flags naming one group: at most one of them may be given
+        self.hidden = hidden  # taken but not in --help (kept for scripts, no longer advertised)
 
 
 class CommandSettings(BaseModel):
@@ -100,9 +103,16 @@ def for_users(doc: str | None) -> str | None:
 def build_parser(
     model: type[CommandSettings], prog: str, description: str | None = None
 ) -> argparse.ArgumentParser:
-    """The argparse parser of ``model``: one argument per field, its help from the field; the
-    settings read only from the environment are listed after the flags."""
+    """The argparse parser of ``model`` (see :func:`add_settings`)."""
     parser = _Parser(prog=prog, description=for_users(description), formatter_class=_Help)
+    add_settings(parser, model)
+    return parser
+
+
+def add_settings(parser: argparse.ArgumentParser, model: type[CommandSettings]) -> None:
+    """One argument of ``parser`` per field of ``model``, its help from the field; the settings
+    read only from the environment are listed after the flags. ``parser`` may be a subcommand's
+    (``prime env push``): :func:`validate_settings` makes the model from what it parsed."""
     groups: dict[str, argparse._MutuallyExclusiveGroup] = {}
     environment = []
     for name, field in model.model_fields.items():
@@ -112,6 +122,8 @@ def build_parser(
             continue
         names = [name] if flag.positional else [*flag.aliases, long_flag(name)]
         kwargs: dict[str, Any] = {"help": help_text(field).replace("%", "%%")}
+        if flag.hidden:
+            kwargs["help"] = argparse.SUPPRESS
         if not flag.positional:
             kwargs["dest"] = name
         if flag.metavar:
@@ -136,7 +148,6 @@ def build_parser(
         target.add_argument(*names, **kwargs)
     if environment:
         parser.epilog = "read from the environment only:\n" + "\n".join(environment)
-    return parser
 
 
 class _Parser(argparse.ArgumentParser):
@@ -166,7 +177,19 @@ def parse_settings(
     value the model refuses is a ``UsageError`` with the flag named, said as argparse says
     its own refusals (``verifiers.cli.usage``: exit 2)."""
     parser = build_parser(model, prog, description)
-    given = vars(parser.parse_args(argv))
+    return validate_settings(model, vars(parser.parse_args(argv)), parser, environ)
+
+
+def validate_settings(
+    model: type[Settings],
+    parsed: Mapping[str, Any],
+    parser: argparse.ArgumentParser,
+    environ: Mapping[str, str] = os.environ,
+) -> Settings:
+    """The settings of ``model`` from what ``parser`` (made by :func:`add_settings`) parsed:
+    ``parsed`` may hold other names too (a subcommand's), only the model's fields are read. A
+    value the model refuses is ``parser.error`` with the flag named."""
+    given = {name: value for name, value in parsed.items() if name in model.model_fields}
     values = dict(given)
     for name, value in environment_values(model, environ).items():
         if isinstance(value, list):
