@@ -15,7 +15,7 @@ import pytest
 
 from verifiers.local_model import stack as local_stack
 from verifiers.results import read_rows
-from verifiers.testing import cli
+from verifiers.testing import Reply, cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,6 +78,69 @@ def test_init_install_eval_in_a_fresh_virtualenv(fresh_venv, server, tmp_path, l
     meta = json.loads((runs[0] / "metadata.json").read_text())
     assert meta["env_version"] == "0.1.0" and meta["env_content_hash"].startswith("sha256:")
     assert meta["num_examples"] == 3 and meta["rollouts_per_example"] == 2
+
+
+def add_with_the_tool(request):
+    """A model that calls the scaffold's ``calc_add`` tool, then answers with its result."""
+    messages = request["messages"]
+    results = [m["content"] for m in messages if m["role"] == "tool"]
+    if results:
+        return f"The sum is {results[-1]}."
+    a, b = re.search(r"What is (\d+) \+ (\d+)\?", messages[-1]["content"]).groups()
+    arguments = json.dumps({"a": int(a), "b": int(b)})
+    call = {
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": "calc_add", "arguments": arguments},
+    }
+    return Reply(tool_calls=[call])
+
+
+@pytest.mark.slow
+def test_init_v1_install_eval_in_a_fresh_virtualenv(fresh_venv, server, tmp_path):
+    """``vf-init --v1`` writes a taskset package that vf-install installs (no entry point: a
+    v1 taskset loads by id) and vf-eval runs as a v1 taskset: scored rows from its reward and
+    metric, its traces, its version, and the ``[tool.verifiers.eval]`` table it ships."""
+    server.set_handler(add_with_the_tool)
+    bin_dir = fresh_venv / "bin"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VIRTUAL_ENV": str(fresh_venv)}
+
+    def run(*cmd):
+        result = subprocess.run(
+            [str(bin_dir / cmd[0]), *cmd[1:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, f"{cmd}: {result.stdout}\n{result.stderr}"
+        return result
+
+    run("vf-init", "adder-v1", "-p", "envs", "--v1")
+    package = tmp_path / "envs" / "adder_v1"
+    assert {p.name for p in (package / "adder_v1").iterdir()} >= {"taskset.py", "toolset.py"}
+    run("vf-install", "adder-v1", "-p", "envs")
+    run("vf-eval", "adder-v1", "-b", server.base_url, "-m", "scripted", "-n", "3", "-r", "2")
+    [out] = list((tmp_path / "outputs" / "evals").glob("adder-v1--scripted/*"))
+    rows = list(read_rows(out / "results.jsonl"))
+    assert len(rows) == 6 and all(r["error"] is None for r in rows)
+    assert all(
+        r["reward"] == 1.0 and r["metrics"] == {"correct": 1.0, "used_tool": 1.0} for r in rows
+    )
+    assert all(r["turns"] == 2 and r["stop_condition"] == "completed" for r in rows)
+    assert len((out / "traces.jsonl").read_text().splitlines()) == 6
+    assert all(request["max_tokens"] == 256 for request in server.requests)  # the shipped table
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["env_version"] == "0.1.0" and meta["env_content_hash"].startswith("sha256:")
+
+
+def test_vf_init_refuses_v1_with_the_classic_multi_file_layout(tmp_path, capsys):
+    from verifiers.cli.init import main
+
+    assert main(["adder-v1", "--v1", "--multi-file", "-p", str(tmp_path)]) == 2
+    assert "a v1 taskset is always a package" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow

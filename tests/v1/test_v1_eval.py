@@ -248,6 +248,57 @@ def test_a_v1_row_counts_tokens_and_turns_as_the_classic_row_of_the_same_run(
         assert v1_row["timing"]["generation_ms"] > 0 and classic["timing"]["generation_ms"] > 0
 
 
+def always_a_tool_call(request: dict) -> Reply:
+    """A model that never stops calling a tool (a small model looping on its tools)."""
+    return Reply(tool_calls=[call("calc_add", '{"a": 1, "b": 2}', len(request["messages"]))])
+
+
+def test_a_model_that_never_stops_calling_tools_ends_at_the_default_turn_cap(
+    server, tmp_path, calc_package, capsys
+):
+    """No cap set anywhere (upstream's ``max_turns`` is None): vf-eval still ends the rollout,
+    after ``DEFAULT_MAX_TURNS`` model calls, and the row, the trace and the run's last lines
+    say it was truncated at ``max_turns``."""
+    from verifiers.v1.eval_env import DEFAULT_MAX_TURNS
+
+    server.set_handler(always_a_tool_call)
+    out = tmp_path / "out"
+    argv = ["calc-v1", "-b", server.base_url, "-m", "test-model", "-n", "1", "-r", "1"]
+    assert main([*argv, "--output-dir", str(out)]) == 0
+    assert len(server.requests) == DEFAULT_MAX_TURNS
+    run = run_dir(out)
+    [row] = read_rows(run / "results.jsonl")
+    assert row["is_truncated"] is True and row["stop_condition"] == "max_turns"
+    assert row["turns"] == DEFAULT_MAX_TURNS and row["error"] is None
+    [episode] = [vf.WireEpisode.model_validate_json(x) for x in (run / "traces.jsonl").open()]
+    trace = episode.traces[0]
+    assert trace.stop_condition == "max_turns" and trace.is_truncated and trace.ok
+    assert trace.agent.config.max_turns == DEFAULT_MAX_TURNS
+    err = capsys.readouterr().err
+    assert "1 of 1 rollouts were truncated (1 at max_turns" in err
+    assert '"max_turns": N' in err
+
+
+@pytest.mark.parametrize(
+    ("agent", "stop", "calls"),
+    [({"max_turns": 3}, "max_turns", 3), ({"max_input_tokens": 1}, "max_input_tokens", 1)],
+)
+def test_a_cap_given_with_env_args_ends_the_rollout_at_it(
+    server, tmp_path, calc_package, agent, stop, calls
+):
+    """``-a '{"env": {"agent": {...}}}'`` sets the seat's caps: a turn cap, and a token
+    cap checked between turns (the turn that crosses it completes)."""
+    server.set_handler(always_a_tool_call)
+    out = tmp_path / "out"
+    env_args = json.dumps({"env": {"agent": agent}})
+    argv = ["calc-v1", "-b", server.base_url, "-m", "test-model", "-n", "1", "-r", "1"]
+    assert main([*argv, "-a", env_args, "--output-dir", str(out)]) == 0
+    assert len(server.requests) == calls
+    [row] = read_rows(run_dir(out) / "results.jsonl")
+    assert row["is_truncated"] is True and row["stop_condition"] == stop
+    assert row["turns"] == calls
+
+
 def test_a_failing_model_is_an_error_on_the_trace_not_a_dead_run(server, tmp_path, calc_package):
     server.set_handler(calc_policy)
     server.enqueue(Reply(status=400, error="bad request for one rollout"))

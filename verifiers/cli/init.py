@@ -20,12 +20,16 @@ class InitSettings(CommandSettings):
     )
     path: Annotated[str, Flag("-p")] = Field("./environments", description="parent directory")
     multi_file: bool = Field(False, description="a package with dataset/rubric/environment modules")
+    v1: bool = Field(
+        False, description="a verifiers.v1 taskset package (Taskset, Task, Toolset) instead"
+    )
 
 
 @command("vf-init")
 def main(argv: list[str] | None = None) -> int:
     args = parse_settings(InitSettings, argv, "vf-init", __doc__)
-    root = scaffold(args.name, args.path, multi_file=args.multi_file)  # ScaffoldError: exit 2
+    # ScaffoldError: exit 2
+    root = scaffold(args.name, args.path, multi_file=args.multi_file, v1=args.v1)
     print(f"created {root}\nnext: vf-install {args.name} -p {args.path} && vf-eval {args.name}")
     return 0
 

@@ -50,7 +50,7 @@ def load_environment(env_id: str, **env_args: Any):
     requirement names (``verifiers.classic``).
     """
     parsed, found, tried = locate_environment(env_id)
-    installed = _dist_version(found.dist_name)
+    installed = dist_version(found.dist_name)
     release, started = written_for_release(found.dist_name), time.perf_counter()
     with classic.written_for(release):
         built_as = classic.current()
@@ -100,7 +100,7 @@ def locate_environment(env_id: str) -> tuple[EnvId, Located, list[str]]:
         )
     if parsed.owner and not found.owner_qualified:
         _check_owner(parsed, found.dist_name)
-    installed = _dist_version(found.dist_name)
+    installed = dist_version(found.dist_name)
     if parsed.version and installed and installed != parsed.version:
         hub_id = f"{parsed.owner or 'OWNER'}/{parsed.name}@{parsed.version}"
         raise EnvironmentNotFoundError(
@@ -246,7 +246,7 @@ def _dist_of_module(name: str, spec: Any) -> str | None:
     return best[1] if best else None
 
 
-def _dist_version(dist_name: str | None) -> str | None:
+def dist_version(dist_name: str | None) -> str | None:
     """The version the code has: for an editable install, its pyproject's (a `--bump` shows at
     once, without reinstalling); otherwise the installed metadata's."""
     if not dist_name:

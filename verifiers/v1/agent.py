@@ -21,6 +21,7 @@ from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
 from verifiers.v1.errors import HarnessError, RolloutError, TaskError
 from verifiers.v1.harnesses import harness_for
 from verifiers.v1.hooks import call_all, hooks_of
+from verifiers.v1.session import RolloutLimits
 from verifiers.v1.state import state_cls
 from verifiers.v1.task import Task
 from verifiers.v1.toolset import BoundTool
@@ -153,7 +154,7 @@ class Agent:
                 trace,
                 messages,
                 tools,
-                self.config.max_turns,
+                RolloutLimits.of(self.config),
                 should_stop,
             )
 

@@ -25,11 +25,18 @@ from verifiers.messages import timing
 from verifiers.rubrics.rubric import Rubric
 from verifiers.v1.agent import ModelContext, prompt_messages
 from verifiers.v1.chat import message_to_wire
+from verifiers.v1.configs.env import agent_configs
 from verifiers.v1.episode import Episode
 from verifiers.v1.errors import RolloutError
+from verifiers.v1.trace import TRUNCATING_STOPS
 from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
 TRACES_FILE = "traces.jsonl"
+DEFAULT_MAX_TURNS = 10
+"""The turn cap a seat gets here when neither its env, its taskset's config nor ``-a`` sets
+one (upstream's ``AgentConfig.max_turns`` is None, no cap): classic ``ToolEnv``'s default, so
+that a model that calls tools forever still ends its rollout, as ``stop_condition`` "max_turns"
+and truncated."""
 DEFAULT_MAX_TASKS = 10_000
 """How many tasks of an infinite taskset become rows."""
 
@@ -77,7 +84,11 @@ class TasksetEnvironment(Environment):
         ``taskset.id``."""
         raw = dict(env or {})
         raw["taskset"] = {**dict(raw.get("taskset") or {}), "id": taskset_id}
-        self.v1_env = load_environment(resolve_env_config(raw))
+        config = resolve_env_config(raw)
+        for role, agent in agent_configs(config).items():
+            if agent.max_turns is None:
+                setattr(config, role, agent.model_copy(update={"max_turns": DEFAULT_MAX_TURNS}))
+        self.v1_env = load_environment(config)
         taskset = self.v1_env.taskset
         self.tasks = list(taskset.head(max_tasks) if taskset.INFINITE else taskset)
         rows: list[dict[str, Any]] = [
@@ -98,9 +109,44 @@ class TasksetEnvironment(Environment):
                         m["content"] = [{"type": "text", "text": m["content"]}]
         super().__init__(eval_dataset=Dataset.from_list(rows), rubric=TraceRubric(), **kwargs)
         self.env_id = taskset_id
+        self.identify_package(taskset_id)
         self.traces_path: Path | None = None
         self._traces_lock = asyncio.Lock()
         self.v1_env.agents(ModelContext())  # a harness or runtime this SDK lacks fails now
+
+    def limit_note(self, rows: list[Any]) -> str | None:
+        """A line for the end of the run when rollouts were cut off by a turn or token cap
+        (``stop_condition`` one of ``TRUNCATING_STOPS``), naming the cap and how to raise it."""
+        hits: dict[str, int] = {}
+        for row in rows:
+            stop = row.get("stop_condition")
+            if stop in TRUNCATING_STOPS:
+                hits[stop] = hits.get(stop, 0) + 1
+        if not hits:
+            return None
+        role, agent = next(iter(agent_configs(self.v1_env.config).items()))
+        said = ", ".join(f"{n} at {stop}" for stop, n in hits.items())
+        return (
+            f"{sum(hits.values())} of {len(rows)} rollouts were truncated ({said}; "
+            f"{role}.max_turns is {agent.max_turns}): raise a cap with "
+            f"""-a '{{"env": {{"{role}": {{"max_turns": N}}}}}}' (or max_output_tokens...)"""
+        )
+
+    def identify_package(self, taskset_id: str) -> None:
+        """The installed distribution, version and content hash, as the classic loader records
+        them: vf-eval reads the package's ``[tool.verifiers.eval]`` defaults (``max_tokens``...)
+        through the distribution, and the run's metadata names what ran."""
+        from verifiers.errors import EnvironmentNotFoundError
+        from verifiers.loading.loader import dist_version, locate_environment, module_content_hash
+        from verifiers.v1.utils.tasksets import import_taskset
+
+        try:
+            _, found, _ = locate_environment(taskset_id)
+        except EnvironmentNotFoundError:
+            return
+        self.env_distribution = found.dist_name
+        self.env_version = dist_version(found.dist_name)
+        self.env_content_hash = module_content_hash(import_taskset(taskset_id))
 
     async def generate(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("env_workers") is not None:

@@ -275,6 +275,10 @@ def _run(
     stdout.print(summary_table(out.run_metadata, wall))
     if results_path is not None:
         print_saved(stdout, results_path)
+    limit_note = getattr(env, "limit_note", None)  # v1 tasksets (verifiers.v1.eval_env)
+    note = limit_note(out.state) if limit_note is not None else None
+    if note:
+        console.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False, soft_wrap=True)
     failed = [s for s in out.state if s.get("error") is not None]
     if out.state and len(failed) == len(out.state):
         first = failed[0]["error"]

@@ -26,6 +26,7 @@ from verifiers.v1.types import Message, Response, ToolMessage, Usage
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+    from verifiers.v1.session import RolloutLimits
     from verifiers.v1.trace import Trace
 
 
@@ -115,15 +116,16 @@ class NullHarness:
         trace: Trace,
         messages: list[Message],
         tools: list[BoundTool],
-        max_turns: int | None,
+        limits: RolloutLimits,
         should_stop: Any,
     ) -> list[Message]:
-        """Turns until a reply calls no tool (or ``max_turns`` model calls, or a stop hook);
-        the conversation so far, the last reply included."""
+        """Turns until a reply calls no tool (or a limit of ``limits`` is reached, or a stop
+        hook); the conversation so far, the last reply included."""
         by_name = {t.spec.name: t for t in tools}
         while True:
-            if max_turns is not None and len(trace.calls) >= max_turns:
-                trace.stop("max_turns_reached")
+            reached = limits.reached(trace)
+            if reached is not None:
+                trace.stop(reached)
                 return messages
             await self.call_model(client, model, sampling, trace, messages, tools)
             reply = trace.nodes[trace.calls[-1].node or 0].message
