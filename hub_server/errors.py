@@ -73,7 +73,13 @@ class TooMany(StoreRefusal):
     """The store bounds how many of these it keeps at once (pending logins), and is full."""
 
 
+class Unavailable(StoreRefusal):
+    """The database cannot be reached now (restarted, failed over): nothing was written, and
+    the same request can be sent again."""
+
+
 HTTP_STATUS: dict[type[StoreRefusal], int] = {
+    Unavailable: 503,
     NotFound: 404,
     Conflicting: 409,
     NotAllowed: 403,

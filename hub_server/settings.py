@@ -89,6 +89,12 @@ class HubSettings(BaseModel):
             description="seconds a client may stall while sending headers or a body (default: 30)",
         )
     )
+    blob_grace: Annotated[float, HubFlag(env="PRIME_HUB_BLOB_GRACE", command_line=False)] = Field(
+        default_factory=lambda: float(os.environ.get("PRIME_HUB_BLOB_GRACE", "3600")),
+        description="seconds an unreferenced blob is kept before the collector at start "
+        "removes it; longer than any push takes from storing its blobs to its commit "
+        "(default: 3600)",
+    )
     login_ttl: Annotated[float, HubFlag(env="PRIME_HUB_LOGIN_TTL", command_line=False)] = Field(
         default_factory=lambda: float(os.environ.get("PRIME_HUB_LOGIN_TTL", "600")),
         description="seconds a `prime login` of Prime's official CLI waits for its approval in "

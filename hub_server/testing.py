@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -40,6 +41,21 @@ class BackendUnavailable(RuntimeError):
 class Postgres:
     url: str
     port: int
+    command: list[str] | None = None
+    stop_command: list[str] | None = None
+    process: subprocess.Popen | None = None
+    log: Any = None
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stop the server with ``pg_ctl stop -m fast`` (every connection is cut, open
+        transactions roll back), stay down ``down_s`` seconds, start it again on the same
+        port and data directory, and wait until it answers."""
+        assert self.process is not None and self.command and self.stop_command
+        subprocess.run(self.stop_command, check=True, capture_output=True, timeout=60)
+        self.process.wait(30)
+        time.sleep(down_s)
+        self.process = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT)
+        _wait_until_up(self.url, self.process, "")
 
     def database(self, name: str | None = None) -> str:
         """A fresh, empty database on this server; its URL."""
@@ -81,46 +97,47 @@ def postgres_server() -> Iterator[Postgres]:
     )
     port = free_port()
     log = (work / "postgres.log").open("w")
-    process = subprocess.Popen(
-        [
-            *as_user,
-            pg_bin("postgres"),
-            "-D",
-            str(data),
-            "-p",
-            str(port),
-            "-k",
-            str(sockets),
-            "-c",
-            "listen_addresses=127.0.0.1",
-            "-c",
-            "fsync=off",  # a test server: durability is not what is tested
-            "-c",
-            "max_connections=200",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"postgresql://hub@127.0.0.1:{port}/postgres"
+    command = [
+        *as_user,
+        pg_bin("postgres"),
+        "-D",
+        str(data),
+        "-p",
+        str(port),
+        "-k",
+        str(sockets),
+        "-c",
+        "listen_addresses=127.0.0.1",
+        "-c",
+        "fsync=off",  # a test server: durability is not what is tested
+        "-c",
+        "max_connections=200",
+    ]
+    stop = [*as_user, pg_bin("pg_ctl"), "stop", "-D", str(data), "-m", "fast", "-w"]
+    server = Postgres(f"postgresql://hub@127.0.0.1:{port}/postgres", port, command, stop, None, log)
+    server.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
-        import psycopg
-
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                psycopg.connect(url, connect_timeout=2).close()
-                break
-            except psycopg.OperationalError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise BackendUnavailable(
-                        f"PostgreSQL did not start: {(work / 'postgres.log').read_text()[-1000:]}"
-                    ) from None
-                time.sleep(0.1)
-        yield Postgres(url, port)
+        _wait_until_up(server.url, server.process, work / "postgres.log")
+        yield server
     finally:
-        stop_process(process, 20)
+        stop_process(server.process, 20)
         log.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _wait_until_up(url: str, process: subprocess.Popen, log: Path | str) -> None:
+    import psycopg
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            psycopg.connect(url, connect_timeout=2).close()
+            return
+        except psycopg.OperationalError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                told = Path(log).read_text()[-1000:] if log else ""
+                raise BackendUnavailable(f"PostgreSQL did not start: {told}") from None
+            time.sleep(0.1)
 
 
 @dataclass

@@ -4,6 +4,11 @@ A blob's key is the sha256 of its bytes, so a blob is written once and never cha
 written before the database row that refers to it, so a crash mid-publish leaves at most an
 unreferenced blob, never a visible half-version. ``put_file`` streams from a file (uploads are
 spooled to disk, never held whole in memory).
+
+Unreferenced blobs are collected (``hub_server.services.blob_collection``) once they are older
+than a grace period. A put of a blob that is already there refreshes its time (a touch, or S3's
+rewrite), so a blob a push is about to commit a row for is never old; ``discard_if_older``
+re-checks the age at the moment it removes.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ class BlobStore(Protocol):
     def put(self, data: bytes) -> str: ...
     def put_file(self, file: BinaryIO, sha256: str) -> str: ...
     def get(self, key: str) -> bytes: ...
+    def exists(self, key: str) -> bool: ...
+    def keys_older_than(self, cutoff: float) -> list[str]: ...
+    def discard_if_older(self, key: str, cutoff: float) -> bool: ...
 
 
 def check_key(key: str) -> str:
@@ -66,7 +74,9 @@ class LocalBlobStore(_Bytes):
 
     def put_file(self, file: BinaryIO, sha256: str) -> str:
         path = self._path(sha256)
-        if not path.exists():
+        try:
+            os.utime(path)  # there already: now young, so the collector leaves it to this push
+        except FileNotFoundError:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent)
             with os.fdopen(fd, "wb") as out:
@@ -79,6 +89,40 @@ class LocalBlobStore(_Bytes):
 
     def get(self, key: str) -> bytes:
         return self._path(key).read_bytes()
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).exists()
+
+    def keys_older_than(self, cutoff: float) -> list[str]:
+        """The blobs last written before ``cutoff`` (a Unix time). On the way it removes what
+        is no blob and as old (a temp file of a write, or a blob set aside by a collection,
+        that a crash cut short): only the collector, and tests of an idle store, call this."""
+        keys = []
+        for path in self.root.glob("??/*"):
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_mtime >= cutoff:
+                    continue
+                if re.fullmatch(r"[0-9a-f]{64}", path.name):
+                    keys.append(path.name)
+                else:  # a write or a collection a crash cut short: nobody's
+                    path.unlink()
+        return keys
+
+    def discard_if_older(self, key: str, cutoff: float) -> bool:
+        """Remove the blob if it is still older than ``cutoff``. It is moved aside first and
+        its age read there, so a push's touch (or its rewrite) that lands meanwhile is seen,
+        and the blob is put back (the same bytes, whoever wrote them)."""
+        path = self._path(key)
+        aside = path.with_name(f".{key}.collecting")
+        try:
+            os.rename(path, aside)
+        except FileNotFoundError:
+            return False
+        if aside.stat().st_mtime >= cutoff:
+            os.replace(aside, path)
+            return False
+        aside.unlink()
+        return True
 
 
 class S3BlobStore(_Bytes):
@@ -111,6 +155,48 @@ class S3BlobStore(_Bytes):
 
     def get(self, key: str) -> bytes:
         return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError:
+            return False
+        return True
+
+    def keys_older_than(self, cutoff: float) -> list[str]:
+        """The blobs last written before ``cutoff`` (a Unix time); never the staging area's
+        objects, which live under a sibling prefix."""
+        prefix = f"{self.prefix}/" if self.prefix else ""
+        keys = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix
+        ):
+            for item in page.get("Contents", []):
+                name = item["Key"][len(prefix) :]
+                key = name.rpartition("/")[2]
+                if (
+                    name == f"{key[:2]}/{key}"
+                    and re.fullmatch(r"[0-9a-f]{64}", key)
+                    and item["LastModified"].timestamp() < cutoff
+                ):
+                    keys.append(key)
+        return keys
+
+    def discard_if_older(self, key: str, cutoff: float) -> bool:
+        """Remove the object if it is still older than ``cutoff`` (read again just before:
+        a push rewrites a blob it stores, so one it is about to commit is young)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError:
+            return False
+        if head["LastModified"].timestamp() >= cutoff:
+            return False
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        return True
 
 
 STAGED_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")

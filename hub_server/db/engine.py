@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 from packaging.utils import canonicalize_name, canonicalize_version
 
-from hub_server.errors import Unstorable
+from hub_server.errors import Unavailable, Unstorable
 
 INT64 = range(-(2**63), 2**63)
 
@@ -204,6 +204,22 @@ class PostgresCursor:
             raise refused_value() from None
 
 
+@contextmanager
+def _unavailable() -> Iterator[None]:
+    """A server gone mid-request (restarted, failed over, the pool out of connections) is
+    ``Unavailable`` (503, send again), not a 500: its transaction was rolled back with the
+    connection."""
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    try:
+        yield
+    except (psycopg.OperationalError, PoolTimeout) as exc:
+        raise Unavailable(
+            "database_unavailable", f"the database is unavailable ({type(exc).__name__}); try again"
+        ) from None
+
+
 class PostgresDatabase:
     """A psycopg 3 connection pool; each transaction is one database transaction."""
 
@@ -220,16 +236,20 @@ class PostgresDatabase:
             max_size=max_size,
             kwargs={"row_factory": dict_row, "autocommit": True},
             open=True,
+            # a connection is checked as it is handed out: after a server restart the pool's
+            # dead connections are replaced, not handed to a request
+            check=ConnectionPool.check_connection,
+            timeout=10,
         )
 
     @contextmanager
     def transaction(self) -> Iterator[PostgresCursor]:
-        with self.pool.connection() as conn, conn.transaction():
+        with _unavailable(), self.pool.connection() as conn, conn.transaction():
             yield PostgresCursor(conn)
 
     @contextmanager
     def read(self) -> Iterator[PostgresCursor]:
-        with self.pool.connection() as conn:
+        with _unavailable(), self.pool.connection() as conn:
             yield PostgresCursor(conn)
 
     def close(self) -> None:
