@@ -76,6 +76,7 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
     app.router.on_startup.append(lambda: collect_in_background(hub))  # orphan blobs
     app.router.on_shutdown.append(hub.close)
     app.add_middleware(environments.SearchFastPath, hub=hub)
+    app.add_middleware(web.PageFastPath, hub=hub, views=app.state.views)
     app.add_middleware(simple.IndexFastPath, hub=hub)
     app.add_middleware(
         RequestGuard,

@@ -100,6 +100,18 @@ class Attachments:
             ).fetchall()
         return [typed(EvalRow, row) for row in rows]
 
+    def evals_mark(self, env_id: int) -> tuple[int, int]:
+        """How many evals the environment's versions hold, and the newest one's id: evals are
+        only ever added (a version's go with it, and deleting a version changes its
+        environment's row), so any change to what an environment page shows of them changes this."""
+        with self.database.read() as db:
+            row = db.execute(
+                "SELECT COUNT(*) AS n, COALESCE(MAX(e.id), 0) AS newest FROM evals e "
+                "JOIN versions v ON v.id = e.version_id WHERE v.env_id=?",
+                (env_id,),
+            ).fetchone()
+        return row["n"], row["newest"]
+
     def add_dataset(self, new: NewDataset, limit: int) -> DatasetRow:
         try:
             with self.database.transaction() as db:

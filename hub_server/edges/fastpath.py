@@ -1,6 +1,6 @@
-"""What the ASGI fast paths share (``IndexFastPath``, ``SearchFastPath``): the hub's two most
-frequent requests are answered without the framework's routing and validation, which cost
-more than the answer itself."""
+"""What the ASGI fast paths share (``IndexFastPath``, ``SearchFastPath``, ``PageFastPath``): the
+hub's most frequent requests are answered without the framework's routing and validation, which
+cost more than the answer itself."""
 
 from __future__ import annotations
 

@@ -27,17 +27,18 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markdown_it import MarkdownIt
+from starlette.concurrency import run_in_threadpool
 
 from hub_protocol.wire import SORTS
 from hub_server.db.clock import now
-from hub_server.db.rows import EvalRow
+from hub_server.db.rows import EnvironmentRow, EvalRow
 from hub_server.errors import HubError
 from hub_server.presenters.templates import templates
-from hub_server.presenters.views import finite
+from hub_server.presenters.views import Views, finite
 from hub_server.routers.deps import HubDep, ViewsDep
 from hub_server.routers.environments import environment_page, version_infos
 from hub_server.services.auth import Principal
-from hub_server.services.hub import Hub
+from hub_server.services.hub import Hub, page_key
 from hub_server.services.names import is_name
 
 router = APIRouter(include_in_schema=False)
@@ -170,24 +171,69 @@ def owner_page(request: Request, owner: str, hub: HubDep) -> HTMLResponse:
 
 
 @router.get("/e/{owner}/{name}", response_class=HTMLResponse)
-def environment(
+async def environment(
     request: Request, owner: str, name: str, hub: HubDep, views: ViewsDep
 ) -> HTMLResponse:
+    """Served by ``PageFastPath`` in a running hub; this route documents it (and serves it
+    where the middleware is not installed)."""
+    return await environment_response(request, hub, views, owner, name)
+
+
+async def environment_response(
+    request: Request, hub: Hub, views: Views, owner: str, name: str
+) -> HTMLResponse:
+    """The viewer and the visibility check, every request; the content, which is the same for
+    every viewer who may read it, from the cache while nothing it shows has changed (on the
+    loop: no thread hop on SQLite, one on PostgreSQL), rendered in a worker thread when it has."""
+    user, env, key = await hub.read(page_key_for, request, hub, owner, name)
+    if env is None or key is None:
+        return page(request, "missing.html", user, status=404, what=f"{owner}/{name}")
+    content = hub.cached_content_hit(key)
+    if content is None:
+        content = await run_in_threadpool(
+            hub.cached_content, key, lambda: environment_content(hub, views, env)
+        )
+    return page(request, "environment.html", user, env=env, content=content)
+
+
+class PageFastPath:
+    """ASGI: ``GET /e/OWNER/NAME``, an environment's page, answered without the framework's
+    routing and dependency solving (which cost more than a cached page itself);
+    the page and its checks are ``environment_response``, the same as the route's."""
+
+    def __init__(self, app: Any, hub: Hub, views: Views) -> None:
+        self.app, self.hub, self.views = app, hub, views
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        parts = scope["path"].split("/") if scope["type"] == "http" else []
+        if scope.get("method") != "GET" or len(parts) != 4 or parts[1] != "e" or not all(parts[2:]):
+            return await self.app(scope, receive, send)
+        request = Request(scope, receive)
+        response = await environment_response(request, self.hub, self.views, parts[2], parts[3])
+        await response(scope, receive, send)
+
+
+def page_key_for(
+    request: Request, hub: Hub, owner: str, name: str
+) -> tuple[Principal | None, EnvironmentRow | None, tuple[Any, ...] | None]:
+    """Who is asking, the environment if they may read it, and the key of its content."""
     user = session_user(request, hub)
     try:
         env = hub.environment(owner, name, user)
     except HubError:
-        return page(request, "missing.html", user, status=404, what=f"{owner}/{name}")
+        return user, None, None
+    return user, env, page_key(env, hub.attachments.evals_mark(env.id))
+
+
+def environment_content(hub: Hub, views: Views, env: EnvironmentRow) -> str:
+    """An environment page's content: its versions with their files and evals, its README."""
     rows = hub.catalog.versions(env.id)
     versions = list(reversed(version_infos(hub, views, env, rows)))  # newest first
     by_id = {v.id: v.version for v in rows}
     evals: dict[str, list[dict[str, Any]]] = {v.version: [] for v in rows}
     for row in hub.attachments.evals(list(by_id)):
         evals[by_id[row.version_id]].append(eval_view(row))
-    return page(
-        request,
-        "environment.html",
-        user,
+    return templates.get_template("environment_content.html").render(
         env=env,
         versions=versions,
         evals=evals,

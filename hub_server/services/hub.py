@@ -2,8 +2,9 @@
 
 Nothing here caches what another hub process could change: the only in-process memory is the
 rendered simple-index pages, keyed by the environment's id and ``serial`` (which every publish,
-yank and delete bumps in the same transaction), and downloads not yet written, which are
-increments. An environment's id is never given out again once it is deleted (AUTOINCREMENT on
+yank and delete bumps in the same transaction), the viewer-independent part of environment pages,
+keyed by the environment's whole row and its evals' mark (``page_key``), and downloads not yet
+written, which are increments. An environment's id is never given out again once it is deleted (AUTOINCREMENT on
 SQLite, a sequence on PostgreSQL), so a page cached for a deleted environment can never be served
 for a new one; deleting drops what this process kept of it all the same (its pages, its pending
 downloads, the search answers that list it).
@@ -43,6 +44,7 @@ from hub_server.settings import HubSettings
 T = TypeVar("T")
 
 INDEX_CACHE_SIZE = 2048
+PAGE_CACHE_CHARS = 64 * 1024 * 1024  # environment pages' content and the READMEs in their keys
 DOWNLOAD_FLUSH_S = 10.0
 
 
@@ -52,6 +54,14 @@ def index_key(env: EnvironmentRow, as_json: bool) -> tuple[int, str, int, bool]:
     ``created_at`` is part of the key too, for a store replaced under a running hub (a backup
     restored, a sequence reset by hand), where ids could repeat."""
     return (env.id, env.created_at, env.serial, as_json)
+
+
+def page_key(env: EnvironmentRow, evals_mark: tuple[int, int]) -> tuple[Any, ...]:
+    """What the viewer-independent part of an environment's web page is cached under: its id
+    first (``forget_environment`` drops by it), its whole row (``serial`` moves with every
+    publish, yank and version deletion; the row holds the README, description, tags, downloads
+    and visibility) and its evals' mark (``Attachments.evals_mark``): any change is a new key."""
+    return (env.id, env, evals_mark)
 
 
 class Hub:
@@ -83,6 +93,8 @@ class Hub:
         self.auth = Authenticator(self.accounts)
         self.logins = LoginChallenges(self.database, self.accounts)
         self.index_cache: OrderedDict[tuple, bytes] = OrderedDict()
+        self.page_cache: OrderedDict[tuple, tuple[str, int]] = OrderedDict()  # (content, size)
+        self._page_chars = 0
         self._index_lock = threading.Lock()
         self._downloads: set[tuple[int, int, str]] = set()
         self._downloads_flushed = time.monotonic()
@@ -137,6 +149,27 @@ class Hub:
                     self.index_cache.popitem(last=False)
         return body
 
+    def cached_content_hit(self, key: tuple) -> str | None:
+        hit = self.page_cache.get(key)
+        return None if hit is None else hit[0]
+
+    def cached_content(self, key: tuple, render: Callable[[], str]) -> str:
+        """An environment page's content (``page_key``), rendered once per change. The cache is
+        bounded in characters, not entries: a README may hold a megabyte, and the key holds it
+        beside the page made of it."""
+        hit = self.page_cache.get(key)
+        if hit is not None:
+            return hit[0]
+        content = render()
+        size = len(content) + len(key[1].readme or "")
+        with self._index_lock:
+            old = self.page_cache.pop(key, None)  # rendered by two requests at once
+            self._page_chars += size - (old[1] if old else 0)
+            self.page_cache[key] = (content, size)
+            while self._page_chars > PAGE_CACHE_CHARS:
+                self._page_chars -= self.page_cache.popitem(last=False)[1][1]
+        return content
+
     # --- deleting: the rows, then what this process kept of them ---------------------------------
     def delete_environment(self, env: EnvironmentRow) -> None:
         self.catalog.delete_environment(env.id)
@@ -152,6 +185,8 @@ class Hub:
         with self._index_lock:
             for key in [k for k in self.index_cache if k[0] == env_id]:
                 del self.index_cache[key]
+            for key in [k for k in self.page_cache if k[0] == env_id]:
+                self._page_chars -= self.page_cache.pop(key)[1]
         if pages_only:
             return
         with self._downloads_lock:

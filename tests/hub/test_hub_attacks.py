@@ -304,17 +304,19 @@ def test_an_eval_summary_is_recomputed_from_its_results_and_bad_numbers_are_refu
         assert refused.status_code == 400 and code(refused) == "invalid_eval", refused.text
     page = httpx.get(f"{hub['url']}/e/{name}/numbers-env")
     assert page.status_code == 200 and "reward <b>0.0000</b>" in page.text  # and it renders
-    hub["backend"].execute(  # a row stored before these checks, holding anything
-        hub["data"],
+    old = httpx.post(url, files=eval_files(version, "old", [0.5]), headers=auth)
+    hub["backend"].execute(  # a row stored before these checks, holding anything (written
+        hub["data"],  # before the page shows it: the hub itself never rewrites an eval)
         "UPDATE evals SET summary=?, histogram=? WHERE id=?",
         (
             '{"avg_reward": "NaN", "pass_at_k": {"1": "x"}, "num_errors": null}',
             "{",
-            resp.json()["id"],
+            old.json()["id"],
         ),
     )
     page = httpx.get(f"{hub['url']}/e/{name}/numbers-env")
     assert page.status_code == 200 and "reward <b>-</b>" in page.text
+    assert "reward <b>0.0000</b>" in page.text
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import json
 
 import httpx
 import pytest
-from support.hubs import error_code, make_wheel, new_user, publish_raw
+from support.hubs import error_code, eval_files, make_wheel, new_user, publish_raw
 
 from hub_client.client import HubAPIError, HubClient
 from hub_server.process import start_hub
@@ -174,3 +174,84 @@ def test_an_admin_users_first_token_says_it_holds_admin(hub):
     created = HubClient(hub["url"], hub["admin"]).create_user("second-admin", is_admin=True)
     assert created.scopes == ["admin", "publish", "read"]
     assert HubClient(hub["url"], created.token).me().is_admin
+
+
+def signed_in(url: str, token: str) -> dict[str, str]:
+    """The session cookie of a browser signed in with ``token`` through the hub's own form."""
+    form = httpx.get(f"{url}/login")
+    (name, value), *_ = form.cookies.items()
+    resp = httpx.post(
+        f"{url}/login",
+        data={"token": token, "csrf": value},
+        cookies={name: value},
+        headers={"Origin": url},
+    )
+    assert resp.status_code == 303, resp.text
+    return {"vfh_session": resp.cookies["vfh_session"]}
+
+
+def test_environment_pages_are_cached_per_change_and_never_shown_to_another_viewer(hub):
+    """An environment page's content is rendered once per change and kept by each hub process;
+    the viewer's frame and the visibility check are every request's own. A private page the
+    owner has seen is still a 404 to anyone else; a publish, a README, a visibility change, a
+    yank, an eval, a deleted version and a deleted environment made through another hub
+    process show in this one's next page."""
+    kai, lou = new_user(hub, "kai"), new_user(hub, "lou")
+    kai_browser, lou_browser = signed_in(hub["url"], kai), signed_in(hub["url"], lou)
+    page_url = f"{hub['url']}/e/kai/cached-env"
+    frame = 'signed in as <a href="/u/{}">'
+
+    def push(url: str, version: str, **form: str) -> None:
+        resp = httpx.post(
+            f"{url}/api/v1/environments/kai/cached-env/versions",
+            files={"wheel": make_wheel("cached-env", version)},
+            data=form,
+            headers={"Authorization": f"Bearer {kai}"},
+            timeout=60,  # the first upload starts the hub's upload workers
+        )
+        assert resp.status_code == 201, resp.text
+
+    def seen(cookies: dict[str, str] | None = None) -> httpx.Response:
+        return httpx.get(page_url, cookies=cookies)
+
+    push(hub["url"], "1.0.0", visibility="private", readme="# First words")
+    for _ in range(2):  # the second from the cache
+        own = seen(kai_browser)
+        assert own.status_code == 200 and frame.format("kai") in own.text
+        assert "First words" in own.text and 'class="private"' in own.text
+    for other in (None, lou_browser):
+        refused = seen(other)
+        assert refused.status_code == 404 and "First words" not in refused.text
+    assert frame.format("lou") in seen(lou_browser).text
+
+    with start_hub(hub["data"], backend=hub["backend"].flags) as second:
+        kai_there = HubClient(second.url, kai)
+        push(second.url, "1.1.0", visibility="public", readme="# Second words")
+        for viewer, name in ((None, None), (lou_browser, "lou"), (kai_browser, "kai")):
+            page = seen(viewer)
+            assert page.status_code == 200 and 'data-version="1.1.0"' in page.text
+            assert "Second words" in page.text and "First words" not in page.text
+            assert 'class="private"' not in page.text
+            framed = [n for n in ("kai", "lou") if frame.format(n) in page.text]
+            assert framed == ([name] if name else [])  # each viewer's own frame
+        kai_there.yank("kai", "cached-env", "1.0.0", "a broken build")
+        assert "a broken build" in seen().text
+        version = httpx.get(
+            f"{second.url}/api/v1/environments/kai/cached-env/versions/1.1.0"
+        ).json()
+        attached = httpx.post(
+            f"{second.url}/api/v1/environments/kai/cached-env/versions/1.1.0/evals",
+            files=eval_files(version, "cached-run", [1.0, 0.0]),
+            headers={"Authorization": f"Bearer {kai}"},
+        )
+        assert attached.status_code == 201, attached.text
+        assert f'id="eval-{attached.json()["id"]}"' in seen().text
+        kai_there.delete_version("kai", "cached-env", "1.1.0")
+        page = seen().text
+        assert 'data-version="1.1.0"' not in page and 'data-version="1.0.0"' in page
+        kai_there.delete("kai", "cached-env")
+        assert seen().status_code == 404 and seen(kai_browser).status_code == 404
+        push(second.url, "3.0.0", readme="# Third words")
+        page = seen().text
+        assert "Third words" in page and "Second words" not in page
+        assert 'data-version="1.0.0"' not in page
