@@ -65,8 +65,11 @@ def stop_when(proc: subprocess.Popen, ready, sig: signal.Signals) -> str:
     os.killpg(proc.pid, sig)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0, output
-    left = [p for p in seen.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    assert left == [], [p.cmdline() for p in left]
+    # A process the stop reached may still be in the kernel's exit path (running, its memory
+    # and command line already gone) when the script's shell is reaped: gone means gone soon.
+    _, left = psutil.wait_procs(list(seen.values()), timeout=30)
+    left = [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert left == [], [(p.pid, p.name(), p.cmdline()) for p in left]
     return output
 
 
