@@ -6,7 +6,9 @@ with its ``@vf.reward``/``@vf.metric`` hooks, and a trace (a message graph, mode
 rewards, metrics, errors, timing) is the record of one agent's rollout; an ``Episode`` holds
 an env run's traces. Imported only when asked for: ``import verifiers`` does not load it.
 Judges (``reference``, ``rubric``, your own) score a trace against any OpenAI-compatible endpoint.
-Not here yet (issue 41): most harnesses and runtimes, MCP toolsets, the user simulator.
+Harnesses: ``null`` and ``bash`` on the ``subprocess`` runtime (a confined sandbox per rollout).
+Not here yet (issue 41): MCP toolsets, the user simulator; container runtimes and agent CLIs
+are refused by name.
 """
 
 import logging as _logging

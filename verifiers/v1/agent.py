@@ -9,6 +9,7 @@ as an error; the run goes on to the next task.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,6 +22,7 @@ from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
 from verifiers.v1.errors import HarnessError, RolloutError, TaskError
 from verifiers.v1.harnesses import harness_for
 from verifiers.v1.hooks import call_all, hooks_of
+from verifiers.v1.runtimes.base import Runtime, check_runtime, open_runtime
 from verifiers.v1.session import RolloutLimits
 from verifiers.v1.state import state_cls
 from verifiers.v1.task import Task
@@ -65,8 +67,16 @@ class Segment:
 
 
 class Interaction:
-    def __init__(self, agent: Agent, task: Task, trace: Trace, tools: list[BoundTool]) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        task: Task,
+        trace: Trace,
+        tools: list[BoundTool],
+        runtime: Runtime | None = None,
+    ) -> None:
         self.agent, self.task, self.trace, self.tools = agent, task, trace, tools
+        self.runtime = runtime
         self.messages: list[Message] = prompt_messages(task)
 
     async def turn(self, messages: list[Message] | None = None) -> Segment:
@@ -76,7 +86,7 @@ class Interaction:
         self.messages = [*self.messages, *(messages or [])]
         try:
             self.messages = await self.agent.converse(
-                self.task, self.trace, self.messages, self.tools
+                self.task, self.trace, self.messages, self.tools, self.runtime
             )
         except Exception as e:
             self.trace.record_error(e)
@@ -96,11 +106,7 @@ class Agent:
         self.traces: list[Trace] = []
         harness = config.harness
         self.harness = harness_for(harness.id if harness is not None else "null")(harness)
-        if config.runtime.type != "subprocess":
-            raise HarnessError(
-                f"runtime {config.runtime.type!r} is not in this SDK yet (issue 41); the null "
-                "harness runs in-process (runtime: subprocess)"
-            )
+        check_runtime(config.runtime)
         client = config.client or EvalClientConfig()
         self.endpoint: BaseClientConfig = client
         self.model = config.model or context.model
@@ -129,7 +135,12 @@ class Agent:
         return [tool for toolset in toolsets for tool in toolset.tools()]
 
     async def converse(
-        self, task: Task, trace: Trace, messages: list[Message], tools: list[BoundTool]
+        self,
+        task: Task,
+        trace: Trace,
+        messages: list[Message],
+        tools: list[BoundTool],
+        runtime: Runtime | None = None,
     ) -> list[Message]:
         stops = hooks_of(task, "stop")
 
@@ -156,40 +167,57 @@ class Agent:
                 tools,
                 RolloutLimits.of(self.config),
                 should_stop,
+                runtime,
             )
 
     @asynccontextmanager
     async def interaction(self, task: Task) -> AsyncIterator[Interaction]:
-        """A rollout the caller drives turn by turn; it is finalized and scored on exit."""
+        """A rollout the caller drives turn by turn; it is finalized and scored on exit. A
+        harness that runs commands gets its box (the ``subprocess`` runtime's sandbox) before
+        the task's setup; the box is destroyed when the rollout ends, however it ends."""
         trace = self.new_trace(task)
         self.traces.append(trace)
         tools: list[BoundTool] = []
+        runtime: Runtime | None = None
         started = False
         try:
-            tools = self.tools_for(task)
-            trace.timing.setup.start = time.time()
-            await task.setup(trace, None)
-            trace.timing.setup.end = trace.timing.agent.start = time.time()
-            started = True
-        except Exception as e:
-            trace.record_error(e if isinstance(e, RolloutError) else TaskError(f"setup: {e}"))
-        interaction = Interaction(self, task, trace, tools)
-        try:
-            yield interaction
+            try:
+                tools = self.tools_for(task)
+                trace.timing.setup.start = time.time()
+                limits = self.harness.sandbox_limits()
+                if limits is not None:
+                    runtime = await open_runtime(self.config.runtime, limits)
+                    if trace.agent is not None:
+                        trace.agent.runtime = runtime.info()
+                await task.setup(trace, runtime)
+                trace.timing.setup.end = trace.timing.agent.start = time.time()
+                started = True
+            except Exception as e:
+                trace.record_error(e if isinstance(e, RolloutError) else TaskError(f"setup: {e}"))
+            interaction = Interaction(self, task, trace, tools, runtime)
+            abandoned = False
+            try:
+                yield interaction
+            except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+                abandoned = True  # nothing is scored; the box still goes (below)
+                raise
+            finally:
+                if started and not abandoned:
+                    trace.timing.agent.end = time.time()
+                    trace.split_agent_time()
+                    await self.wrap_up(task, trace, runtime)
         finally:
-            if started:
-                trace.timing.agent.end = time.time()
-                trace.split_agent_time()
-                await self.wrap_up(task, trace)
+            if runtime is not None:
+                await runtime.stop()
 
-    async def wrap_up(self, task: Task, trace: Trace) -> None:
+    async def wrap_up(self, task: Task, trace: Trace, runtime: Runtime | None = None) -> None:
         if not trace.errors:
             trace.stop("completed")
         try:
             trace.timing.finalize.start = time.time()
-            await task.finalize(trace, None)
+            await task.finalize(trace, runtime)
             trace.timing.finalize.end = trace.timing.scoring.start = time.time()
-            await task.score(trace, None)
+            await task.score(trace, runtime)
             trace.timing.scoring.end = time.time()
         except Exception as e:
             trace.record_error(e if isinstance(e, RolloutError) else TaskError(str(e)))

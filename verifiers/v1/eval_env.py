@@ -176,10 +176,13 @@ class TasksetEnvironment(Environment):
         timing.end_generation(state["timing"])
         state["v1_episode"] = episode
         self.record_calls(state, episode)
-        prompt_len = len(state["prompt"])
         traces = episode.traces
         if traces:
             path = traces[-1].branches[-1].messages if traces[-1].branches else []
+            # the prompt is what came before the first reply (a harness may have added to it)
+            prompt_len = next(
+                (i for i, m in enumerate(path) if m.role == "assistant"), len(state["prompt"])
+            )
             state["completion"] = [message_to_wire(m) for m in path[prompt_len:]]
         else:
             state["completion"] = []

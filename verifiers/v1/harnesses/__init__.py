@@ -1,6 +1,7 @@
 """The harnesses this SDK runs: ``null`` (an in-process chat loop over the taskset's Python
-tools). Upstream's others (``bash``, agent CLIs, container programs) are not here yet; an agent
-pinned to one fails before its first call, naming it."""
+tools) and ``bash`` (that loop plus upstream's ``bash``/``edit`` tools, whose commands run in a
+confined sandbox per rollout: the ``subprocess`` runtime). Upstream's others (third-party agent
+CLIs, container programs) are refused by name before a rollout's first call."""
 
 from verifiers.v1.harnesses.registry import AVAILABLE, harness_for
 

@@ -14,8 +14,12 @@ from verifiers.v1.utils.plugins import PluginNotInstalled as PluginNotInstalled
 
 
 def harness_config_type(harness_id: str) -> type[HarnessConfig]:
-    """The ``null`` harness's config; any other harness is not in this SDK yet, so its block
-    is kept loose (and refused, by name, when an agent would run it)."""
+    """The ``null`` or ``bash`` harness's config; any other harness is not in this SDK, so its
+    block is kept loose (and refused, by name, when an agent would run it)."""
+    if harness_id == "bash":
+        from verifiers.v1.harnesses.bash.harness import BashHarnessConfig
+
+        return BashHarnessConfig
     return NullHarnessConfig if harness_id == "null" else WireHarnessConfig
 
 

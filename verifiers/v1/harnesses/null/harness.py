@@ -21,11 +21,13 @@ from verifiers.v1.errors import OverlongPromptError, ProviderError
 from verifiers.v1.graph import prepare_turn
 from verifiers.v1.toolset import BoundTool, tool_result_text
 from verifiers.v1.trace_parts import Error, ModelCall, TimeSpan
-from verifiers.v1.types import Message, Response, ToolMessage, Usage
+from verifiers.v1.types import Message, Response, Tool, ToolMessage, Usage
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+    from verifiers.sandbox import SandboxLimits
+    from verifiers.v1.runtimes import Runtime
     from verifiers.v1.session import RolloutLimits
     from verifiers.v1.trace import Trace
 
@@ -33,6 +35,18 @@ if TYPE_CHECKING:
 class NullHarness:
     def __init__(self, config: HarnessConfig | None = None) -> None:
         self.config = config or NullHarnessConfig()
+
+    def sandbox_limits(self) -> SandboxLimits | None:
+        """The limits of the box each rollout gets (None: this harness runs in-process)."""
+        return None
+
+    def specs(self, tools: list[BoundTool]) -> list[Tool]:
+        """The tools the model is offered."""
+        return [t.spec for t in tools]
+
+    def opening(self, messages: list[Message]) -> list[Message]:
+        """The conversation the first model call of a rollout sends."""
+        return messages
 
     async def call_model(
         self,
@@ -44,7 +58,7 @@ class NullHarness:
         tools: list[BoundTool],
     ) -> None:
         """One model call on ``messages``; the reply is committed to the trace's graph."""
-        specs = [t.spec for t in tools]
+        specs = self.specs(tools)
         request: dict[str, Any] = {
             "model": model,
             "messages": [message_to_wire(m) for m in messages],
@@ -92,7 +106,13 @@ class NullHarness:
         call.finish_reason = finish
         call.usage = usage
 
-    async def run_tool(self, tools: dict[str, BoundTool], call: Any, trace: Trace) -> ToolMessage:
+    async def run_tool(
+        self,
+        tools: dict[str, BoundTool],
+        call: Any,
+        trace: Trace,
+        runtime: Runtime | None = None,
+    ) -> ToolMessage:
         tool = tools.get(call.name)
         if tool is None:
             text = f"Error: no tool named {call.name!r} (tools: {sorted(tools)})"
@@ -118,10 +138,14 @@ class NullHarness:
         tools: list[BoundTool],
         limits: RolloutLimits,
         should_stop: Any,
+        runtime: Runtime | None = None,
     ) -> list[Message]:
         """Turns until a reply calls no tool (or a limit of ``limits`` is reached, or a stop
-        hook); the conversation so far, the last reply included."""
+        hook); the conversation so far, the last reply included. ``runtime`` is the rollout's
+        box when ``sandbox_limits`` asked for one."""
         by_name = {t.spec.name: t for t in tools}
+        if not trace.calls:
+            messages = self.opening(messages)
         while True:
             reached = limits.reached(trace)
             if reached is not None:
@@ -136,4 +160,4 @@ class NullHarness:
             if not calls:
                 return messages
             for call in calls:
-                messages.append(await self.run_tool(by_name, call, trace))
+                messages.append(await self.run_tool(by_name, call, trace, runtime))

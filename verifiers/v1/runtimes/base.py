@@ -1,0 +1,89 @@
+"""The runtime interface a harness and a task's hooks see (upstream's ``Runtime``, as far as
+this SDK's harnesses need it), and ``open_runtime``: the box a config names, started."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from verifiers.v1.errors import HarnessError, SandboxError
+
+if TYPE_CHECKING:
+    from verifiers.sandbox import SandboxLimits
+    from verifiers.v1.configs.runtime import RuntimeConfig, RuntimeInfo
+
+MISSING_RUNTIMES = {
+    "docker": "a container engine",
+    "prime": "Prime Intellect's remote sandboxes",
+    "modal": "Modal's remote sandboxes",
+}
+"""What each runtime kind this SDK does not run would need."""
+
+
+@dataclass(frozen=True)
+class ProgramResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+class Runtime(ABC):
+    """One rollout's box: started before the task's setup, stopped when the rollout ends."""
+
+    config: RuntimeConfig
+
+    @property
+    def type(self) -> str:
+        return self.config.type
+
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Free the box (idempotent; completes even when the rollout is being cancelled)."""
+
+    @abstractmethod
+    async def run(
+        self, argv: list[str], env: dict[str, str], timeout: float | None = None
+    ) -> ProgramResult: ...
+
+    @abstractmethod
+    async def read(self, path: str, max_bytes: int | None = None) -> bytes:
+        """The file at ``path`` (relative to the box's work dir); ``SandboxError`` when it
+        cannot be read or is over ``max_bytes``."""
+
+    @abstractmethod
+    async def write(self, path: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def info(self) -> RuntimeInfo:
+        """The record of this box on the trace."""
+
+
+def check_runtime(config: RuntimeConfig) -> None:
+    """Refuse a runtime kind this SDK does not run, naming what it would need."""
+    if config.type != "subprocess":
+        need = MISSING_RUNTIMES.get(config.type, "a runtime this SDK does not have")
+        raise HarnessError(
+            f"runtime {config.type!r} needs {need}, which this SDK does not run; the null and "
+            "bash harnesses run in runtime 'subprocess' (a confined local sandbox): set "
+            "--env.agent.runtime.type subprocess"
+        )
+
+
+async def open_runtime(config: RuntimeConfig, limits: SandboxLimits) -> Runtime:
+    """The started box ``config`` names (a ``SandboxError`` when it cannot start)."""
+    from verifiers.v1.runtimes.subprocess import SubprocessRuntime
+
+    check_runtime(config)
+    runtime = SubprocessRuntime(config, limits)  # type: ignore[arg-type]  # check_runtime narrowed it
+    try:
+        await runtime.start()
+    except BaseException:
+        await runtime.stop()
+        raise
+    if runtime.sandbox is None:  # pragma: no cover - start() either sets it or raises
+        raise SandboxError("the sandbox did not start")
+    return runtime
