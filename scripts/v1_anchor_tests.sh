@@ -5,7 +5,9 @@
 # tests/v1 (with their conftest and fixtures), configs/*.toml (which test_configs parses) and
 # the color_codeword_v1 example taskset (put on PYTHONPATH, not installed) are copied to a
 # temporary directory next to nothing of the checkout's package, so `import verifiers.v1` is
-# this SDK. Tests marked e2e (a live model endpoint, PRIME_API_KEY) skip as upstream's do.
+# this SDK. Tests marked e2e (a live model endpoint, PRIME_API_KEY) skip there as upstream's do;
+# then test_e2e's rows for the null and bash harnesses in the subprocess runtime run against a
+# local endpoint instead (scripts/v1_e2e_endpoint.py: the scripted server, loaded with -p).
 # A table of passed/failed/skipped per file is printed at the end.
 set -euo pipefail
 anchor=${1:?usage: scripts/v1_anchor_tests.sh PATH_TO_VERIFIERS_CHECKOUT [pytest args...]}
@@ -33,15 +35,25 @@ PYTHONPATH="$work/environments/color_codeword_v1:$work/tests/v1/fixtures${PYTHON
   -o asyncio_default_fixture_loop_scope=function -o "markers=e2e: needs a live model" \
   --continue-on-collection-errors \
   --junitxml="$work/report.xml" "${files[@]}" "${@:2}" || status=$?
-"$python" - "$work/report.xml" "${files[@]}" <<'PY'
+e2e_rows="null-harness-in-subprocess or bash-harness-in-subprocess"
+echo "upstream v1 e2e rows ($e2e_rows) against a local endpoint"
+PYTHONPATH="$work/tests/v1/fixtures:$here/scripts${PYTHONPATH:+:$PYTHONPATH}" \
+  "$python" -m pytest -q -n 0 -p no:cacheprovider -p v1_e2e_endpoint -o addopts="" \
+  -o asyncio_mode=auto -o asyncio_default_fixture_loop_scope=function -W ignore::UserWarning \
+  -W "ignore::pytest.PytestUnknownMarkWarning" -k "$e2e_rows" \
+  --junitxml="$work/e2e.xml" tests/v1/test_e2e.py "${@:2}" || status=$?
+"$python" - "$work/report.xml" "${files[@]}" tests/v1/test_e2e.py <<'PY'
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 counts = {Path(f).stem: [0, 0, 0] for f in sys.argv[2:]}
 failures: list[str] = []
-root = ET.parse(sys.argv[1]).getroot()
-for case in root.iter("testcase"):
+cases = list(ET.parse(sys.argv[1]).getroot().iter("testcase"))
+e2e = Path(sys.argv[1]).with_name("e2e.xml")
+if e2e.is_file():  # the e2e rows' run (its deselected tests are not cases)
+    cases += list(ET.parse(e2e).getroot().iter("testcase"))
+for case in cases:
     # a file that failed to import is one case named by its module path, with no class
     name = (case.get("classname") or case.get("name", "?")).split(".")[-1]
     row = counts.setdefault(name, [0, 0, 0])

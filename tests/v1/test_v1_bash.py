@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shlex
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -108,7 +112,7 @@ async def test_a_command_past_its_timeout_is_killed_and_the_rollout_goes_on(serv
     timed_out, after = tool_outputs(trace)
     assert "late" not in timed_out and "[timed out after 1 s" in timed_out
     assert after == "still here\n"
-    assert trace.errors == [] and trace.stop_condition == "completed"
+    assert trace.errors == [] and trace.stop_condition == "agent_completed"
 
 
 async def test_long_output_is_cut_to_the_cap_keeping_head_and_tail(server):
@@ -243,3 +247,65 @@ def test_vf_eval_runs_a_taskset_on_the_bash_harness_an_env_config_names(
     ]
     assert all(e.traces[0].agent.config.harness.id == "bash" for e in episodes)
     assert all(e.traces[0].agent.runtime.type == "subprocess" for e in episodes)
+
+
+UPSTREAM_GIT = Path(
+    os.environ.get("VF_UPSTREAM_GIT", "/work/.mirror/PrimeIntellect-ai+verifiers/repo")
+)
+
+
+@pytest.fixture
+def upstream_fixtures(tmp_path, monkeypatch) -> Path:
+    """Upstream v0.3.0's e2e fixture tasksets (tests/v1/fixtures), from a git copy of it."""
+    if not (UPSTREAM_GIT / "HEAD").is_file():
+        pytest.skip("needs a git copy of PrimeIntellect-ai/verifiers (VF_UPSTREAM_GIT)")
+    root = tmp_path / "fixtures"
+    root.mkdir()
+    for name in ("echo_v1", "echo_agentic_v1"):
+        source = subprocess.run(
+            ["git", "-C", str(UPSTREAM_GIT), "show", f"v0.3.0:tests/v1/fixtures/{name}.py"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        (root / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(root))
+    yield root
+    for name in ("echo_v1", "echo_agentic_v1"):
+        sys.modules.pop(name, None)
+
+
+def eval_rows(server, out: Path, env_id: str, harness: str) -> list[dict]:
+    env_args = json.dumps({"env": {"agent": {"harness": {"id": harness}}}})
+    argv = [env_id, "-b", server.base_url, "-m", "test-model", "-n", "1", "-r", "1"]
+    assert main([*argv, "-a", env_args, "--output-dir", str(out)]) == 0
+    (run,) = list((out / "evals").glob("*/*"))
+    return list(read_rows(run / "results.jsonl"))
+
+
+def test_upstreams_e2e_echo_taskset_scores_one_on_the_null_harness(
+    server, tmp_path, upstream_fixtures
+):
+    def policy(request: dict) -> str:
+        assert "tools" not in request  # the null harness offers no tool of its own
+        return "Sure: " + request["messages"][-1]["content"].rsplit(": ", 1)[1]
+
+    server.set_handler(policy)
+    (row,) = eval_rows(server, tmp_path / "out", "echo-v1", "null")
+    assert row["reward"] == 1.0 and row["error"] is None
+
+
+def test_upstreams_e2e_agentic_taskset_scores_one_on_the_bash_harness(
+    server, tmp_path, upstream_fixtures
+):
+    def policy(request: dict) -> Reply | str:
+        messages = request["messages"]
+        if any(m["role"] == "tool" for m in messages):
+            return "Done."
+        phrase = messages[-1]["content"].split("'")[1]
+        command = f"printf %s {shlex.quote(phrase)} > answer.txt"
+        return Reply(tool_calls=[Reply.tool_call("bash", {"command": command})])
+
+    server.set_handler(policy)
+    (row,) = eval_rows(server, tmp_path / "out", "echo-agentic-v1", "bash")
+    assert row["reward"] == 1.0 and row["error"] is None  # read back from the sandbox

@@ -29,7 +29,7 @@ from verifiers.v1.task import Task
 from verifiers.v1.toolset import BoundTool
 from verifiers.v1.trace import Trace
 from verifiers.v1.trace_parts import AgentInfo, RunInfo, TraceTask
-from verifiers.v1.types import Message, SystemMessage, UserMessage
+from verifiers.v1.types import Message, SamplingConfig, SystemMessage, UserMessage
 
 
 @dataclass
@@ -118,7 +118,13 @@ class Agent:
     def new_trace(self, task: Task) -> Trace:
         trace: Trace = Trace(
             task=TraceTask(type=type(task).__name__, data=task.data),
-            agent=AgentInfo(config=self.config, name=self.name),
+            # the seat as it ran: the run's sampling under the seat's own
+            agent=AgentInfo(
+                config=self.config.model_copy(
+                    update={"sampling": SamplingConfig.model_validate(self.sampling)}
+                ),
+                name=self.name,
+            ),
             state=state_cls(type(task))(),
         )
         if self.context.run is not None:
@@ -211,8 +217,8 @@ class Agent:
                 await runtime.stop()
 
     async def wrap_up(self, task: Task, trace: Trace, runtime: Runtime | None = None) -> None:
-        if not trace.errors:
-            trace.stop("completed")
+        if not trace.errors:  # an interaction its caller closed (``run`` stops it first)
+            trace.stop("user_closed")
         try:
             trace.timing.finalize.start = time.time()
             await task.finalize(trace, runtime)
@@ -228,6 +234,8 @@ class Agent:
         async with self.interaction(task) as interaction:
             if not interaction.trace.is_completed:
                 await interaction.turn()
+            if not interaction.trace.errors:
+                interaction.trace.stop("agent_completed")
         return interaction.trace
 
 

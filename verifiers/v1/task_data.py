@@ -41,12 +41,15 @@ class TaskTimeout(BaseModel):
 
 
 class Artifact(BaseModel):
-    """A path collected from one runtime and restored at the same place in another."""
+    """A path collected from one runtime and restored at the same place in another (upstream
+    v0.3.0's fields)."""
 
     model_config = ConfigDict(frozen=True)
 
-    path: str
-    optional: bool = False
+    source: str
+    exclude: list[str] = Field(default_factory=list)
+    """``tar --exclude`` patterns, applied when ``source`` is a directory."""
+    required: bool = True
 
 
 class TaskData(BaseModel):

@@ -21,7 +21,7 @@ from verifiers.v1.errors import OverlongPromptError, ProviderError
 from verifiers.v1.graph import prepare_turn
 from verifiers.v1.toolset import BoundTool, tool_result_text
 from verifiers.v1.trace_parts import Error, ModelCall, TimeSpan
-from verifiers.v1.types import Message, Response, Tool, ToolMessage, Usage
+from verifiers.v1.types import Message, Response, Sampling, Tool, ToolMessage, Usage
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -67,7 +67,10 @@ class NullHarness:
         if specs:
             request["tools"] = [tool_to_wire(s) for s in specs]
         call = ModelCall(
-            model=model, endpoint="/chat/completions", time=TimeSpan(start=time.time())
+            model=model,
+            endpoint="/chat/completions",
+            sampling=Sampling.model_validate(sampling),
+            time=TimeSpan(start=time.time()),
         )
         trace.calls.append(call)
         try:
@@ -140,8 +143,9 @@ class NullHarness:
         should_stop: Any,
         runtime: Runtime | None = None,
     ) -> list[Message]:
-        """Turns until a reply calls no tool (or a limit of ``limits`` is reached, or a stop
-        hook); the conversation so far, the last reply included. ``runtime`` is the rollout's
+        """Turns until a reply calls no tool (or, checked before each model call as upstream
+        does, a limit of ``limits`` is reached or a stop hook fires); the conversation so far,
+        the last reply included. ``runtime`` is the rollout's
         box when ``sandbox_limits`` asked for one."""
         by_name = {t.spec.name: t for t in tools}
         if not trace.calls:
@@ -151,11 +155,11 @@ class NullHarness:
             if reached is not None:
                 trace.stop(reached)
                 return messages
+            if await should_stop():
+                return messages
             await self.call_model(client, model, sampling, trace, messages, tools)
             reply = trace.nodes[trace.calls[-1].node or 0].message
             messages = [*messages, reply]
-            if await should_stop():
-                return messages
             calls = getattr(reply, "tool_calls", None) or []
             if not calls:
                 return messages
