@@ -128,7 +128,7 @@ def test_init_v1_install_eval_in_a_fresh_virtualenv(fresh_venv, server, tmp_path
     assert all(
         r["reward"] == 1.0 and r["metrics"] == {"correct": 1.0, "used_tool": 1.0} for r in rows
     )
-    assert all(r["turns"] == 2 and r["stop_condition"] == "completed" for r in rows)
+    assert all(r["turns"] == 2 and r["stop_condition"] == "agent_completed" for r in rows)
     assert len((out / "traces.jsonl").read_text().splitlines()) == 6
     assert all(request["max_tokens"] == 256 for request in server.requests)  # the shipped table
     meta = json.loads((out / "metadata.json").read_text())
