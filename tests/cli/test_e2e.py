@@ -146,7 +146,6 @@ def test_vf_init_refuses_v1_with_the_classic_multi_file_layout(tmp_path, capsys)
 def test_prime_env_init_v1_writes_what_vf_init_v1_writes(tmp_path):
     """``prime env init --v1`` scaffolds the same v1 taskset package as ``vf-init --v1``."""
     from hub_client.cli import main as prime
-
     from verifiers.cli.init import main
 
     assert main(["adder-v1", "--v1", "-p", str(tmp_path / "vf")]) == 0
