@@ -255,3 +255,30 @@ def test_a_v1_run_on_the_built_in_model_gets_a_per_reply_token_limit(tmp_path, c
     assert meta["sampling_args"]["max_tokens"] == V1_MAX_TOKENS == 256
     (row,) = read_rows(run / "results.jsonl")
     assert 0 < row["usage"]["completion_tokens"] <= V1_MAX_TOKENS * row["turns"]
+
+
+def test_vf_data_reads_a_directory_that_holds_only_traces(tmp_path):
+    """A traces.jsonl with no results.jsonl or metadata.json beside it (upstream's own output):
+    its rows, and a dataset card naming the episodes' env and the calls' model."""
+    import datasets
+
+    from verifiers.cli.data import read_run
+    from verifiers.data.rollouts import RolloutFilter, rollouts_to_dataset
+
+    row = {
+        "example_id": 4,
+        "prompt": [{"role": "user", "content": "say hi"}],
+        "completion": [{"role": "assistant", "content": "hi"}],
+        "reward": 1.0,
+        "model": "scripted",
+    }
+    trace = rollout_output_to_trace(row)
+    traces = tmp_path / "upstream-run"
+    traces.mkdir()
+    (traces / "traces.jsonl").write_text(vf.Episode.of(trace, env="hi-v1").model_dump_json() + "\n")
+    card = rollouts_to_dataset([traces], tmp_path / "data", RolloutFilter(), read_run)
+    assert card.rows == 1
+    assert card.sources[0]["env_id"] == "hi-v1" and card.sources[0]["model"] == "scripted"
+    (got,) = datasets.load_dataset(str(tmp_path / "data"), split="train")
+    assert [m["content"] for m in got["messages"]] == ["say hi", "hi"]
+    assert got["example_id"] == 4 and got["reward"] == 1.0
