@@ -45,7 +45,7 @@ def cmd_env_init(args: EnvInitSettings) -> int:
     from verifiers.cli.scaffold import ScaffoldError, scaffold
 
     try:
-        root = scaffold(args.name, args.path, multi_file=args.multi_file)
+        root = scaffold(args.name, args.path, multi_file=args.multi_file, v1=args.v1)
     except ScaffoldError as exc:
         raise UsageError(str(exc)) from exc
     console.print(f"created {root}; publish with: prime env push --path {root}")

@@ -55,6 +55,9 @@ class EnvInitSettings(CommandSettings):
         "./environments", description="the folder to create it in"
     )
     multi_file: bool = Field(False, description="a package of several modules, not one file")
+    v1: bool = Field(
+        False, description="a verifiers.v1 taskset package (Taskset, Task, Toolset) instead"
+    )
 
 
 class EnvPushSettings(CommandSettings):

@@ -143,6 +143,26 @@ def test_vf_init_refuses_v1_with_the_classic_multi_file_layout(tmp_path, capsys)
     assert list(tmp_path.iterdir()) == []
 
 
+def test_prime_env_init_v1_writes_what_vf_init_v1_writes(tmp_path):
+    """``prime env init --v1`` scaffolds the same v1 taskset package as ``vf-init --v1``."""
+    from hub_client.cli import main as prime
+    from verifiers.cli.init import main
+
+    assert main(["adder-v1", "--v1", "-p", str(tmp_path / "vf")]) == 0
+    assert prime(["env", "init", "adder-v1", "--v1", "-p", str(tmp_path / "prime")]) == 0
+    made = {
+        side: {
+            str(p.relative_to(tmp_path / side)): p.read_text()
+            for p in (tmp_path / side).rglob("*")
+            if p.is_file()
+        }
+        for side in ("vf", "prime")
+    }
+    assert made["prime"] == made["vf"]
+    assert "adder_v1/adder_v1/taskset.py" in made["prime"]
+    assert "Taskset" in made["prime"]["adder_v1/adder_v1/__init__.py"]
+
+
 @pytest.mark.slow
 def test_vf_eval_reverse_text_on_the_embedded_model(tmp_path):
     pytest.importorskip("torch")

@@ -77,7 +77,7 @@ PRIME_USAGE = {
     "token create": "prime token create [-h] [--scope {read,publish,admin}] [--expires-in-days EXPIRES_IN_DAYS] name",
     "token list": "prime token list [-h]",
     "token revoke": "prime token revoke [-h] id",
-    "env init": "prime env init [-h] [-p PATH] [--multi-file] name",
+    "env init": "prime env init [-h] [-p PATH] [--multi-file] [--v1] name",
     "env push": "prime env push [-h] [--path PATH] [--owner OWNER] [--visibility {public,private}] [--bump {major,minor,patch,rc,post}] [--tag TAG]",
     "env install": "prime env install [-h] [--locked] [--lock-file LOCK_FILE] [--python PYTHON] [owner/name[@version] ...]",
     "env uninstall": "prime env uninstall [-h] [--lock-file LOCK_FILE] [--python PYTHON] spec",

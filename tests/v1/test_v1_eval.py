@@ -1,5 +1,5 @@
 """``vf-eval ID`` on v1 tasksets, end to end against the scripted endpoint: a tool-using
-taskset written here (a Python toolset, a tool that raises, a malformed call), upstream's
+taskset (``support.v1_calc``: a Python toolset, a tool that raises, a malformed call), upstream's
 color-codeword-v1 (a multi-turn env with images) when its checkout is at hand, results and
 metadata as a classic run writes them and ``traces.jsonl`` read back as ``WireEpisode``s."""
 
@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.v1_calc import calc_policy, call, install_calc
 
 import verifiers.v1 as vf
 from verifiers.cli.eval import main
@@ -17,99 +19,10 @@ from verifiers.results import read_rows
 from verifiers.results.report import load_run, timing
 from verifiers.testing import Reply
 
-CALC = '''
-import verifiers.v1 as vf
-
-
-class CalcState(vf.State):
-    calls: int = 0
-
-
-class CalcToolset(vf.Toolset[vf.ToolsetConfig, CalcState]):
-    TOOL_PREFIX = "calc"
-
-    @vf.tool
-    def add(self, a: int, b: int) -> str:
-        """Add two integers."""
-        self.state.calls += 1
-        return str(a + b)
-
-    @vf.tool
-    def explode(self) -> str:
-        """Always fails."""
-        raise RuntimeError("kaboom")
-
-
-class CalcData(vf.TaskData):
-    answer: str
-
-
-class CalcTaskConfig(vf.TaskConfig):
-    tools: vf.ToolsetConfig = vf.ToolsetConfig()
-
-
-class CalcTask(vf.Task[CalcData, CalcState, CalcTaskConfig]):
-    @classmethod
-    def toolsets(cls, config):
-        return [CalcToolset(config.tools)]
-
-    @vf.reward
-    def correct(self, trace) -> float:
-        return float(self.data.answer in trace.last_reply)
-
-    @vf.metric
-    def tool_calls(self, trace) -> float:
-        return float(trace.state.calls)
-
-
-class CalcConfig(vf.TasksetConfig):
-    task: CalcTaskConfig = CalcTaskConfig()
-
-
-class CalcTaskset(vf.Taskset[CalcTask, CalcConfig]):
-    def load(self):
-        for i, (a, b) in enumerate([(2, 3), (10, 20)]):
-            yield CalcTask(CalcData(idx=i, prompt=f"What is {a} + {b}? Use the tool.", answer=str(a + b)), self.config.task)
-
-
-__all__ = ["CalcTaskset"]
-'''
-
-
-def call(name: str, arguments: str, i: int = 0) -> dict:
-    return {
-        "id": f"call_{i}",
-        "type": "function",
-        "function": {"name": name, "arguments": arguments},
-    }
-
-
-def calc_policy(request: dict):
-    """Malformed call, then a raising tool, then the real call, then the answer."""
-    messages = request["messages"]
-    tools = [m for m in messages if m["role"] == "tool"]
-    prompt = messages[0]["content"]
-    a, b = (int(x) for x in prompt.split("What is ")[1].split("?")[0].split(" + "))
-    if len(tools) == 0:
-        return Reply(tool_calls=[call("calc_add", "{not json", 0)])
-    if len(tools) == 1:
-        assert tools[0]["content"].startswith("Error: bad arguments")
-        return Reply(tool_calls=[call("calc_explode", "{}", 1)])
-    if len(tools) == 2:
-        assert "kaboom" in tools[1]["content"]
-        return Reply(tool_calls=[call("calc_add", json.dumps({"a": a, "b": b}), 2)])
-    return f"The answer is {tools[-1]['content']}."
-
 
 @pytest.fixture
-def calc_package(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "pkgs"
-    (root / "calc_v1").mkdir(parents=True)
-    (root / "calc_v1" / "__init__.py").write_text(CALC)
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setenv("PYTHONPATH", f"{root}:{__import__('os').environ.get('PYTHONPATH', '')}")
-    yield root
-    sys.modules.pop("calc_v1", None)
+def calc_package(tmp_path, monkeypatch) -> Iterator[Path]:
+    yield from install_calc(tmp_path / "pkgs", monkeypatch)
 
 
 def run_dir(output: Path) -> Path:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -116,12 +116,33 @@ def select(rows: Iterable[dict[str, Any]], spec: RolloutFilter) -> list[dict[str
     return out
 
 
+RunReader = Callable[[Path], tuple[dict[str, Any], list[dict[str, Any]]]]
+"""Reads one run argument into its source (env, version, model, run) and its rows."""
+
+
+def read_results_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A vf-eval run directory's source (``metadata.json``) and rows (``results.jsonl``)."""
+    meta_path, results_path = run / "metadata.json", run / "results.jsonl"
+    if not results_path.exists():
+        raise FileNotFoundError(f"{run} is not a vf-eval run directory (no results.jsonl)")
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    source = {
+        key: meta.get(key)
+        for key in ("env_id", "env_version", "env_content_hash", "model", "run_id")
+    } | {"run_dir": str(run)}
+    return source, list(read_rows(results_path))
+
+
 def rollouts_to_dataset(
-    run_dirs: list[str | Path], out_dir: str | Path, spec: RolloutFilter | None = None
+    run_dirs: list[str | Path],
+    out_dir: str | Path,
+    spec: RolloutFilter | None = None,
+    read_run: RunReader | None = None,
 ) -> DatasetCard:
     """Write the rows ``spec`` keeps from the vf-eval runs in ``run_dirs`` to ``out_dir``, a
     directory of the user's own (``UsageError`` otherwise: another user's, a link, one others
-    may change; checked first, and again as it is made)."""
+    may change; checked first, and again as it is made). ``read_run`` reads each run
+    (``read_results_run`` by default; vf-data passes one that also reads v1 traces)."""
     import datasets
 
     from verifiers.processes.own_dir import (
@@ -137,22 +158,12 @@ def rollouts_to_dataset(
     if problem:
         raise UsageError(problem)
     spec = spec or RolloutFilter()
-    sources, rows = [], []
+    sources: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     for index, run_dir in enumerate(run_dirs):
-        run = Path(run_dir)
-        meta_path, results_path = run / "metadata.json", run / "results.jsonl"
-        if not results_path.exists():
-            raise FileNotFoundError(f"{run} is not a vf-eval run directory (no results.jsonl)")
-        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-        sources.append(
-            {
-                key: meta.get(key)
-                for key in ("env_id", "env_version", "env_content_hash", "model", "run_id")
-            }
-            | {"run_dir": str(run)}
-        )
-        for row in read_rows(results_path):
-            rows.append({**row, "_source": index})
+        source, run_rows = (read_run or read_results_run)(Path(run_dir))
+        sources.append(source)
+        rows.extend({**row, "_source": index} for row in run_rows)
     chosen = select(rows, spec)
     if not chosen:  # before anything is written: no empty dataset directory is left behind
         raise NothingSelectedError(_why_nothing(rows, spec, out_dir))

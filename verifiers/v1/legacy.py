@@ -1,16 +1,371 @@
-"""Classic environments run through the v1 eval path (``[legacy]``), their rollouts read as
-``Trace``s. Not in this SDK yet (issue 41); ``vf-eval`` runs classic environments."""
+"""The bridge between classic rollouts and v1 traces, both ways, so that one viewer, one data
+path and one trainer serve both kinds of environment.
+
+Classic to v1 (what upstream 0.3.0's legacy bridge did, ``rollout_output_to_trace``): a classic
+rollout (a ``results.jsonl`` row, or the ``RolloutOutput`` a classic run returns) becomes a
+``Trace`` whose message graph holds its prompt and every model reply, with the rollout's
+reward (as the one reward ``reward``), metrics, info, stop condition (truncation in v1's words),
+error and timing; its token ids and logprobs when the row kept its ``trajectory``
+(``--state-columns trajectory``), else one turn per assistant message and the row's total
+usage on its last call. ``write_traces`` writes a classic run's ``traces.jsonl`` from its
+``results.jsonl`` (``vf-eval --traces``), one ``WireEpisode`` a line, as a v1 run writes it.
+
+V1 to classic (``trace_row``, ``read_traces_run``): each trace of a ``traces.jsonl`` becomes the
+row shape ``results.jsonl`` has (prompt, completion, reward, metrics, usage, error), so
+``vf-data`` reads a v1 run's traces, or upstream's own trace files, as it reads classic runs.
+
+Running a classic environment through the v1 eval path (``[legacy]``) is not in this SDK:
+``vf-eval`` runs classic environments.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+from verifiers.v1 import graph
+from verifiers.v1.chat import message_to_wire
+from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.cli.eval import EvalConfig
+from verifiers.v1.episode import Episode, WireEpisode
+from verifiers.v1.eval_env import TRACES_FILE
+from verifiers.v1.task_data import WireTaskData
+from verifiers.v1.trace import (
+    AgentInfo,
+    AgentSpan,
+    Error,
+    ModelCall,
+    Reward,
+    TimeSpan,
+    TimeSplit,
+    Timing,
+    Trace,
+    TraceTask,
+)
+from verifiers.v1.types import (
+    AssistantMessage,
+    Message,
+    Response,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    TurnTokens,
+    Usage,
+    UserMessage,
+    content_to_parts,
+)
+
+_FINISH_REASONS = frozenset({"stop", "length", "tool_calls"})
+_TRUNCATION_STOPS = {  # classic stop names that mean truncation, in v1's vocabulary
+    "max_turns_reached": "max_turns",
+    "prompt_too_long": "context_length",
+    "max_total_completion_tokens_reached": "max_output_tokens",
+}
 
 
 async def run_legacy_eval(config: EvalConfig) -> list[Any]:
     """Evaluate the classic environment ``config.legacy`` names; the results' records."""
     raise NotImplementedError(
-        "the v1 bridge for classic environments is not in this SDK yet (issue 41); "
-        f"run `vf-eval {config.legacy.id or 'ENV'}` instead"
+        "running a classic environment through the v1 eval path is not in this SDK; "
+        f"run `vf-eval {config.legacy.id or 'ENV'} --traces` instead (its rollouts are "
+        "written as v1 traces beside results.jsonl)"
     )
+
+
+# --- classic rollout -> v1 trace -----------------------------------------------------------------
+
+
+def _as_dict(obj: Any) -> Any:
+    return obj.model_dump() if hasattr(obj, "model_dump") else obj
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def _tool_calls(raw: Any) -> list[ToolCall] | None:
+    calls = []
+    for call in raw or []:
+        call = _as_dict(call)
+        if not isinstance(call, dict):
+            continue
+        fn = call.get("function") or call  # OpenAI's {id, function: {name, arguments}}
+        arguments = fn.get("arguments")
+        calls.append(
+            ToolCall(
+                id=call.get("id") or "",
+                name=fn.get("name") or "",
+                arguments=arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
+            )
+        )
+    return calls or None
+
+
+def _message(raw: Any) -> Message | None:
+    m = _as_dict(raw)
+    if not isinstance(m, dict):
+        return None
+    role = m.get("role")
+    if role == "system":
+        return SystemMessage(content=content_to_parts(m.get("content")))
+    if role == "user":
+        return UserMessage(content=content_to_parts(m.get("content")))
+    if role == "assistant":
+        return AssistantMessage(
+            content=m.get("content"),
+            reasoning_content=m.get("reasoning_content"),
+            tool_calls=_tool_calls(m.get("tool_calls")),
+        )
+    if role == "tool":
+        return ToolMessage(
+            tool_call_id=m.get("tool_call_id") or "", content=content_to_parts(m.get("content"))
+        )
+    return None
+
+
+def _messages(raw: Any) -> list[Message]:
+    if isinstance(raw, str):  # a completions-API rollout: the text is the message
+        return [UserMessage(content=raw)]
+    return [m for m in (_message(x) for x in raw or []) if m is not None]
+
+
+def _usage(raw: Any) -> Usage | None:
+    raw = _as_dict(raw)
+    if not isinstance(raw, dict) or "prompt_tokens" not in raw:
+        return None
+    return Usage(
+        prompt_tokens=int(raw.get("prompt_tokens") or 0),
+        completion_tokens=int(raw.get("completion_tokens") or 0),
+    )
+
+
+def _step_turn(step: Mapping[str, Any]) -> tuple[list[Message], Response] | None:
+    """One trajectory step as (prompt, response): its reply is the step's first assistant
+    message, or the response's own message; its tokens, usage and finish reason as recorded."""
+    raw = _as_dict(step.get("response"))
+    raw = raw if isinstance(raw, dict) else {}
+    choice = (raw.get("choices") or [{}])[0] if raw.get("choices") else {}
+    replies = [m for m in _messages(step.get("completion")) if isinstance(m, AssistantMessage)]
+    reply = replies[0] if replies else _message(raw.get("message") or choice.get("message"))
+    if not isinstance(reply, AssistantMessage):
+        return None
+    tokens = _as_dict(step.get("tokens"))
+    turn_tokens = None
+    if isinstance(tokens, dict) and (tokens.get("prompt_ids") or tokens.get("completion_ids")):
+        turn_tokens = TurnTokens(
+            prompt_ids=list(tokens.get("prompt_ids") or []),
+            completion_ids=list(tokens.get("completion_ids") or []),
+            completion_logprobs=list(tokens.get("completion_logprobs") or []),
+        )
+    finish = raw.get("finish_reason") or choice.get("finish_reason")
+    response = Response(
+        id=str(raw.get("id") or ""),
+        created=int(raw.get("created") or 0),
+        model=str(raw.get("model") or ""),
+        message=reply,
+        finish_reason=finish if finish in _FINISH_REASONS else None,
+        usage=_usage(raw.get("usage")),
+        tokens=turn_tokens,
+    )
+    return _messages(step.get("prompt")), response
+
+
+def _message_turns(out: Mapping[str, Any]) -> list[tuple[list[Message], Response]]:
+    """A row without its trajectory: one turn per assistant message of its completion."""
+    prompt, completion = _messages(out.get("prompt")), out.get("completion")
+    if isinstance(completion, str):
+        completion = [{"role": "assistant", "content": completion}]
+    messages = _messages(completion)
+    turns = []
+    for i, message in enumerate(messages):
+        if isinstance(message, AssistantMessage):
+            reply = Response(id="", created=0, model="", message=message, finish_reason=None)
+            turns.append(([*prompt, *messages[:i]], reply))
+    return turns
+
+
+def _timing(raw: Any) -> Timing:
+    """Durations only (a classic row keeps no clock times): each span runs from 0."""
+    raw = raw if isinstance(raw, dict) else {}
+
+    def seconds(key: str) -> float:
+        value = raw.get(f"{key}_ms")
+        return float(value) / 1000.0 if isinstance(value, int | float) else 0.0
+
+    return Timing(
+        start=0.0,
+        agent=AgentSpan(
+            end=seconds("generation"),
+            model=TimeSplit(duration=seconds("model")),
+            harness=TimeSplit(duration=seconds("env")),
+        ),
+        scoring=TimeSpan(end=seconds("scoring")),
+    )
+
+
+def _task(task_idx: int, prompt: Any, answer: Any) -> WireTaskData:
+    """The rollout's task: its system message as ``system_prompt``, its user messages joined as
+    ``prompt``, its reference ``answer`` as an extra field."""
+    system, users = None, []
+    for m in prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]:
+        m = _as_dict(m)
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "system" and system is None:
+            system = _text(m.get("content"))
+        elif m.get("role") == "user":
+            users.append(_text(m.get("content")))
+    extra = {"answer": answer} if answer not in (None, "") else {}
+    return WireTaskData(idx=task_idx, prompt="\n\n".join(users), system_prompt=system, **extra)
+
+
+def rollout_output_to_trace(out: Mapping[str, Any], task_idx: int | None = None) -> Trace:
+    """A classic rollout (a ``results.jsonl`` row or a ``RolloutOutput``) as a v1 ``Trace``
+    (see the module doc); ``task_idx`` defaults to the row's ``example_id``."""
+    idx = int(out.get("example_id") or 0) if task_idx is None else task_idx
+    raw_error = out.get("error")
+    errors = []
+    if raw_error:
+        if isinstance(raw_error, dict):
+            errors.append(
+                Error(
+                    type=str(raw_error.get("type") or "Error"),
+                    message=str(raw_error.get("message") or raw_error),
+                    status_code=raw_error.get("status_code"),
+                )
+            )
+        else:
+            errors.append(Error(type="Error", message=str(raw_error)))
+    stop = out.get("stop_condition")
+    if out.get("is_truncated"):
+        stop = _TRUNCATION_STOPS.get(str(stop), "max_output_tokens")
+    trace: Trace = Trace[WireTaskData](
+        task=TraceTask(type="Task", data=_task(idx, out.get("prompt"), out.get("answer"))),
+        agent=AgentInfo(config=AgentConfig()),
+        rewards={"reward": Reward(score=float(out.get("reward") or 0.0))},
+        metrics={k: float(v) for k, v in (out.get("metrics") or {}).items() if v is not None},
+        info=dict(out.get("info") or {}) if isinstance(out.get("info"), dict) else {},
+        is_completed=bool(out.get("is_completed", True)),
+        ok=not errors,
+        stop_condition=stop,
+        errors=errors,
+        timing=_timing(out.get("timing")),
+    )
+    steps = [s for s in out.get("trajectory") or [] if isinstance(s, dict)]
+    stepped = [t for t in (_step_turn(s) for s in steps) if t is not None]
+    turns = stepped or _message_turns(out)
+    model = str(out.get("model") or "") or None
+    for prompt, response in turns:
+        node = graph.prepare_turn(trace, prompt).commit(response)
+        call = ModelCall(
+            node=node, model=model, finish_reason=response.finish_reason, usage=response.usage
+        )
+        trace.calls.append(call)
+    if not stepped and trace.calls:  # the row's total usage, on its last call
+        trace.calls[-1].usage = _usage(out.get("usage"))
+    return trace
+
+
+def write_traces(run_dir: str | Path, env_id: str | None = None) -> Path:
+    """Write ``traces.jsonl`` for the classic run in ``run_dir`` from its ``results.jsonl``:
+    one single-trace ``Episode`` a line; the file's path."""
+    from verifiers.results.writer import read_rows
+
+    run = Path(run_dir)
+    if not (run / "results.jsonl").is_file():
+        raise FileNotFoundError(f"{run} is not a vf-eval run directory (no results.jsonl)")
+    if env_id is None:
+        meta = run / "metadata.json"
+        env_id = json.loads(meta.read_text()).get("env_id") if meta.exists() else None
+    path = run / TRACES_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for row in read_rows(run / "results.jsonl"):
+            episode = Episode.of(rollout_output_to_trace(row), env=env_id or "")
+            f.write(episode.model_dump_json() + "\n")
+    tmp.replace(path)
+    return path
+
+
+# --- v1 trace -> classic row ---------------------------------------------------------------------
+
+
+def trace_row(trace: Trace[Any, Any, Any], example_id: int | None = None) -> dict[str, Any]:
+    """A trace as a ``results.jsonl`` row: its last branch's messages split at the first
+    model reply (prompt, then completion), its reward, metrics (rewards by name too), usage
+    and first error."""
+    path = trace.branches[-1].nodes if trace.nodes else []
+    first = next((i for i, node in enumerate(path) if node.sampled), len(path))
+    messages = [message_to_wire(node.message) for node in path]
+    metrics: dict[str, float] = {k: float(v or 0.0) for k, v in trace.metrics.items()}
+    for name, scored in trace.rewards.items():
+        metrics.setdefault(name, scored.score if scored is not None else 0.0)
+    usage = trace.usage
+    error = trace.errors[0] if trace.errors else None
+    data = trace.task.data
+    return {
+        "example_id": int(getattr(data, "idx", 0) or 0) if example_id is None else example_id,
+        "prompt": messages[:first],
+        "completion": messages[first:],
+        "answer": str(getattr(data, "answer", "") or ""),
+        "reward": trace.reward,
+        "metrics": metrics,
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+        }
+        if usage is not None
+        else None,
+        "error": {"type": error.type, "message": error.message, "status_code": error.status_code}
+        if error
+        else None,
+        "stop_condition": trace.stop_condition,
+        "is_truncated": trace.is_truncated,
+    }
+
+
+def read_episodes(path: str | Path) -> Iterable[WireEpisode]:
+    """The episodes of a ``traces.jsonl``, read without the packages that wrote them; a line
+    that is not one is a ``ValueError`` naming the file and line."""
+    with Path(path).open(encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield WireEpisode.model_validate_json(line)
+            except ValueError as exc:
+                raise ValueError(
+                    f"{path}:{number} is not a v1 trace episode (WireEpisode): "
+                    f"{str(exc).splitlines()[0]}"
+                ) from exc
+
+
+def read_traces_run(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A ``traces.jsonl`` (or a directory holding one) as vf-data reads a run: its source
+    (from ``metadata.json`` beside it when there is one, else the episodes' env and model) and
+    one row per trace, every trace of an episode keeping the episode's example id."""
+    file = Path(path)
+    file = file / TRACES_FILE if file.is_dir() else file
+    if not file.is_file():
+        raise FileNotFoundError(f"{path} holds no results.jsonl and no {TRACES_FILE}")
+    rows, env_id, model = [], None, None
+    for episode in read_episodes(file):
+        env_id = env_id or episode.env.id or None
+        for trace in episode.traces:
+            model = model or next((c.model for c in trace.calls if c.model), None)
+            rows.append(trace_row(trace))
+    meta_path = file.parent / "metadata.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    source = {
+        "env_id": meta.get("env_id") or env_id,
+        "env_version": meta.get("env_version"),
+        "env_content_hash": meta.get("env_content_hash"),
+        "model": meta.get("model") or model,
+        "run_id": meta.get("run_id"),
+        "run_dir": str(file),
+    }
+    return source, rows

@@ -245,6 +245,8 @@ def check_output_dirs(args: EvalSettings) -> None:
             return  # said by the resume itself ("no metadata.json there")
         problem = foreign_dir_problem(Path(args.resume), "--resume run")
     elif args.no_save and not args.rescore:
+        if args.traces:
+            raise CLIError("--traces writes traces.jsonl beside results.jsonl: drop --no-save")
         return
     else:
         problem = own_dir(Path(args.output_dir), "--output-dir")

@@ -12,6 +12,13 @@ from rich.console import Console
 from verifiers.cli.endpoints import CLIError, Endpoint
 from verifiers.cli.eval.settings import EvalSettings
 
+V1_MAX_TOKENS = 256
+"""The per-reply token limit a v1 taskset's run on the built-in model server gets when neither
+-t, --sampling-args nor its package's ``[tool.verifiers.eval]`` table sets one: the limit
+every classic environment here and both vf-init scaffolds ship in that table. Upstream's v1
+packages ship no table; without a limit, a reply on CPU runs to the model's context length
+(minutes each)."""
+
 
 def local_model_identity(model: str, console: Console) -> dict[str, str] | None:
     """The path and content hash of a local model directory (None for the embedded model)."""

@@ -32,7 +32,7 @@ from verifiers.cli.eval.checks import (
 )
 from verifiers.cli.eval.clients import eval_client_config, make_eval_client
 from verifiers.cli.eval.defaults import eval_defaults
-from verifiers.cli.eval.embedded import local_model_identity, start_embedded
+from verifiers.cli.eval.embedded import V1_MAX_TOKENS, local_model_identity, start_embedded
 from verifiers.cli.eval.rescore import rescore_run
 from verifiers.cli.eval.settings import DEFAULT_API, EvalSettings, explicit, parse_args
 from verifiers.cli.eval.start import launch_early, load_v1
@@ -189,6 +189,8 @@ def _run(
                 "speaks chat and completions"
             )
         local_model = local_model_identity(endpoint.model, console)
+        if getattr(env, "v1_env", None) is not None:
+            sampling.setdefault("max_tokens", V1_MAX_TOKENS)
         endpoint = start_embedded(endpoint, console, args, servers, local_model)
     else:
         served = check_reachable(endpoint, headers, endpoint.key_var or key_var, api)
@@ -273,6 +275,10 @@ def _run(
         show_examples(console, out.state)
     stdout = Console()
     stdout.print(summary_table(out.run_metadata, wall))
+    if results_path is not None and args.traces and getattr(env, "v1_env", None) is None:
+        from verifiers.v1.legacy import write_traces  # the bridge: classic rows as v1 traces
+
+        write_traces(results_path, env.env_id)
     if results_path is not None:
         print_saved(stdout, results_path)
     limit_note = getattr(env, "limit_note", None)  # v1 tasksets (verifiers.v1.eval_env)

@@ -83,6 +83,11 @@ class EvalSettings(CommandSettings):
         False, description="(always on; kept for compatibility) save results"
     )
     no_save: bool = Field(False, description="do not write results to disk")
+    traces: bool = Field(
+        False,
+        description="also write a classic environment's rollouts as v1 traces (traces.jsonl "
+        "beside results.jsonl, one WireEpisode a line); a v1 taskset's run always writes them",
+    )
     state_columns: Annotated[str | None, Flag("-C")] = Field(
         None, description="comma-separated state keys to save in each row"
     )
@@ -169,6 +174,7 @@ ON_RESUME: dict[str, OnResume] = {
     "endpoints": OnResume.INVOCATION,  # the alias it resolved is recorded (model, URL, key var)
     "save_results": OnResume.INVOCATION,
     "no_save": OnResume.INVOCATION,  # a resumed run writes into its own directory
+    "traces": OnResume.INVOCATION,  # written from results.jsonl, whole, after each run
     "resume": OnResume.INVOCATION,
     "rescore": OnResume.INVOCATION,
     "output_dir": OnResume.INVOCATION,  # a resumed run writes into its own directory
