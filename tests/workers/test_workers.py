@@ -372,6 +372,62 @@ async def test_two_callers_share_one_tcp_server_and_a_stranger_is_refused(server
         env_server.wait(30)
 
 
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident memory (VmHWM), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+async def test_a_frame_built_to_expand_as_it_decodes_is_refused_at_a_small_multiple(
+    server, flags, tmp_path
+):
+    """4 MiB of empty msgpack maps decoded into ~145x their size (~600 MB) while the server
+    validated them on its event loop; now decoding stops at 16x the frame and the request is
+    refused, and the server then serves a real caller."""
+    import zmq
+    import zmq.asyncio
+
+    from verifiers.processes.server import free_port
+    from verifiers.workers.auth import secure_client
+    from verifiers.workers.protocol import unpack
+    from verifiers.workers.remote import RemoteWorkers
+
+    port = free_port()
+    env_server = _start_server(tmp_path, SHARED_SECRET, port)
+    context = zmq.asyncio.Context()
+    dealer = context.socket(zmq.DEALER)
+    try:
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        await caller.close()  # the server is up and answering
+        before = _peak_rss(env_server.pid)
+        secure_client(dealer, SHARED_SECRET)
+        dealer.connect(f"tcp://127.0.0.1:{port}")
+        count = 4 * 2**20
+        frame = b"\xdd" + count.to_bytes(4, "big") + b"\x80" * count  # an array of empty maps
+        await dealer.send_multipart([b"bomb", frame])
+        assert await dealer.poll(60_000)
+        request_id, reply = await dealer.recv_multipart()
+        grown = _peak_rss(env_server.pid) - before
+        assert grown < 24 * len(frame), f"grew {grown >> 20} MiB for a {len(frame) >> 20} MiB frame"
+        answer = unpack(reply)
+        assert request_id == b"bomb" and not answer["success"]
+        assert "decodes into more than" in answer["error"], answer
+        env = vf.load_environment("vf-worker-probe")
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        try:
+            out = await env.evaluate(server.base_url, "m", env_workers=caller)
+        finally:
+            await caller.close()
+        assert out.reward == [2.0] * 4
+    finally:
+        dealer.close(linger=0)
+        context.term()
+        env_server.terminate()
+        env_server.wait(30)
+
+
 async def test_a_caller_with_a_secret_is_told_the_server_runs_without_one(flags, tmp_path):
     from verifiers.errors import EnvWorkerError
     from verifiers.processes.server import free_port

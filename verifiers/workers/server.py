@@ -8,7 +8,8 @@ keys derived from a shared secret (``verifiers.workers.auth``); without a secret
 loopback host only. A request's key is read only from the environment variables the server was
 given (``key_vars``), so a caller cannot have a worker send some other secret of this host to an
 address of its choosing. Messages larger than ``max_message_bytes`` are dropped by ZMQ before
-they are read.
+they are read, and one that would decode into many times its size is refused while it decodes
+(``protocol.unpack_bounded``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from verifiers.workers.protocol import (
     RunRolloutRequest,
     pack,
     parse_request,
-    unpack,
+    unpack_bounded,
 )
 from verifiers.workers.runner import NO_KEY_VAR
 
@@ -105,7 +106,7 @@ class EnvServer:
 
     async def _answer(self, router: Any, caller: bytes, request_id: bytes, payload: bytes) -> None:
         try:
-            request = parse_request(unpack(payload))
+            request = parse_request(unpack_bounded(payload))
             refused = (
                 key_vars_of(request.client_config) - self.key_vars
                 if hasattr(request, "client_config")
