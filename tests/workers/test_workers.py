@@ -9,6 +9,7 @@ import gc
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -470,6 +471,54 @@ async def test_workers_as_ray_actors_on_a_local_ray(server, flags):
     out = await env.evaluate(server.base_url, "m", sampling_args={"seed": 3}, env_workers="ray:2")
     assert comparable(out.state) == comparable(local.state)
     assert out["metadata"]["env_workers"]["kind"] == "ray"
+
+
+@pytest.fixture
+def planted_ray_dir(monkeypatch):
+    """A sticky, world-writable temp dir (as /tmp is) where uid 65534 made this user's
+    ``vf-ray-UID`` first, 0777; the temp dir of this test."""
+    shared = Path(tempfile.mkdtemp(prefix="vf-shared-", dir="/tmp"))
+    shared.chmod(0o1777)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    planted = shared / f"vf-ray-{os.geteuid()}"
+    nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    subprocess.run([*nobody, "mkdir", "-m", "777", str(planted)], check=True)
+    yield planted
+    shutil.rmtree(shared)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="plants a directory as uid 65534, which needs root")
+async def test_a_ray_dir_another_user_made_first_is_refused_and_ray_runs_in_its_own(
+    server, flags, planted_ray_dir
+):
+    """Ray kept its sessions in /tmp/ray, 0777 without the sticky bit, and joined whatever
+    cluster its ray_current_cluster named: anyone's to create first. A local Ray now lives under
+    $TMPDIR/vf-ray-UID, refused when another user made it, and 0700 when this user does (a
+    second start reuses it)."""
+    pytest.importorskip("ray")
+    import ray
+
+    from verifiers.errors import EnvWorkerError
+    from verifiers.workers.ray_pool import RayPool
+
+    try:
+        with pytest.raises(EnvWorkerError, match="belongs to uid 65534"):
+            await RayPool("vf-worker-probe").start()
+        assert not ray.is_initialized() and not os.listdir(planted_ray_dir)
+        shutil.rmtree(planted_ray_dir)
+        env = vf.load_environment("vf-worker-probe")
+        for _ in range(2):
+            out = await env.evaluate(server.base_url, "m", env_workers="ray:1")
+            assert out.reward == [2.0] * 4
+            ray.shutdown()
+        info = os.stat(planted_ray_dir)
+        assert info.st_uid == os.geteuid() and info.st_mode & 0o777 == 0o700
+        sessions = os.listdir(os.path.join(planted_ray_dir, "ray"))
+        assert [name for name in sessions if name.startswith("session_")]
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
 
 
 def test_vf_eval_uses_workers_by_default_and_in_process_on_request(server, flags, tmp_path):
