@@ -429,6 +429,57 @@ async def test_a_frame_built_to_expand_as_it_decodes_is_refused_at_a_small_multi
         env_server.wait(30)
 
 
+async def test_guessing_the_secret_is_throttled_and_a_caller_with_it_still_connects(
+    server, flags, tmp_path
+):
+    """A stranger tried ~1,500 secrets a second, unthrottled. Now failed handshakes past a burst
+    of 10 pause new connections (2 a second on average): a 4 s guessing run gets a few dozen
+    tries, not thousands, and a caller with the secret connects right after and runs."""
+    import zmq
+    import zmq.asyncio
+    from zmq.utils.monitor import parse_monitor_message
+
+    from verifiers.processes.server import free_port
+    from verifiers.workers.auth import secure_client
+    from verifiers.workers.remote import HANDSHAKE_REFUSALS, RemoteWorkers
+
+    port = free_port()
+    env_server = _start_server(tmp_path, SHARED_SECRET, port)
+    context = zmq.asyncio.Context()
+    failed = 0
+    for name in HANDSHAKE_REFUSALS:
+        failed |= getattr(zmq, f"EVENT_{name}")
+    try:
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        await caller.close()  # the server is up and answering
+        tries, deadline = 0, time.monotonic() + 4.0
+        while time.monotonic() < deadline:
+            guess = context.socket(zmq.DEALER)
+            secure_client(guess, f"guess-number-{tries:08d}")
+            monitor = guess.get_monitor_socket(failed)
+            guess.connect(f"tcp://127.0.0.1:{port}")
+            if await monitor.poll(300):
+                tries += bool(
+                    parse_monitor_message(await monitor.recv_multipart())["event"] & failed
+                )
+            guess.disable_monitor()
+            monitor.close(linger=0)
+            guess.close(linger=0)
+        assert 10 <= tries <= 30, tries
+        started = time.monotonic()
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        try:
+            env = vf.load_environment("vf-worker-probe")
+            out = await env.evaluate(server.base_url, "m", env_workers=caller)
+        finally:
+            await caller.close()
+        assert out.reward == [2.0] * 4 and time.monotonic() - started < 30
+    finally:
+        context.term()
+        env_server.terminate()
+        env_server.wait(30)
+
+
 async def test_a_caller_with_a_secret_is_told_the_server_runs_without_one(flags, tmp_path):
     from verifiers.errors import EnvWorkerError
     from verifiers.processes.server import free_port

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -70,14 +71,20 @@ class EnvServer:
         import zmq
         import zmq.asyncio
 
-        from verifiers.workers.auth import secure_server
+        from verifiers.workers.auth import HandshakeThrottle, listening_socket, secure_server
 
         context = zmq.asyncio.Context()
         router = context.socket(zmq.ROUTER)
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
         auth = secure_server(router, context, self.secret) if self.secret is not None else None
+        listener = listening_socket(self.host, self.port)
+        router.setsockopt(zmq.USE_FD, os.dup(listener.fileno()))  # libzmq closes its copy
         router.bind(f"tcp://{self.host}:{self.port}")
+        monitor = router.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+        )
+        throttle = asyncio.create_task(HandshakeThrottle(listener).watch(monitor))
         logger.info("serving %s on tcp://%s:%d", self.pool.env_id, self.host, self.port)
         try:
             while not stop.is_set():
@@ -97,9 +104,13 @@ class EnvServer:
                     task = asyncio.create_task(self._answer(router, caller, request_id, payload))
                     self._tasks[(caller, request_id)] = task
         finally:
+            throttle.cancel()
             for task in self._tasks.values():
                 task.cancel()
+            router.disable_monitor()
+            monitor.close(linger=0)
             router.close()
+            listener.close()
             if auth is not None:
                 auth.stop()
             context.term()
