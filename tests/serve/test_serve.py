@@ -924,18 +924,23 @@ def test_a_client_that_stalls_its_headers_or_body_holds_nothing_for_long(tiny_di
         address = (where.hostname, where.port)
         half = sockets.create_connection(address)
         half.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")  # never finishes
-        stalled = sockets.create_connection(address)
-        stalled.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 1000\r\n\r\n{\"model\": "
-        )
+        stalls = []
+        for _ in range(64):  # the whole of an anonymous client's --client-max-requests
+            stalled = sockets.create_connection(address)
+            stalled.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\": "
+            )
+            stalls.append(stalled)
         started = clock.monotonic()
         half.settimeout(10)
         assert half.recv(1024) == b""  # closed by the server
-        stalled.settimeout(10)
-        answer = stalled.recv(4096)
-        assert b" 408 " in answer.split(b"\r\n", 1)[0], answer[:200]
-        assert clock.monotonic() - started < 6
+        for stalled in stalls:
+            stalled.settimeout(10)
+            answer = stalled.recv(4096)
+            assert b" 408 " in answer.split(b"\r\n", 1)[0], answer[:200]
+            stalled.close()
+        assert clock.monotonic() - started < 8
         ok = httpx.post(
             f"{server.base_url}/chat/completions",
             json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
@@ -943,4 +948,3 @@ def test_a_client_that_stalls_its_headers_or_body_holds_nothing_for_long(tiny_di
         )
         assert ok.status_code == 200
         half.close()
-        stalled.close()
