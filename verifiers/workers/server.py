@@ -9,7 +9,8 @@ loopback host only. A request's key is read only from the environment variables 
 given (``key_vars``), so a caller cannot have a worker send some other secret of this host to an
 address of its choosing. Messages larger than ``max_message_bytes`` are dropped by ZMQ before
 they are read, and one that would decode into many times its size is refused while it decodes
-(``protocol.unpack_bounded``).
+(``protocol.unpack_bounded``). Failed handshakes (guesses of the secret) past a budget pause new
+connections a while (``auth.HandshakeThrottle``).
 """
 
 from __future__ import annotations
