@@ -138,6 +138,41 @@ def test_a_tiny_temperature_samples_greedily_and_fails_no_one_beside_it(served):
     assert all(a.json()["choices"][0]["message"] == greedy for a in answers)
 
 
+EDGES = [
+    ({"top_p": 5e-324}, 200),
+    ({"temperature": 2.0, "top_p": 1e-300}, 200),
+    ({"top_k": 2**63}, 200),
+    ({"seed": 2**64 - 1}, 200),
+    ({"seed": -(2**63)}, 200),
+    ({"n": 16, "top_k": 2**62, "seed": 2**62, "logprobs": True, "top_logprobs": 20}, 200),
+    ({"logit_bias": {"1": 1e308}, "presence_penalty": 1e308}, 200),  # not implemented: ignored
+    ({"seed": 2**64}, 400),
+    ({"max_tokens": 2**63}, 400),
+    ({"max_tokens": 10**30}, 400),
+    ({"top_k": -(2**63)}, 400),
+    ({"temperature": 1e308}, 400),
+]
+
+
+@pytest.mark.parametrize(("edge", "status"), EDGES, ids=[str(e) for e, _ in EDGES])
+def test_numbers_at_the_edges_of_what_sampling_computes_fail_alone_or_compute(served, edge, status):
+    """Each number at or past what the sampler can compute with (int64 seeds and top_k, denormal
+    top_p, huge max_tokens) either samples or is a 400 naming its field, and a request in the
+    same batch beside it is answered as if it were alone."""
+    import concurrent.futures
+
+    alone = chat(served, max_tokens=8, ignore_eos=True, temperature=1.0, seed=3).json()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        body = {"max_tokens": 8, "ignore_eos": True, "temperature": 1.0, **edge}
+        edgy = pool.submit(chat, served, **body)
+        beside = pool.submit(chat, served, max_tokens=8, ignore_eos=True, temperature=1.0, seed=3)
+        answer, neighbour = edgy.result(), beside.result()
+    assert answer.status_code == status, answer.text
+    if status == 400:
+        assert next(iter(edge)) in answer.json()["error"]["message"]
+    assert neighbour.json()["choices"] == alone["choices"]
+
+
 def test_stop_strings_cut_the_text(served):
     full = chat(served, max_tokens=20, ignore_eos=True).json()["choices"][0]["message"]["content"]
     stop = full[len(full) // 2 : len(full) // 2 + 3]
@@ -889,18 +924,23 @@ def test_a_client_that_stalls_its_headers_or_body_holds_nothing_for_long(tiny_di
         address = (where.hostname, where.port)
         half = sockets.create_connection(address)
         half.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")  # never finishes
-        stalled = sockets.create_connection(address)
-        stalled.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 1000\r\n\r\n{\"model\": "
-        )
+        stalls = []
+        for _ in range(64):  # the whole of an anonymous client's --client-max-requests
+            stalled = sockets.create_connection(address)
+            stalled.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\": "
+            )
+            stalls.append(stalled)
         started = clock.monotonic()
         half.settimeout(10)
         assert half.recv(1024) == b""  # closed by the server
-        stalled.settimeout(10)
-        answer = stalled.recv(4096)
-        assert b" 408 " in answer.split(b"\r\n", 1)[0], answer[:200]
-        assert clock.monotonic() - started < 6
+        for stalled in stalls:
+            stalled.settimeout(10)
+            answer = stalled.recv(4096)
+            assert b" 408 " in answer.split(b"\r\n", 1)[0], answer[:200]
+            stalled.close()
+        assert clock.monotonic() - started < 8
         ok = httpx.post(
             f"{server.base_url}/chat/completions",
             json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
@@ -908,4 +948,3 @@ def test_a_client_that_stalls_its_headers_or_body_holds_nothing_for_long(tiny_di
         )
         assert ok.status_code == 200
         half.close()
-        stalled.close()

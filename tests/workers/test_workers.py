@@ -9,6 +9,7 @@ import gc
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -372,6 +373,113 @@ async def test_two_callers_share_one_tcp_server_and_a_stranger_is_refused(server
         env_server.wait(30)
 
 
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident memory (VmHWM), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+async def test_a_frame_built_to_expand_as_it_decodes_is_refused_at_a_small_multiple(
+    server, flags, tmp_path
+):
+    """4 MiB of empty msgpack maps decoded into ~145x their size (~600 MB) while the server
+    validated them on its event loop; now decoding stops at 16x the frame and the request is
+    refused, and the server then serves a real caller."""
+    import zmq
+    import zmq.asyncio
+
+    from verifiers.processes.server import free_port
+    from verifiers.workers.auth import secure_client
+    from verifiers.workers.protocol import unpack
+    from verifiers.workers.remote import RemoteWorkers
+
+    port = free_port()
+    env_server = _start_server(tmp_path, SHARED_SECRET, port)
+    context = zmq.asyncio.Context()
+    dealer = context.socket(zmq.DEALER)
+    try:
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        await caller.close()  # the server is up and answering
+        before = _peak_rss(env_server.pid)
+        secure_client(dealer, SHARED_SECRET)
+        dealer.connect(f"tcp://127.0.0.1:{port}")
+        count = 4 * 2**20
+        frame = b"\xdd" + count.to_bytes(4, "big") + b"\x80" * count  # an array of empty maps
+        await dealer.send_multipart([b"bomb", frame])
+        assert await dealer.poll(60_000)
+        request_id, reply = await dealer.recv_multipart()
+        grown = _peak_rss(env_server.pid) - before
+        assert grown < 24 * len(frame), f"grew {grown >> 20} MiB for a {len(frame) >> 20} MiB frame"
+        answer = unpack(reply)
+        assert request_id == b"bomb" and not answer["success"]
+        assert "decodes into more than" in answer["error"], answer
+        env = vf.load_environment("vf-worker-probe")
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        try:
+            out = await env.evaluate(server.base_url, "m", env_workers=caller)
+        finally:
+            await caller.close()
+        assert out.reward == [2.0] * 4
+    finally:
+        dealer.close(linger=0)
+        context.term()
+        env_server.terminate()
+        env_server.wait(30)
+
+
+async def test_guessing_the_secret_is_throttled_and_a_caller_with_it_still_connects(
+    server, flags, tmp_path
+):
+    """A stranger tried ~1,500 secrets a second, unthrottled. Now failed handshakes past a burst
+    of 10 pause new connections (2 a second on average): a 4 s guessing run gets a few dozen
+    tries, not thousands, and a caller with the secret connects right after and runs."""
+    import zmq
+    import zmq.asyncio
+    from zmq.utils.monitor import parse_monitor_message
+
+    from verifiers.processes.server import free_port
+    from verifiers.workers.auth import secure_client
+    from verifiers.workers.remote import HANDSHAKE_REFUSALS, RemoteWorkers
+
+    port = free_port()
+    env_server = _start_server(tmp_path, SHARED_SECRET, port)
+    context = zmq.asyncio.Context()
+    failed = 0
+    for name in HANDSHAKE_REFUSALS:
+        failed |= getattr(zmq, f"EVENT_{name}")
+    try:
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        await caller.close()  # the server is up and answering
+        tries, deadline = 0, time.monotonic() + 4.0
+        while time.monotonic() < deadline:
+            guess = context.socket(zmq.DEALER)
+            secure_client(guess, f"guess-number-{tries:08d}")
+            monitor = guess.get_monitor_socket(failed)
+            guess.connect(f"tcp://127.0.0.1:{port}")
+            if await monitor.poll(300):
+                tries += bool(
+                    parse_monitor_message(await monitor.recv_multipart())["event"] & failed
+                )
+            guess.disable_monitor()
+            monitor.close(linger=0)
+            guess.close(linger=0)
+        assert 10 <= tries <= 30, tries
+        started = time.monotonic()
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        try:
+            env = vf.load_environment("vf-worker-probe")
+            out = await env.evaluate(server.base_url, "m", env_workers=caller)
+        finally:
+            await caller.close()
+        assert out.reward == [2.0] * 4 and time.monotonic() - started < 30
+    finally:
+        context.term()
+        env_server.terminate()
+        env_server.wait(30)
+
+
 async def test_a_caller_with_a_secret_is_told_the_server_runs_without_one(flags, tmp_path):
     from verifiers.errors import EnvWorkerError
     from verifiers.processes.server import free_port
@@ -414,6 +522,54 @@ async def test_workers_as_ray_actors_on_a_local_ray(server, flags):
     out = await env.evaluate(server.base_url, "m", sampling_args={"seed": 3}, env_workers="ray:2")
     assert comparable(out.state) == comparable(local.state)
     assert out["metadata"]["env_workers"]["kind"] == "ray"
+
+
+@pytest.fixture
+def planted_ray_dir(monkeypatch):
+    """A sticky, world-writable temp dir (as /tmp is) where uid 65534 made this user's
+    ``vf-ray-UID`` first, 0777; the temp dir of this test."""
+    shared = Path(tempfile.mkdtemp(prefix="vf-shared-", dir="/tmp"))
+    shared.chmod(0o1777)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    planted = shared / f"vf-ray-{os.geteuid()}"
+    nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    subprocess.run([*nobody, "mkdir", "-m", "777", str(planted)], check=True)
+    yield planted
+    shutil.rmtree(shared)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="plants a directory as uid 65534, which needs root")
+async def test_a_ray_dir_another_user_made_first_is_refused_and_ray_runs_in_its_own(
+    server, flags, planted_ray_dir
+):
+    """Ray kept its sessions in /tmp/ray, 0777 without the sticky bit, and joined whatever
+    cluster its ray_current_cluster named: anyone's to create first. A local Ray now lives under
+    $TMPDIR/vf-ray-UID, refused when another user made it, and 0700 when this user does (a
+    second start reuses it)."""
+    pytest.importorskip("ray")
+    import ray
+
+    from verifiers.errors import EnvWorkerError
+    from verifiers.workers.ray_pool import RayPool
+
+    try:
+        with pytest.raises(EnvWorkerError, match="belongs to uid 65534"):
+            await RayPool("vf-worker-probe").start()
+        assert not ray.is_initialized() and not os.listdir(planted_ray_dir)
+        shutil.rmtree(planted_ray_dir)
+        env = vf.load_environment("vf-worker-probe")
+        for _ in range(2):
+            out = await env.evaluate(server.base_url, "m", env_workers="ray:1")
+            assert out.reward == [2.0] * 4
+            ray.shutdown()
+        info = os.stat(planted_ray_dir)
+        assert info.st_uid == os.geteuid() and info.st_mode & 0o777 == 0o700
+        sessions = os.listdir(os.path.join(planted_ray_dir, "ray"))
+        assert [name for name in sessions if name.startswith("session_")]
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
 
 
 def test_vf_eval_uses_workers_by_default_and_in_process_on_request(server, flags, tmp_path):

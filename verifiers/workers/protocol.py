@@ -136,3 +136,50 @@ def pack(message: Any) -> bytes:
 
 def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+DECODED_PER_WIRE_BYTE = 16
+"""What the arrays and maps of a request may take in memory once decoded, per byte the request
+took on the wire. A frame of empty maps once decoded into ~145x its size (an empty map is one
+byte on the wire and a 64-byte dict), ~9 GiB at the default 64 MiB cap; real requests (rows of
+prompt text) take 1-3x."""
+DECODED_FLOOR = 1 << 20
+"""Any frame may decode into this much: bounding tiny requests buys nothing."""
+LIST_BYTES, MAP_BYTES, SLOT_BYTES, ENTRY_BYTES = 56, 64, 8, 40
+"""What CPython takes for an empty list and dict, and per list slot and dict entry (about)."""
+
+
+class DecodeCostError(ValueError):
+    """A frame that would decode into more memory than its size allows."""
+
+
+def unpack_bounded(data: bytes) -> Any:
+    """``unpack`` a frame a peer sent, refused (``DecodeCostError``) as soon as its arrays and
+    maps pass ``DECODED_PER_WIRE_BYTE`` times its size (or ``DECODED_FLOOR``): each is charged
+    as msgpack completes it, in constant time, so a frame built to expand stops while it is
+    decoded, having cost about that bound. Numbers and strings are not charged: in one array
+    they take at most what CPython's smallest objects do per wire byte (~20-36x for one-byte
+    negative numbers and two-byte strings), and many arrays of them are charged as arrays."""
+    budget = max(DECODED_FLOOR, DECODED_PER_WIRE_BYTE * len(data))
+    spent = 0
+
+    def charge(cost: int) -> None:
+        nonlocal spent
+        spent += cost
+        if spent > budget:
+            raise DecodeCostError(
+                f"this {len(data)}-byte message decodes into more than {budget} bytes "
+                f"({DECODED_PER_WIRE_BYTE}x its size): refused"
+            )
+
+    def on_list(items: list[Any]) -> list[Any]:
+        charge(LIST_BYTES + SLOT_BYTES * len(items))
+        return items
+
+    def on_map(mapping: dict[Any, Any]) -> dict[Any, Any]:
+        charge(MAP_BYTES + ENTRY_BYTES * len(mapping))
+        return mapping
+
+    return msgpack.unpackb(
+        data, raw=False, strict_map_key=False, list_hook=on_list, object_hook=on_map
+    )

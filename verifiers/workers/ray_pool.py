@@ -1,7 +1,10 @@
 """Environment workers as Ray actors (``--env-workers ray[:N]``; needs Ray: the ``ray`` extra).
 
 For a user who already runs a Ray cluster: ``ray.init`` joins it (``$RAY_ADDRESS``, or
-``address=``), or starts a local Ray instance when there is none. Each actor runs a
+``address=``); without either it starts a local Ray instance of its own, in a 0700 directory of
+this user's (:func:`ray_temp_dir`), never joining one it finds: Ray's default, ``/tmp/ray``, is
+anyone's to create first, and its ``ray_current_cluster`` file names the cluster ``ray.init``
+joins. Each actor runs a
 ``WorkerRuntime`` (the same code as a worker process) on Ray's event loop for async actors, so
 groups run concurrently inside it; Ray places the actors on the cluster's nodes. An actor that
 dies is restarted by Ray, and the group it was running is sent once more; a second loss is an
@@ -11,6 +14,9 @@ error on the group's rollouts.
 from __future__ import annotations
 
 import asyncio
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from verifiers.workers.protocol import Response, RunGroupRequest, pack, unpack
@@ -24,6 +30,26 @@ def _ray() -> Any:
 
         raise ImportError(f"--env-workers ray needs Ray: {install_hint('ray', 'ray')}") from exc
     return ray
+
+
+def ray_temp_dir() -> Path:
+    """The directory a local Ray instance of this user's keeps its sessions in:
+    ``$TMPDIR/vf-ray-UID/ray``. ``vf-ray-UID`` is 0700 and refused (``EnvWorkerError``) when it
+    is not this user's own (another local user made it first, or a link, or anyone may change it
+    or a directory above it): Ray's sockets, logs and session files are what its processes
+    trust. Ray makes its own directory 0777, so it goes one level below, out of others' reach."""
+    from verifiers.errors import EnvWorkerError
+    from verifiers.processes.own_dir import own_dir
+
+    path = Path(tempfile.gettempdir()) / f"vf-ray-{os.geteuid()}"
+    problem = own_dir(path, "Ray temp dir", 0o700)
+    if problem:
+        raise EnvWorkerError(f"cannot start a local Ray instance: {problem}")
+    if path.stat().st_mode & 0o077:
+        raise EnvWorkerError(
+            f"cannot start a local Ray instance: {path} is open to others; chmod 700 it"
+        )
+    return path / "ray"
 
 
 class _Actor:
@@ -74,7 +100,14 @@ class RayPool:
     async def start(self) -> RayPool:
         ray = _ray()
         if not ray.is_initialized():
-            ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False)
+            address = self.address or os.environ.get("RAY_ADDRESS") or None
+            local = {} if address else {"_temp_dir": str(ray_temp_dir())}
+            ray.init(
+                address=address or "local",
+                ignore_reinit_error=True,
+                log_to_driver=False,
+                **local,
+            )
             self._started_ray = True
         actor = ray.remote(max_restarts=self.retries, max_task_retries=0)(_Actor)
         self._actors = [

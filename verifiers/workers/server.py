@@ -8,13 +8,16 @@ keys derived from a shared secret (``verifiers.workers.auth``); without a secret
 loopback host only. A request's key is read only from the environment variables the server was
 given (``key_vars``), so a caller cannot have a worker send some other secret of this host to an
 address of its choosing. Messages larger than ``max_message_bytes`` are dropped by ZMQ before
-they are read.
+they are read, and one that would decode into many times its size is refused while it decodes
+(``protocol.unpack_bounded``). Failed handshakes (guesses of the secret) past a budget pause new
+connections a while (``auth.HandshakeThrottle``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +29,7 @@ from verifiers.workers.protocol import (
     RunRolloutRequest,
     pack,
     parse_request,
-    unpack,
+    unpack_bounded,
 )
 from verifiers.workers.runner import NO_KEY_VAR
 
@@ -69,14 +72,20 @@ class EnvServer:
         import zmq
         import zmq.asyncio
 
-        from verifiers.workers.auth import secure_server
+        from verifiers.workers.auth import HandshakeThrottle, listening_socket, secure_server
 
         context = zmq.asyncio.Context()
         router = context.socket(zmq.ROUTER)
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
         auth = secure_server(router, context, self.secret) if self.secret is not None else None
+        listener = listening_socket(self.host, self.port)
+        router.setsockopt(zmq.USE_FD, os.dup(listener.fileno()))  # libzmq closes its copy
         router.bind(f"tcp://{self.host}:{self.port}")
+        monitor = router.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+        )
+        throttle = asyncio.create_task(HandshakeThrottle(listener).watch(monitor))
         logger.info("serving %s on tcp://%s:%d", self.pool.env_id, self.host, self.port)
         try:
             while not stop.is_set():
@@ -96,16 +105,20 @@ class EnvServer:
                     task = asyncio.create_task(self._answer(router, caller, request_id, payload))
                     self._tasks[(caller, request_id)] = task
         finally:
+            throttle.cancel()
             for task in self._tasks.values():
                 task.cancel()
+            router.disable_monitor()
+            monitor.close(linger=0)
             router.close()
+            listener.close()
             if auth is not None:
                 auth.stop()
             context.term()
 
     async def _answer(self, router: Any, caller: bytes, request_id: bytes, payload: bytes) -> None:
         try:
-            request = parse_request(unpack(payload))
+            request = parse_request(unpack_bounded(payload))
             refused = (
                 key_vars_of(request.client_config) - self.key_vars
                 if hasattr(request, "client_config")
