@@ -791,6 +791,10 @@ def _parent_pid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+def _exists(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux")
 async def test_a_launched_pool_forks_its_workers_from_one_template_that_imported_them_once(
     server, flags
@@ -813,7 +817,7 @@ async def test_a_launched_pool_forks_its_workers_from_one_template_that_imported
     imported = {int(p.name.split("-")[1]) for p in flags.glob("imported-*")}
     assert imported == {os.getpid(), template.pid}  # never in a worker
     assert template.poll() is not None  # closed with the pool
-    assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+    assert not any(_exists(pid) for pid in workers)
 
 
 def test_a_launched_pool_never_started_is_abandoned_without_a_trace(flags):
