@@ -190,3 +190,17 @@ def test_owner_name_loads_that_owners_package_or_says_whose_is_installed(tmp_pat
     ):
         vf.load_environment("bob/reverse-text")
     assert vf.load_environment("reverse-text")  # the bare name still loads whatever is installed
+
+
+def test_a_distribution_installed_after_its_module_was_looked_up_is_seen(site):
+    """The distribution a module came from is looked up once while nothing on the import path
+    changes (a worker pool's template looks it up for the workers it forks); an install made
+    after that lookup is seen by the next."""
+    from verifiers.loading.loader import locate_environment
+
+    (site / "vf_test_late.py").write_text(ENV_SOURCE.format(tag="late"))
+    assert locate_environment("vf-test-late")[1].dist_name is None
+    assert locate_environment("vf-test-late")[1].dist_name is None
+    (site / "vf_test_late.py").unlink()
+    install_fake_dist(site, "vf-test-late", "vf_test_late", "1.0", "late")
+    assert locate_environment("vf-test-late")[1].dist_name == "vf-test-late"

@@ -44,6 +44,7 @@ from typing import Any
 
 from verifiers.errors import EnvWorkerError
 from verifiers.processes.leftovers import owned_dir, remove_abandoned
+from verifiers.workers.forked import Template, WorkerProcess, can_fork
 from verifiers.workers.process import BEAT, FAILED, READY, read_beat
 from verifiers.workers.protocol import Response, RunGroupRequest, pack, unpack
 
@@ -57,7 +58,7 @@ _ids = itertools.count()
 class _Worker:
     slot: int
     identity: bytes
-    process: subprocess.Popen[bytes]
+    process: WorkerProcess
     heartbeat: str  # the file it writes its heartbeat to
     ready: asyncio.Future[bool]
     inflight: set[bytes] = field(default_factory=set)
@@ -143,7 +144,8 @@ class WorkerPool:
         self._receiver: asyncio.Task[None] | None = None
         self._watcher: threading.Thread | None = None
         # processes started by launch(), before start() had an event loop to wait on them
-        self._launched: list[tuple[int, bytes, subprocess.Popen[bytes], str]] = []
+        self._launched: list[tuple[int, bytes, WorkerProcess, str]] = []
+        self._template: Template | None = None  # what launch() forked them from
 
     # --- lifecycle -------------------------------------------------------------------------------
     def launch(self) -> WorkerPool:
@@ -151,9 +153,25 @@ class WorkerPool:
         while the caller goes on (vf-eval calls this first thing, before it loads the
         environment itself); ``start()`` then waits for them, and ``abandon()`` ends them if it
         never comes to that. A worker launched before the caller knew the environment's release
-        loads it as its package says, and ``start()`` refuses one that differs from ``release``."""
+        loads it as its package says, and ``start()`` refuses one that differs from ``release``.
+
+        On Linux the workers are forked from one template process that imports everything once
+        (``verifiers.workers.forked``); workers started later (replacements) start as their own
+        interpreters."""
         self._prepare()
-        self._launched = [(slot, *self._launch_process(slot)) for slot in range(self.num_workers)]
+        if not can_fork():
+            self._launched = [
+                (slot, *self._launch_process(slot)) for slot in range(self.num_workers)
+            ]
+            return self
+        slots = [(slot, *self._new_identity(slot)) for slot in range(self.num_workers)]
+        self._template = Template(
+            self._settings(), [(identity, beat) for _, identity, beat in slots]
+        )
+        self._launched = [
+            (slot, identity.encode(), self._template.workers[identity], beat)
+            for slot, identity, beat in slots
+        ]
         return self
 
     def abandon(self) -> None:
@@ -170,6 +188,8 @@ class WorkerPool:
                 process.kill()
                 process.wait(1)
         self._launched = []
+        if self._template is not None:
+            self._template.stop()
         if self._dir:
             shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -249,25 +269,32 @@ class WorkerPool:
         identity, process, heartbeat = self._launch_process(slot)
         return _Worker(slot, identity, process, heartbeat, self._loop.create_future())
 
-    def _launch_process(self, slot: int) -> tuple[bytes, subprocess.Popen[bytes], str]:
+    def _new_identity(self, slot: int) -> tuple[str, str]:
+        """A new worker's identity and its heartbeat file (stamped now)."""
         identity = f"w{slot}-{next(_ids)}"
         heartbeat = os.path.join(self._dir, f"{identity}.beat")
         with open(heartbeat, "wb") as f:
             f.write(BEAT.pack(time.monotonic()))
-        process = subprocess.Popen(
-            [sys.executable, "-m", "verifiers.workers.process", str(os.getpid())],
-            stdin=subprocess.PIPE,
-        )
-        settings = {
+        return identity, heartbeat
+
+    def _settings(self) -> dict[str, Any]:
+        """What every worker is told (on stdin: not on a command line others can read)."""
+        return {
             "env_id": self.env_id,
-            "env_args": self.env_args,  # on stdin: not on a command line others can read
+            "env_args": self.env_args,
             "address": self.address,
-            "identity": identity,
-            "heartbeat": heartbeat,
             "parent_pid": os.getpid(),
             "release": self.release,
             "log_level": logging.getLogger("verifiers").getEffectiveLevel(),
         }
+
+    def _launch_process(self, slot: int) -> tuple[bytes, WorkerProcess, str]:
+        identity, heartbeat = self._new_identity(slot)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "verifiers.workers.process", str(os.getpid())],
+            stdin=subprocess.PIPE,
+        )
+        settings = {**self._settings(), "identity": identity, "heartbeat": heartbeat}
         assert process.stdin is not None
         process.stdin.write(json.dumps(settings).encode() + b"\n")
         process.stdin.close()
@@ -303,6 +330,8 @@ class WorkerPool:
             except subprocess.TimeoutExpired:
                 worker.process.kill()
                 worker.process.wait(1)
+        if self._template is not None:
+            self._template.stop()
         if self._receiver is not None:
             self._receiver.cancel()
             with contextlib.suppress(asyncio.CancelledError):

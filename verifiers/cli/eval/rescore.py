@@ -3,7 +3,6 @@ installed now (no model called), what changed printed, and the result saved as a
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -17,6 +16,7 @@ from verifiers.cli.eval.settings import EvalSettings
 def rescore_run(args: EvalSettings, run_dir: str, env: Any, console: Console) -> int:
     """``--rescore RUN_DIR``: the recorded rollouts scored again, no model called."""
     from verifiers.cli.display import LiveProgress, print_saved, summary_table
+    from verifiers.envs.environment import run_sync
     from verifiers.envs.rescore import RescoreError, SavedRun, changes_table, compare, rescore
     from verifiers.results.layout import new_run_dir
 
@@ -34,7 +34,7 @@ def rescore_run(args: EvalSettings, run_dir: str, env: Any, console: Console) ->
     )
     start = time.perf_counter()
     with LiveProgress(console, total) as progress:
-        out = asyncio.run(rescore(env, run, results_path, on_progress=progress.update))
+        out = run_sync(rescore(env, run, results_path, on_progress=progress.update))
     stdout = Console()
     stdout.print(summary_table(out.run_metadata, time.perf_counter() - start))
     stdout.print(changes_table(compare(run, out)))

@@ -4,7 +4,6 @@ in this process) and saved, and the summary printed."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import signal
@@ -224,13 +223,14 @@ def _run(
         f"[bold]{env.env_id}[/bold]: {len(rows)} examples × {r} rollouts on [bold]{endpoint.model}[/bold] ({endpoint.base_url})"
     )
     from verifiers.cli.display import LiveProgress, print_saved, show_examples, summary_table
+    from verifiers.envs.environment import run_sync
 
     start = time.perf_counter()
     try:
         with LiveProgress(
             console, total, started=started if args.verbose else None
         ) as progress:
-            out = asyncio.run(
+            out = run_sync(  # not asyncio.run: see run_sync
                 _generate(
                     env,
                     rows,

@@ -1,0 +1,158 @@
+"""Workers forked from one template process (``python -m verifiers.workers.process PID --fork``):
+the caller's side.
+
+A pool launched ahead of its run (``WorkerPool.launch``, what vf-eval does) starts one template
+that imports the worker's modules and the environment's module once and forks the workers from
+it, instead of N interpreters that each import everything (about a second of CPU each). Each
+worker is still a process of its own that shares nothing live with the caller or the others.
+The workers are the template's children, not the caller's: :class:`ForkedProcess` stands in for
+their ``subprocess.Popen`` (pid, poll, signals, wait), from what the template reports on a pipe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Protocol
+
+
+class WorkerProcess(Protocol):
+    """What the pool uses of a worker's process: a ``subprocess.Popen`` or a ``ForkedProcess``."""
+
+    @property
+    def pid(self) -> int: ...
+    def poll(self) -> int | None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def can_fork() -> bool:
+    """Linux only: the template and its workers die with the caller by the parent-death signal."""
+    return sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+class ForkedProcess:
+    """A worker forked by the template. Its pid is 0 until the template reports it (a signal
+    sent before then is delivered when it does); ``returncode`` is what the template reaped
+    (``-N`` for a signal, as ``Popen`` says it), or SIGKILL's when the template itself ended
+    first (its workers die with it)."""
+
+    def __init__(self, template: Template, identity: str) -> None:
+        self.template, self.identity = template, identity
+        self.args = [f"worker {identity}"]
+        self.pid = 0
+        self.returncode: int | None = None
+        self._signal: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def send_signal(self, sig: int) -> None:
+        with self.template.changed:
+            if self.returncode is not None:
+                return  # reaped: the pid may be someone else's now
+            if not self.pid:
+                self._signal = signal.SIGKILL if self._signal == signal.SIGKILL else sig
+                return
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def wait(self, timeout: float | None = None) -> int:
+        with self.template.changed:
+            if not self.template.changed.wait_for(lambda: self.returncode is not None, timeout):
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def _forked(self, pid: int) -> None:  # under the template's lock
+        self.pid = pid
+        if self._signal is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, self._signal)
+
+
+class Template:
+    """The template process, forking one worker per ``(identity, heartbeat)``; ``settings``
+    are a worker's (``WorkerPool``), sent on stdin as a worker's are."""
+
+    def __init__(self, settings: dict[str, Any], workers: list[tuple[str, str]]) -> None:
+        read_fd, write_fd = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "verifiers.workers.process",
+                    str(os.getpid()),
+                    "--fork",
+                    str(write_fd),
+                ],
+                stdin=subprocess.PIPE,
+                pass_fds=(write_fd,),
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        self.changed = threading.Condition()
+        self.workers = {identity: ForkedProcess(self, identity) for identity, _ in workers}
+        listed = [{"identity": identity, "heartbeat": beat} for identity, beat in workers]
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({**settings, "workers": listed}).encode() + b"\n")
+        self.process.stdin.close()
+        self._reader = threading.Thread(
+            target=self._read, args=(read_fd,), name="vf-worker-template", daemon=True
+        )
+        self._reader.start()
+
+    def _read(self, fd: int) -> None:
+        by_pid: dict[int, ForkedProcess] = {}
+        with os.fdopen(fd, "rb") as report:
+            for line in report:
+                word, name, number = line.decode().split()
+                with self.changed:
+                    if word == "forked" and name in self.workers:
+                        by_pid[int(number)] = self.workers[name]
+                        self.workers[name]._forked(int(number))
+                    elif word == "exited" and int(name) in by_pid:
+                        by_pid[int(name)].returncode = int(number)
+                    self.changed.notify_all()
+        # the template ended: its workers die with it (the parent-death signal), unreported
+        for worker in self.workers.values():
+            deadline = time.monotonic() + 5
+            while worker.pid and worker.returncode is None and time.monotonic() < deadline:
+                try:
+                    os.kill(worker.pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.01)
+        with self.changed:
+            for worker in self.workers.values():
+                if worker.returncode is None:
+                    worker.returncode = -signal.SIGKILL
+            self.changed.notify_all()
+
+    def stop(self) -> None:
+        """End the template (its workers were stopped first: their ends are reported)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(1)
+        self._reader.join(6)
