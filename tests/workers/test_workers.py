@@ -976,6 +976,33 @@ async def test_a_launched_pool_forks_its_workers_from_one_template_that_imported
     assert not any(_exists(pid) for pid in workers)
 
 
+async def test_a_template_whose_environment_import_started_a_thread_execs_fresh_workers(
+    server, flags
+):
+    """A fork copies a running thread's locks mid-use: when importing the environment started
+    a thread, each forked worker becomes a fresh interpreter at once (same pid, still the
+    template's child) that imports the environment itself, and the run's results are the same."""
+    source = Path(os.environ["PYTHONPATH"].split(os.pathsep)[0])
+    threaded = ONCE_ENV_SOURCE.replace(
+        "import verifiers as vf\n",
+        "import threading, time\nimport verifiers as vf\n"
+        "threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n",
+    )
+    (source / "vf_worker_threaded.py").write_text(threaded)
+    env = vf.load_environment("vf-worker-threaded")
+    pool = WorkerPool("vf-worker-threaded", None, 2).launch()
+    assert pool._template is not None
+    template = pool._template.process
+    async with pool:
+        workers = pool.pids()
+        assert [_parent_pid(pid) for pid in workers] == [template.pid] * 2
+        out = await env.evaluate(server.base_url, "m", rollouts_per_example=2, env_workers=pool)
+    assert out.reward == [1.0] * 8
+    imported = {int(p.name.split("-")[1]) for p in flags.glob("imported-*")}
+    assert imported == {os.getpid(), template.pid, *workers}  # each worker imported it anew
+    assert not any(_exists(pid) for pid in workers)
+
+
 def test_a_launched_pool_never_started_is_abandoned_without_a_trace(flags):
     pool = WorkerPool("vf-worker-probe", None, 2).launch()
     processes = [process for _, _, process, _ in pool._launched]

@@ -15,7 +15,8 @@ serves as above, dying with the template, which dies with the caller) and report
 worker's pid (``forked IDENTITY PID``) and how it ended (``exited PID CODE``): the workers share
 one interpreter start and one import of everything instead of paying each their own (about a
 second of CPU each, the larger part of a short vf-eval run's cost). It forks with only its main
-thread, and holds no socket, event loop or client at that point.
+thread, and holds no socket, event loop or client at that point; when importing the
+environment started a thread, each forked worker execs a fresh interpreter instead.
 
 A caller may launch its workers before it knows the environment's release (vf-eval does, first
 thing, so their start overlaps its own): such a worker loads the environment as its package says
@@ -119,11 +120,16 @@ def _fork_workers(settings: dict[str, Any], report_fd: int) -> None:
 
     with contextlib.suppress(Exception):  # a worker's own load says what is wrong with it
         import_environment(settings["env_id"])
+    # An environment's import that started threads (a pool, a monitor) left locks that a fork
+    # would copy mid-use: each worker then replaces the fork by a fresh interpreter at once.
+    fresh = threading.active_count() > 1
     report = os.fdopen(report_fd, "w", buffering=1)
     template = os.getpid()
     for worker in settings["workers"]:
         pid = os.fork()
         if pid == 0:
+            if fresh:
+                _exec_fresh({**settings, **worker}, report_fd, template)
             _run_forked({**settings, **worker}, report_fd, template)
         report.write(f"forked {worker['identity']} {pid}\n")
     # Ctrl-C reaches the whole process group: the workers' ends are still to be reported
@@ -134,6 +140,21 @@ def _fork_workers(settings: dict[str, Any], report_fd: int) -> None:
         except ChildProcessError:  # every worker ended
             return
         report.write(f"exited {pid} {os.waitstatus_to_exitcode(status)}\n")
+
+
+def _exec_fresh(settings: dict[str, Any], report_fd: int, template: int) -> None:
+    """A forked worker that becomes a fresh worker interpreter (same pid, so the template's
+    report still holds), its settings on stdin as any worker's: nothing runs between the fork
+    and the exec but writing them to an in-memory file."""
+    try:
+        os.close(report_fd)
+        stdin = os.memfd_create("settings")  # a file, not a pipe: no size to block on
+        os.write(stdin, (json.dumps(settings) + "\n").encode())
+        os.lseek(stdin, 0, os.SEEK_SET)
+        os.dup2(stdin, 0)
+        os.execv(sys.executable, [sys.executable, "-m", "verifiers.workers.process", str(template)])
+    finally:
+        os._exit(1)  # only when the exec failed
 
 
 def _run_forked(settings: dict[str, Any], report_fd: int, template: int) -> None:
