@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.hubs import new_user, serving
+from support.hubs import prime as native_prime
 
 pytestmark = pytest.mark.slow
 OFFICIAL = "prime==0.18.0"
@@ -265,22 +266,30 @@ def staged_names(hub) -> list[str]:
         opened.close()
 
 
+def scaffolded(root: Path, name: str) -> Path:
+    """``vf-init NAME``'s project under ``root``, with no dependencies (an install resolves
+    nothing from PyPI)."""
+    subprocess.run(
+        [sys.executable, "-m", "verifiers.cli.init", name],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+    project = root / "environments" / name.replace("-", "_")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace('dependencies = ["verifiers>=0.3.1"]', "dependencies = []")
+    )
+    return project
+
+
 def test_official_push_is_judged_as_a_native_push(official, hub, tmp_path):
     carol = new_user(hub, "carol")
     auth = {"Authorization": f"Bearer {carol}"}
     api = f"{hub['url']}/api/v1/environmentshub"
     prime = Official(official, tmp_path / "home", hub["url"], carol)
-    subprocess.run(
-        [sys.executable, "-m", "verifiers.cli.init", "word-count"],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
-    )
-    project = tmp_path / "environments" / "word_count"
-    pyproject = project / "pyproject.toml"  # no dependencies: the install resolves nothing
-    pyproject.write_text(
-        pyproject.read_text().replace('dependencies = ["verifiers>=0.3.1"]', "dependencies = []")
-    )
+    project = scaffolded(tmp_path, "word-count")
+    pyproject = project / "pyproject.toml"
 
     pushed = prime("env", "push", "--path", str(project), "--visibility", "PUBLIC")
     assert "Successfully pushed carol/word-count" in pushed.stdout, pushed.stdout
@@ -385,6 +394,105 @@ def test_official_push_is_judged_as_a_native_push(official, hub, tmp_path):
     prime("env", "push", "--path", str(project), "--auto-bump")
     assert 'version = "0.1.1"' in pyproject.read_text()
     assert native(hub, "carol/word-count").json()["versions"] == ["0.1.0", "0.1.1"]
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    """Each file under ``root`` by its relative path, but dotfiles (``.prime/``: the official
+    client's own record of what it pulled or pushed)."""
+    found = {str(path.relative_to(root)): path for path in root.rglob("*") if path.is_file()}
+    return {
+        rel: path.read_bytes()
+        for rel, path in found.items()
+        if not any(part.startswith(".") for part in Path(rel).parts)
+    }
+
+
+def test_an_official_push_keeps_its_source_archive_for_either_clients_pull(official, hub, tmp_path):
+    lena = new_user(hub, "lena")
+    prime = Official(official, tmp_path / "home", hub["url"], lena)
+    project = scaffolded(tmp_path, "pull-me")
+    (project / "prompts").mkdir()
+    (project / "prompts" / "system.txt").write_text("count the words\n")
+    prime("env", "push", "--path", str(project), "--visibility", "PRIVATE")
+    pushed = {
+        path: data
+        for path, data in files_under(project).items()
+        if not path.startswith(("dist/", "build/")) and "__pycache__" not in path
+    }
+    assert {"README.md", "pyproject.toml", "pull_me.py", "prompts/system.txt"} <= set(pushed)
+
+    # the version holds the wheel and the source archive; the index lists only the wheel
+    described = native(hub, "lena/pull-me/versions/0.1.0", lena).json()
+    kinds = {f["kind"]: f["filename"] for f in described["files"]}
+    assert set(kinds) == {"wheel", "source"}
+    assert kinds["source"] == "pull_me-0.1.0.source.tar.gz"
+    index = httpx.get(f"{hub['url']}/simple/lena/pull-me/pull-me/", headers=bearer(lena))
+    assert index.status_code == 200 and kinds["wheel"] in index.text
+    assert ".source.tar.gz" not in index.text
+
+    # the official pull (it sends its token to the package URL) gets the pushed files
+    prime("env", "pull", "lena/pull-me@0.1.0", "--target", str(tmp_path / "official-pull"))
+    assert files_under(tmp_path / "official-pull") == pushed
+    # this project's pull extracts it into NAME-VERSION/, as it does an sdist
+    prime_native = run_native_pull(hub, lena, "lena/pull-me@0.1.0", tmp_path / "native-pull")
+    assert prime_native.returncode == 0, prime_native.stderr
+    assert files_under(tmp_path / "native-pull" / "pull_me-0.1.0") == pushed
+
+    # private: nobody else downloads it, with either client
+    url = f"{hub['url']}/files/lena/pull-me/{kinds['source']}"
+    assert httpx.get(url).status_code == 404
+    mona = new_user(hub, "mona")
+    assert httpx.get(url, headers=bearer(mona)).status_code == 404
+    other = Official(official, tmp_path / "mona", hub["url"], mona)
+    refused = other(
+        "env", "pull", "lena/pull-me@0.1.0", "--target", str(tmp_path / "m"), check=False
+    )
+    assert refused.returncode != 0 and not (tmp_path / "m").exists()
+    assert run_native_pull(hub, mona, "lena/pull-me@0.1.0", tmp_path / "m2").returncode != 0
+    assert not list((tmp_path / "m2").glob("pull_me*"))
+
+
+def run_native_pull(hub, token: str, spec: str, target: Path) -> subprocess.CompletedProcess:
+    """This project's ``prime env pull SPEC -d TARGET``."""
+    target.mkdir()
+    return native_prime(hub, token, "env", "pull", spec, "-d", str(target), cwd=target, check=False)
+
+
+def test_an_unsafe_source_archive_fails_the_last_finalize_and_publishes_nothing(hub):
+    import hashlib
+
+    nina = new_user(hub, "nina")
+    api = f"{hub['url']}/api/v1/environmentshub"
+    (wheel_name, wheel), _ = package("linked-env", "1.0.0", "X = 1\n")
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+        link = tarfile.TarInfo("pyproject.toml")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    push = httpx.post(f"{api}/resolve", json={"name": "linked-env"}, headers=bearer(nina))
+    push_id = push.json()["data"]["id"]
+
+    def stage(route: str, filename: str, body: bytes) -> str:
+        declared = {
+            "filename": filename,
+            "sha256": hashlib.sha256(body).hexdigest(),
+            "size": len(body),
+        }
+        answer = httpx.post(f"{api}/{push_id}/{route}", json=declared, headers=bearer(nina))
+        assert answer.status_code == 200, answer.text
+        staged = answer.json()["data"]
+        assert httpx.put(staged["upload_url"], content=body).status_code == 200
+        return staged["wheel_id" if route == "wheels" else "version_id"]
+
+    wheel_id = stage("wheels", wheel_name, wheel)
+    assert httpx.post(
+        f"{api}/{push_id}/wheels/{wheel_id}/finalize", headers=bearer(nina)
+    ).is_success
+    source_id = stage("versions", "linked-env-1.0.0-abcdef12.tar.gz", archive.getvalue())
+    refused = httpx.post(f"{api}/{push_id}/versions/{source_id}/finalize", headers=bearer(nina))
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "unsafe_member"
+    assert "source archive" in refused.json()["detail"]
+    assert native(hub, "nina/linked-env").status_code == 404, "nothing was published"
 
 
 # --- evals: `prime eval push`, `list`, `get`, `samples` -------------------------------------------
