@@ -24,30 +24,19 @@ import pytest
 from support.hubs import new_user, serving
 from support.hubs import prime as native_prime
 
+from hub_server.testing import BackendUnavailable, official_prime_venv
+from hub_server.testing import OfficialPrime as Official
+
 pytestmark = pytest.mark.slow
-OFFICIAL = "prime==0.18.0"
 
 
 @pytest.fixture(scope="module")
 def official(tmp_path_factory) -> Path:
     """A venv holding the official CLI; the module is skipped where PyPI cannot be reached."""
-    root = tmp_path_factory.mktemp("official-prime")
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-    done = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", OFFICIAL],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"could not install {OFFICIAL} from the package index: {done.stderr[-500:]}")
-    tools = root / "tools"  # uv alone on PATH: never this project's own `prime`
-    tools.mkdir()
-    from uv import find_uv_bin
-
-    (tools / "uv").symlink_to(find_uv_bin())
-    return root
+    try:
+        return official_prime_venv(tmp_path_factory.mktemp("official-prime"))
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 URL_TTL = 20  # seconds an upload URL lives on this module's hubs (a staged push: twice that)
@@ -68,59 +57,6 @@ def hub(tmp_path_factory, hub_backend):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-class Official:
-    """The official CLI with its own HOME (its config lives in ~/.prime), pointed at the hub
-    (its API and, for the links it prints, its web pages); logged in with ``token`` if given."""
-
-    def __init__(self, root: Path, home: Path, hub_url: str, token: str | None) -> None:
-        self.root, self.home = root, home
-        home.mkdir(parents=True, exist_ok=True)
-        self("config", "set-base-url", hub_url)
-        self("config", "set-frontend-url", hub_url)
-        if token is not None:
-            self("config", "set-api-key", token)
-
-    def env(self, venv: Path | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_", "VIRTUAL_ENV"))}
-        env["HOME"] = str(self.home)
-        env["PATH"] = f"{self.root / 'venv' / 'bin'}:{self.root / 'tools'}:/usr/bin:/bin"
-        env["NO_COLOR"] = env["TERM"] = "dumb"
-        env["COLUMNS"] = "200"
-        if venv is not None:
-            env["VIRTUAL_ENV"] = str(venv)
-        return env
-
-    def __call__(self, *args: str, check: bool = True, venv: Path | None = None):
-        done = subprocess.run(
-            [str(self.root / "venv" / "bin" / "prime"), *args],
-            cwd=self.home,
-            env=self.env(venv),
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        if check:
-            assert done.returncode == 0, f"prime {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-        return done
-
-    def start(self, *args: str) -> subprocess.Popen:
-        """``prime ARGS`` running (an interactive command), its output merged into a pipe."""
-        return subprocess.Popen(
-            [str(self.root / "venv" / "bin" / "prime"), *args],
-            cwd=self.home,
-            env=self.env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-
-    def api_key(self) -> str:
-        """The key the official CLI saved in its config (``""`` for none)."""
-        config = self.home / ".prime" / "config.json"
-        return json.loads(config.read_text()).get("api_key", "") if config.exists() else ""
 
 
 def package(name: str, version: str, body: str) -> tuple[tuple[str, bytes], tuple[str, bytes]]:
