@@ -9,13 +9,18 @@ Starts a hub process on loopback, creates owners, pushes every version over HTTP
 requests/s and p99, search p99, environment-page p99, push rate at the start and at the end, the
 hub process's CPU per request (from /proc, so the load generator's own CPU is not counted), its
 RSS, and the index rate while 4 pushes run. Search CPU is compared with a 20-environment hub.
+On the full hub, a push and an install by each client as a user runs them, this project's
+``prime`` and Prime's official ``prime==0.18.0`` (in a venv of its own, from the package index;
+its staged push declares, PUTs and finalizes the wheel and the source archive): each command's
+wall time and the hub's CPU while it runs, median of 3, and the ratio official/native.
 The hub caches searches under its catalog's generation (any change starts afresh), so repeated
 searches are cheap; "every query new" measures searches none of which was made before.
 
 Targets on 2 cores (issue 44): search p99 <= 20 ms, environment page p99 <= 50 ms, and search
 CPU within 2x of the 20-environment figure;
 push CPU at the end within 1.5x of an empty hub's; index under 4 pushes >= 0.7x its idle rate;
-index >= 2,000 req/s at concurrency 64 (embedded), >= 1,000 (PostgreSQL).
+index >= 2,000 req/s at concurrency 64 (embedded), >= 1,000 (PostgreSQL); issue 40: the
+official client's push costs at most 1.5x the native push.
 """
 
 from __future__ import annotations
@@ -28,18 +33,23 @@ import multiprocessing
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import httpx
 import stop_cleanly  # beside this script
 from rich.console import Console
 from rich.table import Table
+
+from hub_server.testing import BackendUnavailable
 
 WORDS = ["maze", "math", "chess", "poem", "code", "sort", "graph", "word", "logic", "trivia"]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -63,6 +73,18 @@ def cpu_seconds(pid: int) -> float:
             continue
         total += (int(fields[11]) + int(fields[12])) / CLK_TCK
     return total
+
+
+def cpu_seconds_fine(pid: int) -> float:
+    """CPU of a process's live threads and its live children's, from each task's schedstat (in
+    ns: ``cpu_seconds`` counts 10 ms ticks, too coarse for one command's few tens of ms)."""
+    total = 0
+    for proc in [pid, *children(pid)]:
+        with contextlib.suppress(FileNotFoundError):
+            for task in Path(f"/proc/{proc}/task").iterdir():
+                with contextlib.suppress(FileNotFoundError):
+                    total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
 
 
 def children(pid: int) -> list[int]:
@@ -137,6 +159,16 @@ class Hub:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(20)
+
+    def user(self, name: str) -> str:
+        """A new user's token."""
+        resp = httpx.post(
+            f"{self.url}/api/v1/users",
+            json={"name": name},
+            headers={"Authorization": f"Bearer {self.admin}"},
+        )
+        resp.raise_for_status()
+        return resp.json()["token"]
 
     def owners(self, count: int) -> list[tuple[str, str]]:
         client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.admin}"})
@@ -315,6 +347,133 @@ def small_hub_search_cpu(work: Path, extra: list[str], seconds: float) -> float:
         hub.stop()
 
 
+# --- the two clients, as users run them -------------------------------------------------------------
+REPEATS = 3
+
+
+def project(root: Path, name: str) -> Path:
+    """``vf-init NAME`` under ``root``, with no dependencies (an install resolves nothing)."""
+    subprocess.run(
+        [sys.executable, "-m", "verifiers.cli.init", name],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+    path = root / "environments" / name.replace("-", "_")
+    pyproject = path / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace('dependencies = ["verifiers>=0.3.1"]', "dependencies = []")
+    )
+    return path
+
+
+def timed_command(
+    hub: Hub, run: Callable[..., subprocess.CompletedProcess], *args: str, **kwargs: Any
+) -> tuple[float, float]:
+    """(wall s, hub CPU ms) of one client command, ``run(*args, **kwargs)`` (the hub idle
+    otherwise)."""
+    before, start = cpu_seconds_fine(hub.process.pid), time.perf_counter()
+    done = run(*args, **kwargs)
+    wall, cpu = time.perf_counter() - start, cpu_seconds_fine(hub.process.pid) - before
+    if done.returncode != 0:
+        raise RuntimeError(f"{done.args}: {done.stdout[-1000:]}{done.stderr[-1000:]}")
+    return wall, 1000 * cpu
+
+
+def client_costs(hub: Hub, work: Path) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Each client's push and install, ``REPEATS`` times, interleaved (a new environment each
+    time); raises BackendUnavailable where the official client cannot be installed."""
+    from uv import find_uv_bin
+
+    from hub_server.testing import OfficialPrime, official_prime_venv
+
+    root = work / "clients"
+    root.mkdir()
+    official_root = official_prime_venv(root / "official")
+    token = hub.user("pusher")
+    official = OfficialPrime(official_root, root / "home", hub.url, token)
+    native_env = {
+        **os.environ,
+        "PRIME_HUB_URL": hub.url,
+        "PRIME_API_KEY": token,
+        "PRIME_CONFIG_DIR": str(root / "native-config"),
+    }
+
+    def native(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "hub_client.cli", *args]
+        return subprocess.run(command, env=native_env, cwd=root, capture_output=True, text=True)
+
+    def venv(name: str) -> Path:
+        path = root / name
+        subprocess.run(
+            [find_uv_bin(), "venv", "--python", sys.executable, str(path)],
+            check=True,
+            capture_output=True,
+        )
+        return path
+
+    costs: dict[str, dict[str, list[tuple[float, float]]]] = {
+        "native": {"push": [], "install": []},
+        "official": {"push": [], "install": []},
+    }
+    for k in range(REPEATS):
+        mine, theirs = project(root, f"bench-native-{k}"), project(root, f"bench-official-{k}")
+        costs["native"]["push"].append(
+            timed_command(hub, native, "env", "push", "--path", str(mine))
+        )
+        costs["official"]["push"].append(
+            timed_command(
+                hub, official, "env", "push", "--path", str(theirs), "--visibility", "PUBLIC"
+            )
+        )
+        target = venv(f"native-target-{k}")
+        costs["native"]["install"].append(
+            timed_command(
+                hub,
+                native,
+                *("env", "install", f"pusher/bench-native-{k}@0.1.0"),
+                *("--python", str(target / "bin" / "python")),
+                *("--lock-file", str(target / "environments.lock")),
+            )
+        )
+        target = venv(f"official-target-{k}")
+        costs["official"]["install"].append(
+            timed_command(
+                hub, official, "env", "install", f"pusher/bench-official-{k}@0.1.0", venv=target
+            )
+        )
+    return costs
+
+
+def client_rows(costs: dict[str, dict[str, list[tuple[float, float]]]]) -> list[tuple[str, ...]]:
+    """The table's rows: each client's median wall and hub CPU per push and install, and the
+    official/native ratios (the push's against issue 40's 1.5x)."""
+    rows = []
+    for step in ("push", "install"):
+        medians = {
+            client: (
+                statistics.median(w for w, _ in costs[client][step]),
+                statistics.median(c for _, c in costs[client][step]),
+            )
+            for client in costs
+        }
+        for client, (wall, cpu) in medians.items():
+            rows.append(
+                (f"{client} `prime env {step}`: wall / hub CPU", f"{wall:.2f} s / {cpu:.1f} ms", "")
+            )
+        wall_ratio = medians["official"][0] / medians["native"][0]
+        cpu_ratio = medians["official"][1] / medians["native"][1]
+        target = "<= 1.5x" if step == "push" else ""
+        rows.append(
+            (
+                f"{step}, official / native: wall, hub CPU",
+                f"{wall_ratio:.2f}x, {cpu_ratio:.2f}x",
+                target,
+            )
+        )
+    return rows
+
+
 def backend_flags(backend: str, work: Path, stack: ExitStack) -> list[str]:
     if backend == "embedded":
         return []
@@ -372,6 +531,10 @@ def main() -> None:
             owners, range(args.envs), [f"3.0.{k}" for k in range(1 + 4000 // args.envs)]
         )
         busy = index_while_pushing(hub, env_urls, extra_jobs, args.seconds)
+        try:
+            clients = client_rows(client_costs(hub, work))
+        except BackendUnavailable as exc:
+            clients = [("official client push and install", "not measured", str(exc)[:60])]
 
     index_target = 2000 if args.backend == "embedded" else 1000
     rows = [
@@ -406,6 +569,7 @@ def main() -> None:
             f"<= 1.5x ({end_push['cpu_ms'] / start_push['cpu_ms']:.2f}x)",
         ),
         ("hub RSS after the load", f"{rss:.0f} MiB", ""),
+        *clients,
         (
             "index req/s while 4 pushes run, c=32",
             f"{busy:,.0f} ({busy / index32['rate']:.2f}x idle)",

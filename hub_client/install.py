@@ -324,25 +324,29 @@ def uninstall(spec: EnvSpec, lock_path: Path, python: str | None = None) -> None
 
 
 def pull(hub: HubClient, spec: EnvSpec, target: Path) -> tuple[Path, list[str]]:
-    """Download the sdist, verify its sha256, extract it safely under ``target``."""
+    """Download the sdist (or, for a version pushed by Prime's official CLI, its source
+    archive), verify its sha256, extract it safely into ``target/<name>-<version>``."""
     import hashlib
 
-    from hub_protocol.archives import UnsafeArchiveError, extract_sdist
+    from hub_protocol.archives import UnsafeArchiveError, extract_sdist, extract_source
 
     info = hub.version(spec.owner, spec.name, spec.version or "latest")
-    sdists = [f for f in info.files if f.kind == "sdist"]
-    if not sdists:
+    sources = [f for f in info.files if f.kind == "sdist"] or [
+        f for f in info.files if f.kind == "source"
+    ]
+    if not sources:
         raise InstallError(f"{spec} has no source distribution to pull")
-    data = hub.download(sdists[0].url)
-    if hashlib.sha256(data).hexdigest() != sdists[0].sha256:
-        raise InstallError(
-            f"{sdists[0].filename}: downloaded bytes do not match the published sha256"
-        )
+    source = sources[0]
+    data = hub.download(source.url)
+    if hashlib.sha256(data).hexdigest() != source.sha256:
+        raise InstallError(f"{source.filename}: downloaded bytes do not match the published sha256")
     target.mkdir(parents=True, exist_ok=True)
     try:
-        return extract_sdist(data, target)
+        if source.kind == "sdist":
+            return extract_sdist(data, target)
+        return extract_source(data, target, info.name, info.version)
     except UnsafeArchiveError as exc:
-        raise InstallError(f"refusing to extract {sdists[0].filename}: {exc}") from None
+        raise InstallError(f"refusing to extract {source.filename}: {exc}") from None
 
 
 __all__ = [

@@ -5,11 +5,13 @@ paths, ``..`` components, control characters in names, symlinks and hard links, 
 a member twice or a file that is also a directory, oversized or too many members, and absurd
 compression ratios (zip bombs), before anything touches the disk. A wheel's zip must read the
 same way to every reader (``hub_protocol.zip_layout``); an sdist holds one top directory,
-``<normalized name>-<version>/`` as ``uv build`` makes it. Whatever a broken archive makes the
+``<normalized name>-<version>/`` as ``uv build`` makes it; a source archive (what Prime's official
+CLI pushes beside its wheel) is a flat tar.gz of the project directory, held to the same member
+rules and extracted into such a directory of its own. Whatever a broken archive makes the
 decoders raise is an ``UnsafeArchiveError`` with a code, never another exception. Metadata must
 parse the way installers parse it (names, ``Requires-Dist``, ``Requires-Python``, entry points).
 
-Over 400 lines, not split: wheels and sdists share the member-name rules, the decoder guard
+Over 400 lines, not split: wheels, sdists and source archives share the member-name rules, the decoder guard
 and the metadata parse, and every refusal is the one ``UnsafeArchiveError``; the zip's layout,
 which needs none of them, is a module of its own.
 """
@@ -393,8 +395,36 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
     staging directory, which the next pull into ``target`` removes.
     """
     meta = inspect_sdist(data)
+    return _extract_into(data, target, sdist_root(meta.name, meta.version), flat=False)
+
+
+def inspect_source(data: bytes) -> None:
+    """Check a source archive (a flat tar.gz of a project directory, as Prime's official CLI
+    pushes it: no top directory, no PKG-INFO) member by member, as an sdist is checked."""
+    with _decoding("source archive (tar.gz)"):
+        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:gz")
+        members = archive.getmembers()
+        _check_totals(len(members), sum(m.size for m in members), len(data))
+        names = [_sdist_member_name(member) for member in members]
+        _check_members(
+            "source archive", list(zip(names, [m.isdir() for m in members], strict=True))
+        )
+        if not any(m.isfile() for m in members):
+            raise UnsafeArchiveError("invalid_source", "the source archive holds no file")
+
+
+def extract_source(data: bytes, target: Path, name: str, version: str) -> tuple[Path, list[str]]:
+    """Extract a checked source archive into a fresh ``target/<name>-<version>`` (the directory
+    an sdist of that version extracts into), as ``extract_sdist`` does."""
+    inspect_source(data)
+    return _extract_into(data, target, sdist_root(name, version), flat=True)
+
+
+def _extract_into(data: bytes, target: Path, root_name: str, flat: bool) -> tuple[Path, list[str]]:
+    """Extract into a fresh ``target/root_name`` through a staging directory (``flat``: the
+    members are relative to that root, not inside a top directory of that name)."""
     target = target.resolve()
-    root = target / sdist_root(meta.name, meta.version)
+    root = target / root_name
     if root.exists():
         raise UnsafeArchiveError(
             "target_exists", f"{root} already exists; pull into a fresh directory"
@@ -402,12 +432,15 @@ def extract_sdist(data: bytes, target: Path) -> tuple[Path, list[str]]:
     remove_abandoned_staging(target)
     staging = staging_dir(root.name, target)
     try:
-        skipped = _extract_members(data, staging, staging / root.name)
+        base = staging / root.name if flat else staging
+        skipped = _extract_members(data, base, staging / root.name)
         if root.exists():
             raise UnsafeArchiveError("target_exists", f"{root} appeared while pulling")
         os.rename(staging / root.name, root)
     except OSError as exc:
-        raise UnsafeArchiveError("extract_failed", f"could not extract into {root}: {exc}") from None
+        raise UnsafeArchiveError(
+            "extract_failed", f"could not extract into {root}: {exc}"
+        ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return root, skipped

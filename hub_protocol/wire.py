@@ -63,8 +63,11 @@ class ErrorResponse(BaseModel):
 
 
 class FileInfo(BaseModel):
+    """One file of a version: its wheel, its sdist, or (pushed by Prime's official CLI) its
+    source archive, a flat tar.gz of the project that ``env pull`` extracts and no index lists."""
+
     filename: str
-    kind: Literal["wheel", "sdist"]
+    kind: Literal["wheel", "sdist", "source"]
     sha256: str
     size: int
     upload_time: str

@@ -1,14 +1,18 @@
-"""Real backends for tests and benchmarks: a PostgreSQL server and an S3 server on loopback.
+"""Real backends for tests and benchmarks: a PostgreSQL server and an S3 server on loopback,
+and Prime's official ``prime`` CLI (the other client of the hub's API) in a venv of its own.
 
 ``postgres_server`` runs the distribution's PostgreSQL (``initdb`` + ``postgres``, Debian's
 ``postgresql`` package) on a free port with a temporary data directory, as the ``postgres`` user
 when run as root (PostgreSQL refuses to run as root). ``moto_server`` runs moto's S3 server mode
-(PyPI's ``moto[server]``), spoken to through the real S3 API by boto3.
+(PyPI's ``moto[server]``), spoken to through the real S3 API by boto3. ``official_prime_venv``
+installs ``OFFICIAL_PRIME`` from the package index; ``OfficialPrime`` runs it with a HOME of its
+own, pointed at a hub.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -184,3 +188,94 @@ def moto_server() -> Iterator[MotoS3]:
     finally:
         process.terminate()
         process.wait(20)
+
+
+# --- Prime's official CLI -------------------------------------------------------------------------------
+OFFICIAL_PRIME = "prime==0.18.0"
+
+
+def official_prime_venv(root: Path) -> Path:
+    """``root``, holding a venv (``root/venv``) with ``OFFICIAL_PRIME`` installed from the package
+    index, and ``root/tools`` with ``uv`` alone (the PATH its commands get: never this project's
+    own ``prime``). BackendUnavailable where the index cannot be reached."""
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    done = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", OFFICIAL_PRIME],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        raise BackendUnavailable(
+            f"could not install {OFFICIAL_PRIME} from the package index: {done.stderr[-500:]}"
+        )
+    tools = root / "tools"
+    tools.mkdir(exist_ok=True)
+    from uv import find_uv_bin
+
+    if not (tools / "uv").exists():
+        (tools / "uv").symlink_to(find_uv_bin())
+    return root
+
+
+class OfficialCommandFailed(AssertionError):
+    """An official ``prime`` command that was to succeed did not (its output in the message)."""
+
+
+class OfficialPrime:
+    """The official CLI of ``official_prime_venv(root)`` with its own HOME (its config lives in
+    ~/.prime), pointed at the hub (its API and, for the links it prints, its web pages); logged
+    in with ``token`` if given."""
+
+    def __init__(self, root: Path, home: Path, hub_url: str, token: str | None) -> None:
+        self.root, self.home = root, home
+        home.mkdir(parents=True, exist_ok=True)
+        self("config", "set-base-url", hub_url)
+        self("config", "set-frontend-url", hub_url)
+        if token is not None:
+            self("config", "set-api-key", token)
+
+    def env(self, venv: Path | None = None) -> dict[str, str]:
+        """Its environment: none of this project's settings, and ``venv`` (where ``env
+        install`` installs) as the active venv."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_", "VIRTUAL_ENV"))}
+        env["HOME"] = str(self.home)
+        env["PATH"] = f"{self.root / 'venv' / 'bin'}:{self.root / 'tools'}:/usr/bin:/bin"
+        env["NO_COLOR"] = env["TERM"] = "dumb"
+        env["COLUMNS"] = "200"
+        if venv is not None:
+            env["VIRTUAL_ENV"] = str(venv)
+        return env
+
+    def __call__(
+        self, *args: str, check: bool = True, venv: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [str(self.root / "venv" / "bin" / "prime"), *args],
+            cwd=self.home,
+            env=self.env(venv),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        if check and done.returncode != 0:
+            raise OfficialCommandFailed(f"prime {' '.join(args)}:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """``prime ARGS`` running (an interactive command), its output merged into a pipe."""
+        return subprocess.Popen(
+            [str(self.root / "venv" / "bin" / "prime"), *args],
+            cwd=self.home,
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    def api_key(self) -> str:
+        """The key the official CLI saved in its config (``""`` for none)."""
+        config = self.home / ".prime" / "config.json"
+        return json.loads(config.read_text()).get("api_key", "") if config.exists() else ""

@@ -117,12 +117,14 @@ class Catalog:
         return None if row is None else typed(FileRow, row)
 
     def index_rows(self, env_id: int) -> list[IndexRow]:
-        """What a simple-index page lists: every file with its version's index fields."""
+        """What a simple-index page lists: every wheel and sdist with its version's index fields
+        (never a source archive, which is no package an installer could build)."""
         with self.database.read() as db:
             rows = db.execute(
                 "SELECT f.filename, f.sha256, f.size, f.upload_time, f.metadata_sha256, "
                 "v.version, v.yanked, v.yanked_reason, v.requires_python "
-                "FROM files f JOIN versions v ON v.id=f.version_id WHERE f.env_id=?",
+                "FROM files f JOIN versions v ON v.id=f.version_id "
+                "WHERE f.env_id=? AND f.kind IN ('wheel', 'sdist')",
                 (env_id,),
             ).fetchall()
         return sorted(

@@ -167,7 +167,9 @@ def version_detail(
     public = env.visibility == "public"
     base = f"/files/{quote(env.owner)}/{quote(env.name)}/"
     wheel = next((f for f in files if f.kind == "wheel"), None)
-    source = next((f for f in files if f.kind == "sdist"), None)
+    source = next((f for f in files if f.kind == "sdist"), None) or next(
+        (f for f in files if f.kind == "source"), None
+    )
     index = f"/simple/{quote(env.owner)}/{quote(env.name)}/"
     return {
         "id": str(env.id),

@@ -105,8 +105,8 @@ def finalize_wheel(push_id: str, wheel_id: str, user: User, hub: HubDep) -> dict
 def declare_version(
     push_id: str, body: Declared, user: User, hub: HubDep, views: ViewsDep
 ) -> dict[str, Any]:
-    """The source archive (checked against its sha256 and the size cap, then dropped: it is
-    not an sdist; the version is its wheel)."""
+    """The source archive (checked against its sha256 and the size cap; the last finalize
+    checks its members and keeps it for ``env pull``: it is not an sdist, no index lists it)."""
     staged_id, token = declare(hub, user, push_id, "source", body)
     return data({"version_id": staged_id, "upload_url": upload_url(views, token)})
 
@@ -115,7 +115,8 @@ def declare_version(
 async def finalize_version(
     push_id: str, version_id: str, user: User, hub: HubDep
 ) -> dict[str, Any]:
-    """Publish: the staged wheel through the native push's service, in one transaction."""
+    """Publish: the staged wheel and source archive through the native push's service, in
+    one transaction."""
     push = await run_in_threadpool(staging.push_of, hub, user, push_id)
     if push["published"] is None:
         await run_in_threadpool(staging.finalize_file, hub, push, version_id, "source")

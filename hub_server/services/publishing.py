@@ -21,7 +21,13 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from hub_protocol.archives import UnsafeArchiveError, inspect_sdist, inspect_wheel
+from hub_protocol.archives import (
+    UnsafeArchiveError,
+    inspect_sdist,
+    inspect_source,
+    inspect_wheel,
+    sdist_root,
+)
 from hub_server.background.upload_pool import Upload
 from hub_server.db.blobs import file_sha256
 from hub_server.db.catalog import NewVersion, StoredFile
@@ -107,8 +113,11 @@ def publish_version(
     wheel: Upload,
     sdist: Upload | None,
     form: PublishForm,
+    source: Upload | None = None,
 ) -> tuple[int, int]:
-    """Validate, store blobs, make visible: (env_id, version_id)."""
+    """Validate, store blobs, make visible: (env_id, version_id). ``source``: a staged push's
+    source archive (not an sdist: a flat tar of the project), kept for ``env pull`` under a
+    name of the hub's own, ``<name>-<version>.source.tar.gz``."""
     in_file = _check_filenames(wheel, sdist)
     wheel.file.seek(0)
     wheel_data = wheel.file.read()
@@ -131,8 +140,15 @@ def publish_version(
     if problem is not None:
         raise HubError(400, "foreign_module", problem)
     check_text(meta.summary, "the package's Summary")
+    if source is not None:
+        source = Upload(f"{sdist_root(meta.name, version)}.source.tar.gz", source.file)
+        source.file.seek(0)
+        try:
+            inspect_source(source.file.read())
+        except UnsafeArchiveError as exc:
+            raise HubError(400, exc.code, f"the source archive: {exc}") from exc
     stored = []
-    for kind, upload in (("wheel", wheel), ("sdist", sdist)):
+    for kind, upload in (("wheel", wheel), ("sdist", sdist), ("source", source)):
         if upload is None:
             continue
         sha = file_sha256(upload.file)

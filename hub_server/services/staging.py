@@ -1,6 +1,7 @@
 """Staged pushes: Prime's official CLI declares each file, PUTs its bytes to an upload URL the
 hub hands out, and finalizes. Nothing staged is visible: the last finalize hands the staged wheel
-to ``publishing.publish_version``, the native push's own service (the same checks, one transaction).
+and source archive to ``publishing.publish_version``, the native push's own service (the same
+checks, one transaction; the source archive is kept for ``env pull``).
 
 Staged bytes live in a staging area of their own (a sibling directory of the blob store, or a
 sibling prefix in its bucket), never in the content-addressed blob store, so collecting an
@@ -16,6 +17,7 @@ import hashlib
 import os
 import re
 import secrets
+from contextlib import ExitStack
 from datetime import timedelta
 from typing import Any
 
@@ -183,19 +185,35 @@ def finalize_file(hub: Hub, push: Any, staged_id: str, kind: str) -> Any:
 
 
 def publish_push(hub: Hub, user: Principal, push: dict[str, Any]) -> tuple[int, int]:
-    """The last finalize: the staged wheel through the native push's service (its checks and
-    its one transaction), then the push's staged bytes go. In an upload worker."""
+    """The last finalize: the staged wheel and source archive through the native push's service
+    (its checks and its one transaction; the archive is kept for ``env pull``), then the push's
+    staged bytes go. In an upload worker."""
     with hub.database.read() as db:
-        wheel = db.execute(
-            "SELECT * FROM staged_files WHERE push_id=? AND kind='wheel' AND state='finalized'",
-            (push["id"],),
-        ).fetchone()
+        staged = {
+            row["kind"]: row
+            for row in db.execute(
+                "SELECT * FROM staged_files WHERE push_id=? AND state='finalized'", (push["id"],)
+            ).fetchall()
+        }
+    wheel, source = staged.get("wheel"), staged.get("source")
     if wheel is None:
         raise HubError(409, "upload_missing", "this push has no finalized wheel")
-    with hub.staging.open(wheel["id"]) as file:
+    with ExitStack() as files:
+        wheel_file = files.enter_context(hub.staging.open(wheel["id"]))
+        source_upload = None
+        if source is not None:
+            source_file = files.enter_context(hub.staging.open(source["id"]))
+            source_upload = Upload(source["filename"], source_file)
         form = publishing.PublishForm(push["visibility"], None, None, [])
         ids = publishing.publish_version(
-            hub, user, push["owner"], push["name"], Upload(wheel["filename"], file), None, form
+            hub,
+            user,
+            push["owner"],
+            push["name"],
+            Upload(wheel["filename"], wheel_file),
+            None,
+            form,
+            source=source_upload,
         )
     forget(hub, push["id"], published=str(ids[1]))
     return ids

@@ -22,31 +22,21 @@ from pathlib import Path
 import httpx
 import pytest
 from support.hubs import new_user, serving
+from support.hubs import prime as native_prime
+
+from hub_server.testing import BackendUnavailable, official_prime_venv
+from hub_server.testing import OfficialPrime as Official
 
 pytestmark = pytest.mark.slow
-OFFICIAL = "prime==0.18.0"
 
 
 @pytest.fixture(scope="module")
 def official(tmp_path_factory) -> Path:
     """A venv holding the official CLI; the module is skipped where PyPI cannot be reached."""
-    root = tmp_path_factory.mktemp("official-prime")
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-    done = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", OFFICIAL],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"could not install {OFFICIAL} from the package index: {done.stderr[-500:]}")
-    tools = root / "tools"  # uv alone on PATH: never this project's own `prime`
-    tools.mkdir()
-    from uv import find_uv_bin
-
-    (tools / "uv").symlink_to(find_uv_bin())
-    return root
+    try:
+        return official_prime_venv(tmp_path_factory.mktemp("official-prime"))
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 URL_TTL = 20  # seconds an upload URL lives on this module's hubs (a staged push: twice that)
@@ -67,59 +57,6 @@ def hub(tmp_path_factory, hub_backend):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-class Official:
-    """The official CLI with its own HOME (its config lives in ~/.prime), pointed at the hub
-    (its API and, for the links it prints, its web pages); logged in with ``token`` if given."""
-
-    def __init__(self, root: Path, home: Path, hub_url: str, token: str | None) -> None:
-        self.root, self.home = root, home
-        home.mkdir(parents=True, exist_ok=True)
-        self("config", "set-base-url", hub_url)
-        self("config", "set-frontend-url", hub_url)
-        if token is not None:
-            self("config", "set-api-key", token)
-
-    def env(self, venv: Path | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_", "VIRTUAL_ENV"))}
-        env["HOME"] = str(self.home)
-        env["PATH"] = f"{self.root / 'venv' / 'bin'}:{self.root / 'tools'}:/usr/bin:/bin"
-        env["NO_COLOR"] = env["TERM"] = "dumb"
-        env["COLUMNS"] = "200"
-        if venv is not None:
-            env["VIRTUAL_ENV"] = str(venv)
-        return env
-
-    def __call__(self, *args: str, check: bool = True, venv: Path | None = None):
-        done = subprocess.run(
-            [str(self.root / "venv" / "bin" / "prime"), *args],
-            cwd=self.home,
-            env=self.env(venv),
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        if check:
-            assert done.returncode == 0, f"prime {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-        return done
-
-    def start(self, *args: str) -> subprocess.Popen:
-        """``prime ARGS`` running (an interactive command), its output merged into a pipe."""
-        return subprocess.Popen(
-            [str(self.root / "venv" / "bin" / "prime"), *args],
-            cwd=self.home,
-            env=self.env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-
-    def api_key(self) -> str:
-        """The key the official CLI saved in its config (``""`` for none)."""
-        config = self.home / ".prime" / "config.json"
-        return json.loads(config.read_text()).get("api_key", "") if config.exists() else ""
 
 
 def package(name: str, version: str, body: str) -> tuple[tuple[str, bytes], tuple[str, bytes]]:
@@ -265,22 +202,30 @@ def staged_names(hub) -> list[str]:
         opened.close()
 
 
+def scaffolded(root: Path, name: str) -> Path:
+    """``vf-init NAME``'s project under ``root``, with no dependencies (an install resolves
+    nothing from PyPI)."""
+    subprocess.run(
+        [sys.executable, "-m", "verifiers.cli.init", name],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+    project = root / "environments" / name.replace("-", "_")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace('dependencies = ["verifiers>=0.3.1"]', "dependencies = []")
+    )
+    return project
+
+
 def test_official_push_is_judged_as_a_native_push(official, hub, tmp_path):
     carol = new_user(hub, "carol")
     auth = {"Authorization": f"Bearer {carol}"}
     api = f"{hub['url']}/api/v1/environmentshub"
     prime = Official(official, tmp_path / "home", hub["url"], carol)
-    subprocess.run(
-        [sys.executable, "-m", "verifiers.cli.init", "word-count"],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
-    )
-    project = tmp_path / "environments" / "word_count"
-    pyproject = project / "pyproject.toml"  # no dependencies: the install resolves nothing
-    pyproject.write_text(
-        pyproject.read_text().replace('dependencies = ["verifiers>=0.3.1"]', "dependencies = []")
-    )
+    project = scaffolded(tmp_path, "word-count")
+    pyproject = project / "pyproject.toml"
 
     pushed = prime("env", "push", "--path", str(project), "--visibility", "PUBLIC")
     assert "Successfully pushed carol/word-count" in pushed.stdout, pushed.stdout
@@ -385,6 +330,105 @@ def test_official_push_is_judged_as_a_native_push(official, hub, tmp_path):
     prime("env", "push", "--path", str(project), "--auto-bump")
     assert 'version = "0.1.1"' in pyproject.read_text()
     assert native(hub, "carol/word-count").json()["versions"] == ["0.1.0", "0.1.1"]
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    """Each file under ``root`` by its relative path, but dotfiles (``.prime/``: the official
+    client's own record of what it pulled or pushed)."""
+    found = {str(path.relative_to(root)): path for path in root.rglob("*") if path.is_file()}
+    return {
+        rel: path.read_bytes()
+        for rel, path in found.items()
+        if not any(part.startswith(".") for part in Path(rel).parts)
+    }
+
+
+def test_an_official_push_keeps_its_source_archive_for_either_clients_pull(official, hub, tmp_path):
+    lena = new_user(hub, "lena")
+    prime = Official(official, tmp_path / "home", hub["url"], lena)
+    project = scaffolded(tmp_path, "pull-me")
+    (project / "prompts").mkdir()
+    (project / "prompts" / "system.txt").write_text("count the words\n")
+    prime("env", "push", "--path", str(project), "--visibility", "PRIVATE")
+    pushed = {
+        path: data
+        for path, data in files_under(project).items()
+        if not path.startswith(("dist/", "build/")) and "__pycache__" not in path
+    }
+    assert {"README.md", "pyproject.toml", "pull_me.py", "prompts/system.txt"} <= set(pushed)
+
+    # the version holds the wheel and the source archive; the index lists only the wheel
+    described = native(hub, "lena/pull-me/versions/0.1.0", lena).json()
+    kinds = {f["kind"]: f["filename"] for f in described["files"]}
+    assert set(kinds) == {"wheel", "source"}
+    assert kinds["source"] == "pull_me-0.1.0.source.tar.gz"
+    index = httpx.get(f"{hub['url']}/simple/lena/pull-me/pull-me/", headers=bearer(lena))
+    assert index.status_code == 200 and kinds["wheel"] in index.text
+    assert ".source.tar.gz" not in index.text
+
+    # the official pull (it sends its token to the package URL) gets the pushed files
+    prime("env", "pull", "lena/pull-me@0.1.0", "--target", str(tmp_path / "official-pull"))
+    assert files_under(tmp_path / "official-pull") == pushed
+    # this project's pull extracts it into NAME-VERSION/, as it does an sdist
+    prime_native = run_native_pull(hub, lena, "lena/pull-me@0.1.0", tmp_path / "native-pull")
+    assert prime_native.returncode == 0, prime_native.stderr
+    assert files_under(tmp_path / "native-pull" / "pull_me-0.1.0") == pushed
+
+    # private: nobody else downloads it, with either client
+    url = f"{hub['url']}/files/lena/pull-me/{kinds['source']}"
+    assert httpx.get(url).status_code == 404
+    mona = new_user(hub, "mona")
+    assert httpx.get(url, headers=bearer(mona)).status_code == 404
+    other = Official(official, tmp_path / "mona", hub["url"], mona)
+    refused = other(
+        "env", "pull", "lena/pull-me@0.1.0", "--target", str(tmp_path / "m"), check=False
+    )
+    assert refused.returncode != 0 and not (tmp_path / "m").exists()
+    assert run_native_pull(hub, mona, "lena/pull-me@0.1.0", tmp_path / "m2").returncode != 0
+    assert not list((tmp_path / "m2").glob("pull_me*"))
+
+
+def run_native_pull(hub, token: str, spec: str, target: Path) -> subprocess.CompletedProcess:
+    """This project's ``prime env pull SPEC -d TARGET``."""
+    target.mkdir()
+    return native_prime(hub, token, "env", "pull", spec, "-d", str(target), cwd=target, check=False)
+
+
+def test_an_unsafe_source_archive_fails_the_last_finalize_and_publishes_nothing(hub):
+    import hashlib
+
+    nina = new_user(hub, "nina")
+    api = f"{hub['url']}/api/v1/environmentshub"
+    (wheel_name, wheel), _ = package("linked-env", "1.0.0", "X = 1\n")
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+        link = tarfile.TarInfo("pyproject.toml")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    push = httpx.post(f"{api}/resolve", json={"name": "linked-env"}, headers=bearer(nina))
+    push_id = push.json()["data"]["id"]
+
+    def stage(route: str, filename: str, body: bytes) -> str:
+        declared = {
+            "filename": filename,
+            "sha256": hashlib.sha256(body).hexdigest(),
+            "size": len(body),
+        }
+        answer = httpx.post(f"{api}/{push_id}/{route}", json=declared, headers=bearer(nina))
+        assert answer.status_code == 200, answer.text
+        staged = answer.json()["data"]
+        assert httpx.put(staged["upload_url"], content=body).status_code == 200
+        return staged["wheel_id" if route == "wheels" else "version_id"]
+
+    wheel_id = stage("wheels", wheel_name, wheel)
+    assert httpx.post(
+        f"{api}/{push_id}/wheels/{wheel_id}/finalize", headers=bearer(nina)
+    ).is_success
+    source_id = stage("versions", "linked-env-1.0.0-abcdef12.tar.gz", archive.getvalue())
+    refused = httpx.post(f"{api}/{push_id}/versions/{source_id}/finalize", headers=bearer(nina))
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "unsafe_member"
+    assert "source archive" in refused.json()["detail"]
+    assert native(hub, "nina/linked-env").status_code == 404, "nothing was published"
 
 
 # --- evals: `prime eval push`, `list`, `get`, `samples` -------------------------------------------
