@@ -219,10 +219,10 @@ def page_key_for(
     """Who is asking, the environment if they may read it, and the key of its content."""
     user = session_user(request, hub)
     try:
-        env = hub.environment(owner, name, user)
+        env, evals_mark = hub.environment_for_page(owner, name, user)
     except HubError:
         return user, None, None
-    return user, env, page_key(env, hub.attachments.evals_mark(env.id))
+    return user, env, page_key(env, evals_mark)
 
 
 def environment_content(hub: Hub, views: Views, env: EnvironmentRow) -> str:

@@ -60,7 +60,8 @@ def page_key(env: EnvironmentRow, evals_mark: tuple[int, int]) -> tuple[Any, ...
     """What the viewer-independent part of an environment's web page is cached under: its id
     first (``forget_environment`` drops by it), its whole row (``serial`` moves with every
     publish, yank and version deletion; the row holds the README, description, tags, downloads
-    and visibility) and its evals' mark (``Attachments.evals_mark``): any change is a new key."""
+    and visibility) and its evals' mark (``Attachments.environment_with_evals_mark``): any
+    change is a new key."""
     return (env.id, env, evals_mark)
 
 
@@ -197,6 +198,24 @@ class Hub:
         """The environment row, or 404 (private environments do not exist for others; names
         outside the grammar exist for nobody, and are not looked up)."""
         row = self.catalog.environment(owner, name) if is_name(owner) and is_name(name) else None
+        return self._readable(owner, name, row, user)
+
+    def environment_for_page(
+        self, owner: str, name: str, user: Any
+    ) -> tuple[EnvironmentRow, tuple[int, int]]:
+        """``environment`` and its evals' mark (``page_key``), read in one query, with the same
+        checks."""
+        found = (
+            self.attachments.environment_with_evals_mark(owner, name)
+            if is_name(owner) and is_name(name)
+            else None
+        )
+        row, evals_mark = found or (None, (0, 0))
+        return self._readable(owner, name, row, user), evals_mark
+
+    def _readable(
+        self, owner: str, name: str, row: EnvironmentRow | None, user: Any
+    ) -> EnvironmentRow:
         if row is None or not self.auth.can_read(user, row):
             raise HubError(404, "environment_not_found", f"no environment {owner}/{name}")
         return row

@@ -190,6 +190,63 @@ def signed_in(url: str, token: str) -> dict[str, str]:
     return {"vfh_session": resp.cookies["vfh_session"]}
 
 
+def test_an_environment_pages_key_is_one_read_that_moves_with_each_eval(hub):
+    """The page's key (the environment's row and its evals' mark) comes from one database read
+    (one pooled connection on PostgreSQL, not two); the mark is the eval count and the newest
+    eval's id, and a private environment is refused to another viewer as before."""
+    from hub_server.errors import HubError
+
+    token = new_user(hub, "ona")
+    for name, visibility in (("one-read-env", "public"), ("one-read-secret", "private")):
+        resp = httpx.post(
+            f"{hub['url']}/api/v1/environments/ona/{name}/versions",
+            files={"wheel": make_wheel(name, "1.0.0")},
+            data={"visibility": visibility},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+        assert resp.status_code == 201, resp.text
+    state = hub["backend"].hub(hub["data"])
+    reads = 0
+    read = state.database.read
+
+    def counted():
+        nonlocal reads
+        reads += 1
+        return read()
+
+    state.database.read = counted
+    try:
+        env, mark = state.environment_for_page("ona", "one-read-env", None)
+        assert (env.name, mark, reads) == ("one-read-env", (0, 0), 1)
+        version = httpx.get(
+            f"{hub['url']}/api/v1/environments/ona/one-read-env/versions/1.0.0"
+        ).json()
+        ids = []
+        for run in ("first-run", "second-run"):
+            attached = httpx.post(
+                f"{hub['url']}/api/v1/environments/ona/one-read-env/versions/1.0.0/evals",
+                files=eval_files(version, run, [1.0, 0.0]),
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert attached.status_code == 201, attached.text
+            ids.append(attached.json()["id"])
+            reads = 0
+            assert state.environment_for_page("ona", "one-read-env", None)[1] == (len(ids), ids[-1])
+            assert reads == 1
+        owner = state.auth.from_token(token)
+        own = state.environment_for_page("ona", "one-read-secret", owner)[0]
+        assert own.visibility == "private"
+        for viewer in (None, state.auth.from_token(new_user(hub, "pax"))):
+            with pytest.raises(HubError) as refused:
+                state.environment_for_page("ona", "one-read-secret", viewer)
+            assert refused.value.status == 404
+        with pytest.raises(HubError):
+            state.environment_for_page("ona", "no-such-env", owner)
+    finally:
+        state.close()
+
+
 def test_environment_pages_are_cached_per_change_and_never_shown_to_another_viewer(hub):
     """An environment page's content is rendered once per change and kept by each hub process;
     the viewer's frame and the visibility check are every request's own. A private page the
