@@ -15,7 +15,7 @@ so a v1 row carries the same numbers a classic row does. Every episode is kept b
 in an env worker, and a resumed run keeps the traces of exactly the rows it keeps.
 
 ``vf.load_environment`` (and so vf-eval, its env workers, ``OWNER/NAME`` and ``NAME@VERSION``
-ids) builds one for any package exporting a ``Taskset``: ``environment_factory`` below, which
+ids) builds one for any package exporting a ``Taskset``: ``verifiers.v1.kind``, which
 ``verifiers.v1`` registers with the loader when a package imports it.
 """
 
