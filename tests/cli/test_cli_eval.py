@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.eval_runs import interrupt_partway
 
 from verifiers.cli.eval import main
 from verifiers.results import read_rows
@@ -25,31 +26,6 @@ def reverse_policy(request):
 def reverse_text_argv(base_url: str, output: Path, *flags: str) -> list[str]:
     """vf-eval's argv for reverse-text against ``base_url``, saving under ``output``."""
     return ["reverse-text", "-b", base_url, *flags, "--output-dir", str(output)]
-
-
-def interrupt_partway(
-    cmd: list[str], output: Path, rows: int, sig: int = signal.SIGINT
-) -> tuple[subprocess.Popen, str, Path]:
-    """``cmd`` (a vf-eval saving under ``output``) stopped with ``sig`` once ``rows`` rows are
-    saved: the process, its stderr and its run directory."""
-    proc = subprocess.Popen(
-        [*cmd, "--output-dir", str(output)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        runs = list((output / "evals").glob("*/*/results.jsonl"))
-        if runs and len(list(read_rows(runs[0]))) >= rows:
-            break
-        assert time.monotonic() < deadline and proc.poll() is None, (
-            proc.stderr.read() if proc.poll() is not None else "timeout"
-        )
-        time.sleep(0.05)
-    os.kill(proc.pid, sig)
-    _, err = proc.communicate(timeout=30)
-    return proc, err, runs[0].parent
 
 
 def only_run_dir(output: Path) -> Path:

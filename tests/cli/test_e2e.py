@@ -12,10 +12,11 @@ from difflib import SequenceMatcher
 from pathlib import Path
 
 import pytest
+from support.eval_runs import add_with_the_tool
 
 from verifiers.local_model import stack as local_stack
 from verifiers.results import read_rows
-from verifiers.testing import Reply, cli
+from verifiers.testing import cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,22 +79,6 @@ def test_init_install_eval_in_a_fresh_virtualenv(fresh_venv, server, tmp_path, l
     meta = json.loads((runs[0] / "metadata.json").read_text())
     assert meta["env_version"] == "0.1.0" and meta["env_content_hash"].startswith("sha256:")
     assert meta["num_examples"] == 3 and meta["rollouts_per_example"] == 2
-
-
-def add_with_the_tool(request):
-    """A model that calls the scaffold's ``calc_add`` tool, then answers with its result."""
-    messages = request["messages"]
-    results = [m["content"] for m in messages if m["role"] == "tool"]
-    if results:
-        return f"The sum is {results[-1]}."
-    a, b = re.search(r"What is (\d+) \+ (\d+)\?", messages[-1]["content"]).groups()
-    arguments = json.dumps({"a": int(a), "b": int(b)})
-    call = {
-        "id": "call_0",
-        "type": "function",
-        "function": {"name": "calc_add", "arguments": arguments},
-    }
-    return Reply(tool_calls=[call])
 
 
 @pytest.mark.slow

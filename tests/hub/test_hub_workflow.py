@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.eval_runs import add_with_the_tool
 from support.hubs import (
     REPO,
     adder,
@@ -30,6 +31,7 @@ from uv import find_uv_bin
 
 from hub_client.client import HubClient
 from hub_client.versions import bump, set_version
+from verifiers.results import read_rows
 
 
 @pytest.mark.slow
@@ -171,6 +173,54 @@ def test_push_install_eval_upgrade_and_locked_replay(hub, server, tmp_path):
     )
     assert "extracted to" in pulled.stdout
     assert (tmp_path / "pulled" / "hub_adder-0.1.0" / "hub_adder.py").exists()
+
+
+@pytest.mark.slow
+def test_a_v1_taskset_is_pushed_installed_and_evaluated_by_its_hub_id(hub, server, tmp_path):
+    """``vf-init --v1``'s package goes through the hub as a classic one does: pushed, installed
+    with ``prime env install`` into a fresh virtualenv, and run by ``OWNER/NAME@VERSION`` in env
+    workers, its metadata naming what ran; a wrong owner or version is refused before any of
+    the package's code runs."""
+    token = new_user(hub, "vera")
+    init = [sys.executable, "-m", "verifiers.cli.init", "hub-sums-v1", "--v1"]
+    subprocess.run([*init, "-p", str(tmp_path / "envs")], check=True, capture_output=True)
+    root = tmp_path / "envs" / "hub_sums_v1"
+    module = root / "hub_sums_v1" / "__init__.py"
+    marker = tmp_path / "imported.txt"  # a line each time a process runs the package's code
+    module.write_text(
+        module.read_text() + "\nimport os as _os\n\nif _os.environ.get('V1_MARKER'):\n"
+        "    open(_os.environ['V1_MARKER'], 'a').write('imported\\n')\n"
+    )
+    prime(hub, token, "env", "push", "--path", str(root), cwd=tmp_path)
+    python = fresh_venv(tmp_path / "venv")
+    install = ["env", "install", "vera/hub-sums-v1@0.1.0", "--python", str(python)]
+    prime(hub, token, *install, "--lock-file", "v.lock", cwd=tmp_path)
+    assert installed_version(python, "hub-sums-v1") == "0.1.0"
+
+    server.set_handler(add_with_the_tool)
+    vf_eval, env = python.parent / "vf-eval", {**os.environ, "V1_MARKER": str(marker)}
+    env.pop("PYTHONPATH", None)  # the fresh virtualenv's own install, nothing else
+    for wrong, said in [
+        ("mallory/hub-sums-v1", "the hub-sums-v1 installed here is vera/hub-sums-v1"),
+        ("vera/hub-sums-v1@9.9.9", "hub-sums-v1 0.1.0 is installed but"),
+    ]:
+        refused = scripted_eval(vf_eval, wrong, server, tmp_path / "refused", env=env)
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr
+    assert not marker.exists() and server.requests == []
+
+    done = scripted_eval(vf_eval, "vera/hub-sums-v1@0.1.0", server, tmp_path / "out", env=env)
+    assert done.returncode == 0, done.stderr
+    [run] = (tmp_path / "out" / "evals").glob("vera--hub-sums-v1--scripted/*")
+    rows = list(read_rows(run / "results.jsonl"))
+    assert len(rows) == 2 and all(r["reward"] == 1.0 and r["error"] is None for r in rows)
+    assert len((run / "traces.jsonl").read_text().splitlines()) == 2
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["env_id"] == "vera/hub-sums-v1" and meta["env_version"] == "0.1.0"
+    version = HubClient(hub["url"]).version("vera", "hub-sums-v1", "0.1.0")
+    assert meta["env_content_hash"] == version.content_hash
+    assert meta["env_workers"]["kind"] == "processes"
+    # imported by vf-eval and by each of its workers, and only for the run that passed its checks
+    assert len(marker.read_text().splitlines()) == 1 + meta["env_workers"]["workers"]
 
 
 def test_push_of_an_existing_version_is_refused_with_advice(hub, tmp_path):

@@ -6,11 +6,15 @@ metadata as a classic run writes them and ``traces.jsonl`` read back as ``WireEp
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.eval_runs import interrupt_partway
 from support.v1_calc import calc_policy, call, install_calc
 
 import verifiers.v1 as vf
@@ -230,10 +234,109 @@ def test_a_failing_model_is_an_error_on_the_trace_not_a_dead_run(server, tmp_pat
     assert len(bad) == 1 and bad[0].traces[0].errors[0].status_code == 400
 
 
-def test_env_workers_asked_for_a_v1_taskset_are_refused(server, tmp_path, calc_package, capsys):
-    argv = ["calc-v1", "-b", server.base_url, "-m", "test-model", "-n", "1", "--env-workers", "2"]
-    assert main([*argv, "--output-dir", str(tmp_path)]) == 2
-    assert "env workers do not run v1 tasksets" in capsys.readouterr().err
+def comparable(row: dict) -> dict:
+    """A row without what differs between two runs of one scripted model (its timings)."""
+    return {k: v for k, v in row.items() if k != "timing"}
+
+
+def episode_outcome(episode: vf.WireEpisode) -> list:
+    """What an episode says about its rollout, without its ids and times."""
+    return [
+        (
+            [m.model_dump(exclude={"id"}) for m in t.branches[-1].messages],
+            {n: r.score if r else None for n, r in t.rewards.items()},
+            t.metrics,
+            t.stop_condition,
+            t.num_turns,
+        )
+        for t in episode.traces
+    ]
+
+
+def traces_by_rollout(run: Path) -> dict[tuple[int, int], vf.WireEpisode]:
+    """Each line of ``traces.jsonl`` by its row's key; a key twice fails."""
+    found: dict[tuple[int, int], vf.WireEpisode] = {}
+    for line in (run / "traces.jsonl").read_text().splitlines():
+        keys = json.loads(line)
+        key = (keys["example_id"], keys["rollout_index"])
+        assert key not in found, f"rollout {key} has two traces"
+        found[key] = vf.WireEpisode.model_validate_json(line)
+    return found
+
+
+def test_env_workers_run_a_v1_taskset_with_the_rows_and_traces_of_an_in_process_run(
+    server, tmp_path, calc_package
+):
+    """The default path (env workers) runs the taskset in worker processes: its rows are the
+    in-process run's (``--no-env-workers``), and the parent writes one trace per row."""
+    server.set_handler(calc_policy)
+    runs = {}
+    for mode in ("--env-workers=2", "--no-env-workers"):
+        out = tmp_path / mode.strip("-")
+        argv = ["calc-v1", "-b", server.base_url, "-m", "test-model", "-n", "2", "-r", "2", mode]
+        assert main([*argv, "--output-dir", str(out)]) == 0
+        runs[mode] = run_dir(out)
+    workers_run, local_run = runs["--env-workers=2"], runs["--no-env-workers"]
+    described = json.loads((workers_run / "metadata.json").read_text())["env_workers"]
+    assert described["kind"] == "processes" and described["workers"] == 2, described
+    assert "env_workers" not in json.loads((local_run / "metadata.json").read_text())
+
+    def rows_of(run: Path) -> dict:
+        return {(r["example_id"], r["rollout_index"]): r for r in read_rows(run / "results.jsonl")}
+
+    in_workers, in_process = rows_of(workers_run), rows_of(local_run)
+    assert len(in_workers) == 4 and all(r["reward"] == 1.0 for r in in_workers.values())
+    assert {k: comparable(r) for k, r in in_workers.items()} == {
+        k: comparable(r) for k, r in in_process.items()
+    }
+    worker_traces, local_traces = traces_by_rollout(workers_run), traces_by_rollout(local_run)
+    assert worker_traces.keys() == local_traces.keys() == in_workers.keys()
+    for key, episode in worker_traces.items():
+        assert episode.ok and episode_outcome(episode) == episode_outcome(local_traces[key])
+        assert episode.traces[0].rewards["correct"] == vf.Reward(score=in_workers[key]["reward"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_an_interrupted_v1_run_resumes_with_each_rollout_once_in_rows_and_traces(
+    server, tmp_path, monkeypatch, sig
+):
+    """A vf-eval of a v1 taskset (in env workers) stopped mid-run, then ``--resume``d: every
+    rollout has exactly one row and one trace, whatever the stop left behind (a group's traces
+    flushed without its rows, a torn last line)."""
+    questions = 'QUESTIONS = [f"What is {i} + 5 - {i}?" for i in range(12)]\n'
+    root = tmp_path / "pkgs"
+    (root / "sums_v1").mkdir(parents=True)
+    (root / "sums_v1" / "__init__.py").write_text(questions + SUMS_V1)
+    monkeypatch.setenv("PYTHONPATH", f"{root}:{os.environ.get('PYTHONPATH', '')}")
+    server.set_handler(lambda request: Reply(content="5", delay=0.1))
+    cmd = [sys.executable, "-m", "verifiers.cli.eval", "sums-v1", "-b", server.base_url]
+    cmd += ["-m", "test-model", "-n", "12", "-r", "2", "-c", "4", "--env-workers", "2"]
+    _, _, run = interrupt_partway(cmd, tmp_path / "cut", 6, sig)
+    saved = list(read_rows(run / "results.jsonl"))
+    assert 6 <= len(saved) < 24
+    done = {r["example_id"] for r in saved}
+    orphan = next(i for i in range(12) if i not in done)
+    line = (run / "traces.jsonl").read_text().splitlines()[0]
+    with (run / "traces.jsonl").open("a") as f:  # a group's traces flushed, its rows never
+        keyed = json.loads(line) | {"example_id": orphan, "rollout_index": 0}
+        f.write(json.dumps(keyed) + "\n" + line[: len(line) // 2])
+    server.set_handler(lambda request: "5")
+    resumed = subprocess.run(
+        [*cmd[:4], "--resume", str(run)], capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    rows = {(r["example_id"], r["rollout_index"]): r for r in read_rows(run / "results.jsonl")}
+    assert len(rows) == 24 and all(r["reward"] == 1.0 for r in rows.values())
+    traces = traces_by_rollout(run)
+    assert traces.keys() == rows.keys()
+    for key, episode in traces.items():
+        assert episode.traces[0].last_reply == "5"
+        assert (
+            episode.traces[0].task.data.model_dump()["prompt"] == rows[key]["prompt"][0]["content"]
+        )
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["status"] == "completed" and meta["resumed"] == 1
 
 
 def test_a_harness_this_sdk_lacks_is_named(server, tmp_path, calc_package, capsys):
@@ -250,6 +353,7 @@ COLOR = Path("/tmp/up030/environments/color_codeword_v1")
 @pytest.mark.skipif(not COLOR.is_dir(), reason="upstream v0.3.0's color_codeword_v1 checkout")
 def test_vf_eval_runs_upstreams_color_codeword_v1(server, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(COLOR))
+    monkeypatch.setenv("PYTHONPATH", f"{COLOR}:{os.environ.get('PYTHONPATH', '')}")  # workers
     server.set_handler(lambda request: "AB")
     out = tmp_path / "out"
     argv = ["color-codeword-v1", "-b", server.base_url, "-m", "test-model", "-n", "2", "-r", "1"]

@@ -16,7 +16,7 @@ import logging
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from verifiers import classic, decorators
 from verifiers.classic.error_data import error_chain
@@ -58,6 +58,11 @@ class Environment(ABC):
     Lifecycle hooks are collected once per instance into ``_stop_conditions``,
     ``_cleanup_handlers`` and ``_teardown_handlers`` (highest priority first, ties by name).
     """
+
+    rollout_files: ClassVar[dict[str, str]] = {}
+    """Files a run directory keeps beside ``results.jsonl``, one line per rollout: a state key
+    (a JSON object as a string) -> a file name (``verifiers.results.writer``). Written by the
+    process that saves the rows, however the rollouts ran (in process or in workers)."""
 
     def __init__(
         self,

@@ -349,7 +349,9 @@ async def run_generation(
     writer: RunWriter | None = None
     summary = SummaryAccumulator()
     if results_path is not None:
-        writer = RunWriter(results_path, meta).open(group_size)
+        # an environment's own per-rollout files (a v1 taskset's traces.jsonl), kept in step
+        side_files = getattr(env, "rollout_files", None)
+        writer = RunWriter(results_path, meta, side_files).open(group_size)
         summary = writer.summary
     summary.pass_threshold = float(getattr(env, "pass_threshold", 0.5))
 
@@ -375,7 +377,7 @@ async def run_generation(
         )
         records = [rollout_record(s, state_columns) for s in states]
         if writer is not None:
-            writer.write_group(records)
+            writer.write_group(records, states)
         else:
             for record in records:
                 summary.add(record)

@@ -2,7 +2,9 @@
 
 An id is ``name``, ``owner/name`` or either with ``@version``. Lookup order: the entry-point group
 ``verifiers.environments`` (``owner/name`` entries first when an owner is given), then importing the
-module named after the id (``-`` → ``_``). The error names everything that was tried.
+module named after the id (``-`` → ``_``). The error names everything that was tried. A module
+without ``load_environment`` is built by a registered kind when one claims it (a ``verifiers.v1``
+taskset package: ``register_module_kind``), after the same owner and version checks.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import (
     PackageNotFoundError,
@@ -33,6 +36,31 @@ from verifiers.loading.env_id import EnvId, EnvIdError
 
 ENTRY_POINT_GROUP = "verifiers.environments"
 logger = logging.getLogger("verifiers.loading.loader")
+
+
+ModuleKind = Callable[[EnvId, ModuleType], Callable[..., Any] | None]
+"""Another kind of environment package: given the parsed id and the imported module (one with
+no ``load_environment``), the factory that builds it as an ``Environment``, or None when the
+module is not of this kind."""
+_module_kinds: list[ModuleKind] = []
+
+
+def register_module_kind(kind: ModuleKind) -> None:
+    """Let ``load_environment`` build packages of another kind. ``verifiers.v1`` registers its
+    tasksets when it is imported, which a v1 package's own import does: this room stays below
+    it, and a classic run never imports it."""
+    if kind not in _module_kinds:
+        _module_kinds.append(kind)
+
+
+def _kind_factory(parsed: EnvId, module: ModuleType | None) -> Callable[..., Any] | None:
+    if module is None:
+        return None
+    for kind in _module_kinds:
+        factory = kind(parsed, module)
+        if factory is not None:
+            return factory
+    return None
 
 
 def parse_env_id(env_id: str) -> EnvId:
@@ -59,6 +87,8 @@ def load_environment(env_id: str, **env_args: Any):
     with classic.written_for(release):
         built_as = classic.current()
         factory, module = found.load(tried)
+        if factory is None:
+            factory = _kind_factory(parsed, module)
         if factory is None:
             raise EnvironmentNotFoundError(
                 f"{found.where} has no load_environment function (tried {'; '.join(tried)})"

@@ -273,3 +273,9 @@ __all__ = [  # noqa: RUF022 - grouped by area, as upstream's
 ]
 
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())
+
+# a package exporting a Taskset loads by id as an environment (vf-eval, env workers, the hub's ids)
+from verifiers.loading.loader import register_module_kind as _register_module_kind  # noqa: E402
+from verifiers.v1.kind import environment_factory as _environment_factory  # noqa: E402
+
+_register_module_kind(_environment_factory)

@@ -8,14 +8,19 @@ index); a rollout plays one v1 episode against the run's endpoint and model, its
 the messages after the prompt, its reward and metrics those of the episode's trace (rewards
 weighted and summed as ``Trace.reward`` does). Its token usage, turns, model time and
 truncation are read off the episode's model calls into the state keys a classic rollout fills,
-so a v1 row carries the same numbers a classic row does. Every episode is appended to
-``traces.jsonl`` beside ``results.jsonl``, one ``WireEpisode`` a line.
+so a v1 row carries the same numbers a classic row does. Every episode is kept beside
+``results.jsonl`` in ``traces.jsonl``, one ``WireEpisode`` a line (with its row's
+``example_id`` and ``rollout_index``): the episode travels on the state as its JSON
+(``v1_trace``), so the process that saves the rows writes it, whether the rollout ran there or
+in an env worker, and a resumed run keeps the traces of exactly the rows it keeps.
+
+``vf.load_environment`` (and so vf-eval, its env workers, ``OWNER/NAME`` and ``NAME@VERSION``
+ids) builds one for any package exporting a ``Taskset``: ``verifiers.v1.kind``, which
+``verifiers.v1`` registers with the loader when a package imports it.
 """
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
 from typing import Any
 
 from datasets import Dataset
@@ -32,6 +37,11 @@ from verifiers.v1.trace import TRUNCATING_STOPS
 from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
 TRACES_FILE = "traces.jsonl"
+TRACE_KEY = "v1_trace"
+"""The state key of a rollout's episode as one JSON line (what ``traces.jsonl`` gets)."""
+EPISODE_KEY = "_v1_episode"
+"""The state key of the live episode (scored where the rollout ran; ``_`` keeps it off the
+wire to the caller, which gets ``TRACE_KEY``)."""
 DEFAULT_MAX_TURNS = 10
 """The turn cap a seat gets here when neither its env, its taskset's config nor ``-a`` sets
 one (upstream's ``AgentConfig.max_turns`` is None, no cap): classic ``ToolEnv``'s default, so
@@ -46,7 +56,7 @@ class TraceRubric(Rubric):
 
     async def score_group(self, states: list[Any], score_sem: Any = None) -> None:
         for state in states:
-            episode = state.get("v1_episode")
+            episode = state.get(EPISODE_KEY)
             traces = episode.traces if isinstance(episode, Episode) else []
             reward = sum(t.reward for t in traces) if traces else 0.0
             metrics: dict[str, float] = {}
@@ -61,18 +71,9 @@ class TraceRubric(Rubric):
             state["advantage"] = state["reward"] - mean
 
 
-def is_v1_taskset(env_id: str) -> bool:
-    """Whether ``env_id`` names an installed package that exports a v1 ``Taskset``."""
-    from verifiers.v1.utils.tasksets import taskset_class
-
-    try:
-        taskset_class(env_id)
-    except Exception:
-        return False
-    return True
-
-
 class TasksetEnvironment(Environment):
+    rollout_files = {TRACE_KEY: TRACES_FILE}
+
     def __init__(
         self,
         taskset_id: str,
@@ -110,8 +111,6 @@ class TasksetEnvironment(Environment):
         super().__init__(eval_dataset=Dataset.from_list(rows), rubric=TraceRubric(), **kwargs)
         self.env_id = taskset_id
         self.identify_package(taskset_id)
-        self.traces_path: Path | None = None
-        self._traces_lock = asyncio.Lock()
         self.v1_env.agents(ModelContext())  # a harness or runtime this SDK lacks fails now
 
     def limit_note(self, rows: list[Any]) -> str | None:
@@ -148,16 +147,6 @@ class TasksetEnvironment(Environment):
         self.env_version = dist_version(found.dist_name)
         self.env_content_hash = module_content_hash(import_taskset(taskset_id))
 
-    async def generate(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("env_workers") is not None:
-            raise RolloutError(
-                "env workers do not run v1 tasksets yet: pass --no-env-workers (vf-eval) or "
-                "env_workers=None"
-            )
-        path = kwargs.get("results_path")
-        self.traces_path = Path(path) / TRACES_FILE if path else None
-        return await super().generate(*args, **kwargs)
-
     async def setup_state(self, state: Any, **kwargs: Any) -> Any:
         return state
 
@@ -174,7 +163,7 @@ class TasksetEnvironment(Environment):
         timing.start_generation(state["timing"])
         episode = await self.v1_env.run_episode(task, context)
         timing.end_generation(state["timing"])
-        state["v1_episode"] = episode
+        state[EPISODE_KEY] = episode
         self.record_calls(state, episode)
         traces = episode.traces
         if traces:
@@ -190,11 +179,7 @@ class TasksetEnvironment(Environment):
         if errors:
             state["error"] = RolloutError(f"{errors[-1].type}: {errors[-1].message}")
         state["is_completed"] = True
-        if self.traces_path is not None:
-            line = episode.model_dump_json() + "\n"
-            async with self._traces_lock:
-                with self.traces_path.open("a", encoding="utf-8") as f:
-                    f.write(line)
+        state[TRACE_KEY] = episode.model_dump_json()
         return state
 
     def record_calls(self, state: Any, episode: Episode) -> None:

@@ -34,7 +34,7 @@ from verifiers.cli.eval.defaults import eval_defaults
 from verifiers.cli.eval.embedded import V1_MAX_TOKENS, local_model_identity, start_embedded
 from verifiers.cli.eval.rescore import rescore_run
 from verifiers.cli.eval.settings import DEFAULT_API, EvalSettings, explicit, parse_args
-from verifiers.cli.eval.start import launch_early, load_v1
+from verifiers.cli.eval.start import launch_early
 from verifiers.cli.run_identity import RunIdentity, differences
 from verifiers.cli.usage import command, say_usage_error
 
@@ -132,15 +132,11 @@ def _run(
         pool = launch_early(args.env, workers, env_args)
         launched.extend([pool] if pool is not None else [])
     try:
-        env = load_v1(args, workers, env_args) or load_environment(args.env, **env_args)
+        env = load_environment(args.env, **env_args)
     except EnvironmentNotFoundError as exc:
         raise CLIError(str(exc)) from exc
     except TypeError as exc:
         raise CLIError(str(exc)) from exc
-    if getattr(env, "v1_env", None) is not None:
-        workers = None  # v1 rollouts run in this process (see start.load_v1)
-        for pool in launched or []:
-            pool.abandon()  # launched first thing, not needed after all
     if args.rescore:
         return rescore_run(args, args.rescore, env, console)
     if recorded is not None and recorded.release and str(env.release) != recorded.release:
