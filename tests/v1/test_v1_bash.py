@@ -224,6 +224,7 @@ def test_vf_eval_runs_a_taskset_on_the_bash_harness_an_env_config_names(
     root.mkdir(parents=True)
     (root / "__init__.py").write_text(FILES)
     monkeypatch.syspath_prepend(str(root.parent))
+    monkeypatch.setenv("PYTHONPATH", f"{root.parent}:{os.environ.get('PYTHONPATH', '')}")
 
     def policy(request: dict) -> Reply | str:
         messages = request["messages"]
@@ -270,6 +271,7 @@ def upstream_fixtures(tmp_path, monkeypatch) -> Path:
         ).stdout
         (root / f"{name}.py").write_text(source)
     monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("PYTHONPATH", f"{root}:{os.environ.get('PYTHONPATH', '')}")  # workers
     yield root
     for name in ("echo_v1", "echo_agentic_v1"):
         sys.modules.pop(name, None)
