@@ -74,9 +74,9 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
     app.router.on_startup.append(app.state.sdk.start)
     app.router.on_startup.append(hub.accounts.purge_sessions)
     app.router.on_startup.append(hub.start_upload_workers)
-    collector: list[threading.Event] = []  # orphan blobs, expired staged uploads
-    app.router.on_startup.append(lambda: collector.append(collect_periodically(hub)))
-    app.router.on_shutdown.append(lambda: [stop.set() for stop in collector])
+    collected = threading.Event()  # set: the collector of orphan blobs and staged uploads stops
+    app.router.on_startup.append(lambda: collect_periodically(hub, collected))
+    app.router.on_shutdown.append(collected.set)
     app.router.on_shutdown.append(hub.close)
     app.add_middleware(environments.SearchFastPath, hub=hub)
     app.add_middleware(web.PageFastPath, hub=hub, views=app.state.views)

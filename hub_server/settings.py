@@ -97,8 +97,9 @@ class HubSettings(BaseModel):
     blob_collect_interval: Annotated[
         float, HubFlag(env="PRIME_HUB_BLOB_COLLECT_INTERVAL", command_line=False)
     ] = Field(
-        default_factory=lambda: float(os.environ.get("PRIME_HUB_BLOB_COLLECT_INTERVAL", "3600")),
+        default_factory=lambda: os.environ.get("PRIME_HUB_BLOB_COLLECT_INTERVAL", "3600"),
         ge=0,
+        validate_default=True,  # the variable's text is checked (a number, >= 0) like a flag's
         description="seconds between two collections of orphan blobs and expired staged uploads "
         "in a running hub, after the one at its start; 0: only at the start (default: 3600)",
     )

@@ -64,16 +64,16 @@ def collect_orphan_blobs(
     return removed
 
 
-def collect_periodically(hub: Hub) -> threading.Event:
+def collect_periodically(hub: Hub, stop: threading.Event) -> threading.Thread:
     """Collect at the hub's start, in a thread (a large store never delays serving), then every
-    ``blob_collect_interval`` seconds (0: only at the start); orphan blobs and the staged bytes
-    of expired pushes and evals. A failure (the store unreachable) is logged and the next round
-    tries again. Setting the returned event stops the thread."""
-    stop = threading.Event()
+    ``blob_collect_interval`` seconds (0: only at the start) until ``stop`` is set: orphan
+    blobs, and the staged bytes of expired pushes and evals (a long-running hub keeps none of
+    them until its next start). A failure (the store unreachable) is logged and the next round
+    tries again."""
     interval = hub.settings.blob_collect_interval
 
     def run() -> None:
-        while True:
+        while not stop.is_set():
             for collect in (collect_orphan_blobs, staging.collect, official_evals.collect):
                 try:
                     collect(hub)
@@ -82,5 +82,6 @@ def collect_periodically(hub: Hub) -> threading.Event:
             if interval <= 0 or stop.wait(interval):
                 return
 
-    threading.Thread(target=run, name="blob-collector", daemon=True).start()
-    return stop
+    thread = threading.Thread(target=run, name="blob-collector", daemon=True)
+    thread.start()
+    return thread
