@@ -13,6 +13,7 @@ state, auth, publishing, ...), ``background/`` (upload workers), ``db/`` (SQL an
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -36,7 +37,7 @@ from hub_server.routers import (
     web,
 )
 from hub_server.services import official_evals
-from hub_server.services.blob_collection import collect_in_background
+from hub_server.services.blob_collection import collect_periodically
 from hub_server.services.hub import Hub
 from hub_server.services.sdk import SDKWheels
 from hub_server.settings import MAX_FILE, HubSettings
@@ -73,7 +74,9 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
     app.router.on_startup.append(app.state.sdk.start)
     app.router.on_startup.append(hub.accounts.purge_sessions)
     app.router.on_startup.append(hub.start_upload_workers)
-    app.router.on_startup.append(lambda: collect_in_background(hub))  # orphan blobs
+    collected = threading.Event()  # set: the collector of orphan blobs and staged uploads stops
+    app.router.on_startup.append(lambda: collect_periodically(hub, collected))
+    app.router.on_shutdown.append(collected.set)
     app.router.on_shutdown.append(hub.close)
     app.add_middleware(environments.SearchFastPath, hub=hub)
     app.add_middleware(web.PageFastPath, hub=hub, views=app.state.views)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
+from pydantic import ValidationError
+
 from hub_server.settings import CREATE_USER, SERVE, HubSettings, hub_flag
 
 DB_ENV = "PRIME_HUB_DB"
@@ -113,7 +115,18 @@ def hub_settings(args: argparse.Namespace, command: str, **values: Any) -> HubSe
             value = Path(value).expanduser()
         if value is not None:
             values.setdefault(name, value)
-    return HubSettings(**values)
+    try:
+        return HubSettings(**values)
+    except ValidationError as exc:  # a setting out of range, named as the user set it
+        problems = []
+        for error in exc.errors():
+            setting = str(error["loc"][0]) if error["loc"] else ""
+            flag = hub_flag(HubSettings.model_fields[setting]) if setting else None
+            where = (flag.env if flag and flag.env and not flag.command_line else None) or (
+                flag_name(setting) if setting else "a setting"
+            )
+            problems.append(f"{where}: {error['msg']}")
+        raise SystemExit(f"prime hub: {'; '.join(problems)}") from None
 
 
 def build_parser(prog: str = "prime hub") -> argparse.ArgumentParser:

@@ -91,9 +91,17 @@ class HubSettings(BaseModel):
     )
     blob_grace: Annotated[float, HubFlag(env="PRIME_HUB_BLOB_GRACE", command_line=False)] = Field(
         default_factory=lambda: float(os.environ.get("PRIME_HUB_BLOB_GRACE", "3600")),
-        description="seconds an unreferenced blob is kept before the collector at start "
-        "removes it; longer than any push takes from storing its blobs to its commit "
-        "(default: 3600)",
+        description="seconds an unreferenced blob is kept before the collector removes it; "
+        "longer than any push takes from storing its blobs to its commit (default: 3600)",
+    )
+    blob_collect_interval: Annotated[
+        float, HubFlag(env="PRIME_HUB_BLOB_COLLECT_INTERVAL", command_line=False)
+    ] = Field(
+        default_factory=lambda: os.environ.get("PRIME_HUB_BLOB_COLLECT_INTERVAL", "3600"),
+        ge=0,
+        validate_default=True,  # the variable's text is checked (a number, >= 0) like a flag's
+        description="seconds between two collections of orphan blobs and expired staged uploads "
+        "in a running hub, after the one at its start; 0: only at the start (default: 3600)",
     )
     login_ttl: Annotated[float, HubFlag(env="PRIME_HUB_LOGIN_TTL", command_line=False)] = Field(
         default_factory=lambda: float(os.environ.get("PRIME_HUB_LOGIN_TTL", "600")),

@@ -25,6 +25,8 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # OpenMP threads that spin while they wait slow every other process on the cores many times
 # over (verifiers/processes/server.py). Set before torch loads; every command inherits it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# hubs started by tests collect orphan blobs at their start only, unless a test asks for more
+os.environ.setdefault("PRIME_HUB_BLOB_COLLECT_INTERVAL", "0")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

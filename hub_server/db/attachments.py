@@ -7,6 +7,7 @@ concurrent uploads cannot race past a limit.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,8 @@ from hub_server.db.clock import now
 from hub_server.db.engine import Conflict, Database, typed
 from hub_server.db.rows import DatasetRow, EnvironmentRow, EvalRow
 from hub_server.errors import Conflicting, NotAllowed
+
+Within = Callable[[Any], None] | None  # run inside an insert's transaction
 
 
 @dataclass
@@ -61,7 +64,8 @@ class Attachments:
                 f"this version already has {count} {what} (limit {limit})",
             )
 
-    def add_eval(self, new: NewEval, limit: int) -> EvalRow:
+    def add_eval(self, new: NewEval, limit: int, within: Within = None) -> EvalRow:
+        """Insert the eval (``within(db)`` runs in its transaction: the blob leases' give-back)."""
         try:
             with self.database.transaction() as db:
                 self._quota(db, "evals", new.version_id, limit, "evals")
@@ -82,6 +86,8 @@ class Attachments:
                         json.dumps(new.histogram),
                     ),
                 ).fetchone()
+                if within is not None:
+                    within(db)
                 return typed(EvalRow, row)
         except Conflict:
             raise Conflicting(
@@ -123,7 +129,8 @@ class Attachments:
             return None
         return typed(EnvironmentRow, row), (row["evals_count"], row["evals_newest"])
 
-    def add_dataset(self, new: NewDataset, limit: int) -> DatasetRow:
+    def add_dataset(self, new: NewDataset, limit: int, within: Within = None) -> DatasetRow:
+        """Insert the dataset (``within(db)`` runs in its transaction, as for ``add_eval``)."""
         try:
             with self.database.transaction() as db:
                 self._quota(db, "datasets", new.version_id, limit, "datasets")
@@ -143,6 +150,8 @@ class Attachments:
                         new.data_sha256,
                     ),
                 ).fetchone()
+                if within is not None:
+                    within(db)
                 return typed(DatasetRow, row)
         except Conflict:
             raise Conflicting(

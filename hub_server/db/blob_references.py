@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hub_server.db.engine import Database
+from hub_server.db.engine import Cursor, Database
 
 # every column that holds a blob store key, by table
 BLOB_COLUMNS = {
@@ -23,3 +23,12 @@ def referenced_blobs(database: Database) -> set[str]:
                 ).fetchall()
                 keys.update(row["k"] for row in rows)
     return keys
+
+
+def is_referenced(db: Cursor, key: str) -> bool:
+    """Whether a row refers to blob ``key`` (indexed lookups), read in the caller's transaction."""
+    return any(
+        db.execute(f"SELECT 1 FROM {table} WHERE {column}=? LIMIT 1", (key,)).fetchone()
+        for table, columns in BLOB_COLUMNS.items()
+        for column in columns
+    )

@@ -9,6 +9,7 @@ version and index serial live on its row, so listings never read its versions.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,9 +133,15 @@ class Catalog:
         )
 
     # --- writing ---------------------------------------------------------------------------------
-    def commit_version(self, new: NewVersion, files: list[StoredFile]) -> tuple[int, int]:
+    def commit_version(
+        self,
+        new: NewVersion,
+        files: list[StoredFile],
+        within: Callable[[Any], None] | None = None,
+    ) -> tuple[int, int]:
         """Make the version visible in one transaction: (env_id, version_id). Blobs are written
-        before this; a crash before the commit leaves only unreferenced blobs."""
+        before this; a crash before the commit leaves only unreferenced blobs. ``within(db)``
+        runs in the transaction (the blob leases' give-back, ``hub_server.db.blob_leases``)."""
         stamp = now()
         try:
             with self.database.transaction() as db:
@@ -187,6 +194,8 @@ class Catalog:
                             stamp,
                         ),
                     )
+                if within is not None:
+                    within(db)
                 latest = latest_of([*versions, {"version": new.version, "yanked": 0}])
                 db.execute(
                     "UPDATE environments SET latest_version=?, serial=serial+1 WHERE id=?",

@@ -311,6 +311,22 @@ SQLITE.append(
     CREATE INDEX login_challenges_client ON login_challenges (client);
     """
 )
+# v15: leases and claims on blobs (``hub_server.db.blob_leases``): a push leases each blob
+# before it writes it, the collector claims one (no live lease, no row referring to it) before
+# it deletes it, so the two never interleave; the blob columns are indexed for that check.
+SQLITE.append(
+    """
+    CREATE TABLE blob_leases (key TEXT NOT NULL, holder TEXT NOT NULL, taken_at REAL NOT NULL,
+                              PRIMARY KEY (key, holder));
+    CREATE TABLE blob_claims (key TEXT PRIMARY KEY, holder TEXT NOT NULL, claimed_at REAL NOT NULL);
+    CREATE INDEX files_blob ON files (blob);
+    CREATE INDEX files_metadata_blob ON files (metadata_blob);
+    CREATE INDEX evals_metadata_blob ON evals (metadata_blob);
+    CREATE INDEX evals_results_blob ON evals (results_blob);
+    CREATE INDEX datasets_card_blob ON datasets (card_blob);
+    CREATE INDEX datasets_data_blob ON datasets (data_blob);
+    """
+)
 # Tables whose ids are surrogates, never reused (AUTOINCREMENT here, sequences on PostgreSQL);
 # ``staged_pushes``, ``staged_files``, ``staged_evals`` and ``staged_eval_batches`` are keyed by
 # random tokens, ``sessions`` and ``login_challenges`` by a secret's hash, ``catalog_state`` is
@@ -432,6 +448,18 @@ POSTGRESQL = [
                                    scopes TEXT, token_expires TEXT);
     CREATE INDEX login_challenges_expiry ON login_challenges (expires_at);
     CREATE INDEX login_challenges_client ON login_challenges (client);
+    """,
+    # v7: leases and claims on blobs (see SQLite's v15)
+    """
+    CREATE TABLE blob_leases (key TEXT NOT NULL, holder TEXT NOT NULL, taken_at DOUBLE PRECISION NOT NULL,
+                              PRIMARY KEY (key, holder));
+    CREATE TABLE blob_claims (key TEXT PRIMARY KEY, holder TEXT NOT NULL, claimed_at DOUBLE PRECISION NOT NULL);
+    CREATE INDEX files_blob ON files (blob);
+    CREATE INDEX files_metadata_blob ON files (metadata_blob);
+    CREATE INDEX evals_metadata_blob ON evals (metadata_blob);
+    CREATE INDEX evals_results_blob ON evals (results_blob);
+    CREATE INDEX datasets_card_blob ON datasets (card_blob);
+    CREATE INDEX datasets_data_blob ON datasets (data_blob);
     """,
 ]
 

@@ -94,17 +94,18 @@ def store_dataset(hub: Hub, user: Principal, env: EnvironmentRow, v: VersionRow,
     description = str(info.get("description") or json.dumps(spec, sort_keys=True))[:2000]
     check_text(description, "vf_data.json's description")
     digest = attaching.check_parquet(data.file, rows)
-    new = NewDataset(
-        version_id=v.id,
-        uploaded_by=user.name,
-        rows=rows,
-        filter=description,
-        models=sorted({str(s.get("model")) for s in sources}),
-        card_blob=hub.blobs.put(card_bytes),
-        data_blob=hub.blobs.put_file(data.file, digest),
-        data_sha256=digest,
-    )
-    return hub.attachments.add_dataset(new, MAX_DATASETS_PER_VERSION)
+    with hub.leased_blobs() as blobs:  # each leased before it is written: see blob_leases
+        new = NewDataset(
+            version_id=v.id,
+            uploaded_by=user.name,
+            rows=rows,
+            filter=description,
+            models=sorted({str(s.get("model")) for s in sources}),
+            card_blob=blobs.put(card_bytes),
+            data_blob=blobs.put_file(data.file, digest),
+            data_sha256=digest,
+        )
+        return hub.attachments.add_dataset(new, MAX_DATASETS_PER_VERSION, blobs.give_back)
 
 
 @router.get("/datasets", response_model=list[DatasetInfo])

@@ -108,18 +108,19 @@ def store_eval(
     meta = read_metadata(metadata.file)
     run_id = check_run_matches(meta, env, v)
     summary, rows, reward_histogram = summarize_results(results.file)
-    new = NewEval(
-        version_id=v.id,
-        uploaded_by=user.name,
-        model=meta.get("model"),
-        summary=summary,
-        num_rollouts=rows,
-        metadata_blob=hub.blobs.put_file(metadata.file, file_sha256(metadata.file)),
-        results_blob=hub.blobs.put_file(results.file, file_sha256(results.file)),
-        run_id=run_id,
-        histogram=reward_histogram,
-    )
-    return hub.attachments.add_eval(new, MAX_EVALS_PER_VERSION)
+    with hub.leased_blobs() as blobs:  # each leased before it is written: see blob_leases
+        new = NewEval(
+            version_id=v.id,
+            uploaded_by=user.name,
+            model=meta.get("model"),
+            summary=summary,
+            num_rollouts=rows,
+            metadata_blob=blobs.put_file(metadata.file, file_sha256(metadata.file)),
+            results_blob=blobs.put_file(results.file, file_sha256(results.file)),
+            run_id=run_id,
+            histogram=reward_histogram,
+        )
+        return hub.attachments.add_eval(new, MAX_EVALS_PER_VERSION, blobs.give_back)
 
 
 PROBE_TIMEOUT_S = 120

@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from hub_server.background.upload_pool import UPLOAD_WORKERS, UploadPool
 from hub_server.db.accounts import Accounts
 from hub_server.db.attachments import Attachments
+from hub_server.db.blob_leases import BlobLeases, LeasedBlobs
 from hub_server.db.blobs import BlobStore, StagingArea, open_blob_store
 from hub_server.db.catalog import Catalog
 from hub_server.db.challenges import LoginChallenges
@@ -89,6 +90,7 @@ class Hub:
         self.blobs: BlobStore = open_blob_store(
             settings.blobs, settings.data_dir, settings.s3_endpoint
         )
+        self.leases = BlobLeases(self.database)  # what keeps the collector off uploads' blobs
         self.staging = StagingArea(self.blobs)  # staged pushes' bytes, beside the blob store
         self.staged_evals = StagedEvals(self.database)  # Prime's `prime eval push`, until finalize
         self.auth = Authenticator(self.accounts)
@@ -105,6 +107,10 @@ class Hub:
         self._upload_slots: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+
+    def leased_blobs(self) -> LeasedBlobs:
+        """What an upload stores its blobs through (``with hub.leased_blobs() as blobs``)."""
+        return LeasedBlobs(self.leases, self.blobs)
 
     @contextlib.asynccontextmanager
     async def upload_slot(self) -> AsyncIterator[None]:

@@ -147,39 +147,40 @@ def publish_version(
             inspect_source(source.file.read())
         except UnsafeArchiveError as exc:
             raise HubError(400, exc.code, f"the source archive: {exc}") from exc
-    stored = []
-    for kind, upload in (("wheel", wheel), ("sdist", sdist), ("source", source)):
-        if upload is None:
-            continue
-        sha = file_sha256(upload.file)
-        metadata = meta.raw if kind == "wheel" else None
-        stored.append(
-            StoredFile(
-                kind=kind,
-                filename=upload.filename,
-                sha256=sha,
-                size=_size(upload.file),
-                blob=hub.blobs.put_file(upload.file, sha),
-                metadata_blob=hub.blobs.put(metadata) if metadata else None,
-                metadata_sha256=hashlib.sha256(metadata).hexdigest() if metadata else None,
+    with hub.leased_blobs() as blobs:  # each leased before it is written: see blob_leases
+        stored = []
+        for kind, upload in (("wheel", wheel), ("sdist", sdist), ("source", source)):
+            if upload is None:
+                continue
+            sha = file_sha256(upload.file)
+            metadata = meta.raw if kind == "wheel" else None
+            stored.append(
+                StoredFile(
+                    kind=kind,
+                    filename=upload.filename,
+                    sha256=sha,
+                    size=_size(upload.file),
+                    blob=blobs.put_file(upload.file, sha),
+                    metadata_blob=blobs.put(metadata) if metadata else None,
+                    metadata_sha256=hashlib.sha256(metadata).hexdigest() if metadata else None,
+                )
             )
+        new = NewVersion(
+            owner=owner,
+            name=name,
+            distribution=meta.name,
+            version=version,
+            content_hash=content_hash,
+            requires_python=meta.requires_python,
+            dependencies=meta.requires_dist,
+            summary=meta.summary,
+            top_level=meta.top_level,
+            visibility=form.visibility,
+            readme=form.readme,
+            description=form.description,
+            tags=form.tags,
         )
-    new = NewVersion(
-        owner=owner,
-        name=name,
-        distribution=meta.name,
-        version=version,
-        content_hash=content_hash,
-        requires_python=meta.requires_python,
-        dependencies=meta.requires_dist,
-        summary=meta.summary,
-        top_level=meta.top_level,
-        visibility=form.visibility,
-        readme=form.readme,
-        description=form.description,
-        tags=form.tags,
-    )
-    return hub.catalog.commit_version(new, stored)
+        return hub.catalog.commit_version(new, stored, blobs.give_back)
 
 
 def _size(file: BinaryIO) -> int:

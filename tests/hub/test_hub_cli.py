@@ -140,3 +140,27 @@ def test_a_refused_prime_command_line_exits_2_with_its_subcommands_usage(args, m
     assert done.stderr.startswith(f"usage: {PRIME_USAGE[words]}\n"), done.stderr
     assert f"prime {words}: error: {message}" in done.stderr
     assert done.stdout == ""
+
+
+def test_a_hub_setting_out_of_range_is_refused_naming_its_variable(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hub_client.cli",
+            "hub",
+            "serve",
+            "--data-dir",
+            str(tmp_path),
+            "--no-sdk",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PRIME_HUB_BLOB_COLLECT_INTERVAL": "-1"},
+    )
+    assert done.returncode == 1
+    assert "PRIME_HUB_BLOB_COLLECT_INTERVAL: Input should be greater than or equal to 0" in (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr

@@ -18,6 +18,7 @@ import pytest
 from support.hubs import eval_files, publish, serving, user, wheel
 
 from hub_server.db import schema
+from hub_server.db.blob_references import BLOB_COLUMNS
 from hub_server.db.engine import SQLiteDatabase
 from hub_server.process import start_hub
 
@@ -364,6 +365,10 @@ def previous_schema(path: Path) -> SQLiteDatabase:
     return database
 
 
+# v15's indexes, for the collector's check that no row refers to a blob
+BLOB_INDEXES = {f"{t}_{c}" for t, columns in BLOB_COLUMNS.items() for c in columns}
+
+
 def shape(db: sqlite3.Connection) -> dict:
     """Every table's columns, foreign keys and indexes, and every trigger: what v12 must keep."""
     out: dict = {}
@@ -474,12 +479,20 @@ def test_a_database_of_the_previous_schema_upgrades_in_place_and_keeps_its_rows(
             t: raw.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in tables
         } == before
         after_shape = shape(raw)  # v12 keeps the same columns, keys, indexes and triggers;
-        # later migrations only add tables (v13: staged evals, v14: login challenges)
-        assert {t: after_shape[t] for t in before_shape} == before_shape
+        # later migrations only add tables (v13: staged evals, v14: login challenges, v15: blob
+        # leases and claims) and v15's indexes on the blob columns
+        kept = {t: after_shape[t] for t in before_shape}
+        for table, described in kept.items():
+            if table != "triggers":
+                columns, keys, indexes = described
+                kept[table] = (columns, keys, [i for i in indexes if i[0] not in BLOB_INDEXES])
+        assert kept == before_shape
         assert set(after_shape) - set(before_shape) == {
             "staged_evals",
             "staged_eval_batches",
             "login_challenges",
+            "blob_leases",
+            "blob_claims",
         }
         assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
         raw.execute(
