@@ -320,7 +320,9 @@ def test_no_worker_outlives_its_caller(server, flags, tmp_path, how):
 SHARED_SECRET = "s3cret-shared-by-both-sides"
 
 
-def _start_server(tmp_path: Path, secret: str | None, port: int) -> subprocess.Popen:
+def _start_server(
+    tmp_path: Path, secret: str | None, port: int, workers: int = 1
+) -> subprocess.Popen:
     """``vf-env-server`` on loopback; without a secret, ``--no-auth``."""
     secret_file = tmp_path / "secret"
     if secret is not None:
@@ -330,7 +332,7 @@ def _start_server(tmp_path: Path, secret: str | None, port: int) -> subprocess.P
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "verifiers.cli.env_server", "vf-worker-probe"),
-            *("--port", str(port), "--workers", "1", *lock),
+            *("--port", str(port), "--workers", str(workers), *lock),
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -1104,3 +1106,170 @@ def test_a_rollout_output_row_from_a_server_without_snapshots_reads_as_a_state()
     assert state["usage"] == {"input_tokens": 10.0, "output_tokens": 2.0}
     assert isinstance(state["error"], RolloutError) and "ToolError: x" in str(state["error"])
     assert state["reward"] == 1.0 and state["trajectory"] == [] and "error_chain" not in state
+
+
+async def test_a_worker_crash_inside_a_remote_server_costs_only_its_own_rollouts(
+    server, flags, tmp_path
+):
+    """Groups share a remote server's two workers at -c 64; one example's reward kills its
+    worker: the server's pool runs the groups beside it again alone, and only the crashing
+    example's 2 rollouts come back as errors, with the cause."""
+    from verifiers.processes.server import free_port
+    from verifiers.workers.remote import RemoteWorkers
+
+    port = free_port()
+    env_server = _start_server(tmp_path, None, port, workers=2)
+    data = rows(*({"kind": "exit"} if i == 17 else {} for i in range(40)))
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    try:
+        remote = await RemoteWorkers([f"127.0.0.1:{port}"], None).start()
+        try:
+            out = await asyncio.wait_for(
+                env.evaluate(
+                    server.base_url,
+                    "m",
+                    rollouts_per_example=2,
+                    max_concurrent=64,
+                    env_workers=remote,
+                ),
+                180,
+            )
+        finally:
+            await remote.close()
+    finally:
+        env_server.terminate()
+        env_server.wait(30)
+    failed = [(s["example_id"], s["error"]) for s in out.state if s.get("error") is not None]
+    assert [example for example, _ in failed] == [17, 17]
+    assert all("exited with code 3" in e["message"] and "alone" in e["message"] for _, e in failed)
+    assert len(out.state) == 80 and out.reward.count(2.0) == 78
+
+
+async def test_a_remote_server_killed_mid_run_costs_no_innocent_rollout(server, flags, tmp_path):
+    """Two remote servers share a -c 64 run; one is SIGKILLed while groups wait in its
+    workers. Its groups in flight are not guilty: they run again on the other server without
+    spending an attempt; only the crashing example's 2 rollouts are errors; the dead server is
+    not retried in a hot loop."""
+    from verifiers.processes.server import free_port
+    from verifiers.workers.remote import RemoteWorkers
+
+    ports = [free_port(), free_port()]
+    servers = [_start_server(tmp_path, None, port, workers=2) for port in ports]
+    # the first few examples hold their worker until "go": both servers have groups in flight
+    data = rows(
+        *(
+            {"kind": "exit"} if i == 17 else {"kind": "wait", "until": "go"} if i < 6 else {}
+            for i in range(40)
+        )
+    )
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    try:
+        remote = await RemoteWorkers([f"127.0.0.1:{port}" for port in ports], None).start()
+        try:
+            run = asyncio.create_task(
+                env.evaluate(
+                    server.base_url,
+                    "m",
+                    rollouts_per_example=2,
+                    max_concurrent=64,
+                    env_workers=remote,
+                )
+            )
+            for _ in range(1200):  # each blocked worker says so
+                if len(list(flags.glob("waiting-*"))) == 4:
+                    break
+                await asyncio.sleep(0.05)
+            assert len(list(flags.glob("waiting-*"))) == 4  # both servers' workers hold a group
+            servers[0].kill()
+            servers[0].wait(30)
+            (flags / "go").touch()
+            out = await asyncio.wait_for(run, 180)
+            described = remote.describe()
+        finally:
+            await remote.close()
+    finally:
+        for proc in servers:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
+    failed = [(s["example_id"], s["error"]) for s in out.state if s.get("error") is not None]
+    assert [example for example, _ in failed] == [17, 17]
+    assert all("exited with code 3" in e["message"] for _, e in failed)
+    assert len(out.state) == 80 and out.reward.count(2.0) == 78
+    # the killed server's two workers each held a group: at least those ran again
+    assert described["servers_lost"] == 1 and described["rerun"] >= 2
+    assert described["down"] == [f"tcp://127.0.0.1:{ports[0]}"]
+
+
+async def test_a_remote_server_gone_is_a_clear_error_and_takes_groups_again_when_back(
+    server, flags, tmp_path
+):
+    """The only server killed: groups wait for it ``reconnect_timeout`` then each is an error
+    saying every server is down and why; later groups are answered at once (no wait, nothing
+    sent to it); restarted at its address, it is used again (its handshake succeeds anew)."""
+    from verifiers.processes.server import free_port
+    from verifiers.workers.remote import RemoteWorkers
+
+    port = free_port()
+    env_server = _start_server(tmp_path, SHARED_SECRET, port)
+    env = vf.load_environment("vf-worker-probe")
+    remote = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET, reconnect_timeout=2).start()
+    try:
+        env_server.kill()
+        env_server.wait(30)
+        started = time.monotonic()
+        out = await asyncio.wait_for(env.evaluate(server.base_url, "m", env_workers=remote), 60)
+        assert 1.5 < time.monotonic() - started < 30
+        messages = {s["error"]["message"] for s in out.state}
+        assert messages == {
+            f"every env server is down (tcp://127.0.0.1:{port} closed the connection or stopped "
+            "answering heartbeats), none back within 2s"
+        }
+        started = time.monotonic()
+        later = await env.evaluate(server.base_url, "m", env_workers=remote, num_examples=1)
+        assert time.monotonic() - started < 1.5
+        assert "every env server is down" in later.state[0]["error"]["message"]
+        env_server = _start_server(tmp_path, SHARED_SECRET, port)
+        for _ in range(400):  # reconnection attempts are at most 5 s apart
+            if not remote.describe()["down"]:
+                break
+            await asyncio.sleep(0.05)
+        back = await asyncio.wait_for(env.evaluate(server.base_url, "m", env_workers=remote), 60)
+        assert back.reward == [2.0] * 4 and remote.describe()["servers_lost"] == 1
+    finally:
+        await remote.close()
+        if env_server.poll() is None:
+            env_server.terminate()
+            env_server.wait(30)
+
+
+async def test_a_hanging_reward_on_a_remote_server_costs_only_its_own_group(
+    server, flags, tmp_path
+):
+    """With a group timeout, the groups beside a stuck one wait on the server behind it (run
+    again alone, after it): past the caller's own limit they stay with a server that answers
+    its health probe (giving them up made 3 innocent groups errors here), and only the stuck
+    group is an error, with the server's cause."""
+    from verifiers.processes.server import free_port
+    from verifiers.workers.remote import RemoteWorkers
+
+    port = free_port()
+    env_server = _start_server(tmp_path, None, port, workers=2)
+    data = rows(*({"kind": "wait", "until": "never"} if i == 2 else {} for i in range(8)))
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    remote = await RemoteWorkers([f"127.0.0.1:{port}"], None).start()
+    try:
+        out = await asyncio.wait_for(
+            env.evaluate(
+                server.base_url, "m", env_workers=remote, max_concurrent=8, group_timeout=3
+            ),
+            120,
+        )
+    finally:
+        await remote.close()
+        env_server.terminate()
+        env_server.wait(30)
+    failed = [(s["example_id"], s["error"]["message"]) for s in out.state if s.get("error")]
+    assert [example for example, _ in failed] == [2], failed
+    assert "did not answer within" in failed[0][1] and "alone" in failed[0][1]
+    assert sorted(out.reward) == [0.0] + [2.0] * 7

@@ -2,9 +2,9 @@
 
 A rollout's environment code (``env_response``, tools, reward functions, sandboxes) runs in
 worker processes, so a blocking reward function stalls only its worker, a crash (a segfaulting
-extension, ``os._exit``, an OOM kill) costs only the groups that worker was running (they are
-run once more elsewhere, then recorded as errors), and a run can use every core, or other
-machines:
+extension, ``os._exit``, an OOM kill) costs only the group that caused it (the groups beside it
+run again alone, and a remote server that goes away has its groups run on the others, without
+spending their attempts), and a run can use every core, or other machines:
 
 - ``WorkerPool`` (``verifiers.workers.pool``): N processes on this machine;
 - ``RemoteWorkers`` (``verifiers.workers.remote``): one or more ``vf-env-server`` processes on

@@ -1,23 +1,42 @@
 """The caller's side of ``vf-env-server``: one or more servers used as one pool of workers.
 
 Each address gets a DEALER socket (CURVE-secured with the shared secret unless the server runs
-``--no-auth``); a group goes to the server with the fewest groups in flight. A server that does
-not answer a group within its timeout (plus a grace period), or whose connection fails, is
-passed over for that group, which is sent once to another server; a group no server answered is
-an error on its rollouts. ``start`` checks every server answers a health probe first.
+``--no-auth``); a group goes to the live server with the fewest groups in flight. ``start``
+checks every server answers a health probe first.
+
+Faults cost only their own, as in a local pool. A worker that dies inside a server is that
+server's to handle (its ``WorkerPool`` runs the groups beside it again alone and answers the
+culprit with an error naming the cause). A server that goes away (its process killed, its
+machine gone: the connection closes, or ZMTP heartbeats stop answering) runs no environment
+code itself, so nothing it was running is guilty: its groups in flight are sent again to the
+other servers without spending an attempt, and a group in flight on ``max_losses`` servers that
+went away is recorded as an error saying so (the bound that keeps one group from taking every
+server down). A server that is down gets no groups: ZeroMQ reconnects to it with a growing pause
+(at most ``RECONNECT_MAX_MS`` apart), one warning says so, and it takes groups again once its
+handshake succeeds. With every server down, groups wait up to ``reconnect_timeout`` for one to
+come back, then are errors naming each server and why it is down. A group past its timeout
+(plus a grace period) stays with its server while the server answers a health probe (its pool
+enforces the timeout, counting only the time a worker runs the group); a server that does not
+answer the probe is passed over for that group, which is sent once to another server; a group no
+server answered is an error on its rollouts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from verifiers.errors import EnvWorkerError
 from verifiers.workers.protocol import HEALTH_PING, Response, RunGroupRequest, pack, unpack
 
+logger = logging.getLogger("verifiers.workers.remote")
 TIMEOUT_GRACE = 30.0
+HEARTBEAT_MS = 1000  # a ZMTP ping this often: a server whose machine vanished is noticed
+HEARTBEAT_TIMEOUT_MS = 15000  # without an answer this long, the connection is dropped
+RECONNECT_MS, RECONNECT_MAX_MS = 250, 5000  # reconnection attempts, doubling up to the max
 _ids = itertools.count()
 
 
@@ -28,15 +47,24 @@ HANDSHAKE_REFUSALS = (
     "HANDSHAKE_FAILED_AUTH",
     "HANDSHAKE_FAILED_PROTOCOL",
 )
+REFUSED = (
+    "refused the handshake: the two sides' secrets differ, or one side runs --no-auth and the "
+    "other has a secret"
+)
 
 
 @dataclass
 class _Server:
     address: str
     socket: Any
-    inflight: dict[bytes, asyncio.Future[Response]] = field(default_factory=dict)
+    monitor: Any  # the socket's connection events, read by ``watcher``
+    refused: asyncio.Future[str]  # why the server refused the handshake, once it has
+    # answers by request id; ``None`` is the answer of a server that went away
+    inflight: dict[bytes, asyncio.Future[Response | None]] = field(default_factory=dict)
     receiver: asyncio.Task[None] | None = None
-    monitor: Any = None  # the socket's handshake events, until the first answer
+    watcher: asyncio.Task[None] | None = None
+    down: str | None = None  # why it takes no groups now
+    down_since: float = 0.0  # (loop time)
 
 
 def normalize_address(address: str) -> str:
@@ -50,18 +78,40 @@ def normalize_address(address: str) -> str:
 
 
 class RemoteWorkers:
-    """``vf-env-server`` processes at ``addresses`` (see the module docstring)."""
+    """``vf-env-server`` processes at ``addresses`` (see the module docstring).
+
+    Args:
+        connect_timeout: seconds each server has to answer the health probe of ``start``.
+        reconnect_timeout: seconds a group waits for a server to come back when every server
+            is down, counted from when the last one went down.
+        max_losses: servers that went away while running a group after which that group is
+            an error on its rollouts.
+    """
 
     def __init__(
-        self, addresses: list[str], secret: str | None, *, connect_timeout: float = 10.0
+        self,
+        addresses: list[str],
+        secret: str | None,
+        *,
+        connect_timeout: float = 10.0,
+        reconnect_timeout: float = 60.0,
+        max_losses: int = 3,
     ) -> None:
         if not addresses:
             raise ValueError("RemoteWorkers needs at least one env server address")
+        if max_losses < 1:
+            raise ValueError(f"max_losses must be at least 1, got {max_losses}")
         self.addresses = [normalize_address(a) for a in addresses]
         self.secret = secret
-        self.connect_timeout = connect_timeout
+        self.connect_timeout, self.reconnect_timeout = connect_timeout, reconnect_timeout
+        self.max_losses = max_losses
+        self.servers_lost = 0  # times a server went away
+        self.rerun = 0  # groups sent again because their server went away
         self._servers: list[_Server] = []
         self._ctx: Any = None
+        self._changed: asyncio.Event | None = None  # set when a server comes back or we close
+        self._closed = False
+        self._started = False
 
     async def start(self) -> RemoteWorkers:
         import zmq
@@ -69,20 +119,28 @@ class RemoteWorkers:
 
         from verifiers.workers.auth import secure_client
 
+        loop = asyncio.get_running_loop()
+        self._changed = asyncio.Event()
         self._ctx = zmq.asyncio.Context()
+        events = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+        for name in HANDSHAKE_REFUSALS:
+            events |= getattr(zmq, f"EVENT_{name}")
         for address in self.addresses:
             sock = self._ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_MS)
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
+            sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
+            sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_MAX_MS)
             if self.secret is not None:
                 secure_client(sock, self.secret)
-            events = zmq.EVENT_HANDSHAKE_SUCCEEDED
-            for name in HANDSHAKE_REFUSALS:
-                events |= getattr(zmq, f"EVENT_{name}")
-            server = _Server(address, sock, monitor=sock.get_monitor_socket(events))
+            server = _Server(address, sock, sock.get_monitor_socket(events), loop.create_future())
             sock.connect(address)
             server.receiver = asyncio.create_task(self._receive(server))
+            server.watcher = asyncio.create_task(self._watch(server))
             self._servers.append(server)
         await asyncio.gather(*(self._ping(s) for s in self._servers))
+        self._started = True
         return self
 
     async def _ping(self, server: _Server) -> None:
@@ -90,43 +148,67 @@ class RemoteWorkers:
         said at once (a wrong secret is never answered, so it would otherwise read as a
         server that is down)."""
         request_id = f"h{next(_ids)}".encode()
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
         server.inflight[request_id] = future
         await server.socket.send_multipart([request_id, HEALTH_PING])
-        refusal = asyncio.ensure_future(self._handshake_refusal(server))  # (events queue meanwhile)
         try:
             await asyncio.wait(
-                (future, refusal), timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED
+                (future, server.refused),
+                timeout=self.connect_timeout,
+                return_when=asyncio.FIRST_COMPLETED,
             )
         finally:
-            refusal.cancel()
             server.inflight.pop(request_id, None)
-            if not server.socket.closed:  # (another server's failure closed them all)
-                server.socket.disable_monitor()
-            server.monitor.close()
-        if future.done():
+        if future.done() and future.result() is not None:
             return
         await self.close()
-        if refusal.done() and not refusal.cancelled():
-            raise EnvWorkerError(f"the env server at {server.address} {refusal.result()}")
+        if server.refused.done():
+            raise EnvWorkerError(f"the env server at {server.address} {server.refused.result()}")
         raise EnvWorkerError(
             f"the env server at {server.address} did not answer within "
             f"{self.connect_timeout:g}s: is it running at that address?"
         )
 
-    @staticmethod
-    async def _handshake_refusal(server: _Server) -> str:
-        """Why the server refused this caller's handshake, once it has (never returns if not)."""
+    async def _watch(self, server: _Server) -> None:
+        """The connection's events: a refused handshake (said by ``start``), a connection
+        that closed or stopped answering heartbeats (the server went away), a handshake that
+        succeeded again (it is back)."""
         import zmq
         from zmq.utils.monitor import parse_monitor_message
 
         while True:
-            event = parse_monitor_message(await server.monitor.recv_multipart())["event"]
-            if zmq.Event(event).name in HANDSHAKE_REFUSALS:
-                return (
-                    "refused the handshake: the two sides' secrets differ, or one side runs "
-                    "--no-auth and the other has a secret"
-                )
+            event = zmq.Event(parse_monitor_message(await server.monitor.recv_multipart())["event"])
+            if event.name in HANDSHAKE_REFUSALS:
+                if not server.refused.done():
+                    server.refused.set_result(REFUSED)
+                self._lost(server, REFUSED)
+            elif event == zmq.EVENT_DISCONNECTED:
+                self._lost(server, "closed the connection or stopped answering heartbeats")
+            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED and server.down is not None:
+                logger.warning("env server %s is back: sending it groups again", server.address)
+                server.down = None
+                assert self._changed is not None
+                self._changed.set()
+
+    def _lost(self, server: _Server, reason: str) -> None:
+        """The server went away: what it was running is answered ``None`` (run elsewhere)."""
+        if server.down is not None:
+            return
+        server.down, server.down_since = reason, asyncio.get_running_loop().time()
+        self.servers_lost += 1
+        groups = [f for f in server.inflight.values() if not f.done()]
+        for future in groups:
+            future.set_result(None)
+        if not self._started:
+            return  # ``start`` says why it failed
+        logger.warning(
+            "env server %s %s with %d group(s) in flight: running them on the other servers "
+            "(not counted against them); reconnecting with a growing pause, up to %gs apart",
+            server.address,
+            reason,
+            len(groups),
+            RECONNECT_MAX_MS / 1000,
+        )
 
     async def _receive(self, server: _Server) -> None:
         while True:
@@ -140,6 +222,62 @@ class RemoteWorkers:
                 except Exception as exc:
                     future.set_result(Response(success=False, error=f"unreadable reply: {exc}"))
 
+    async def _choose(self, passed_over: list[str]) -> _Server | str:
+        """The least busy live server not passed over, waiting for one to come back while
+        every one is down (up to ``reconnect_timeout`` after the last went down); else why
+        there is none."""
+        assert self._changed is not None, "start() the env servers first"
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._closed:
+                return "the env servers were closed"
+            candidates = [s for s in self._servers if s.address not in passed_over]
+            live = [s for s in candidates if s.down is None]
+            if live:
+                return min(live, key=lambda s: len(s.inflight))
+            if not candidates:
+                return f"no env server answered this group (tried {', '.join(passed_over)})"
+            left = max(s.down_since for s in candidates) + self.reconnect_timeout - loop.time()
+            if left <= 0:
+                return (
+                    "every env server is down ("
+                    + "; ".join(f"{s.address} {s.down}" for s in candidates)
+                    + f"), none back within {self.reconnect_timeout:g}s"
+                )
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except TimeoutError:
+                pass
+
+    async def _answer(
+        self, server: _Server, future: asyncio.Future[Response | None], limit: float | None
+    ) -> Response | None:
+        """The server's answer (``None``: it went away). Past ``limit`` the group is not given
+        up while the server answers a health probe, once per ``limit``: the server's pool
+        enforces the group's timeout itself, counting only time in a worker, so a group queued
+        behind suspects run alone is late, not lost (giving it up made innocent groups errors).
+        A server that does not answer the probe within ``connect_timeout`` raises
+        ``TimeoutError``: it is passed over for this group."""
+        if limit is None:
+            return await asyncio.shield(future)
+        while True:
+            await asyncio.wait({future}, timeout=limit)
+            if future.done():
+                return future.result()
+            request_id = f"h{next(_ids)}".encode()
+            probe: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
+            server.inflight[request_id] = probe
+            try:
+                await server.socket.send_multipart([request_id, HEALTH_PING])
+                await asyncio.wait({probe, future}, timeout=self.connect_timeout)
+            finally:
+                server.inflight.pop(request_id, None)
+            if future.done():
+                return future.result()
+            if not probe.done() or probe.result() is None:
+                raise TimeoutError
+
     async def run_group(self, request: RunGroupRequest) -> Response:
         payload = pack(request)
         # the worker answers a timed-out group itself when its code yields; one stuck in code
@@ -149,33 +287,62 @@ class RemoteWorkers:
             if request.timeout
             else None
         )
-        tried: list[str] = []
-        for _ in range(min(2, len(self._servers))):
-            candidates = [s for s in self._servers if s.address not in tried]
-            server = min(candidates, key=lambda s: len(s.inflight))
-            tried.append(server.address)
+        passed_over: list[str] = []  # servers that did not answer it in time
+        losses: list[str] = []  # servers that went away while running it
+        while True:
+            server = await self._choose(passed_over)
+            if isinstance(server, str):
+                return Response(success=False, error=server)
             request_id = f"g{next(_ids)}".encode()
-            future = asyncio.get_running_loop().create_future()
+            future: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
             server.inflight[request_id] = future
             try:
                 await server.socket.send_multipart([request_id, payload])
-                return await asyncio.wait_for(asyncio.shield(future), limit)
+                response = await self._answer(server, future, limit)
             except TimeoutError:
+                if server.down is None:  # should it answer after all, it need not run it
+                    await server.socket.send_multipart([request_id, b""])
+                passed_over.append(server.address)
+                if len(passed_over) >= min(2, len(self._servers)):
+                    return Response(
+                        success=False,
+                        error=f"no env server answered this group (tried {', '.join(passed_over)})",
+                    )
                 continue
             except asyncio.CancelledError:
-                await server.socket.send_multipart([request_id, b""])
+                if server.down is None:
+                    await server.socket.send_multipart([request_id, b""])
                 raise
             finally:
                 server.inflight.pop(request_id, None)
-        return Response(
-            success=False, error=f"no env server answered this group (tried {', '.join(tried)})"
-        )
+            if response is not None:
+                return response
+            losses.append(f"{server.address} {server.down}")
+            if len(losses) >= self.max_losses:
+                return Response(
+                    success=False,
+                    error=f"{len(losses)} env servers went away while running this group (the "
+                    f"last: {losses[-1]}); recorded as an error",
+                )
+            self.rerun += 1
 
     async def close(self) -> None:
+        """Close the sockets; groups still waiting are answered with an error."""
+        self._closed = True
+        if self._changed is not None:
+            self._changed.set()
         for server in self._servers:
-            if server.receiver is not None:
-                server.receiver.cancel()
-            server.monitor.close()
+            for future in server.inflight.values():
+                if not future.done():
+                    future.set_result(Response(success=False, error="the env servers were closed"))
+            for task in (server.receiver, server.watcher):
+                if task is not None:
+                    task.cancel()
+            if not server.refused.done():
+                server.refused.cancel()
+            if not server.socket.closed:
+                server.socket.disable_monitor()
+            server.monitor.close(linger=0)
             server.socket.close()
         self._servers = []
         if self._ctx is not None:
@@ -183,4 +350,10 @@ class RemoteWorkers:
             self._ctx = None
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "remote", "servers": list(self.addresses)}
+        return {
+            "kind": "remote",
+            "servers": list(self.addresses),
+            "servers_lost": self.servers_lost,
+            "rerun": self.rerun,
+            "down": [s.address for s in self._servers if s.down is not None],
+        }
