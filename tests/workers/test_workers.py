@@ -429,6 +429,54 @@ async def test_a_frame_built_to_expand_as_it_decodes_is_refused_at_a_small_multi
         env_server.wait(30)
 
 
+async def test_a_frame_of_msgpack_extension_types_is_refused_before_it_is_built(
+    server, flags, tmp_path
+):
+    """An outside attack sent 63 MiB of one-byte msgpack extension values (uncharged, each a
+    Python-made ExtType): the server grew to 2 GB and answered no health ping for 37 s. No
+    request carries an extension type, so the first one refuses the frame; a real caller runs."""
+    import zmq
+    import zmq.asyncio
+
+    from verifiers.processes.server import free_port
+    from verifiers.workers.auth import secure_client
+    from verifiers.workers.protocol import unpack
+    from verifiers.workers.remote import RemoteWorkers
+
+    port = free_port()
+    env_server = _start_server(tmp_path, SHARED_SECRET, port)
+    context = zmq.asyncio.Context()
+    dealer = context.socket(zmq.DEALER)
+    try:
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        await caller.close()  # the server is up and answering
+        before = _peak_rss(env_server.pid)
+        secure_client(dealer, SHARED_SECRET)
+        dealer.connect(f"tcp://127.0.0.1:{port}")
+        count = 2**20
+        frame = b"\xdd" + count.to_bytes(4, "big") + b"\xd4\x05\x00" * count  # fixext 1s
+        await dealer.send_multipart([b"ext", frame])
+        assert await dealer.poll(10_000)
+        request_id, reply = await dealer.recv_multipart()
+        grown = _peak_rss(env_server.pid) - before
+        assert grown < 4 * len(frame), f"grew {grown >> 20} MiB for a {len(frame) >> 20} MiB frame"
+        answer = unpack(reply)
+        assert request_id == b"ext" and not answer["success"]
+        assert "extension type (5)" in answer["error"], answer
+        env = vf.load_environment("vf-worker-probe")
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        try:
+            out = await env.evaluate(server.base_url, "m", env_workers=caller)
+        finally:
+            await caller.close()
+        assert out.reward == [2.0] * 4
+    finally:
+        dealer.close(linger=0)
+        context.term()
+        env_server.terminate()
+        env_server.wait(30)
+
+
 async def test_guessing_the_secret_is_throttled_and_a_caller_with_it_still_connects(
     server, flags, tmp_path
 ):
