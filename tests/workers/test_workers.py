@@ -620,6 +620,51 @@ async def test_a_ray_dir_another_user_made_first_is_refused_and_ray_runs_in_its_
             ray.shutdown()
 
 
+@pytest.mark.slow
+async def test_a_local_rays_token_is_the_users_alone_and_a_driver_without_it_is_refused(
+    server, flags, monkeypatch
+):
+    """Ray wrote its token to ~/.ray/auth_token 0644 and listens on every interface: an outside
+    attack read it as uid 65534 from a 0755 home and ran a task as this user on the local Ray
+    the workers started. The token now lives in vf-ray-UID (0700), 0600; a driver that looks
+    where Ray looks is refused, and the workers run."""
+    pytest.importorskip("ray")
+    import ray
+
+    top = Path(tempfile.mkdtemp(prefix="vf-rt-", dir="/tmp"))  # short: Ray's socket paths
+    home, temp = top / "home", top / "tmp"
+    home.mkdir(mode=0o755)
+    temp.mkdir(mode=0o700)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.setenv(name, "")  # restored to absent after the test
+        monkeypatch.delenv(name)
+    try:
+        env = vf.load_environment("vf-worker-probe")
+        out = await env.evaluate(server.base_url, "m", env_workers="ray:1")
+        assert out.reward == [2.0] * 4
+        gcs = ray.get_runtime_context().gcs_address
+        driver = "import ray, sys; ray.init(address=sys.argv[1]); print('connected')"
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        stranger = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-c", driver, gcs],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**clean, "HOME": str(home)},
+        )
+        assert stranger.returncode != 0 and "connected" not in stranger.stdout
+        token = temp / f"vf-ray-{os.geteuid()}" / "auth_token"
+        assert os.stat(token).st_mode & 0o777 == 0o600
+        assert not (home / ".ray" / "auth_token").exists()
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        shutil.rmtree(top, ignore_errors=True)
+
+
 def test_vf_eval_uses_workers_by_default_and_in_process_on_request(server, flags, tmp_path):
     from verifiers.cli.eval import main
 
