@@ -154,7 +154,11 @@ class StagedEvals:
     # --- attached evals, as the official client reads them ------------------------------------------
     def placed(self, public_id: str) -> PlacedEvalRow | None:
         """An attached eval by its id (digits) or its alias."""
-        where, key = ("ev.id=?", int(public_id)) if public_id.isdigit() else ("s.id=?", public_id)
+        where, key = (
+            ("ev.id=?", int(public_id))
+            if public_id.isascii() and public_id.isdigit()
+            else ("s.id=?", public_id)
+        )
         if isinstance(key, int) and key >= 2**63:
             return None
         with self.database.read() as db:

@@ -84,7 +84,7 @@ class RequestGuard:
             limit = self.samples_limit
         too_large = (413, "body_too_large", f"request bodies here are limited to {limit} bytes")
         length = headers.get("content-length", "")
-        if length.isdigit() and int(length) > limit:
+        if length.isascii() and length.isdigit() and int(length) > limit:
             return await _error(send, *too_large)
 
         received = 0

@@ -174,7 +174,7 @@ def search_query(raw: bytes) -> dict[str, Any] | None:
         if key in LIST_TEXT_PARAMS:
             query[key] = value
         elif key in LIST_INT_PARAMS:
-            if not value.lstrip("-").isdigit() or len(value) > 9:
+            if not (value.isascii() and value.lstrip("-").isdigit()) or len(value) > 9:
                 return None
             query[key] = int(value)
     if len(query.get("q") or "") > MAX_QUERY:

@@ -46,7 +46,11 @@ def collect(hub: Hub) -> None:
 
 def _environment(hub: Hub, user: Principal | None, env_id: Any) -> EnvironmentRow:
     text = str(env_id)
-    env = hub.catalog.environment_by_id(int(text)) if text.isdigit() and len(text) < 19 else None
+    env = (
+        hub.catalog.environment_by_id(int(text))
+        if text.isascii() and text.isdigit() and len(text) < 19
+        else None
+    )
     if env is None or not hub.auth.can_read(user, env):
         raise HubError(404, "environment_not_found", f"no environment with id {text[:40]!r}")
     return env

@@ -260,6 +260,25 @@ def test_a_link_or_fifo_planted_after_the_check_is_not_written_through(shared):
     assert (shared.root / "mine.html").read_text() == "mine"
 
 
+def test_a_second_name_of_a_users_file_in_a_shared_dir_is_not_written_through(shared):
+    """Where ``fs.protected_hardlinks`` is 0 (the kernel's default), another user may hard-link
+    a file of the user's (``~/.bashrc``) into /tmp: the name is the user's file, owned by them,
+    not a symlink, so ``vf-report -o /tmp/x.html`` truncated and rewrote it. A file with more
+    than one name is refused, at the check and at the write. (The link is made here as the
+    user: this host protects hard links, and what it leaves in /tmp is the same.)"""
+    planted = shared.root / "report.html"
+    os.link(shared.victim_file, planted)
+    assert vf_report([str(shared.run), "-o", str(planted)]) == 2
+    assert shared.victim_file.read_text() == "the user's own file\n"
+    with pytest.raises(PermissionError, match="more than one name"):
+        write_own_file(planted, "overwritten")
+    assert shared.victim_file.read_text() == "the user's own file\n"
+    planted.unlink()
+    assert vf_report([str(shared.run), "-o", str(planted)]) == 0
+    assert "<html" in planted.read_text().lower()
+    assert shared.victim_file.read_text() == "the user's own file\n"
+
+
 def test_a_directory_the_user_trusts_may_be_another_users_but_a_link_there_is_still_refused(
     shared, monkeypatch, capsys
 ):

@@ -119,6 +119,28 @@ def test_lookups_of_text_no_name_can_hold_are_answered_with_a_code(hub):
     assert httpx.get(f"{hub['url']}/api/v1/environments", params={"owner": owner}).json()["total"]
 
 
+def test_digits_of_other_scripts_are_answered_with_a_code_not_a_500(hub):
+    """``str.isdigit`` holds for ``²`` and ``١``, which ``int`` refuses or reads as a number: an
+    outside attack got a 500 from anonymous GETs of ``/api/v1/evaluations/²`` and
+    ``/api/v1/environments?page=²`` (the search fast path). Only ASCII digits are numbers."""
+    owner, token, env = published(hub)
+    answers = {
+        "/api/v1/evaluations/%C2%B2": (404, "evaluation_not_found"),
+        "/api/v1/evaluations/%D9%A1/samples": (404, "evaluation_not_found"),
+        "/api/v1/environments?page=%C2%B2": (422, "invalid_request"),
+        "/api/v1/environments?per_page=%D9%A1%D9%A2": (422, "invalid_request"),
+    }
+    for path, (status, expected) in answers.items():
+        resp = httpx.get(hub["url"] + path, timeout=60)
+        assert (resp.status_code, code(resp)) == (status, expected), (path, resp.text)
+    assert httpx.get(hub["url"] + "/dashboard/evaluations/%C2%B2").status_code == 404
+    body = {"metadata": {"a": 1}, "environments": [{"id": "²"}]}
+    opened = api(hub, token, "POST", "/api/v1/evaluations/", body)
+    assert (opened.status_code, code(opened)) == (404, "environment_not_found"), opened.text
+    listing = httpx.get(f"{hub['url']}/api/v1/environments", params={"owner": owner, "page": "1"})
+    assert listing.status_code == 200 and listing.json()["items"][0]["name"] == env
+
+
 def test_the_storage_layer_refuses_what_no_route_checked_on_both_backends(hub):
     """The net under every statement: a value either backend cannot store is a coded 400 from
     the storage layer itself, before the database sees it; a key too large for PostgreSQL's

@@ -431,6 +431,54 @@ async def test_a_frame_built_to_expand_as_it_decodes_is_refused_at_a_small_multi
         env_server.wait(30)
 
 
+async def test_a_frame_of_msgpack_extension_types_is_refused_before_it_is_built(
+    server, flags, tmp_path
+):
+    """An outside attack sent 63 MiB of one-byte msgpack extension values (uncharged, each a
+    Python-made ExtType): the server grew to 2 GB and answered no health ping for 37 s. No
+    request carries an extension type, so the first one refuses the frame; a real caller runs."""
+    import zmq
+    import zmq.asyncio
+
+    from verifiers.processes.server import free_port
+    from verifiers.workers.auth import secure_client
+    from verifiers.workers.protocol import unpack
+    from verifiers.workers.remote import RemoteWorkers
+
+    port = free_port()
+    env_server = _start_server(tmp_path, SHARED_SECRET, port)
+    context = zmq.asyncio.Context()
+    dealer = context.socket(zmq.DEALER)
+    try:
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        await caller.close()  # the server is up and answering
+        before = _peak_rss(env_server.pid)
+        secure_client(dealer, SHARED_SECRET)
+        dealer.connect(f"tcp://127.0.0.1:{port}")
+        count = 2**20
+        frame = b"\xdd" + count.to_bytes(4, "big") + b"\xd4\x05\x00" * count  # fixext 1s
+        await dealer.send_multipart([b"ext", frame])
+        assert await dealer.poll(10_000)
+        request_id, reply = await dealer.recv_multipart()
+        grown = _peak_rss(env_server.pid) - before
+        assert grown < 4 * len(frame), f"grew {grown >> 20} MiB for a {len(frame) >> 20} MiB frame"
+        answer = unpack(reply)
+        assert request_id == b"ext" and not answer["success"]
+        assert "extension type (5)" in answer["error"], answer
+        env = vf.load_environment("vf-worker-probe")
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        try:
+            out = await env.evaluate(server.base_url, "m", env_workers=caller)
+        finally:
+            await caller.close()
+        assert out.reward == [2.0] * 4
+    finally:
+        dealer.close(linger=0)
+        context.term()
+        env_server.terminate()
+        env_server.wait(30)
+
+
 async def test_guessing_the_secret_is_throttled_and_a_caller_with_it_still_connects(
     server, flags, tmp_path
 ):
@@ -572,6 +620,51 @@ async def test_a_ray_dir_another_user_made_first_is_refused_and_ray_runs_in_its_
     finally:
         if ray.is_initialized():
             ray.shutdown()
+
+
+@pytest.mark.slow
+async def test_a_local_rays_token_is_the_users_alone_and_a_driver_without_it_is_refused(
+    server, flags, monkeypatch
+):
+    """Ray wrote its token to ~/.ray/auth_token 0644 and listens on every interface: an outside
+    attack read it as uid 65534 from a 0755 home and ran a task as this user on the local Ray
+    the workers started. The token now lives in vf-ray-UID (0700), 0600; a driver that looks
+    where Ray looks is refused, and the workers run."""
+    pytest.importorskip("ray")
+    import ray
+
+    top = Path(tempfile.mkdtemp(prefix="vf-rt-", dir="/tmp"))  # short: Ray's socket paths
+    home, temp = top / "home", top / "tmp"
+    home.mkdir(mode=0o755)
+    temp.mkdir(mode=0o700)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.setenv(name, "")  # restored to absent after the test
+        monkeypatch.delenv(name)
+    try:
+        env = vf.load_environment("vf-worker-probe")
+        out = await env.evaluate(server.base_url, "m", env_workers="ray:1")
+        assert out.reward == [2.0] * 4
+        gcs = ray.get_runtime_context().gcs_address
+        driver = "import ray, sys; ray.init(address=sys.argv[1]); print('connected')"
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        stranger = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-c", driver, gcs],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**clean, "HOME": str(home)},
+        )
+        assert stranger.returncode != 0 and "connected" not in stranger.stdout
+        token = temp / f"vf-ray-{os.geteuid()}" / "auth_token"
+        assert os.stat(token).st_mode & 0o777 == 0o600
+        assert not (home / ".ray" / "auth_token").exists()
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_vf_eval_uses_workers_by_default_and_in_process_on_request(server, flags, tmp_path):

@@ -19,6 +19,12 @@ are refused there too."""
 TRUST_HINT = f"(or, if you trust its owner, add it to {TRUSTED_DIRS_ENV})"
 
 
+SECOND_NAME = (
+    "has more than one name (a hard link: where fs.protected_hardlinks is 0, another user may "
+    "link a file of yours into a shared directory)"
+)
+
+
 def _trusted(uid: int) -> bool:
     """Root can change anything anyway; anyone else's directory is theirs to swap entries in."""
     return uid in (os.geteuid(), 0)
@@ -150,6 +156,8 @@ def foreign_file_problem(path: Path, flag: str) -> str | None:
             f"{path} belongs to uid {info.st_uid}, not to you: not overwritten; "
             f"choose a {flag} of your own {TRUST_HINT}"
         )
+    if info.st_nlink > 1:
+        return f"{path} {SECOND_NAME}; choose another {flag}"
     return foreign_above_problem(path)
 
 
@@ -166,6 +174,8 @@ def write_own_file(path: Path, text: str, mode: int = 0o666) -> None:
             raise PermissionError(
                 f"{path} is not a file of your own (uid {info.st_uid}): not written"
             )
+        if info.st_nlink > 1:
+            raise PermissionError(f"{path} {SECOND_NAME}: not written")
         os.set_blocking(fd, True)
         os.ftruncate(fd, 0)
         data = text.encode("utf-8")

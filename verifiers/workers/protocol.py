@@ -159,7 +159,10 @@ def unpack_bounded(data: bytes) -> Any:
     as msgpack completes it, in constant time, so a frame built to expand stops while it is
     decoded, having cost about that bound. Numbers and strings are not charged: in one array
     they take at most what CPython's smallest objects do per wire byte (~20-36x for one-byte
-    negative numbers and two-byte strings), and many arrays of them are charged as arrays."""
+    negative numbers and two-byte strings), and many arrays of them are charged as arrays.
+    Extension types, which no request carries, are refused: each became a Python-made object
+    (~27x its wire size, ~1 us each, so 64 MiB of them held the event loop ~40 s and took 2 GB);
+    a timestamp (extension -1, which msgpack decodes itself) is read as the float it stands for."""
     budget = max(DECODED_FLOOR, DECODED_PER_WIRE_BYTE * len(data))
     spent = 0
 
@@ -180,6 +183,17 @@ def unpack_bounded(data: bytes) -> Any:
         charge(MAP_BYTES + ENTRY_BYTES * len(mapping))
         return mapping
 
+    def on_extension(code: int, payload: bytes) -> Any:
+        raise DecodeCostError(
+            f"this message holds a msgpack extension type ({code}), which no request carries: refused"
+        )
+
     return msgpack.unpackb(
-        data, raw=False, strict_map_key=False, list_hook=on_list, object_hook=on_map
+        data,
+        raw=False,
+        strict_map_key=False,
+        list_hook=on_list,
+        object_hook=on_map,
+        ext_hook=on_extension,
+        timestamp=1,
     )

@@ -4,7 +4,10 @@ For a user who already runs a Ray cluster: ``ray.init`` joins it (``$RAY_ADDRESS
 ``address=``); without either it starts a local Ray instance of its own, in a 0700 directory of
 this user's (:func:`ray_temp_dir`), never joining one it finds: Ray's default, ``/tmp/ray``, is
 anyone's to create first, and its ``ray_current_cluster`` file names the cluster ``ray.init``
-joins. Each actor runs a
+joins. Its token (Ray's authentication, on by default: its ports listen on every interface) is
+kept in that directory, 0600 (:func:`private_ray_token`), not in ``~/.ray/auth_token``, which Ray
+writes with the umask (0644) where any local user can read it when the home directory is 0755.
+Each actor runs a
 ``WorkerRuntime`` (the same code as a worker process) on Ray's event loop for async actors, so
 groups run concurrently inside it; Ray places the actors on the cluster's nodes. An actor that
 dies is restarted by Ray, and the group it was running is sent once more; a second loss is an
@@ -32,6 +35,14 @@ def _ray() -> Any:
     return ray
 
 
+def _ray_initialized() -> bool:
+    """Whether this process is already connected to Ray, without importing it."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and ray.is_initialized())
+
+
 def ray_temp_dir() -> Path:
     """The directory a local Ray instance of this user's keeps its sessions in:
     ``$TMPDIR/vf-ray-UID/ray``. ``vf-ray-UID`` is 0700 and refused (``EnvWorkerError``) when it
@@ -50,6 +61,39 @@ def ray_temp_dir() -> Path:
             f"cannot start a local Ray instance: {path} is open to others; chmod 700 it"
         )
     return path / "ray"
+
+
+RAY_TOKEN_VARIABLES = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+def private_ray_token(temp_dir: Path) -> None:
+    """Have a local Ray instance (and its processes, which inherit the environment) use a token
+    only this user can read: ``vf-ray-UID/auth_token``, 0600, made once and kept (a second
+    instance of this user's shares it). Ray's own default, ``~/.ray/auth_token``, is written
+    0644: with a 0755 home, another local user read it and ran code as this user on the GCS
+    port, which listens on every interface. A token or mode the user set is theirs
+    (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``, ``RAY_AUTH_MODE=disabled``) and kept."""
+    import secrets
+    import sys
+
+    if any(os.environ.get(name) for name in RAY_TOKEN_VARIABLES):
+        return
+    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
+        return
+    token = temp_dir.parent / "auth_token"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    try:
+        fd = os.open(token, flags, 0o600)
+    except FileExistsError:
+        pass  # made by an earlier start, in a directory only this user can write
+    else:
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(32))
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(token)
+    if "ray" in sys.modules:  # a token this process's Ray loaded before (~/.ray's) is not ours
+        from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]
+
+        AuthenticationTokenLoader.instance().reset_cache()
 
 
 class _Actor:
@@ -98,10 +142,14 @@ class RayPool:
         self._started_ray = False
 
     async def start(self) -> RayPool:
+        address = self.address or os.environ.get("RAY_ADDRESS") or None
+        local: dict[str, str] = {}
+        if not address and not _ray_initialized():
+            temp_dir = ray_temp_dir()
+            private_ray_token(temp_dir)  # before Ray reads its settings
+            local = {"_temp_dir": str(temp_dir)}
         ray = _ray()
         if not ray.is_initialized():
-            address = self.address or os.environ.get("RAY_ADDRESS") or None
-            local = {} if address else {"_temp_dir": str(ray_temp_dir())}
             ray.init(
                 address=address or "local",
                 ignore_reinit_error=True,
