@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from pydantic import TypeAdapter
 from verifiers.v1.chat import open_client
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
-from verifiers.v1.errors import HarnessError, RolloutError, TaskError
+from verifiers.v1.errors import RolloutError, TaskError
 from verifiers.v1.harnesses import harness_for
 from verifiers.v1.hooks import call_all, hooks_of
 from verifiers.v1.runtimes.base import Runtime, check_runtime, open_runtime
@@ -155,7 +155,7 @@ class Interaction:
                 self.trace.record_error(e)
             if self.trace.num_turns > turns_before:
                 # answered, even if a limit then ended it: that is the next turn's news
-                produced = [
+                produced: list[Message] = [
                     m
                     for m in self.messages[before:]
                     if isinstance(m, AssistantMessage | ToolMessage)
@@ -213,14 +213,12 @@ class Agent:
             trace.record_run(self.context.run)
         return trace
 
-    def tools_for(self, task: Task) -> list[BoundTool]:
-        toolsets = [*self.shared_toolsets, *type(task).toolsets(task.config)]
-        for toolset in toolsets:
-            if getattr(toolset.config, "url", None):
-                raise HarnessError(
-                    f"{type(toolset).__name__}: remote MCP toolsets (url) are not in this SDK yet"
-                )
-        return [tool for toolset in toolsets for tool in toolset.tools()]
+    async def open_tools(self, task: Task, stack: AsyncExitStack) -> list[BoundTool]:
+        """The rollout's tools: the taskset's shared toolsets, then the task's; an MCP server
+        launched or connected for them closes with ``stack``."""
+        from verifiers.v1.mcp.client import open_tools
+
+        return await open_tools([*self.shared_toolsets, *type(task).toolsets(task.config)], stack)
 
     async def converse(
         self,
@@ -268,9 +266,10 @@ class Agent:
         tools: list[BoundTool] = []
         runtime: Runtime | None = None
         started = False
+        servers = AsyncExitStack()  # the rollout's MCP sessions and launched tool servers
         try:
             try:
-                tools = self.tools_for(task)
+                tools = await self.open_tools(task, servers)
                 trace.timing.setup.start = time.time()
                 limits = self.harness.sandbox_limits()
                 if limits is not None:
@@ -301,8 +300,11 @@ class Agent:
                 if not abandoned:
                     await interaction.close()
         finally:
-            if runtime is not None:
-                await runtime.stop()
+            try:
+                await servers.aclose()
+            finally:
+                if runtime is not None:
+                    await runtime.stop()
 
     async def wrap_up(self, task: Task, trace: Trace, runtime: Runtime | None = None) -> None:
         if not trace.errors:  # an interaction its caller closed (``run`` stops it first)
