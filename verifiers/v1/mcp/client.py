@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -137,7 +137,9 @@ async def _listening(process: Any, port_file: Path, log: Path, name: str) -> int
 
 
 async def connect(url: str, stack: AsyncExitStack) -> ClientSession:
-    """An initialized MCP session with the server at ``url``, closed with ``stack``."""
+    """An initialized MCP session with the server at ``url``, closed with ``stack``. The
+    transport lives in a task of its own, which enters and leaves its cancel scopes itself: a
+    rollout's tasks come and go, and a failed connection must not leak into them."""
     try:
         from mcp import ClientSession
         from mcp.client import streamable_http
@@ -146,13 +148,44 @@ async def connect(url: str, stack: AsyncExitStack) -> ClientSession:
     # the transport's current name; mcp releases before 1.24 have only the older one
     transport = getattr(streamable_http, "streamable_http_client", None)
     transport = transport or streamable_http.streamablehttp_client
+    ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+    done = asyncio.Event()
+
+    async def hold() -> None:
+        try:
+            async with transport(url) as (read, write, _), ClientSession(read, write) as session:
+                await session.initialize()
+                ready.set_result(session)
+                await done.wait()
+        except BaseException as e:  # the transport's failure arrives as a group, or a cancel
+            if not ready.done():
+                ready.set_exception(
+                    ToolsetError(f"cannot reach the MCP server at {url}: {_leaf(e)}")
+                )
+            if not isinstance(e, Exception):
+                raise
+
+    holder = asyncio.create_task(hold())
+
+    async def close() -> None:
+        done.set()
+        with suppress(Exception):  # a server gone before the rollout ended: nothing to close
+            await holder
+
     try:
-        read, write, _ = await stack.enter_async_context(transport(url))
-        session = await stack.enter_async_context(ClientSession(read, write))
-        await session.initialize()
-    except Exception as e:
-        raise ToolsetError(f"cannot reach the MCP server at {url}: {type(e).__name__}: {e}") from e
+        session = await ready
+    except BaseException:
+        await close()
+        raise
+    stack.push_async_callback(close)
     return session
+
+
+def _leaf(error: BaseException) -> str:
+    """The first real error inside an exception group, as ``Type: message``."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}"
 
 
 async def open_tools(toolsets: list[Toolset[Any, Any]], stack: AsyncExitStack) -> list[BoundTool]:
