@@ -6,7 +6,8 @@
 # the color_codeword_v1 example taskset (put on PYTHONPATH, not installed) are copied to a
 # temporary directory next to nothing of the checkout's package, so `import verifiers.v1` is
 # this SDK. Tests marked e2e (a live model endpoint, PRIME_API_KEY) skip there as upstream's do;
-# then test_e2e's rows for the null and bash harnesses in the subprocess runtime run against a
+# then test_e2e's rows that need no container or remote sandbox (the null and bash harnesses,
+# the scripted user, Python and MCP toolsets, all in the subprocess runtime) run against a
 # local endpoint instead (scripts/v1_e2e_endpoint.py: the scripted server, loaded with -p).
 # A table of passed/failed/skipped per file is printed at the end.
 set -euo pipefail
@@ -35,7 +36,12 @@ PYTHONPATH="$work/environments/color_codeword_v1:$work/tests/v1/fixtures${PYTHON
   -o asyncio_default_fixture_loop_scope=function -o "markers=e2e: needs a live model" \
   --continue-on-collection-errors \
   --junitxml="$work/report.xml" "${files[@]}" "${@:2}" || status=$?
+# test ids: the null and bash harnesses in subprocess; the scripted user (test_user, and
+# test_interaction: the caller as the user); Python tools colocated and the MCP-served
+# image tool (test_tool, test_tool_state, test_tool_response_image)
 e2e_rows="null-harness-in-subprocess or bash-harness-in-subprocess"
+e2e_rows+=" or (test_user and harness-in-subprocess) or test_interaction"
+e2e_rows+=" or harness-in-subprocess-with-tool-colocated or test_tool_response_image"
 echo "upstream v1 e2e rows ($e2e_rows) against a local endpoint"
 PYTHONPATH="$work/tests/v1/fixtures:$here/scripts${PYTHONPATH:+:$PYTHONPATH}" \
   "$python" -m pytest -q -n 0 -p no:cacheprovider -p v1_e2e_endpoint -o addopts="" \

@@ -50,8 +50,15 @@ class ModelContext:
     api_key: str | None = None
     """The key for ``base_url`` (an agent's own client config reads its ``api_key_var``)."""
     headers: dict[str, str] = field(default_factory=dict)
-    sampling: dict[str, Any] = field(default_factory=dict)
+    sampling: dict[str, Any] | SamplingConfig = field(default_factory=dict)
+    """Sampling settings (a ``SamplingConfig`` as upstream passes one, kept as its set fields)."""
     run: RunInfo | None = None
+    client: BaseClientConfig | None = None
+    """The endpoint config an agent without its own uses (upstream's field; None: ``base_url``)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sampling, SamplingConfig):
+            self.sampling = self.sampling.model_dump(exclude_none=True)
 
 
 def prompt_messages(task: Task) -> list[Message]:
@@ -189,11 +196,11 @@ class Agent:
         harness = config.harness
         self.harness = harness_for(harness.id if harness is not None else "null")(harness)
         check_runtime(config.runtime)
-        client = config.client or EvalClientConfig()
+        client = config.client or context.client or EvalClientConfig()
         self.endpoint: BaseClientConfig = client
         self.model = config.model or context.model
-        self.sampling = {
-            **context.sampling,
+        self.sampling: dict[str, Any] = {
+            **context.sampling,  # type: ignore[dict-item]  # a dict after __post_init__
             **(config.sampling.model_dump(exclude_none=True) if config.sampling else {}),
         }
 
@@ -348,3 +355,14 @@ class Agents:
     @property
     def traces(self) -> list[Trace]:
         return [trace for agent in self._agents.values() for trace in agent.traces]
+
+
+def make_agent(config: AgentConfig) -> Agent:
+    """A standalone agent from its config alone (upstream's ``vf.make_agent``): the config
+    pins the model, and its client the endpoint (None: ``OPENAI_BASE_URL``)."""
+    if config.model is None:
+        raise ValueError(
+            "AgentConfig.model is unset; a standalone agent needs a pinned model (inside an env "
+            "the run's own model fills it in)"
+        )
+    return Agent("agent", config, ModelContext(model=config.model))
