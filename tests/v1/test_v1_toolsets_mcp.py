@@ -18,6 +18,7 @@ import verifiers.v1 as vf
 from verifiers.testing import Reply
 from verifiers.v1.agent import Agent, ModelContext
 from verifiers.v1.configs.harness import NullHarnessConfig
+from verifiers.v1.mcp import client as mcp_client
 from verifiers.v1.types import ImageUrlContentPart, content_text
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -126,6 +127,20 @@ async def test_a_colocated_toolset_runs_in_process(server, tally):
     trace = await run(server, task_with(toolset, "Tally 2 then 3."))
     assert trace.ok and trace.state.tally == 5
     assert {pid_of(content_text(m.content)) for m in trace.tool_messages} == {os.getpid()}
+
+
+async def test_without_the_mcp_sdk_a_served_toolset_runs_in_process_and_says_so(
+    server, tally, monkeypatch, caplog
+):
+    """The ``mcp`` extra is optional: a toolset placed in its own process still runs, here."""
+    monkeypatch.setattr(mcp_client, "mcp_installed", lambda: False)  # as if the extra were absent
+    mcp_client._warn_in_process.cache_clear()
+    server.set_handler(adds_then_answers)
+    trace = await run(server, task_with(tally.TallyToolset(), "Tally 2 then 3."))
+    assert trace.ok and trace.state.tally == 5
+    assert {pid_of(content_text(m.content)) for m in trace.tool_messages} == {os.getpid()}
+    assert "TallyToolset runs in-process" in caplog.text
+    assert "pip install 'verifiers[mcp]'" in caplog.text
 
 
 @pytest.fixture

@@ -3,11 +3,16 @@ in-process; any other over MCP (streamable HTTP), from the server at its config'
 from one launched for the rollout (``Toolset.run`` in a local child process, loopback only,
 stopped when the rollout ends). Served tools are offered as ``<prefix>_<name>`` like
 in-process ones, and the rollout's typed state travels with each call (``server.STATE_KEY``).
+Without the MCP SDK (the ``mcp`` extra) a toolset placed in its own process runs in-process,
+with a warning, as it did before this SDK served toolsets; a ``url`` needs the SDK.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib.util
+import logging
 import os
 import sys
 import tempfile
@@ -27,6 +32,8 @@ from verifiers.v1.types import Tool
 
 if TYPE_CHECKING:
     from mcp import ClientSession
+
+logger = logging.getLogger(__name__)
 
 LAUNCH_TIMEOUT_S = 60.0
 """How long a launched toolset server may take to start listening."""
@@ -188,6 +195,22 @@ def _leaf(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def mcp_installed() -> bool:
+    """Whether the MCP SDK (the ``mcp`` extra) is importable here."""
+    return importlib.util.find_spec("mcp") is not None
+
+
+@functools.cache
+def _warn_in_process(name: str) -> None:
+    """Once per toolset class: without the MCP SDK, a toolset placed in its own process runs
+    in-process instead (same tools, same state); serving it needs the extra."""
+    logger.warning(
+        "%s runs in-process: serving a toolset in its own process needs the MCP SDK "
+        "(pip install 'verifiers[mcp]'); set its config's colocated = true to silence this",
+        name,
+    )
+
+
 async def open_tools(toolsets: list[Toolset[Any, Any]], stack: AsyncExitStack) -> list[BoundTool]:
     """The tools of ``toolsets`` for one rollout; servers and sessions close with ``stack``."""
     tools: list[BoundTool] = []
@@ -195,7 +218,9 @@ async def open_tools(toolsets: list[Toolset[Any, Any]], stack: AsyncExitStack) -
         config = toolset.config
         if config.url:
             url = config.url
-        elif config.colocated:
+        elif config.colocated or not mcp_installed():
+            if not config.colocated:
+                _warn_in_process(type(toolset).__name__)
             tools.extend(toolset.tools())
             continue
         elif config.runtime.type != "subprocess":
