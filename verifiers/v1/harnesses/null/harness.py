@@ -1,6 +1,9 @@
 """The ``null`` harness: the model and the taskset's tools, nothing else. Each turn sends the
 conversation (and the tools) to the model; the reply's tool calls are run and their results
-appended, until a reply calls no tool or a limit is reached.
+appended, until a reply calls no tool or a limit is reached. A tool is a ``BoundTool``: a
+colocated toolset's method called in-process, or an MCP server's tool called over the rollout's
+session (``verifiers.v1.mcp.client``); either way its result (text, or text and images) becomes
+the tool message.
 
 A tool call that cannot run (an unknown name, arguments that are not a JSON object or do not
 fit the tool, a tool that raises) becomes its tool message's text, so the model sees the
