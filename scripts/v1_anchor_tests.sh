@@ -6,7 +6,8 @@
 # the color_codeword_v1 example taskset (put on PYTHONPATH, not installed) are copied to a
 # temporary directory next to nothing of the checkout's package, so `import verifiers.v1` is
 # this SDK. Tests marked e2e (a live model endpoint, PRIME_API_KEY) skip there as upstream's do;
-# then test_e2e's rows for the null and bash harnesses in the subprocess runtime run against a
+# then test_e2e's rows that need no container or remote sandbox (the null and bash harnesses,
+# the scripted user, Python and MCP toolsets, all in the subprocess runtime) run against a
 # local endpoint instead (scripts/v1_e2e_endpoint.py: the scripted server, loaded with -p).
 # A table of passed/failed/skipped per file is printed at the end.
 set -euo pipefail
@@ -35,13 +36,20 @@ PYTHONPATH="$work/environments/color_codeword_v1:$work/tests/v1/fixtures${PYTHON
   -o asyncio_default_fixture_loop_scope=function -o "markers=e2e: needs a live model" \
   --continue-on-collection-errors \
   --junitxml="$work/report.xml" "${files[@]}" "${@:2}" || status=$?
+# test ids: the null and bash harnesses in subprocess; the scripted user (test_user, and
+# test_interaction: the caller as the user); Python tools colocated and the MCP-served
+# image tool (test_tool, test_tool_state, test_tool_response_image)
 e2e_rows="null-harness-in-subprocess or bash-harness-in-subprocess"
+e2e_rows+=" or (test_user and harness-in-subprocess) or test_interaction"
+e2e_rows+=" or harness-in-subprocess-with-tool-colocated or test_tool_response_image"
+# test_legacy (all e2e): a classic env through run_legacy_eval, its trace shaped as a v1 run's
+e2e_rows+=" or test_v0_"
 echo "upstream v1 e2e rows ($e2e_rows) against a local endpoint"
 PYTHONPATH="$work/tests/v1/fixtures:$here/scripts${PYTHONPATH:+:$PYTHONPATH}" \
   "$python" -m pytest -q -n 0 -p no:cacheprovider -p v1_e2e_endpoint -o addopts="" \
   -o asyncio_mode=auto -o asyncio_default_fixture_loop_scope=function -W ignore::UserWarning \
   -W "ignore::pytest.PytestUnknownMarkWarning" -k "$e2e_rows" \
-  --junitxml="$work/e2e.xml" tests/v1/test_e2e.py "${@:2}" || status=$?
+  --junitxml="$work/e2e.xml" tests/v1/test_e2e.py tests/v1/test_legacy.py "${@:2}" || status=$?
 "$python" - "$work/report.xml" "${files[@]}" tests/v1/test_e2e.py <<'PY'
 import sys
 import xml.etree.ElementTree as ET
@@ -49,11 +57,12 @@ from pathlib import Path
 
 counts = {Path(f).stem: [0, 0, 0] for f in sys.argv[2:]}
 failures: list[str] = []
-cases = list(ET.parse(sys.argv[1]).getroot().iter("testcase"))
+cases = {(c.get("classname"), c.get("name")): c for c in ET.parse(sys.argv[1]).getroot().iter("testcase")}
 e2e = Path(sys.argv[1]).with_name("e2e.xml")
-if e2e.is_file():  # the e2e rows' run (its deselected tests are not cases)
-    cases += list(ET.parse(e2e).getroot().iter("testcase"))
-for case in cases:
+if e2e.is_file():  # the e2e rows' run (its deselected tests are not cases): it replaces
+    # the first run's skip of the same test (test_legacy runs in both)
+    cases.update({(c.get("classname"), c.get("name")): c for c in ET.parse(e2e).getroot().iter("testcase")})
+for case in cases.values():
     # a file that failed to import is one case named by its module path, with no class
     name = (case.get("classname") or case.get("name", "?")).split(".")[-1]
     row = counts.setdefault(name, [0, 0, 0])

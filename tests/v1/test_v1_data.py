@@ -282,3 +282,38 @@ def test_vf_data_reads_a_directory_that_holds_only_traces(tmp_path):
     (got,) = datasets.load_dataset(str(tmp_path / "data"), split="train")
     assert [m["content"] for m in got["messages"]] == ["say hi", "hi"]
     assert got["example_id"] == 4 and got["reward"] == 1.0
+
+
+async def test_run_legacy_eval_plays_a_classic_env_and_returns_its_rollouts_as_episodes(
+    server, tmp_path
+):
+    """Upstream's ``[legacy]`` path: a classic env run by the classic engine against the
+    config's endpoint, each rollout a single-trace episode, appended to ``traces.jsonl``."""
+    from verifiers.v1.configs.cli.eval import EvalConfig
+    from verifiers.v1.legacy import run_legacy_eval
+
+    server.set_handler(uppercase_reply)
+    config = EvalConfig(
+        legacy={"id": "uppercase"},
+        model="scripted",
+        client={"type": "eval", "base_url": server.base_url},
+        num_tasks=2,
+        num_rollouts=2,
+        output_dir=tmp_path,
+    )
+    episodes = await run_legacy_eval(config)
+    assert len(episodes) == 4 and len(server.requests) == 4
+    for episode in episodes:
+        (trace,) = episode.traces
+        assert episode.env.id == "uppercase" and trace.ok and trace.num_turns == 1
+        prompt = trace.task.data.prompt
+        assert isinstance(prompt, str) and trace.last_reply == uppercase_reply(
+            {"messages": [{"content": prompt}]}
+        )
+        assert trace.reward == (1.0 if trace.last_reply != "no idea" else 0.0)
+    lines = (tmp_path / "traces.jsonl").read_text().splitlines()
+    assert [vf.WireEpisode.model_validate_json(line).traces[0].reward for line in lines] == [
+        e.traces[0].reward for e in episodes
+    ]
+    with pytest.raises(ValueError, match=r"needs \[legacy\] id"):
+        await run_legacy_eval(EvalConfig(model="scripted"))

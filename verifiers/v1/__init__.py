@@ -6,14 +6,14 @@ with its ``@vf.reward``/``@vf.metric`` hooks, and a trace (a message graph, mode
 rewards, metrics, errors, timing) is the record of one agent's rollout; an ``Episode`` holds
 an env run's traces. Imported only when asked for: ``import verifiers`` does not load it.
 Judges (``reference``, ``rubric``, your own) score a trace against any OpenAI-compatible endpoint.
-Harnesses: ``null`` and ``bash`` on the ``subprocess`` runtime (a confined sandbox per rollout).
-Not here yet (issue 41): MCP toolsets, the user simulator; container runtimes and agent CLIs
-are refused by name.
+Harnesses: ``null`` and ``bash`` on the ``subprocess`` runtime (a confined sandbox per rollout);
+toolsets in-process or as MCP servers (``verifiers.v1.mcp``); an env's ``run`` scripts a user
+through ``agent.interaction(task)``. Container runtimes and agent CLIs are refused by name.
 """
 
 import logging as _logging
 
-from verifiers.v1.agent import Agent, Agents, Interaction, ModelContext, Segment
+from verifiers.v1.agent import Agent, Agents, Interaction, ModelContext, Segment, make_agent
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.base import BaseConfig
 from verifiers.v1.configs.client import (
@@ -233,6 +233,7 @@ __all__ = [  # noqa: RUF022 - grouped by area, as upstream's
     "Agents",
     "Interaction",
     "ModelContext",
+    "make_agent",
     "Segment",
     "Toolset",
     "ToolsetConfig",

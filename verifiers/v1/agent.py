@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import TypeAdapter
 
 from verifiers.v1.chat import open_client
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
-from verifiers.v1.errors import HarnessError, RolloutError, TaskError
+from verifiers.v1.errors import RolloutError, TaskError
 from verifiers.v1.harnesses import harness_for
 from verifiers.v1.hooks import call_all, hooks_of
 from verifiers.v1.runtimes.base import Runtime, check_runtime, open_runtime
@@ -29,7 +31,14 @@ from verifiers.v1.task import Task
 from verifiers.v1.toolset import BoundTool
 from verifiers.v1.trace import Trace
 from verifiers.v1.trace_parts import AgentInfo, RunInfo, TraceTask
-from verifiers.v1.types import Message, SamplingConfig, SystemMessage, UserMessage
+from verifiers.v1.types import (
+    AssistantMessage,
+    Message,
+    SamplingConfig,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
 
 
 @dataclass
@@ -41,8 +50,15 @@ class ModelContext:
     api_key: str | None = None
     """The key for ``base_url`` (an agent's own client config reads its ``api_key_var``)."""
     headers: dict[str, str] = field(default_factory=dict)
-    sampling: dict[str, Any] = field(default_factory=dict)
+    sampling: dict[str, Any] | SamplingConfig = field(default_factory=dict)
+    """Sampling settings (a ``SamplingConfig`` as upstream passes one, kept as its set fields)."""
     run: RunInfo | None = None
+    client: BaseClientConfig | None = None
+    """The endpoint config an agent without its own uses (upstream's field; None: ``base_url``)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sampling, SamplingConfig):
+            self.sampling = self.sampling.model_dump(exclude_none=True)
 
 
 def prompt_messages(task: Task) -> list[Message]:
@@ -57,16 +73,35 @@ def prompt_messages(task: Task) -> list[Message]:
     return messages
 
 
-@dataclass
+@dataclass(frozen=True)
 class Segment:
-    """What one ``Interaction.turn`` ended with."""
+    """What one ``Interaction.turn`` produced: the assistant replies and tool results of that
+    segment, in order. ``terminated`` means the rollout ended (an error, a stop hook, a turn
+    limit) instead of answering; such a segment carries no messages, the trace holds them."""
 
-    terminated: bool
-    """The rollout is over (an error, a stop hook, a turn limit): no further turn runs."""
     messages: list[Message]
+    terminated: bool = False
+
+    @property
+    def last_reply(self) -> str:
+        """The text of the segment's last assistant message (empty when it has none)."""
+        for message in reversed(self.messages):
+            if isinstance(message, AssistantMessage):
+                return (message.content or "").strip()
+        return ""
+
+
+_MESSAGE = TypeAdapter(Message)
 
 
 class Interaction:
+    """A rollout held open turn by turn: the caller is the run's user (a scripted user, the
+    user simulator of an env's ``run``). ``turn("...")`` adds one user turn and runs the
+    harness until it yields; a prompted task speaks first (take its reply with a bare
+    ``turn()``), a prompt-less one is opened by the first ``turn(message)``. Leaving
+    ``agent.interaction(task)`` (or ``close()``) ends the exchange as ``user_closed`` and
+    scores the rollout."""
+
     def __init__(
         self,
         agent: Agent,
@@ -78,19 +113,73 @@ class Interaction:
         self.agent, self.task, self.trace, self.tools = agent, task, trace, tools
         self.runtime = runtime
         self.messages: list[Message] = prompt_messages(task)
+        self.closed = False
+        self._started = False  # a segment has run
+        self._over = False  # a terminated segment was delivered
+        self._lock = asyncio.Lock()
+        self._close: Callable[[], Awaitable[None]] | None = None
 
-    async def turn(self, messages: list[Message] | None = None) -> Segment:
-        """Add ``messages`` (a user's turn) and let the harness converse until it is done."""
-        if self.trace.is_completed:
-            return Segment(terminated=True, messages=self.messages)
-        self.messages = [*self.messages, *(messages or [])]
-        try:
-            self.messages = await self.agent.converse(
-                self.task, self.trace, self.messages, self.tools, self.runtime
-            )
-        except Exception as e:
-            self.trace.record_error(e)
-        return Segment(terminated=self.trace.is_completed, messages=self.messages)
+    async def turn(
+        self, message: str | list[Message] | list[dict[str, Any]] | None = None
+    ) -> Segment:
+        """Send one user turn (text, or messages typed or as wire dicts) and run one segment.
+        Turns strictly alternate: one caller at a time."""
+        async with self._lock:
+            if self.closed:
+                raise RuntimeError("this interaction is closed; read interaction.trace")
+            if self._over:
+                raise RuntimeError("the exchange is over (the run ended); read interaction.trace")
+            prompted = not self._started and self.task.data.prompt is not None
+            if message is None and not prompted:
+                raise ValueError(
+                    "nothing to run a turn on: a bare turn() takes a prompted task's opening "
+                    "reply; this exchange needs the user's next message"
+                )
+            if message is not None and prompted:
+                raise ValueError(
+                    "the task's prompt opens this exchange: take its first reply with a bare "
+                    "turn() before answering (or give the task prompt=None to open it yourself)"
+                )
+            if isinstance(message, str):
+                added: list[Message] = [UserMessage(content=message)]
+            else:
+                added = [
+                    _MESSAGE.validate_python(m) if isinstance(m, dict) else m for m in message or []
+                ]
+            return await self._segment(added)
+
+    async def _segment(self, added: list[Message]) -> Segment:
+        self._started = True
+        turns_before = self.trace.num_turns
+        if not self.trace.is_completed:
+            self.messages = [*self.messages, *added]
+            before = len(self.messages)
+            try:
+                self.messages = await self.agent.converse(
+                    self.task, self.trace, self.messages, self.tools, self.runtime
+                )
+            except Exception as e:
+                self.trace.record_error(e)
+            if self.trace.num_turns > turns_before:
+                # answered, even if a limit then ended it: that is the next turn's news
+                produced: list[Message] = [
+                    m
+                    for m in self.messages[before:]
+                    if isinstance(m, AssistantMessage | ToolMessage)
+                ]
+                return Segment(messages=produced)
+        self._over = True
+        return Segment(messages=[], terminated=True)
+
+    async def close(self) -> Trace:
+        """End the exchange and finish the rollout: scoring and hooks run once, however
+        often this is called; the finished trace."""
+        async with self._lock:
+            if not self.closed:
+                self.closed = True
+                if self._close is not None:
+                    await self._close()
+        return self.trace
 
 
 class Agent:
@@ -107,11 +196,11 @@ class Agent:
         harness = config.harness
         self.harness = harness_for(harness.id if harness is not None else "null")(harness)
         check_runtime(config.runtime)
-        client = config.client or EvalClientConfig()
+        client = config.client or context.client or EvalClientConfig()
         self.endpoint: BaseClientConfig = client
         self.model = config.model or context.model
-        self.sampling = {
-            **context.sampling,
+        self.sampling: dict[str, Any] = {
+            **context.sampling,  # type: ignore[dict-item]  # a dict after __post_init__
             **(config.sampling.model_dump(exclude_none=True) if config.sampling else {}),
         }
 
@@ -131,14 +220,12 @@ class Agent:
             trace.record_run(self.context.run)
         return trace
 
-    def tools_for(self, task: Task) -> list[BoundTool]:
-        toolsets = [*self.shared_toolsets, *type(task).toolsets(task.config)]
-        for toolset in toolsets:
-            if getattr(toolset.config, "url", None):
-                raise HarnessError(
-                    f"{type(toolset).__name__}: remote MCP toolsets (url) are not in this SDK yet"
-                )
-        return [tool for toolset in toolsets for tool in toolset.tools()]
+    async def open_tools(self, task: Task, stack: AsyncExitStack) -> list[BoundTool]:
+        """The rollout's tools: the taskset's shared toolsets, then the task's; an MCP server
+        launched or connected for them closes with ``stack``."""
+        from verifiers.v1.mcp.client import open_tools
+
+        return await open_tools([*self.shared_toolsets, *type(task).toolsets(task.config)], stack)
 
     async def converse(
         self,
@@ -186,9 +273,10 @@ class Agent:
         tools: list[BoundTool] = []
         runtime: Runtime | None = None
         started = False
+        servers = AsyncExitStack()  # the rollout's MCP sessions and launched tool servers
         try:
             try:
-                tools = self.tools_for(task)
+                tools = await self.open_tools(task, servers)
                 trace.timing.setup.start = time.time()
                 limits = self.harness.sandbox_limits()
                 if limits is not None:
@@ -201,6 +289,14 @@ class Agent:
             except Exception as e:
                 trace.record_error(e if isinstance(e, RolloutError) else TaskError(f"setup: {e}"))
             interaction = Interaction(self, task, trace, tools, runtime)
+
+            async def finish() -> None:
+                if started:
+                    trace.timing.agent.end = time.time()
+                    trace.split_agent_time()
+                    await self.wrap_up(task, trace, runtime)
+
+            interaction._close = finish
             abandoned = False
             try:
                 yield interaction
@@ -208,13 +304,14 @@ class Agent:
                 abandoned = True  # nothing is scored; the box still goes (below)
                 raise
             finally:
-                if started and not abandoned:
-                    trace.timing.agent.end = time.time()
-                    trace.split_agent_time()
-                    await self.wrap_up(task, trace, runtime)
+                if not abandoned:
+                    await interaction.close()
         finally:
-            if runtime is not None:
-                await runtime.stop()
+            try:
+                await servers.aclose()
+            finally:
+                if runtime is not None:
+                    await runtime.stop()
 
     async def wrap_up(self, task: Task, trace: Trace, runtime: Runtime | None = None) -> None:
         if not trace.errors:  # an interaction its caller closed (``run`` stops it first)
@@ -232,8 +329,7 @@ class Agent:
     async def run(self, task: Task) -> Trace:
         """Play ``task`` from its prompt to the harness's last reply."""
         async with self.interaction(task) as interaction:
-            if not interaction.trace.is_completed:
-                await interaction.turn()
+            await interaction._segment([])  # the prompt, or a prompt-less task's system text
             if not interaction.trace.errors:
                 interaction.trace.stop("agent_completed")
         return interaction.trace
@@ -259,3 +355,14 @@ class Agents:
     @property
     def traces(self) -> list[Trace]:
         return [trace for agent in self._agents.values() for trace in agent.traces]
+
+
+def make_agent(config: AgentConfig) -> Agent:
+    """A standalone agent from its config alone (upstream's ``vf.make_agent``): the config
+    pins the model, and its client the endpoint (None: ``OPENAI_BASE_URL``)."""
+    if config.model is None:
+        raise ValueError(
+            "AgentConfig.model is unset; a standalone agent needs a pinned model (inside an env "
+            "the run's own model fills it in)"
+        )
+    return Agent("agent", config, ModelContext(model=config.model))

@@ -14,8 +14,8 @@ V1 to classic (``trace_row``, ``read_traces_run``): each trace of a ``traces.jso
 row shape ``results.jsonl`` has (prompt, completion, reward, metrics, usage, error), so
 ``vf-data`` reads a v1 run's traces, or upstream's own trace files, as it reads classic runs.
 
-Running a classic environment through the v1 eval path (``[legacy]``) is not in this SDK:
-``vf-eval`` runs classic environments.
+``run_legacy_eval`` runs a classic environment through the v1 eval path (upstream's
+``[legacy]`` block): the classic engine plays it, and its rollouts come back as v1 episodes.
 """
 
 from __future__ import annotations
@@ -65,13 +65,50 @@ _TRUNCATION_STOPS = {  # classic stop names that mean truncation, in v1's vocabu
 }
 
 
-async def run_legacy_eval(config: EvalConfig) -> list[Any]:
-    """Evaluate the classic environment ``config.legacy`` names; the results' records."""
-    raise NotImplementedError(
-        "running a classic environment through the v1 eval path is not in this SDK; "
-        f"run `vf-eval {config.legacy.id or 'ENV'} --traces` instead (its rollouts are "
-        "written as v1 traces beside results.jsonl)"
+async def run_legacy_eval(config: EvalConfig) -> list[Episode[Any, Any, Any]]:
+    """Evaluate the classic environment ``config.legacy`` names through the classic engine
+    (``Environment.evaluate``) against the config's endpoint and model; each rollout bridged to
+    a v1 trace (``rollout_output_to_trace``), one single-trace episode per rollout, appended to
+    ``traces.jsonl`` under ``output_dir`` as a v1 run writes them."""
+    import os
+
+    import verifiers
+    from verifiers.clients import OpenAICompatibleClient
+
+    legacy = config.legacy
+    if legacy.id is None:
+        raise ValueError("run_legacy_eval needs [legacy] id: the classic environment to run")
+    base_url = config.client.base_url or os.environ.get("OPENAI_BASE_URL")
+    if not base_url:
+        raise ValueError(
+            "run_legacy_eval needs an endpoint: set client.base_url or OPENAI_BASE_URL"
+        )
+    env = verifiers.load_environment(legacy.id, **legacy.args)
+    if legacy.extra_env_kwargs:
+        env.set_kwargs(**legacy.extra_env_kwargs)
+    client = OpenAICompatibleClient(
+        base_url,
+        os.environ.get(config.client.api_key_var),
+        headers=dict(config.client.headers) or None,
     )
+    results = await env.evaluate(
+        client,
+        config.model,
+        sampling_args=config.sampling.model_dump(exclude_none=True),
+        num_examples=-1 if config.num_tasks is None else config.num_tasks,
+        rollouts_per_example=config.num_rollouts,
+        max_concurrent=config.max_concurrent or -1,
+        state_columns=["trajectory"],  # the model calls' tokens, when the endpoint sent them
+        shuffle=config.shuffle,
+    )
+    episodes: list[Episode[Any, Any, Any]] = [
+        Episode.of(rollout_output_to_trace(out), env=legacy.id) for out in results.outputs
+    ]
+    if config.output_dir is not None:
+        config.output_dir.mkdir(parents=True, exist_ok=True)
+        with (config.output_dir / TRACES_FILE).open("a", encoding="utf-8") as f:
+            f.writelines(episode.model_dump_json() + "\n" for episode in episodes)
+    return episodes
 
 
 # --- classic rollout -> v1 trace -----------------------------------------------------------------

@@ -2,9 +2,13 @@
 (their docstrings the descriptions, their annotated parameters the JSON schema) are offered as
 ``<prefix>_<name>``. ``Task.toolsets`` / ``Taskset.toolsets`` return the instances a rollout gets.
 
-Upstream serves each toolset as an MCP server in a runtime; here a harness calls the methods
-in-process, with ``self.state`` the calling rollout's state (``Toolset[Config, YourState]``).
-Toolsets that live elsewhere (``url``) or in their own runtime are not in this SDK yet.
+Where the tools run is the toolset's config, as upstream places them: ``colocated`` calls the
+methods in-process beside the harness, with ``self.state`` the calling rollout's state;
+otherwise the toolset is served as an MCP server (``Toolset.run``, ``verifiers.v1.mcp``) in a
+local child process for the rollout, and ``url`` names an MCP server already running anywhere
+(any MCP server, not only a ``Toolset``). A served toolset's typed state travels with each call
+(the ``vf_state`` field of the MCP request's and result's ``_meta``), so ``self.state`` writes
+reach the trace either way.
 """
 
 from __future__ import annotations
@@ -25,15 +29,24 @@ from verifiers.v1.configs.base import BaseConfig
 from verifiers.v1.configs.runtime import RuntimeConfig, SubprocessConfig
 from verifiers.v1.hooks import hooks_of
 from verifiers.v1.state import State, StateT, state_cls
-from verifiers.v1.types import Tool
+from verifiers.v1.types import (
+    ImageUrlContentPart,
+    ImageUrlSource,
+    MessageContent,
+    TextContentPart,
+    Tool,
+)
 
 
 class ToolsetConfig(BaseConfig):
     colocated: bool = False
-    """Run the tools beside the harness (upstream's placement knob; in-process here)."""
+    """Run the tools beside the harness (in-process here) instead of as an MCP server."""
     runtime: RuntimeConfig = SubprocessConfig()
+    """Where the toolset's own MCP server runs when not colocated (``subprocess``: a local
+    child process of the eval)."""
     url: str | None = None
-    """A running MCP server to use instead (not supported by this SDK yet)."""
+    """A running MCP server (streamable HTTP, e.g. ``http://host:port/mcp``) whose tools the
+    rollout is offered instead; nothing is launched."""
 
 
 ToolsetConfigT = TypeVar("ToolsetConfigT", bound=ToolsetConfig, default=ToolsetConfig)
@@ -45,9 +58,18 @@ _current_state: contextvars.ContextVar[State | None] = contextvars.ContextVar(
 
 @dataclass
 class BoundTool:
-    """One tool as the model sees it, and the method it calls."""
+    """One tool as the model sees it; ``call`` runs it for a rollout whose state is ``state``."""
 
     spec: Tool
+
+    async def call(self, arguments: dict[str, Any], state: State) -> Any:
+        raise NotImplementedError
+
+
+@dataclass
+class PythonTool(BoundTool):
+    """A ``@vf.tool`` method called in-process."""
+
     fn: Callable[..., Any]
     toolset: Toolset[Any, Any]
     validate: TypeAdapter[Any]
@@ -95,8 +117,9 @@ class Toolset(Generic[ToolsetConfigT, StateT]):
             self.TOOL_PREFIX or re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", type(self).__name__).lower()
         )
 
-    def tools(self) -> list[BoundTool]:
-        bound: list[BoundTool] = []
+    def tools(self) -> list[PythonTool]:
+        """The ``@vf.tool`` methods, bound for an in-process call."""
+        bound: list[PythonTool] = []
         for fn in hooks_of(self, "tool"):
             name = getattr(fn, "tool_name", None) or fn.__name__
             model = _schema_model(fn)
@@ -107,17 +130,37 @@ class Toolset(Generic[ToolsetConfigT, StateT]):
                 description=inspect.cleandoc(fn.__doc__ or "") or name,
                 parameters=schema,
             )
-            bound.append(BoundTool(spec=spec, fn=fn, toolset=self, validate=TypeAdapter(model)))
+            bound.append(PythonTool(spec=spec, fn=fn, toolset=self, validate=TypeAdapter(model)))
         return bound
 
     @classmethod
     def run(cls) -> None:
-        """Upstream serves a toolset as a standalone MCP server from here; this SDK calls
-        toolsets in-process and has no server for them yet."""
-        raise NotImplementedError(
-            f"{cls.__name__}.run: serving a toolset as an MCP server is not in this SDK yet "
-            "(issue 41); its tools run in-process under the null harness"
-        )
+        """Serve this toolset as an MCP server (streamable HTTP at ``/mcp``) until killed: the
+        entry point of a toolset placed in its own runtime (``if __name__ == "__main__":
+        MyToolset.run()``, as upstream's tasksets end). Its config is the JSON in
+        ``VF_CONFIG`` (defaults without it); ``MCP_HOST``/``MCP_PORT`` pick the address
+        (loopback, a free port) and the port is written to ``MCP_PORT_FILE`` when set."""
+        from verifiers.v1.mcp.server import serve_from_environment
+
+        serve_from_environment(cls)
+
+
+def tool_result_content(result: Any) -> MessageContent:
+    """A tool's return value as its tool message's content: text, or content parts when it
+    returned MCP content blocks with an image (a ``data:`` URL part, as upstream keeps it)."""
+    blocks = result if isinstance(result, list) else None
+    if blocks and all(getattr(b, "type", None) in ("text", "image") for b in blocks):
+        parts: list[TextContentPart | ImageUrlContentPart] = []
+        for block in blocks:
+            if block.type == "text":
+                parts.append(TextContentPart(text=block.text))
+            else:
+                url = f"data:{block.mimeType};base64,{block.data}"
+                parts.append(ImageUrlContentPart(image_url=ImageUrlSource(url=url)))
+        if all(isinstance(p, TextContentPart) for p in parts):
+            return "\n".join(p.text for p in parts if isinstance(p, TextContentPart))
+        return parts
+    return tool_result_text(result)
 
 
 def tool_result_text(result: Any) -> str:

@@ -1,6 +1,9 @@
 """The ``null`` harness: the model and the taskset's tools, nothing else. Each turn sends the
 conversation (and the tools) to the model; the reply's tool calls are run and their results
-appended, until a reply calls no tool or a limit is reached.
+appended, until a reply calls no tool or a limit is reached. A tool is a ``BoundTool``: a
+colocated toolset's method called in-process, or an MCP server's tool called over the rollout's
+session (``verifiers.v1.mcp.client``); either way its result (text, or text and images) becomes
+the tool message.
 
 A tool call that cannot run (an unknown name, arguments that are not a JSON object or do not
 fit the tool, a tool that raises) becomes its tool message's text, so the model sees the
@@ -19,9 +22,9 @@ from verifiers.v1.chat import message_from_completion, message_to_wire, tool_to_
 from verifiers.v1.configs.harness import HarnessConfig, NullHarnessConfig
 from verifiers.v1.errors import OverlongPromptError, ProviderError
 from verifiers.v1.graph import prepare_turn
-from verifiers.v1.toolset import BoundTool, tool_result_text
+from verifiers.v1.toolset import BoundTool, tool_result_content
 from verifiers.v1.trace_parts import Error, ModelCall, TimeSpan
-from verifiers.v1.types import Message, Response, Sampling, Tool, ToolMessage, Usage
+from verifiers.v1.types import Message, MessageContent, Response, Sampling, Tool, ToolMessage, Usage
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -117,19 +120,20 @@ class NullHarness:
         runtime: Runtime | None = None,
     ) -> ToolMessage:
         tool = tools.get(call.name)
+        content: MessageContent
         if tool is None:
-            text = f"Error: no tool named {call.name!r} (tools: {sorted(tools)})"
+            content = f"Error: no tool named {call.name!r} (tools: {sorted(tools)})"
         else:
             try:
                 arguments = json.loads(call.arguments or "{}")
                 if not isinstance(arguments, dict):
                     raise ValueError("the arguments are not a JSON object")
-                text = tool_result_text(await tool.call(arguments, trace.state))
+                content = tool_result_content(await tool.call(arguments, trace.state))
             except (json.JSONDecodeError, ValueError, ValidationError) as e:
-                text = f"Error: bad arguments for {call.name}: {e}"
+                content = f"Error: bad arguments for {call.name}: {e}"
             except Exception as e:
-                text = f"Error: {call.name} raised {type(e).__name__}: {e}"
-        return ToolMessage(tool_call_id=call.id, name=call.name, content=text)
+                content = f"Error: {call.name} raised {type(e).__name__}: {e}"
+        return ToolMessage(tool_call_id=call.id, name=call.name, content=content)
 
     async def chat(
         self,

@@ -1,0 +1,220 @@
+"""v1 toolsets wherever their config places them, against the scripted endpoint: served over
+MCP by a child process launched for the rollout (the default), by an MCP server already running
+at ``url``, or colocated in-process. The tools report their process id, so each test sees where
+its tool really ran; a typed state written by a served tool must reach the trace."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+import verifiers.v1 as vf
+from verifiers.testing import Reply
+from verifiers.v1.agent import Agent, ModelContext
+from verifiers.v1.configs.harness import NullHarnessConfig
+from verifiers.v1.mcp import client as mcp_client
+from verifiers.v1.types import ImageUrlContentPart, content_text
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+TOOLS = f'''
+import os
+
+from mcp.types import ImageContent, TextContent
+
+import verifiers.v1 as vf
+
+
+class TallyState(vf.State):
+    tally: int = 0
+
+
+class TallyToolset(vf.Toolset[vf.ToolsetConfig, TallyState]):
+    TOOL_PREFIX = "tally"
+
+    @vf.tool
+    def add(self, n: int) -> str:
+        """Add n to the rollout's tally."""
+        self.state.tally += n
+        return f"tally={{self.state.tally}} pid={{os.getpid()}}"
+
+    @vf.tool
+    def picture(self) -> list:
+        """A one-pixel picture."""
+        return [
+            TextContent(type="text", text="a picture"),
+            ImageContent(type="image", data="{PNG}", mimeType="image/png"),
+        ]
+'''
+
+
+@pytest.fixture
+def tally(tmp_path, monkeypatch) -> Iterator[type]:
+    """``tally_tools`` importable here and in the processes the tests start."""
+    (tmp_path / "tally_tools.py").write_text(TOOLS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    import tally_tools
+
+    yield tally_tools
+    sys.modules.pop("tally_tools", None)
+
+
+def task_with(toolset: vf.Toolset, prompt: str) -> vf.Task:
+    class ToolTask(vf.Task[vf.TaskData, type(toolset.state), vf.TaskConfig]):  # type: ignore[misc]
+        @classmethod
+        def toolsets(cls, config: vf.TaskConfig) -> list[vf.Toolset]:
+            return [toolset]
+
+    return ToolTask(vf.TaskData(idx=0, prompt=prompt))
+
+
+async def run(server, task: vf.Task) -> vf.Trace:
+    agent = Agent(
+        "agent",
+        vf.AgentConfig(harness=NullHarnessConfig(id="null"), max_turns=6),
+        ModelContext(base_url=server.base_url, model="test-model"),
+    )
+    return await agent.run(task)
+
+
+def adds_then_answers(request: dict) -> Reply | str:
+    """tally_add 2, then 3, then the last result as the answer."""
+    results = [m["content"] for m in request["messages"] if m["role"] == "tool"]
+    if len(results) < 2:
+        n = 2 if not results else 3
+        return Reply(tool_calls=[Reply.tool_call("tally_add", {"n": n})])
+    return f"final: {results[-1]}"
+
+
+def pid_of(text: str) -> int:
+    return int(text.rsplit("pid=", 1)[1])
+
+
+async def test_a_toolset_is_served_over_mcp_from_its_own_process_and_its_state_reaches_the_trace(
+    server, tally
+):
+    server.set_handler(adds_then_answers)
+    trace = await run(server, task_with(tally.TallyToolset(), "Tally 2 then 3."))
+    assert trace.ok, trace.errors
+    results = [content_text(m.content) for m in trace.tool_messages]
+    assert [r.split()[0] for r in results] == ["tally=2", "tally=5"]
+    assert trace.state.tally == 5  # written by the served tool, sent back in the result's _meta
+    served = {pid_of(r) for r in results}
+    assert len(served) == 1 and os.getpid() not in served  # one server for the rollout
+    (pid,) = served
+    for _ in range(50):  # ...stopped when the rollout ended
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        pytest.fail("the toolset's server outlived its rollout")
+    assert [t.name for t in trace.tools] == ["tally_add", "tally_picture"]
+    assert trace.tools[0].parameters["properties"]["n"]["type"] == "integer"
+
+
+async def test_a_colocated_toolset_runs_in_process(server, tally):
+    server.set_handler(adds_then_answers)
+    toolset = tally.TallyToolset(vf.ToolsetConfig(colocated=True))
+    trace = await run(server, task_with(toolset, "Tally 2 then 3."))
+    assert trace.ok and trace.state.tally == 5
+    assert {pid_of(content_text(m.content)) for m in trace.tool_messages} == {os.getpid()}
+
+
+async def test_without_the_mcp_sdk_a_served_toolset_runs_in_process_and_says_so(
+    server, tally, monkeypatch, caplog
+):
+    """The ``mcp`` extra is optional: a toolset placed in its own process still runs, here."""
+    monkeypatch.setattr(mcp_client, "mcp_installed", lambda: False)  # as if the extra were absent
+    mcp_client._warn_in_process.cache_clear()
+    server.set_handler(adds_then_answers)
+    trace = await run(server, task_with(tally.TallyToolset(), "Tally 2 then 3."))
+    assert trace.ok and trace.state.tally == 5
+    assert {pid_of(content_text(m.content)) for m in trace.tool_messages} == {os.getpid()}
+    assert "TallyToolset runs in-process" in caplog.text
+    assert "pip install 'verifiers[mcp]'" in caplog.text
+
+
+@pytest.fixture
+def running_server(tally, tmp_path) -> Iterator[str]:
+    """``TallyToolset.run()`` as a standalone MCP server; its URL."""
+    port_file = tmp_path / "port"
+    env = {**os.environ, "MCP_PORT_FILE": str(port_file)}
+    code = "from tally_tools import TallyToolset; TallyToolset.run()"
+    process = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        for _ in range(600):
+            if port_file.exists() and port_file.read_text().isdigit():
+                break
+            assert process.poll() is None, "the toolset server exited"
+            subprocess.run(["sleep", "0.05"], check=True)
+        yield f"http://127.0.0.1:{port_file.read_text()}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+async def test_a_toolset_url_reaches_a_running_mcp_server_and_keeps_image_content(
+    server, tally, running_server
+):
+    def picture_then_done(request: dict) -> Reply | str:
+        if any(m["role"] == "tool" for m in request["messages"]):
+            return "done"
+        return Reply(tool_calls=[Reply.tool_call("tally_picture", {})])
+
+    server.set_handler(picture_then_done)
+    toolset = tally.TallyToolset(vf.ToolsetConfig(url=running_server))
+    trace = await run(server, task_with(toolset, "Show the picture."))
+    assert trace.ok, trace.errors
+    (message,) = trace.tool_messages
+    assert isinstance(message.content, list)
+    assert content_text(message.content) == "a picture"
+    (image,) = [p for p in message.content if isinstance(p, ImageUrlContentPart)]
+    assert image.image_url.url == f"data:image/png;base64,{PNG}"
+    # the model was sent the image as a content part of the tool message
+    sent = server.requests[-1]["messages"][-1]
+    assert sent["role"] == "tool" and json.dumps(sent).count(PNG) == 1
+
+
+async def test_bad_arguments_to_a_served_tool_come_back_as_the_tool_message(server, tally):
+    def bad_then_done(request: dict) -> Reply | str:
+        if any(m["role"] == "tool" for m in request["messages"]):
+            return "done"
+        return Reply(tool_calls=[Reply.tool_call("tally_add", {"n": "many"})])
+
+    server.set_handler(bad_then_done)
+    trace = await run(server, task_with(tally.TallyToolset(), "Add many."))
+    assert trace.ok and trace.state.tally == 0
+    (message,) = trace.tool_messages
+    text = content_text(message.content)
+    assert text.startswith("Error: tally_add:") and "n" in text
+
+
+async def test_a_toolset_that_cannot_be_served_fails_its_rollout_saying_why(server, tally):
+    server.set_handler(adds_then_answers)
+
+    class Local(vf.Toolset[vf.ToolsetConfig]):
+        @vf.tool
+        def ping(self) -> str:
+            """Ping."""
+            return "pong"
+
+    unreachable = tally.TallyToolset(vf.ToolsetConfig(url="http://127.0.0.1:9/mcp"))
+    docker = tally.TallyToolset(vf.ToolsetConfig(runtime={"type": "docker"}))
+    for toolset, says in [
+        (Local(), "colocated = true"),
+        (unreachable, "cannot reach the MCP server at http://127.0.0.1:9/mcp"),
+        (docker, "toolset runtime 'docker' is not in this SDK"),
+    ]:
+        trace = await run(server, task_with(toolset, "Tally."))
+        assert not trace.ok
+        assert says in trace.errors[0].message
+        assert trace.num_turns == 0  # no model call was made
