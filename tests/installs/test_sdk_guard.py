@@ -196,3 +196,20 @@ def test_a_missing_extras_hint_installs_its_packages_not_pypis_verifiers(extra):
     assert {"mcp": "mcp", "ray": "ray", "hub-postgres": "psycopg", "hub-s3": "boto3"}[
         extra
     ] in names
+
+
+def test_no_message_of_the_packages_tells_users_to_install_an_extra_of_pypis_verifiers():
+    """Every hint goes through ``install_hint``: a literal ``verifiers[...]`` install in a
+    message would replace this SDK with upstream's (a helper's new MCP warning had one)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for package in ("verifiers", "hub_server", "hub_client", "hub_protocol")
+        for path in sorted((root / package).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"install\s+['\"]?verifiers\[", line) and "would install" not in line
+    ]
+    assert found == []

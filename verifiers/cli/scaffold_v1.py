@@ -108,7 +108,9 @@ class {prefix}Data(vf.TaskData):
 
 
 class {prefix}TaskConfig(vf.TaskConfig):
-    tools: vf.ToolsetConfig = vf.ToolsetConfig()
+    # colocated: the tools run beside the harness, in the rollout's env worker; false gives each
+    # rollout an MCP server process of its own (upstream's default; ~1.5 s of CPU a rollout)
+    tools: vf.ToolsetConfig = vf.ToolsetConfig(colocated=True)
 
 
 class {prefix}Task(vf.Task[{prefix}Data, vf.State, {prefix}TaskConfig]):

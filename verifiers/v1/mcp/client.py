@@ -204,10 +204,13 @@ def mcp_installed() -> bool:
 def _warn_in_process(name: str) -> None:
     """Once per toolset class: without the MCP SDK, a toolset placed in its own process runs
     in-process instead (same tools, same state); serving it needs the extra."""
+    from verifiers.installs.extras import install_hint
+
     logger.warning(
         "%s runs in-process: serving a toolset in its own process needs the MCP SDK "
-        "(pip install 'verifiers[mcp]'); set its config's colocated = true to silence this",
+        "(%s); set its config's colocated = true to silence this",
         name,
+        install_hint("mcp", "mcp<2"),
     )
 
 
