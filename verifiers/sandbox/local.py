@@ -59,14 +59,14 @@ from verifiers.sandbox.budget import Budget, mount_disk, unmount_disk
 from verifiers.sandbox.network import RESOLV_CONF, connect, slirp4netns
 from verifiers.sandbox.uids import UidClaim
 from verifiers.sandbox.view import (
-    WORKER,
+    BOOTSTRAP,
     package_dirs,
-    public_worker,
     sandbox_python,
     system_binds,
     uid_drop_possible,
     with_parents,
     without,
+    worker_code,
 )
 
 logger = logging.getLogger("verifiers.sandbox")
@@ -173,7 +173,6 @@ class LocalSandbox(Sandbox):
                 "/etc/alternatives",
                 *without(python.paths, python.hidden),
                 *packages,
-                *([str(public_worker().parent)] if self.mode != "bwrap" else []),
             ],
             "write_paths": [
                 str(self.workdir_host),
@@ -241,10 +240,13 @@ class LocalSandbox(Sandbox):
         python = sandbox_python(self.mode)
         pass_fds: list[int] = []
         info = None
+        # the worker's code comes on stdin, compiled once on the host (``worker_code``): its argv
+        # holds no host path, and no sandbox compiles it again
+        worker = [python.executable, "-I", "-S", "-c", BOOTSTRAP]
+        command = worker
         if self.mode == "bwrap":
             # bwrap is pid 1 inside: its argv (host paths of the binds) must not be readable
-            # there, so its options come through a pipe (--args FD); the worker's code is its
-            # argv (nothing of the host path leaks through a bind mount)
+            # there, so its options come through a pipe (--args FD)
             options = self._bwrap_options(packages)
             if self.limits.network:
                 info, info_write = os.pipe()
@@ -265,11 +267,7 @@ class LocalSandbox(Sandbox):
             os.close(write_end)
             pass_fds.append(read_end)
             bwrap = shutil.which("bwrap") or "bwrap"
-            worker = [python.executable, "-I", "-S", "-c", WORKER.read_text()]
             command = [bwrap, "--args", str(read_end), *worker]
-        else:
-            worker_path = str(public_worker() if self.uid else WORKER)
-            command = [python.executable, "-I", "-S", worker_path]
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
                 *self.budget.joining(command),  # everything the sandbox starts is in its budget
@@ -299,7 +297,7 @@ class LocalSandbox(Sandbox):
             if info is not None:
                 self._network = await asyncio.to_thread(_wire_network, info)
             stdin, stdout = _pipes(self.process)
-            stdin.write(json.dumps(self._config(packages)).encode() + b"\n")
+            stdin.write(worker_code() + json.dumps(self._config(packages)).encode() + b"\n")
             await stdin.drain()
             line = await asyncio.wait_for(stdout.readline(), 30)
         except (OSError, SandboxError, TimeoutError, ConnectionResetError):
