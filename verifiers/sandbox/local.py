@@ -270,7 +270,7 @@ class LocalSandbox(Sandbox):
             command = [bwrap, "--args", str(read_end), *worker]
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                *self.budget.joining(command),  # everything the sandbox starts is in its budget
+                *command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
@@ -297,9 +297,19 @@ class LocalSandbox(Sandbox):
             if info is not None:
                 self._network = await asyncio.to_thread(_wire_network, info)
             stdin, stdout = _pipes(self.process)
-            stdin.write(worker_code() + json.dumps(self._config(packages)).encode() + b"\n")
-            await stdin.drain()
+            stdin.write(worker_code())
+            # Everything the sandbox starts is in its budget: once its interpreter has started,
+            # all of its processes are there and none forks or runs anything of the model's
+            # before the worker has its configuration, so they are moved in first (while the
+            # worker loads: the move can wait for the kernel for milliseconds), and what they
+            # start is born inside.
             line = await asyncio.wait_for(stdout.readline(), 30)
+            if line == b"\n":
+                if self.budget.groups:
+                    await asyncio.to_thread(self.budget.enter, self.process.pid)
+                stdin.write(json.dumps(self._config(packages)).encode() + b"\n")
+                await stdin.drain()
+                line = await asyncio.wait_for(stdout.readline(), 30)
         except (OSError, SandboxError, TimeoutError, ConnectionResetError):
             line = b""
         except BaseException:  # cancelled mid-handshake: whoever waited for it is gone

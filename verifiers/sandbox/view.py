@@ -174,8 +174,13 @@ def _outermost(paths: set[str]) -> list[str]:
     return kept
 
 
-BOOTSTRAP = "import marshal,sys;i=sys.stdin.buffer;exec(marshal.loads(i.read(int(i.readline()))))"
-"""The worker's whole argv program: it reads the code ``worker_code`` sends on stdin."""
+BOOTSTRAP = (
+    "import marshal,sys;o=sys.stdout.buffer;o.write(b'\\n');o.flush();"
+    "i=sys.stdin.buffer;exec(marshal.loads(i.read(int(i.readline()))))"
+)
+"""The worker's whole argv program: it says it has started (an empty line: its processes are
+all there, to be moved into the sandbox's budget), then runs the code ``worker_code`` sends on
+stdin."""
 
 
 @cache

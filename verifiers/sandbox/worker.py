@@ -27,7 +27,11 @@ import select
 import struct
 import sys
 import time
-from _signal import SIGCONT, SIGKILL, SIGSTOP  # ``signal`` would import enum
+from _signal import (  # type: ignore[import-not-found]  # ``signal`` imports enum
+    SIGCONT,
+    SIGKILL,
+    SIGSTOP,
+)
 
 # --- JSON lines, through ``_json`` alone ------------------------------------------------------------
 
@@ -48,7 +52,7 @@ def _unencodable(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-_scan = _json.make_scanner(_Strict)
+_scan = _json.make_scanner(_Strict)  # type: ignore[arg-type]  # typeshed: its own type
 # json.dumps' defaults (ASCII, ", " and ": ", NaN allowed), without the circular check: every
 # message is a fresh dict of strings and numbers
 _encode = _json.make_encoder(
