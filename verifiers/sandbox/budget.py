@@ -98,30 +98,33 @@ class Budget:
             return cls("rlimits", [])
         return cls("cgroup1", groups)
 
-    def enter(self, root: int) -> None:
-        """Move ``root`` and every process below it into the budget, and check that all of them
-        are in. The sandbox calls this once its interpreter says it has started and before it
-        sends the worker its configuration: until then none of its processes forks or runs
-        anything of the model's, so the tree is complete, and everything started later is born
-        inside. Not a shell that joins and then execs the sandbox: the first move into a cgroup
-        v1 hierarchy waits for an RCU grace period (8-16 ms on a small VM), which then delayed
-        every cold start; now it passes while the worker loads."""
+    def enter(self, root: int, *, complete: bool = True) -> None:
+        """Move ``root`` and every process below it that is not in the budget yet into it; with
+        ``complete`` (the tree cannot grow any more), also check that all of them are in. The
+        sandbox calls this as soon as it has spawned ``root`` (what it starts from then on is
+        born inside; a child started during the move is not) and again, ``complete``, once its
+        interpreter says it has started, before it sends the worker its configuration: until
+        then none of its processes forks or runs anything of the model's. Not a
+        shell that joins and then execs the sandbox: the first move into a cgroup v1 hierarchy
+        waits for an RCU grace period (8-16 ms on a small VM), which then delayed every cold
+        start; now it passes while bubblewrap and the interpreter start. A process already in
+        is not written again (every move takes the kernel's lock, and may wait again)."""
         if not self.groups:
             return
-        tree = _tree(root)
         for group in self.groups:
-            for pid in tree:
-                _write(group / "cgroup.procs", str(pid))
-        for group in self.groups:  # a refusal, never a sandbox with a process outside its budget
-            inside = {int(p) for p in (group / "cgroup.procs").read_text().split()}
-            if not set(_tree(root)) <= inside:
+            inside = _members(group)
+            for pid in _tree(root):
+                if pid not in inside:
+                    _write(group / "cgroup.procs", str(pid))
+        for group in self.groups if complete else []:  # a refusal, never a process outside
+            if not set(_tree(root)) <= _members(group):
                 raise OSError(f"a process of the sandbox is outside its budget {group}")
 
     def pids(self) -> set[int]:
         found: set[int] = set()
         for group in self.groups:
             with contextlib.suppress(OSError):
-                found |= {int(p) for p in (group / "cgroup.procs").read_text().split()}
+                found |= _members(group)
         return found
 
     def close(self) -> None:
@@ -138,6 +141,10 @@ class Budget:
         self.groups = _remove_groups(self.groups)
         if self.groups:  # a process still dying holds it: the next budget's start retries
             _LEFT_BEHIND.append(self)
+
+
+def _members(group: Path) -> set[int]:
+    return {int(p) for p in (group / "cgroup.procs").read_text().split()}
 
 
 def _tree(root: int) -> list[int]:

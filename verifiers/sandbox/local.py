@@ -293,19 +293,26 @@ class LocalSandbox(Sandbox):
             for fd in pass_fds:
                 os.close(fd)
         _live.add(self)
+        joined = None
+        if self.budget.groups:  # at once: bubblewrap's children are then born in the budget
+            joined = asyncio.ensure_future(
+                asyncio.to_thread(self.budget.enter, self.process.pid, complete=False)
+            )
+            joined.add_done_callback(_retrieved)
         try:
             if info is not None:
                 self._network = await asyncio.to_thread(_wire_network, info)
             stdin, stdout = _pipes(self.process)
             stdin.write(worker_code())
-            # Everything the sandbox starts is in its budget: once its interpreter has started,
-            # all of its processes are there and none forks or runs anything of the model's
-            # before the worker has its configuration, so they are moved in first (while the
-            # worker loads: the move can wait for the kernel for milliseconds), and what they
-            # start is born inside.
+            # Everything the sandbox starts is in its budget: moved in as soon as it is spawned
+            # (above: the move can wait for the kernel for milliseconds, while bubblewrap and the
+            # interpreter start), and checked again once the interpreter has started: all of its
+            # processes are there then, and none forks or runs anything of the model's before
+            # the worker has its configuration.
             line = await asyncio.wait_for(stdout.readline(), 30)
             if line == b"\n":
-                if self.budget.groups:
+                if joined is not None:
+                    await joined
                     await asyncio.to_thread(self.budget.enter, self.process.pid)
                 stdin.write(json.dumps(self._config(packages)).encode() + b"\n")
                 await stdin.drain()
@@ -463,6 +470,12 @@ async def _settled(spawn: asyncio.Future) -> asyncio.subprocess.Process | None:
     if spawn.cancelled() or spawn.exception() is not None:
         return None
     return spawn.result()
+
+
+def _retrieved(task: asyncio.Future) -> None:
+    """A start that failed or was stopped before awaiting ``task`` leaves its outcome unread."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _kill_uid(uid: int) -> None:
