@@ -183,6 +183,45 @@ async def test_memory_is_budgeted_per_sandbox_not_per_process():
     assert wait_until_no_sandboxes() == []
 
 
+def _named(pids: set[int], name: str) -> list[int]:
+    """The processes among ``pids`` whose command is ``name`` (one that exits meanwhile is not)."""
+    found = []
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(
+    __import__("verifiers.sandbox.budget", fromlist=["x"]).available_kind() == "rlimits",
+    reason="no writable cgroup hierarchy here: budgets are per-process rlimits",
+)
+async def test_every_process_of_a_sandbox_is_in_its_budget(sandbox):
+    """The sandbox's processes join its cgroups once its interpreter has started, before any of
+    them forks or runs the model's code: bubblewrap's, the worker and what a snippet starts are
+    all inside, in every group (memory, pids, cpu)."""
+    from verifiers.testing.processes import descendants
+
+    running = asyncio.ensure_future(sandbox.run_shell("sleep 3 & sleep 3 & wait", timeout=10))
+    try:
+        for _ in range(200):
+            tree = {sandbox.process.pid, *descendants(sandbox.process.pid)}
+            sleeping = _named(tree, "sleep")
+            if len(sleeping) == 2:
+                break
+            await asyncio.sleep(0.02)
+        assert len(sleeping) == 2, tree
+        assert sandbox.budget.groups
+        for group in sandbox.budget.groups:
+            inside = {int(p) for p in (group / "cgroup.procs").read_text().split()}
+            assert tree <= inside, (group, tree - inside)
+    finally:
+        await running
+
+
 async def test_disk_is_budgeted_per_sandbox(sandbox):
     """300 MiB, or 30,000 files, never reach the host disk: the sandbox's work dir and /tmp are
     its own small filesystems, or /tmp takes nothing (as root; elsewhere only the per-file limit
@@ -600,10 +639,9 @@ async def test_another_local_user_cannot_read_a_sandboxs_files(sandbox):
 def test_landlock_runs_an_interpreter_the_sandbox_uid_can_reach(monkeypatch):
     """As root without namespaces, code must run as another uid, which cannot enter a private
     Python install (pyenv under /root, 0700): a reachable system Python of the same version is
-    used instead, or VF_SANDBOX_PYTHON; the worker script is copied where that uid can read it."""
-    import stat
-
-    from verifiers.sandbox.view import _reachable, public_worker, sandbox_python
+    used instead, or VF_SANDBOX_PYTHON; the worker's code comes on its stdin, so no file of this
+    checkout needs to be readable for that uid."""
+    from verifiers.sandbox.view import _reachable, sandbox_python
 
     sandbox_python.cache_clear()
     try:
@@ -617,9 +655,6 @@ def test_landlock_runs_an_interpreter_the_sandbox_uid_can_reach(monkeypatch):
         assert sandbox_python("landlock").executable == os.path.realpath(sys.executable)
     finally:
         sandbox_python.cache_clear()
-    worker = public_worker()
-    assert stat.S_IMODE(worker.stat().st_mode) == 0o644
-    assert _reachable([str(worker.parent)])
 
 
 NON_ROOT_PROBE = textwrap.dedent("""

@@ -39,8 +39,8 @@ def _v2_root() -> Path | None:
 
 
 class Budget:
-    """One sandbox's cgroup(s). ``add(pid)`` right after the worker starts; ``close()`` kills
-    whatever is left in them and removes them."""
+    """One sandbox's cgroup(s). ``enter(pid)`` once its processes have started, before any of
+    them runs the model's code; ``close()`` kills whatever is left in them and removes them."""
 
     def __init__(self, kind: str, groups: list[Path]) -> None:
         self.kind, self.groups = kind, groups
@@ -98,28 +98,33 @@ class Budget:
             return cls("rlimits", [])
         return cls("cgroup1", groups)
 
-    def add(self, pid: int) -> None:
-        for group in self.groups:
-            _write(group / "cgroup.procs", str(pid))
-
-    def joining(self, command: list[str]) -> list[str]:
-        """``command``, started inside the budget: a shell joins the groups and execs it, so
-        the sandbox is in before it runs anything (and the spawn needs no ``preexec_fn``,
-        which would cost a full fork of this process)."""
+    def enter(self, root: int, *, complete: bool = True) -> None:
+        """Move ``root`` and every process below it that is not in the budget yet into it; with
+        ``complete`` (the tree cannot grow any more), also check that all of them are in. The
+        sandbox calls this as soon as it has spawned ``root`` (what it starts from then on is
+        born inside; a child started during the move is not) and again, ``complete``, once its
+        interpreter says it has started, before it sends the worker its configuration: until
+        then none of its processes forks or runs anything of the model's. Not a
+        shell that joins and then execs the sandbox: the first move into a cgroup v1 hierarchy
+        waits for an RCU grace period (8-16 ms on a small VM), which then delayed every cold
+        start; now it passes while bubblewrap and the interpreter start. A process already in
+        is not written again (every move takes the kernel's lock, and may wait again)."""
         if not self.groups:
-            return command
-        join = 'while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; done'
-        return (
-            ["/bin/sh", "-c", join + '; shift; exec "$@"', "vf-sandbox"]
-            + [str(g) for g in self.groups]
-            + ["--", *command]
-        )
+            return
+        for group in self.groups:
+            inside = _members(group)
+            for pid in _tree(root):
+                if pid not in inside:
+                    _write(group / "cgroup.procs", str(pid))
+        for group in self.groups if complete else []:  # a refusal, never a process outside
+            if not set(_tree(root)) <= _members(group):
+                raise OSError(f"a process of the sandbox is outside its budget {group}")
 
     def pids(self) -> set[int]:
         found: set[int] = set()
         for group in self.groups:
             with contextlib.suppress(OSError):
-                found |= {int(p) for p in (group / "cgroup.procs").read_text().split()}
+                found |= _members(group)
         return found
 
     def close(self) -> None:
@@ -136,6 +141,42 @@ class Budget:
         self.groups = _remove_groups(self.groups)
         if self.groups:  # a process still dying holds it: the next budget's start retries
             _LEFT_BEHIND.append(self)
+
+
+def _members(group: Path) -> set[int]:
+    return {int(p) for p in (group / "cgroup.procs").read_text().split()}
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and its descendants (``/proc/PID/task/TID/children``, else every ``ppid``)."""
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        try:
+            kids = [
+                int(child)
+                for tid in os.listdir(f"/proc/{pid}/task")
+                for child in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()
+            ]
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}"):
+                raise OSError(f"sandbox process {pid} is gone") from None
+            kids = _children_by_scan(pid)
+        stack += kids
+    return found
+
+
+def _children_by_scan(parent: int) -> list[int]:
+    """Where the kernel has no ``children`` files: every process whose parent is ``parent``."""
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                    kids.append(int(entry))
+    return kids
 
 
 _LEFT_BEHIND: list[Budget] = []  # budgets closed while a process was still leaving them

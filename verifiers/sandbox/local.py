@@ -59,14 +59,14 @@ from verifiers.sandbox.budget import Budget, mount_disk, unmount_disk
 from verifiers.sandbox.network import RESOLV_CONF, connect, slirp4netns
 from verifiers.sandbox.uids import UidClaim
 from verifiers.sandbox.view import (
-    WORKER,
+    BOOTSTRAP,
     package_dirs,
-    public_worker,
     sandbox_python,
     system_binds,
     uid_drop_possible,
     with_parents,
     without,
+    worker_code,
 )
 
 logger = logging.getLogger("verifiers.sandbox")
@@ -173,7 +173,6 @@ class LocalSandbox(Sandbox):
                 "/etc/alternatives",
                 *without(python.paths, python.hidden),
                 *packages,
-                *([str(public_worker().parent)] if self.mode != "bwrap" else []),
             ],
             "write_paths": [
                 str(self.workdir_host),
@@ -241,10 +240,13 @@ class LocalSandbox(Sandbox):
         python = sandbox_python(self.mode)
         pass_fds: list[int] = []
         info = None
+        # the worker's code comes on stdin, compiled once on the host (``worker_code``): its argv
+        # holds no host path, and no sandbox compiles it again
+        worker = [python.executable, "-I", "-S", "-c", BOOTSTRAP]
+        command = worker
         if self.mode == "bwrap":
             # bwrap is pid 1 inside: its argv (host paths of the binds) must not be readable
-            # there, so its options come through a pipe (--args FD); the worker's code is its
-            # argv (nothing of the host path leaks through a bind mount)
+            # there, so its options come through a pipe (--args FD)
             options = self._bwrap_options(packages)
             if self.limits.network:
                 info, info_write = os.pipe()
@@ -265,14 +267,10 @@ class LocalSandbox(Sandbox):
             os.close(write_end)
             pass_fds.append(read_end)
             bwrap = shutil.which("bwrap") or "bwrap"
-            worker = [python.executable, "-I", "-S", "-c", WORKER.read_text()]
             command = [bwrap, "--args", str(read_end), *worker]
-        else:
-            worker_path = str(public_worker() if self.uid else WORKER)
-            command = [python.executable, "-I", "-S", worker_path]
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                *self.budget.joining(command),  # everything the sandbox starts is in its budget
+                *command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
@@ -295,13 +293,30 @@ class LocalSandbox(Sandbox):
             for fd in pass_fds:
                 os.close(fd)
         _live.add(self)
+        joined = None
+        if self.budget.groups:  # at once: bubblewrap's children are then born in the budget
+            joined = asyncio.ensure_future(
+                asyncio.to_thread(self.budget.enter, self.process.pid, complete=False)
+            )
+            joined.add_done_callback(_retrieved)
         try:
             if info is not None:
                 self._network = await asyncio.to_thread(_wire_network, info)
             stdin, stdout = _pipes(self.process)
-            stdin.write(json.dumps(self._config(packages)).encode() + b"\n")
-            await stdin.drain()
+            stdin.write(worker_code())
+            # Everything the sandbox starts is in its budget: moved in as soon as it is spawned
+            # (above: the move can wait for the kernel for milliseconds, while bubblewrap and the
+            # interpreter start), and checked again once the interpreter has started: all of its
+            # processes are there then, and none forks or runs anything of the model's before
+            # the worker has its configuration.
             line = await asyncio.wait_for(stdout.readline(), 30)
+            if line == b"\n":
+                if joined is not None:
+                    await joined
+                    await asyncio.to_thread(self.budget.enter, self.process.pid)
+                stdin.write(json.dumps(self._config(packages)).encode() + b"\n")
+                await stdin.drain()
+                line = await asyncio.wait_for(stdout.readline(), 30)
         except (OSError, SandboxError, TimeoutError, ConnectionResetError):
             line = b""
         except BaseException:  # cancelled mid-handshake: whoever waited for it is gone
@@ -455,6 +470,12 @@ async def _settled(spawn: asyncio.Future) -> asyncio.subprocess.Process | None:
     if spawn.cancelled() or spawn.exception() is not None:
         return None
     return spawn.result()
+
+
+def _retrieved(task: asyncio.Future) -> None:
+    """A start that failed or was stopped before awaiting ``task`` leaves its outcome unread."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _kill_uid(uid: int) -> None:

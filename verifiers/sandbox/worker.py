@@ -1,6 +1,12 @@
 """The process that runs inside a sandbox. Self-contained: it imports nothing from verifiers,
-and it is one file (over 400 lines) on purpose: it runs as ``-c`` source inside the sandbox,
-where nothing of this project can be imported.
+and it is one file (over 400 lines) on purpose: the host compiles it once and hands the code
+object to a tiny ``-c`` bootstrap over stdin (``verifiers.sandbox.view.worker_code``), and inside
+the sandbox nothing of this project can be imported.
+
+It starts on every cold sandbox, so it imports only what is cheap: ``_json`` (the C half of
+``json``, without the ``re`` and ``enum`` that ``json`` and ``signal`` pull in), ``_signal``'s
+constants, and the interpreter's own ``sys.__excepthook__`` for tracebacks instead of
+``traceback``; together about half of the worker's start.
 
 Started once per sandbox (pre-warmed), it drops to the sandbox's uid, then serves requests over
 stdin/stdout (one JSON object per line). Each snippet runs in a forked child with rlimits and a
@@ -11,17 +17,67 @@ every snippet, leftover processes of the sandbox are killed.
 
 from __future__ import annotations
 
+import _json
 import ctypes
 import gc
 import io
-import json
 import os
 import resource
 import select
-import signal
 import struct
 import sys
 import time
+from _signal import (  # type: ignore[import-not-found]  # ``signal`` imports enum
+    SIGCONT,
+    SIGKILL,
+    SIGSTOP,
+)
+
+# --- JSON lines, through ``_json`` alone ------------------------------------------------------------
+
+
+class _Strict:
+    """What ``_json.make_scanner`` reads from its context: what ``json.loads`` passes by default."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+
+    @staticmethod
+    def parse_constant(name: str) -> float:
+        return float(name.replace("Infinity", "inf"))
+
+
+def _unencodable(value: object) -> object:
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+_scan = _json.make_scanner(_Strict)  # type: ignore[arg-type]  # typeshed: its own type
+# json.dumps' defaults (ASCII, ", " and ": ", NaN allowed), without the circular check: every
+# message is a fresh dict of strings and numbers
+_encode = _json.make_encoder(
+    None, _unencodable, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True
+)
+_SPACE = " \t\n\r"
+
+
+def loads(line: bytes) -> dict:
+    """``json.loads`` of one message: the same C scanner, and a ``ValueError`` for anything that
+    is not exactly one JSON object."""
+    text = line.decode().strip(_SPACE)
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if end != len(text) or not isinstance(value, dict):
+        raise ValueError("a message is one JSON object")
+    return value
+
+
+def dumps(value: object) -> bytes:
+    """``json.dumps(value).encode()`` plus the newline that ends a message (ASCII, like it)."""
+    return "".join(_encode(value, 0)).encode() + b"\n"
+
 
 # --- seccomp ---------------------------------------------------------------------------------------
 
@@ -162,7 +218,7 @@ def confine() -> None:
     into itself before its first request, and a filter is inherited and cannot be removed."""
     os.setpgid(0, 0)
     if CONFIG["mode"] != "bwrap":  # in bwrap, the worker's exit ends the pid namespace
-        _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the worker
+        _libc.prctl(1, SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the worker
     for res, pair in _RLIMITS:
         resource.setrlimit(res, pair)
     if CONFIG["mode"] == "landlock":
@@ -176,9 +232,7 @@ def run_python(code: str, namespace: dict) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
-        import traceback
-
-        traceback.print_exc()
+        sys.__excepthook__(*sys.exc_info())  # what ``traceback.print_exc()`` prints
         return 1
 
 
@@ -235,7 +289,7 @@ def _collect(
 
 def _kill_group(pid: int) -> None:
     try:
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(pid, SIGKILL)
     except ProcessLookupError:
         pass
 
@@ -262,9 +316,7 @@ def exec_snippet(req: dict) -> dict:
             sys.stdout.flush()
             sys.stderr.flush()
         except BaseException:
-            import traceback
-
-            traceback.print_exc()
+            sys.__excepthook__(*sys.exc_info())
             code = 1
         os._exit(code)
     os.close(out_w)
@@ -329,21 +381,20 @@ class Repl:
         reader = os.fdopen(req_r, "rb")
         writer = os.fdopen(resp_w, "wb")
         for line in reader:
-            code = json.loads(line)["code"]
+            code = loads(line)["code"]
             out, err = io.StringIO(), io.StringIO()
             sys.stdout, sys.stderr = out, err
             exit_code = run_python(code, namespace)
             sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
             cap = CONFIG["max_output_bytes"]  # the reply to the worker is bounded too
             writer.write(
-                json.dumps(
+                dumps(
                     {
                         "stdout": out.getvalue()[:cap],
                         "stderr": err.getvalue()[:cap],
                         "exit_code": exit_code,
                     }
-                ).encode()
-                + b"\n"
+                )
             )
             writer.flush()
 
@@ -354,7 +405,7 @@ class Repl:
         note = ""
         if not self.pid:
             self.start()
-        os.write(self.req_w, json.dumps({"code": req["code"]}).encode() + b"\n")
+        os.write(self.req_w, dumps({"code": req["code"]}))
         ready, _, _ = select.select([self.resp_r], [], [], req["timeout"])
         # bounded: a reply larger than two capped outputs (JSON-escaped) is not read whole
         limit = 12 * CONFIG["max_output_bytes"] + 4096
@@ -373,7 +424,7 @@ class Repl:
             return _result(b"", note.encode(), -9, timed_out, start)
         cap = CONFIG["max_output_bytes"]
         try:  # the REPL is the model's: its reply is checked like any other input
-            data = json.loads(line)
+            data = loads(line)
             out, err, code = data["stdout"], data["stderr"], data["exit_code"]
             if not (isinstance(out, str) and isinstance(err, str) and type(code) is int):
                 raise TypeError
@@ -392,7 +443,7 @@ class Repl:
             return
         deadline = time.monotonic() + 1.0
         try:
-            os.kill(self.pid, signal.SIGSTOP)
+            os.kill(self.pid, SIGSTOP)
             while (done := os.waitpid(self.pid, os.WUNTRACED | os.WNOHANG))[0] == 0:
                 if time.monotonic() > deadline:  # it would not stop (it never should)
                     return self.stop()
@@ -406,7 +457,7 @@ class Repl:
     def resume(self) -> None:
         if self.pid:
             try:
-                os.kill(self.pid, signal.SIGCONT)
+                os.kill(self.pid, SIGCONT)
             except ProcessLookupError:
                 pass
 
@@ -515,10 +566,10 @@ def sweep(keep: set[int]) -> int:
             if not new:
                 break
             for pid in new:
-                _signal(pid, signal.SIGSTOP)
+                _signal(pid, SIGSTOP)
                 stopped.add(pid)
         for pid in stopped:
-            if _signal(pid, signal.SIGKILL):
+            if _signal(pid, SIGKILL):
                 killed.add(pid)
         reap_until = time.monotonic() + 0.2
         while time.monotonic() < reap_until:  # orphans are reparented to this subreaper
@@ -543,11 +594,8 @@ def _signal(pid: int, sig: int) -> bool:
 
 def warm_up() -> None:
     """Pay, once in the worker, what every forked snippet would otherwise pay again: the first
-    ``compile()`` of a process builds the AST types (about 3 ms, most of a ``print(1)``), and a
-    failing snippet imports ``traceback``."""
+    ``compile()`` of a process builds the AST types (about 3 ms, most of a ``print(1)``)."""
     exec(compile("pass", "<warm-up>", "exec"), {})
-    import traceback  # noqa: F401
-
     for stream in _STREAMS:
         stream.write("")
 
@@ -561,7 +609,7 @@ def drop_privileges(uid: int) -> None:
 
 
 def main() -> None:
-    CONFIG.update(json.loads(sys.stdin.buffer.readline()))  # never argv: it holds host paths
+    CONFIG.update(loads(sys.stdin.buffer.readline()))  # never argv: it holds host paths
     prepare_confinement()
     sys.path[:] = CONFIG["sys_path"]
     drop_privileges(CONFIG["uid"])
@@ -570,7 +618,7 @@ def main() -> None:
     # the REPL inherit this; graders run as fresh forks of the untouched worker.
     _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
     _libc.prctl(
-        1, signal.SIGKILL, 0, 0, 0
+        1, SIGKILL, 0, 0, 0
     )  # PR_SET_PDEATHSIG (reset by the uid change): die with the host
     _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back here to be swept
     os.chdir(CONFIG["workdir"])
@@ -584,10 +632,10 @@ def main() -> None:
     repl = Repl()
     warm_up()
     gc.freeze()  # what the worker holds is never scanned again: forks share those pages
-    channel.write(json.dumps({"ready": True}).encode() + b"\n")
+    channel.write(dumps({"ready": True}))
     channel.flush()
     for line in sys.stdin.buffer:
-        req = json.loads(line)
+        req = loads(line)
         op = req.get("op")
         try:
             if op == "exec" and req.get("repl"):
@@ -623,7 +671,7 @@ def main() -> None:
         except Exception as exc:
             resp = {"error": f"{type(exc).__name__}: {exc}"}
         resp["id"] = req.get("id")
-        channel.write(json.dumps(resp).encode() + b"\n")
+        channel.write(dumps(resp))
         channel.flush()
     repl.stop()
     sweep(set())
