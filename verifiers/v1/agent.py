@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifiers.v1.chat import open_client
+from verifiers.v1.chat import model_client
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
 from verifiers.v1.errors import HarnessError, RolloutError, TaskError
@@ -161,7 +161,7 @@ class Agent:
                     return True
             return False
 
-        async with open_client(
+        async with model_client(
             self.endpoint, self.context.base_url, self.context.api_key
         ) as client:
             return await self.harness.chat(

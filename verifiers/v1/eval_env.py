@@ -24,7 +24,7 @@ from verifiers.envs.environment import Environment
 from verifiers.messages import timing
 from verifiers.rubrics.rubric import Rubric
 from verifiers.v1.agent import ModelContext, prompt_messages
-from verifiers.v1.chat import message_to_wire
+from verifiers.v1.chat import message_to_wire, pooled_clients
 from verifiers.v1.configs.env import agent_configs
 from verifiers.v1.episode import Episode
 from verifiers.v1.errors import RolloutError
@@ -156,7 +156,8 @@ class TasksetEnvironment(Environment):
             )
         path = kwargs.get("results_path")
         self.traces_path = Path(path) / TRACES_FILE if path else None
-        return await super().generate(*args, **kwargs)
+        async with pooled_clients():  # the run's episodes share one client per endpoint
+            return await super().generate(*args, **kwargs)
 
     async def setup_state(self, state: Any, **kwargs: Any) -> Any:
         return state
