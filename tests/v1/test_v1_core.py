@@ -213,6 +213,19 @@ def test_a_toolset_under_future_annotations_offers_its_real_types_as_the_classic
     assert classic["$defs"]["Paint"]["properties"]["shade"]["type"] == "integer"
 
 
+def test_each_rollouts_toolset_gets_its_own_tool_specs_and_calls_its_own_instance():
+    """The schema and validator are built once per tool function; each rollout's toolset still
+    gets specs of its own (changing one leaves the next as it was) bound to itself."""
+    first, second = PaintToolset(), PaintToolset()
+    [a], [b] = first.tools(), second.tools()
+    assert a.spec == b.spec and a.spec.parameters is not b.spec.parameters
+    a.spec.parameters["properties"]["color"]["enum"].append("green")
+    [c] = PaintToolset().tools()
+    assert c.spec.parameters["properties"]["color"]["enum"] == ["red", "blue"]
+    assert a.toolset is first and b.toolset is second and b.fn.__self__ is second
+    assert asyncio.run(b.call({"color": "blue", "paint": {"shade": 1}}, vf.State())) == "blue:1:2"
+
+
 def test_a_v1_tool_goes_on_the_wire_as_the_classic_clients_send_a_tool():
     spec = vf.Tool(name="t", description="d", parameters={"type": "object"}, strict=True)
     wire = {

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from verifiers.v1.chat import open_client
+from verifiers.v1.chat import model_client
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
 from verifiers.v1.errors import RolloutError, TaskError
@@ -248,7 +248,7 @@ class Agent:
                     return True
             return False
 
-        async with open_client(
+        async with model_client(
             self.endpoint, self.context.base_url, self.context.api_key
         ) as client:
             return await self.harness.chat(

@@ -1,13 +1,18 @@
 """The OpenAI chat-completions wire: v1 messages and tools to request dicts and a completion
 back to a v1 ``AssistantMessage``, and the ``AsyncOpenAI`` client of a ``BaseClientConfig``
-(what a judge and the ``null`` harness call a model with)."""
+(what a judge and the ``null`` harness call a model with), shared by the episodes of a run
+inside ``pooled_clients()``."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from openai import AsyncOpenAI
+from pydantic import ValidationError
 
 from verifiers.messages.convert import wire_tool
 from verifiers.v1.configs.client import BaseClientConfig
@@ -28,15 +33,140 @@ def open_client(
 ) -> AsyncOpenAI:
     """A client for ``config``'s endpoint (``base_url`` and ``api_key`` fill in when the config names none).
     The key is read from the variable ``api_key_var`` names; a local endpoint needs none."""
-    return AsyncOpenAI(
-        base_url=config.base_url or base_url,
-        api_key=(api_key if config.base_url is None and api_key else None)
+    return AsyncOpenAI(**_client_args(config, base_url, api_key))
+
+
+def _client_args(
+    config: BaseClientConfig, base_url: str | None, api_key: str | None
+) -> dict[str, Any]:
+    return {
+        "base_url": config.base_url or base_url,
+        "api_key": (api_key if config.base_url is None and api_key else None)
         or os.environ.get(config.api_key_var)
         or "EMPTY",
-        default_headers=config.headers or None,
-        timeout=CLIENT_TIMEOUT,
-        max_retries=0,
-    )
+        "default_headers": config.headers or None,
+        "timeout": CLIENT_TIMEOUT,
+        "max_retries": 0,
+    }
+
+
+class LeanChatClient:
+    """``chat.completions.create`` on the SDK's lean HTTP client (aiohttp and orjson, what a
+    classic rollout's model calls use), for the episodes of a run. ``AsyncOpenAI`` spends more
+    client CPU per request (its params transform and httpx) than the rest of a v1 rollout; the
+    same body is sent, no retry is made (as ``open_client``'s ``max_retries=0``), and the reply
+    is built into the same ``ChatCompletion`` the openai SDK returns. A request with
+    openai-only options (``extra_query``, ``timeout``, ``stream``) goes through ``AsyncOpenAI``.
+    """
+
+    OPENAI_ONLY = frozenset({"extra_query", "timeout", "stream"})
+
+    def __init__(self, args: dict[str, Any]) -> None:
+        from verifiers.clients.http_client import OpenAICompatibleClient
+        from verifiers.clients.retry import RetryPolicy
+
+        self._args = args
+        self._http = (
+            OpenAICompatibleClient(
+                args["base_url"],
+                args["api_key"],
+                headers=args["default_headers"],
+                timeout=args["timeout"],
+                retry=RetryPolicy(max_retries=0),
+            )
+            if args["base_url"]
+            else None  # the openai SDK's own default endpoint (OPENAI_BASE_URL...)
+        )
+        self._openai: AsyncOpenAI | None = None
+        self.chat = self  # ``client.chat.completions.create`` as on ``AsyncOpenAI``
+        self.completions = self
+
+    async def create(self, **request: Any) -> Any:
+        from openai.types.chat import ChatCompletion
+
+        from verifiers.clients.http_client import build_body
+
+        if self._http is None or self.OPENAI_ONLY.intersection(request):
+            if self._openai is None:
+                self._openai = AsyncOpenAI(**self._args)
+            return await self._openai.chat.completions.create(**request)
+        body = build_body(request["model"], {k: v for k, v in request.items() if k != "model"})
+        headers = request.get("extra_headers")
+        reply = await self._http.post("/chat/completions", body, headers=headers)
+        try:  # pydantic-core: a fifteenth of the CPU of the openai SDK's ``construct``
+            return ChatCompletion.model_validate(reply)
+        except ValidationError:  # a reply off the schema, kept as the openai SDK keeps it
+            return ChatCompletion.construct(**reply)
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+        if self._openai is not None:
+            await self._openai.close()
+
+
+class ClientPool:
+    """One client per endpoint (URL, key, headers) for the episodes of a run. A new
+    ``AsyncOpenAI`` loads the CA bundle (tens of ms of CPU, more than the rest of a rollout) and
+    opens its connections anew; a run's episodes all talk to the same endpoint."""
+
+    def __init__(self) -> None:
+        self._clients: dict[tuple[Any, ...], LeanChatClient] = {}
+
+    def get(
+        self, config: BaseClientConfig, base_url: str | None = None, api_key: str | None = None
+    ) -> Any:
+        args = _client_args(config, base_url, api_key)
+        key = (args["base_url"], args["api_key"], tuple(sorted((config.headers or {}).items())))
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = LeanChatClient(args)
+        return client
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
+
+
+_pool: ContextVar[ClientPool | None] = ContextVar("verifiers_v1_client_pool", default=None)
+
+
+@contextmanager
+def using_pool(pool: ClientPool) -> Iterator[ClientPool]:
+    """Within this block (and the tasks started in it) ``model_client`` takes its clients
+    from ``pool``, which its owner closes (an environment at the end of its run)."""
+    token = _pool.set(pool)
+    try:
+        yield pool
+    finally:
+        _pool.reset(token)
+
+
+@asynccontextmanager
+async def pooled_clients() -> AsyncIterator[ClientPool]:
+    """Within this block (and the tasks started in it) ``model_client`` shares one client per
+    endpoint; they are closed when it ends."""
+    pool = ClientPool()
+    try:
+        with using_pool(pool):
+            yield pool
+    finally:
+        await pool.aclose()
+
+
+@asynccontextmanager
+async def model_client(
+    config: BaseClientConfig, base_url: str | None = None, api_key: str | None = None
+) -> AsyncIterator[AsyncOpenAI]:
+    """The pooled client for ``config``'s endpoint inside ``pooled_clients()``; elsewhere a
+    client of its own, closed on exit."""
+    pool = _pool.get()
+    if pool is not None:
+        yield pool.get(config, base_url, api_key)
+        return
+    async with open_client(config, base_url, api_key) as client:
+        yield client
 
 
 def message_to_wire(message: Message) -> dict[str, Any]:

@@ -21,6 +21,7 @@ ids) builds one for any package exporting a ``Taskset``: ``verifiers.v1.kind``, 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from datasets import Dataset
@@ -29,7 +30,7 @@ from verifiers.envs.environment import Environment
 from verifiers.messages import timing
 from verifiers.rubrics.rubric import Rubric
 from verifiers.v1.agent import ModelContext, prompt_messages
-from verifiers.v1.chat import message_to_wire
+from verifiers.v1.chat import ClientPool, message_to_wire, using_pool
 from verifiers.v1.configs.env import agent_configs
 from verifiers.v1.episode import Episode
 from verifiers.v1.errors import RolloutError
@@ -108,6 +109,7 @@ class TasksetEnvironment(Environment):
                 for m in prompt:
                     if isinstance(m.get("content"), str):
                         m["content"] = [{"type": "text", "text": m["content"]}]
+        self._client_pool: tuple[asyncio.AbstractEventLoop, ClientPool] | None = None
         super().__init__(eval_dataset=Dataset.from_list(rows), rubric=TraceRubric(), **kwargs)
         self.env_id = taskset_id
         self.identify_package(taskset_id)
@@ -150,6 +152,15 @@ class TasksetEnvironment(Environment):
     async def setup_state(self, state: Any, **kwargs: Any) -> Any:
         return state
 
+    async def end_run(self) -> None:
+        """The run's shared model clients are bound to its event loop: closed with it (a new
+        AsyncOpenAI per episode loaded the CA bundle each time, more CPU than the rest of a
+        rollout; in env workers the pool lives as long as the worker)."""
+        pool, self._client_pool = self._client_pool, None
+        if pool is not None and pool[0] is asyncio.get_running_loop():
+            await pool[1].aclose()
+        await super().end_run()
+
     async def rollout(self, input: Any, client: Any, model: str, sampling_args: Any = None) -> Any:
         state = await self.init_state(input, client, model, sampling_args)
         task = self.tasks[int((input.get("info") or {})["v1_task"])]
@@ -161,7 +172,12 @@ class TasksetEnvironment(Environment):
             sampling={k: v for k, v in dict(sampling_args or {}).items() if v is not None},
         )
         timing.start_generation(state["timing"])
-        episode = await self.v1_env.run_episode(task, context)
+        loop = asyncio.get_running_loop()
+        if self._client_pool is None or self._client_pool[0] is not loop:
+            # one client per endpoint for the run's episodes (its connections are this loop's)
+            self._client_pool = (loop, ClientPool())
+        with using_pool(self._client_pool[1]):
+            episode = await self.v1_env.run_episode(task, context)
         timing.end_generation(state["timing"])
         state[EPISODE_KEY] = episode
         self.record_calls(state, episode)

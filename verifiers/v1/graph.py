@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -202,12 +203,14 @@ def _commit(turn: PendingTurn, response: Response) -> int:
         end = span[1] if span else cursor
         node_tokens = prompt_ids[cursor:end]
         trace.nodes.append(
-            MessageNode.model_construct(
-                parent=parent,
+            MessageNode.model_construct(  # every factory field given: pydantic's
+                parent=parent,  # ``model_construct`` reads a factory's signature per call
                 message=message,
+                timestamp=time.time(),
                 token_ids=node_tokens,
                 mask=[False] * len(node_tokens),
                 is_content=is_content[cursor:end] if is_content is not None else [],
+                logprobs=[],
             )
         )
         parent = len(trace.nodes) - 1
@@ -221,6 +224,7 @@ def _commit(turn: PendingTurn, response: Response) -> int:
             parent=parent,
             message=response.message,
             sampled=True,
+            timestamp=time.time(),
             token_ids=[*generation_prompt, *completion],
             mask=[False] * len(generation_prompt) + [True] * len(completion),
             is_content=[False] * len(generation_prompt) + [True] * len(completion)

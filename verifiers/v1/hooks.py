@@ -80,9 +80,30 @@ def hooks_of(obj: object, kind: str) -> list[Callable[..., Any]]:
     return bound
 
 
+_PARAMS_CACHED = 4096
+_params: dict[tuple[Any, bool], frozenset[str]] = {}
+
+
+def _param_names(fn: Callable[..., Any]) -> frozenset[str]:
+    """``fn``'s parameter names, read once per function (a bound method's by its function:
+    each rollout binds its hooks anew, and ``inspect.signature`` on every call of every hook
+    was a visible share of a v1 rollout's CPU)."""
+    func = getattr(fn, "__func__", None)
+    key = (func, True) if func is not None else (fn, False)
+    try:
+        names = _params.get(key)
+    except TypeError:  # an unhashable callable object
+        return frozenset(inspect.signature(fn).parameters)
+    if names is None:
+        if len(_params) >= _PARAMS_CACHED:  # functions made per call: keep the cache bounded
+            _params.clear()
+        names = _params[key] = frozenset(inspect.signature(fn).parameters)
+    return names
+
+
 def call_by_name(fn: Callable[..., Any], available: dict[str, Any]) -> Any:
     """``fn`` called with the values of ``available`` its parameters name."""
-    params = inspect.signature(fn).parameters
+    params = _param_names(fn)
     return fn(**{k: v for k, v in available.items() if k in params})
 
 

@@ -14,9 +14,11 @@ reach the trace either way.
 from __future__ import annotations
 
 import contextvars
+import copy
 import inspect
 import json
 import re
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic
@@ -84,6 +86,25 @@ class PythonTool(BoundTool):
             _current_state.reset(token)
 
 
+_parts: weakref.WeakKeyDictionary[Callable[..., Any], tuple[dict[str, Any], TypeAdapter[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _tool_parts(fn: Callable[..., Any]) -> tuple[dict[str, Any], TypeAdapter[Any]]:
+    """A tool method's JSON schema and argument validator, built once per function: a rollout
+    gets fresh toolsets, and building the pydantic model anew cost more CPU than the rest of
+    a tool rollout's client side (the schema depends on the signature only, not the instance)."""
+    func = getattr(fn, "__func__", fn)
+    parts = _parts.get(func)
+    if parts is None:
+        model = _schema_model(fn)
+        schema = model.model_json_schema()
+        schema.pop("title", None)
+        parts = _parts[func] = (schema, TypeAdapter(model))
+    return copy.deepcopy(parts[0]), parts[1]
+
+
 def _schema_model(fn: Callable[..., Any]) -> type[Any]:
     """The model that both makes a tool's JSON schema and checks the model's arguments; its
     fields come from the classic ``tool_spec``'s reading of a signature, so both resolve hints
@@ -122,15 +143,13 @@ class Toolset(Generic[ToolsetConfigT, StateT]):
         bound: list[PythonTool] = []
         for fn in hooks_of(self, "tool"):
             name = getattr(fn, "tool_name", None) or fn.__name__
-            model = _schema_model(fn)
-            schema = model.model_json_schema()
-            schema.pop("title", None)
+            schema, validate = _tool_parts(fn)
             spec = Tool(
                 name=f"{self.prefix}_{name}" if self.prefix else name,
                 description=inspect.cleandoc(fn.__doc__ or "") or name,
                 parameters=schema,
             )
-            bound.append(PythonTool(spec=spec, fn=fn, toolset=self, validate=TypeAdapter(model)))
+            bound.append(PythonTool(spec=spec, fn=fn, toolset=self, validate=validate))
         return bound
 
     @classmethod
