@@ -19,7 +19,7 @@ from verifiers.v1.configs.env import EnvConfig, SingleAgentEnvConfig, agent_conf
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.task import Task
 from verifiers.v1.taskset import Taskset
-from verifiers.v1.trace_parts import Error
+from verifiers.v1.trace_parts import Error, TraceTask
 
 EnvConfigT = TypeVar("EnvConfigT", bound=EnvConfig, default=EnvConfig)
 
@@ -53,7 +53,10 @@ class Env(Generic[EnvConfigT]):
     async def run_episode(self, task: Task, context: ModelContext) -> Episode[Any, Any, Any]:
         """One episode: every agent's trace, and the env's own error if ``run`` raised."""
         agents = self.agents(context)
-        episode: Episode[Any, Any, Any] = Episode(env=EnvInfo(id=self.config.env_id))
+        episode: Episode[Any, Any, Any] = Episode(
+            env=EnvInfo(id=self.config.env_id),
+            task=TraceTask(type=type(task).__name__, data=task.data),
+        )
         try:
             await self.run(task, agents)
         except Exception as e:
