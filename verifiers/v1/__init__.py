@@ -53,6 +53,7 @@ from verifiers.v1.errors import (
 from verifiers.v1.graph import MessageNode
 from verifiers.v1.hooks import metric, reward, stop, tool
 from verifiers.v1.judge import Judge, JudgeResponse, JudgeView
+from verifiers.v1.runtimes.base import ProgramResult, Runtime
 from verifiers.v1.judges import (
     Criterion,
     ReferenceJudge,
@@ -218,6 +219,8 @@ __all__ = [  # noqa: RUF022 - grouped by area, as upstream's
     "ServeConfig",
     "StaticPoolConfig",
     "ElasticPoolConfig",
+    "ProgramResult",
+    "Runtime",
     "RuntimeConfig",
     "RuntimeInfo",
     "SubprocessConfig",

@@ -22,14 +22,21 @@ from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
 from verifiers.v1.errors import HarnessError, RolloutError, TaskError
 from verifiers.v1.harnesses import harness_for
 from verifiers.v1.hooks import call_all, hooks_of
+from verifiers.sandbox import SandboxLimits
 from verifiers.v1.runtimes.base import Runtime, check_runtime, open_runtime
 from verifiers.v1.session import RolloutLimits
 from verifiers.v1.state import state_cls
-from verifiers.v1.task import Task
+from verifiers.v1.task import Task, scores_in_runtime
 from verifiers.v1.toolset import BoundTool
 from verifiers.v1.trace import Trace
 from verifiers.v1.trace_parts import AgentInfo, RunInfo, TraceTask
-from verifiers.v1.types import Message, SamplingConfig, SystemMessage, UserMessage
+from verifiers.v1.types import (
+    AssistantMessage,
+    Message,
+    SamplingConfig,
+    SystemMessage,
+    UserMessage,
+)
 
 
 @dataclass
@@ -65,6 +72,17 @@ class Segment:
     """The rollout is over (an error, a stop hook, a turn limit): no further turn runs."""
     messages: list[Message]
 
+    @property
+    def last_reply(self) -> str:
+        """This turn's final assistant text (after the user's last message), as upstream's
+        ``Segment.last_reply``; empty when the turn produced none."""
+        for message in reversed(self.messages):
+            if isinstance(message, UserMessage):
+                break
+            if isinstance(message, AssistantMessage):
+                return (message.content or "").strip()
+        return ""
+
 
 class Interaction:
     def __init__(
@@ -79,10 +97,13 @@ class Interaction:
         self.runtime = runtime
         self.messages: list[Message] = prompt_messages(task)
 
-    async def turn(self, messages: list[Message] | None = None) -> Segment:
-        """Add ``messages`` (a user's turn) and let the harness converse until it is done."""
+    async def turn(self, messages: str | list[Message] | None = None) -> Segment:
+        """Add ``messages`` (a user's turn: a string is one user message, as upstream's
+        ``Interaction.turn`` takes it) and let the harness converse until it is done."""
         if self.trace.is_completed:
             return Segment(terminated=True, messages=self.messages)
+        if isinstance(messages, str):
+            messages = [UserMessage(content=messages)]
         self.messages = [*self.messages, *(messages or [])]
         try:
             self.messages = await self.agent.converse(
@@ -191,10 +212,14 @@ class Agent:
                 tools = self.tools_for(task)
                 trace.timing.setup.start = time.time()
                 limits = self.harness.sandbox_limits()
+                if limits is None and scores_in_runtime(task):
+                    limits = SandboxLimits()  # upstream gives every rollout its runtime
                 if limits is not None:
                     runtime = await open_runtime(self.config.runtime, limits)
                     if trace.agent is not None:
                         trace.agent.runtime = runtime.info()
+                    if isolation := getattr(runtime, "mode", None):
+                        trace.info["runtime_isolation"] = isolation  # bwrap or landlock
                 await task.setup(trace, runtime)
                 trace.timing.setup.end = trace.timing.agent.start = time.time()
                 started = True
