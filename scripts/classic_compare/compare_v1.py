@@ -40,7 +40,11 @@ def _side(
     python: str, pythonpath: list[Path], args: list[str], extra_env: dict[str, str] | None = None
 ) -> tuple[list[str], str]:
     """Run the worker; its stdout lines and the last line of its stderr."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "VF_API_VERSION")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "VF_API_VERSION")
+    }
     env.update(PYTHONPATH=os.pathsep.join(map(str, pythonpath)), OPENAI_API_KEY="compare")
     env.update(extra_env or {})
     done = subprocess.run(
@@ -94,7 +98,10 @@ def key(row: dict) -> tuple:
         row["task"],
         round(row["reward"], 9),
         json.dumps(row["rewards"], sort_keys=True),
-        json.dumps({k: v if not isinstance(v, float) else round(v, 9) for k, v in row["metrics"].items()}, sort_keys=True),
+        json.dumps(
+            {k: v if not isinstance(v, float) else round(v, 9) for k, v in row["metrics"].items()},
+            sort_keys=True,
+        ),
         row["turns"],
         row["stop"],
         tuple(sorted(e.split(":")[0] for e in row["errors"])),
@@ -163,11 +170,20 @@ def compare_one(name: str, options: dict, args, url: str) -> tuple[list[str], st
             wire = f"FAILED {parsed['parsed']}/{parsed['lines']}: {parsed['first_failure']}"
     if isinstance(ours, str) or isinstance(real, str):
         note = f"ours: {ours if isinstance(ours, str) else 'ok'} | real: {real if isinstance(real, str) else 'ok'}"
-        return [name, "-", "-", "-", wire, f"{note}. {known}"], "explained" if known else "unexplained"
+        return [
+            name,
+            "-",
+            "-",
+            "-",
+            wire,
+            f"{note}. {known}",
+        ], "explained" if known else "unexplained"
     volatile = options.get("volatile", [])
     ours, real = steady(ours, volatile), steady(real, volatile)
     diff = differences(ours, real)
-    same_rewards = sorted((r["task"], round(r["reward"], 9), json.dumps(r["rewards"], sort_keys=True)) for r in ours) == sorted(
+    same_rewards = sorted(
+        (r["task"], round(r["reward"], 9), json.dumps(r["rewards"], sort_keys=True)) for r in ours
+    ) == sorted(
         (r["task"], round(r["reward"], 9), json.dumps(r["rewards"], sort_keys=True)) for r in real
     )
     wire_ok = wire.endswith(" parse")
@@ -179,13 +195,19 @@ def compare_one(name: str, options: dict, args, url: str) -> tuple[list[str], st
         "same" if not diff else "DIFFER",
         wire,
         ("" if identical else "; ".join(diff) + (f" [{known}]" if known else " [unexplained]"))
-        + (f"{' ' if diff else ''}({', '.join(volatile)}: wall-clock, compared by name)" if volatile else ""),
+        + (
+            f"{' ' if diff else ''}({', '.join(volatile)}: wall-clock, compared by name)"
+            if volatile
+            else ""
+        ),
     ]
     return row, "identical" if identical else "explained" if known else "unexplained"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--anchor", required=True, type=Path, help="holds environments/ at v0.3.0")
     parser.add_argument("--upstream-python", required=True, help="python with verifiers==0.3.1")
     parser.add_argument("--only", nargs="*")
@@ -218,7 +240,9 @@ def main() -> int:
         f"differences, {outcomes.count('unexplained')} unexplained, {outcomes.count('skipped')} skipped"
     )
     if args.markdown:
-        cells = [list(COLUMNS), ["---"] * len(COLUMNS)] + [[c.replace("|", "\\|") for c in r] for r in rows]
+        cells = [list(COLUMNS), ["---"] * len(COLUMNS)] + [
+            [c.replace("|", "\\|") for c in r] for r in rows
+        ]
         args.markdown.write_text("".join("| " + " | ".join(r) + " |\n" for r in cells))
     return 1 if "unexplained" in outcomes else 0
 

@@ -74,7 +74,10 @@ def run(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 {
                     "task": f"{trace.task.type}:{_idx(trace.task.data)}",
                     "reward": trace.reward,
-                    "rewards": {k: None if v is None else [v.score, v.weight] for k, v in trace.rewards.items()},
+                    "rewards": {
+                        k: None if v is None else [v.score, v.weight]
+                        for k, v in trace.rewards.items()
+                    },
                     "metrics": dict(trace.metrics),
                     "turns": trace.num_turns,
                     "stop": trace.stop_condition,
@@ -95,7 +98,11 @@ def parse(path: Path) -> dict[str, Any]:
             WireEpisode.model_validate_json(line)
         except Exception as e:  # a validation error: report it, not raise
             failures.append(f"line {number}: {' '.join(str(e).split())[:300]}")
-    return {"lines": len(lines), "parsed": len(lines) - len(failures), "first_failure": failures[:1]}
+    return {
+        "lines": len(lines),
+        "parsed": len(lines) - len(failures),
+        "first_failure": failures[:1],
+    }
 
 
 def main() -> None:

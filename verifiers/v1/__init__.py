@@ -53,7 +53,6 @@ from verifiers.v1.errors import (
 from verifiers.v1.graph import MessageNode
 from verifiers.v1.hooks import metric, reward, stop, tool
 from verifiers.v1.judge import Judge, JudgeResponse, JudgeView
-from verifiers.v1.runtimes.base import ProgramResult, Runtime
 from verifiers.v1.judges import (
     Criterion,
     ReferenceJudge,
@@ -61,6 +60,7 @@ from verifiers.v1.judges import (
     RubricJudge,
     RubricJudgeConfig,
 )
+from verifiers.v1.runtimes.base import ProgramResult, Runtime
 from verifiers.v1.scoring import (
     compare_stdout_results,
     extract_boxed_answer,

@@ -16,13 +16,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from verifiers.sandbox import SandboxLimits
 from verifiers.v1.chat import open_client
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
 from verifiers.v1.errors import HarnessError, RolloutError, TaskError
 from verifiers.v1.harnesses import harness_for
 from verifiers.v1.hooks import call_all, hooks_of
-from verifiers.sandbox import SandboxLimits
 from verifiers.v1.runtimes.base import Runtime, check_runtime, open_runtime
 from verifiers.v1.session import RolloutLimits
 from verifiers.v1.state import state_cls
