@@ -91,7 +91,7 @@ async def test_the_model_runs_commands_and_edits_a_file_that_a_reward_reads_back
     assert "You are a coding agent" in first["messages"][0]["content"]
     assert trace.agent is not None and trace.agent.runtime is not None
     assert trace.agent.runtime.type == "subprocess"
-    assert trace.agent.runtime.model_extra["isolation"] in ("bwrap", "landlock")
+    assert trace.info["runtime_isolation"] in ("bwrap", "landlock")
     assert wait_until_no_sandboxes() == []  # torn down when the rollout ended
 
 

@@ -60,6 +60,7 @@ from verifiers.v1.judges import (
     RubricJudge,
     RubricJudgeConfig,
 )
+from verifiers.v1.runtimes.base import ProgramResult, Runtime
 from verifiers.v1.scoring import (
     compare_stdout_results,
     extract_boxed_answer,
@@ -218,6 +219,8 @@ __all__ = [  # noqa: RUF022 - grouped by area, as upstream's
     "ServeConfig",
     "StaticPoolConfig",
     "ElasticPoolConfig",
+    "ProgramResult",
+    "Runtime",
     "RuntimeConfig",
     "RuntimeInfo",
     "SubprocessConfig",

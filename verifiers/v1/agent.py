@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from verifiers.sandbox import SandboxLimits
 from verifiers.v1.chat import model_client
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
@@ -27,7 +28,7 @@ from verifiers.v1.hooks import call_all, hooks_of
 from verifiers.v1.runtimes.base import Runtime, check_runtime, open_runtime
 from verifiers.v1.session import RolloutLimits
 from verifiers.v1.state import state_cls
-from verifiers.v1.task import Task
+from verifiers.v1.task import Task, scores_in_runtime
 from verifiers.v1.toolset import BoundTool
 from verifiers.v1.trace import Trace
 from verifiers.v1.trace_parts import AgentInfo, RunInfo, TraceTask
@@ -279,10 +280,14 @@ class Agent:
                 tools = await self.open_tools(task, servers)
                 trace.timing.setup.start = time.time()
                 limits = self.harness.sandbox_limits()
+                if limits is None and scores_in_runtime(task):
+                    limits = SandboxLimits()  # upstream gives every rollout its runtime
                 if limits is not None:
                     runtime = await open_runtime(self.config.runtime, limits)
                     if trace.agent is not None:
                         trace.agent.runtime = runtime.info()
+                    if isolation := getattr(runtime, "mode", None):
+                        trace.info["runtime_isolation"] = isolation  # bwrap or landlock
                 await task.setup(trace, runtime)
                 trace.timing.setup.end = trace.timing.agent.start = time.time()
                 started = True

@@ -19,7 +19,7 @@ from verifiers.v1.configs.env import EnvConfig, SingleAgentEnvConfig, agent_conf
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.task import Task
 from verifiers.v1.taskset import Taskset
-from verifiers.v1.trace_parts import Error
+from verifiers.v1.trace_parts import Error, TraceTask
 
 EnvConfigT = TypeVar("EnvConfigT", bound=EnvConfig, default=EnvConfig)
 
@@ -46,16 +46,31 @@ class Env(Generic[EnvConfigT]):
             }
         )
 
+    async def setup(self, agents: Agents) -> None:
+        """Before ``run`` sees this episode's agents (e.g. which seats train); once per episode."""
+
     async def run(self, task: Task, agents: Agents) -> None:
         """Play one episode of ``task`` with ``agents``."""
         raise NotImplementedError(f"{type(self).__name__} defines no `run`")
 
+    async def finalize(self, task: Task, episode: Episode[Any, Any, Any]) -> None:
+        """Judge the finished episode across its traces (``record_reward``/``record_metric``
+        on each); a raise fails the episode."""
+
     async def run_episode(self, task: Task, context: ModelContext) -> Episode[Any, Any, Any]:
-        """One episode: every agent's trace, and the env's own error if ``run`` raised."""
+        """One episode: ``setup``, ``run``, then ``finalize`` over every agent's trace; a hook
+        that raises is the episode's own error (the traces finished so far stay on it), and
+        ``finalize`` runs only after a clean ``run``, as upstream's ``run_episode``."""
         agents = self.agents(context)
-        episode: Episode[Any, Any, Any] = Episode(env=EnvInfo(id=self.config.env_id))
+        episode: Episode[Any, Any, Any] = Episode(
+            env=EnvInfo(id=self.config.env_id),
+            task=TraceTask(type=type(task).__name__, data=task.data),
+        )
         try:
+            await self.setup(agents)
             await self.run(task, agents)
+            episode.traces = agents.traces
+            await self.finalize(task, episode)
         except Exception as e:
             episode.errors.append(Error(type=type(e).__name__, message=str(e)))
         episode.traces = agents.traces

@@ -12,7 +12,7 @@ from verifiers.v1.configs.agent import WireAgentConfig
 from verifiers.v1.state import State, StateT
 from verifiers.v1.task_data import DataT, WireTaskData
 from verifiers.v1.trace import Trace
-from verifiers.v1.trace_parts import AgentConfigT, Error
+from verifiers.v1.trace_parts import AgentConfigT, Error, TraceTask
 from verifiers.v1.types import Usage
 
 
@@ -24,6 +24,9 @@ class EnvInfo(BaseModel):
 class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     env: EnvInfo = Field(default_factory=EnvInfo)
+    task: TraceTask[DataT] | None = None
+    """The task the episode played. The v0.3.0 tag has no such field; verifiers 0.3.1's
+    ``WireEpisode`` requires it, so the episodes this SDK writes carry it for both to read."""
     ok: bool = False
     errors: list[Error] = Field(default_factory=list)
     """The episode's own errors (each trace keeps its own)."""
@@ -64,7 +67,7 @@ class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     @classmethod
     def of(cls, trace: Trace, env: str = "") -> Episode[Any, Any, Any]:
         """A single-agent episode: one trace."""
-        return cls(env=EnvInfo(id=env), traces=[trace], ok=trace.ok)
+        return cls(env=EnvInfo(id=env), task=trace.task, traces=[trace], ok=trace.ok)
 
 
 WireEpisode = Episode[WireTaskData, State, WireAgentConfig]

@@ -69,6 +69,12 @@ def _takes_runtime(fn: Callable[..., Any]) -> bool:
     return param is not None and param.default is inspect.Parameter.empty
 
 
+def scores_in_runtime(task: Any) -> bool:
+    """Whether one of the task's metrics or rewards takes the rollout's ``runtime`` (runs a
+    program there), so the rollout needs a box even when its harness runs in process."""
+    return any(_needs_runtime(fn) for kind in ("metric", "reward") for fn in hooks_of(task, kind))
+
+
 class Task(Generic[DataT, StateT, ConfigT]):
     NEEDS_CONTAINER: ClassVar[bool] = False
     """Whether the task needs an isolated filesystem (a container runtime)."""

@@ -83,5 +83,4 @@ class SubprocessRuntime(Runtime):
         return RuntimeInfo(
             type="subprocess",
             id=box.host_dir.name if box and box.host_dir else None,
-            isolation=self.mode,
-        )
+        )  # upstream's SubprocessRuntimeInfo takes no other field: the isolation goes in info
