@@ -140,7 +140,7 @@ async def test_without_the_mcp_sdk_a_served_toolset_runs_in_process_and_says_so(
     assert trace.ok and trace.state.tally == 5
     assert {pid_of(content_text(m.content)) for m in trace.tool_messages} == {os.getpid()}
     assert "TallyToolset runs in-process" in caplog.text
-    assert "(pip install mcp" in caplog.text and "verifiers[" not in caplog.text
+    assert "(pip install 'mcp" in caplog.text and "verifiers[" not in caplog.text
 
 
 @pytest.fixture
