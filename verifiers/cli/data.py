@@ -52,7 +52,7 @@ def read_run(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if path.is_dir() and (path / "results.jsonl").exists():
         return read_results_run(path)
     if path.suffix == ".jsonl" or (path / "traces.jsonl").exists():
-        from verifiers.v1.legacy import read_traces_run
+        from verifiers.v1.trace_rows import read_traces_run
 
         return read_traces_run(path)
     return read_results_run(path)

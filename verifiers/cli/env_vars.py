@@ -26,6 +26,7 @@ LIBRARY_VARIABLES: dict[str, str] = {
     "VF_TRUSTED_DIRS": "verifiers.processes.own_dir",
     "VF_API_VERSION": "verifiers.classic.releases",
     "VF_EXAMPLE_DATA": "verifiers.data.examples",
+    "VF_CONFIG": "verifiers.v1.mcp.server (a served toolset's config, as upstream names it)",
     "VF_SANDBOX_PYTHON": "verifiers.sandbox.view",
     "VF_SANDBOX_UID_DIR": "verifiers.sandbox.uids",
     "VLLM_API_KEY": "verifiers.weights.vllm_routes",

@@ -25,7 +25,8 @@ from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
 from verifiers.v1.errors import RolloutError, TaskError
 from verifiers.v1.harnesses import harness_for
 from verifiers.v1.hooks import call_all, hooks_of
-from verifiers.v1.runtimes.base import Runtime, check_runtime, open_runtime
+from verifiers.v1.runtimes.base import Runtime, check_runtime
+from verifiers.v1.runtimes.start import open_runtime
 from verifiers.v1.session import RolloutLimits
 from verifiers.v1.state import state_cls
 from verifiers.v1.task import Task, scores_in_runtime

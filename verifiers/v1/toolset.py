@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextvars
 import copy
 import inspect
-import json
 import re
 import weakref
 from collections.abc import Callable
@@ -27,28 +26,20 @@ from pydantic import ConfigDict, TypeAdapter, create_model
 from typing_extensions import TypeVar
 
 from verifiers.tools.schema import signature_fields
-from verifiers.v1.configs.base import BaseConfig
-from verifiers.v1.configs.runtime import RuntimeConfig, SubprocessConfig
 from verifiers.v1.hooks import hooks_of
 from verifiers.v1.state import State, StateT, state_cls
-from verifiers.v1.types import (
-    ImageUrlContentPart,
-    ImageUrlSource,
-    MessageContent,
-    TextContentPart,
-    Tool,
-)
+from verifiers.v1.tool_parts import ToolsetConfig, tool_result_content, tool_result_text
+from verifiers.v1.types import Tool
 
-
-class ToolsetConfig(BaseConfig):
-    colocated: bool = False
-    """Run the tools beside the harness (in-process here) instead of as an MCP server."""
-    runtime: RuntimeConfig = SubprocessConfig()
-    """Where the toolset's own MCP server runs when not colocated (``subprocess``: a local
-    child process of the eval)."""
-    url: str | None = None
-    """A running MCP server (streamable HTTP, e.g. ``http://host:port/mcp``) whose tools the
-    rollout is offered instead; nothing is launched."""
+__all__ = [
+    "BoundTool",
+    "PythonTool",
+    "Toolset",
+    "ToolsetConfig",
+    "ToolsetConfigT",
+    "tool_result_content",
+    "tool_result_text",
+]
 
 
 ToolsetConfigT = TypeVar("ToolsetConfigT", bound=ToolsetConfig, default=ToolsetConfig)
@@ -162,31 +153,3 @@ class Toolset(Generic[ToolsetConfigT, StateT]):
         from verifiers.v1.mcp.server import serve_from_environment
 
         serve_from_environment(cls)
-
-
-def tool_result_content(result: Any) -> MessageContent:
-    """A tool's return value as its tool message's content: text, or content parts when it
-    returned MCP content blocks with an image (a ``data:`` URL part, as upstream keeps it)."""
-    blocks = result if isinstance(result, list) else None
-    if blocks and all(getattr(b, "type", None) in ("text", "image") for b in blocks):
-        parts: list[TextContentPart | ImageUrlContentPart] = []
-        for block in blocks:
-            if block.type == "text":
-                parts.append(TextContentPart(text=block.text))
-            else:
-                url = f"data:{block.mimeType};base64,{block.data}"
-                parts.append(ImageUrlContentPart(image_url=ImageUrlSource(url=url)))
-        if all(isinstance(p, TextContentPart) for p in parts):
-            return "\n".join(p.text for p in parts if isinstance(p, TextContentPart))
-        return parts
-    return tool_result_text(result)
-
-
-def tool_result_text(result: Any) -> str:
-    """A tool's return value as the text of its tool message."""
-    if isinstance(result, str):
-        return result
-    try:
-        return json.dumps(result, default=str)
-    except (TypeError, ValueError):
-        return str(result)

@@ -26,6 +26,7 @@ import msgpack
 from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.clients.config import ClientConfig
+from verifiers.errors import VFError
 
 PROTOCOL_VERSION = 1
 HEALTH_PING = b"ping"
@@ -149,7 +150,7 @@ LIST_BYTES, MAP_BYTES, SLOT_BYTES, ENTRY_BYTES = 56, 64, 8, 40
 """What CPython takes for an empty list and dict, and per list slot and dict entry (about)."""
 
 
-class DecodeCostError(ValueError):
+class DecodeCostError(VFError, ValueError):
     """A frame that would decode into more memory than its size allows."""
 
 

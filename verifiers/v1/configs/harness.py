@@ -42,3 +42,17 @@ class NullHarnessConfig(HarnessConfig):
     calls the taskset's Python tools until a reply asks for none."""
 
     id: ID = "null"
+
+
+class BashHarnessConfig(HarnessConfig):
+    id: ID = "bash"
+    edit: bool = True
+    """Offer the ``edit`` tool beside ``bash`` (``--env.agent.harness.edit false``: bash only)."""
+    search: bool = False
+    """Upstream's web search tool (serper.dev); refused here: the sandbox has no network."""
+    max_output_chars: int = Field(30_000, ge=100)
+    """What the model sees of one command's output, at most (the head and the tail kept)."""
+    memory_mb: int = Field(1024, ge=64)
+    """The sandbox's memory limit."""
+    disk_mb: int = Field(512, ge=1)
+    """The sandbox's work dir and /tmp, together."""

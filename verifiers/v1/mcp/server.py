@@ -19,12 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 from verifiers.v1.generics import concrete_type
 from verifiers.v1.state import State, state_cls
-from verifiers.v1.toolset import Toolset, ToolsetConfig, tool_result_text
+from verifiers.v1.tool_parts import ToolsetConfig, tool_result_text
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from mcp.server.lowlevel import Server
+
+Toolset = Any
+"""A ``verifiers.v1.toolset.Toolset`` (its class or an instance): not imported, since
+``Toolset.run`` starts this server (``verifiers.v1.tool_parts`` holds what both need)."""
 
 STATE_KEY = "vf_state"
 """The ``_meta`` field that carries a rollout's state to a served tool and back."""
@@ -41,13 +45,13 @@ def mcp_missing(what: str) -> ImportError:
     return ImportError(f"{what} needs the MCP SDK: {install_hint('mcp', 'mcp<2')}")
 
 
-def bare_name(toolset: Toolset[Any, Any], offered: str) -> str:
+def bare_name(toolset: Toolset, offered: str) -> str:
     """A tool's name on the server: the name the model is offered, less the toolset's prefix."""
     prefix = toolset.prefix
     return offered.removeprefix(f"{prefix}_") if prefix else offered
 
 
-def build_server(toolset: Toolset[Any, Any]) -> Server[Any, Any]:
+def build_server(toolset: Toolset) -> Server[Any, Any]:
     """The MCP server of ``toolset``'s tools (arguments checked by the tool's own schema model,
     so a bad call reads the same as in-process)."""
     try:
@@ -90,7 +94,7 @@ def build_server(toolset: Toolset[Any, Any]) -> Server[Any, Any]:
     return server
 
 
-async def serve(toolset: Toolset[Any, Any], sock: socket.socket) -> None:
+async def serve(toolset: Toolset, sock: socket.socket) -> None:
     """Serve ``toolset`` on the bound ``sock`` until cancelled."""
     try:
         import uvicorn
@@ -118,7 +122,7 @@ async def serve(toolset: Toolset[Any, Any], sock: socket.socket) -> None:
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
-def serve_from_environment(cls: type[Toolset[Any, Any]]) -> None:
+def serve_from_environment(cls: type[Toolset]) -> None:
     """``Toolset.run``: the config from ``VF_CONFIG`` (JSON), the address from ``MCP_HOST`` /
     ``MCP_PORT`` (loopback, any free port), the bound port written to ``MCP_PORT_FILE``."""
     config_type = concrete_type(cls, ToolsetConfig) or ToolsetConfig

@@ -3,7 +3,8 @@
 confined sandbox of ``verifiers.sandbox`` (bwrap or Landlock, as the machine allows). Upstream's
 container and remote kinds (``docker``, ``prime``, ``modal``) are refused by name."""
 
-from verifiers.v1.runtimes.base import ProgramResult, Runtime, open_runtime
+from verifiers.v1.runtimes.base import ProgramResult, Runtime
+from verifiers.v1.runtimes.start import open_runtime
 from verifiers.v1.runtimes.subprocess import SubprocessRuntime
 
 __all__ = ["ProgramResult", "Runtime", "SubprocessRuntime", "open_runtime"]

@@ -7,10 +7,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from verifiers.v1.errors import HarnessError, SandboxError
+from verifiers.v1.errors import HarnessError
 
 if TYPE_CHECKING:
-    from verifiers.sandbox import SandboxLimits
     from verifiers.v1.configs.runtime import RuntimeConfig, RuntimeInfo
 
 MISSING_RUNTIMES = {
@@ -71,19 +70,3 @@ def check_runtime(config: RuntimeConfig) -> None:
             "bash harnesses run in runtime 'subprocess' (a confined local sandbox): set "
             "--env.agent.runtime.type subprocess"
         )
-
-
-async def open_runtime(config: RuntimeConfig, limits: SandboxLimits) -> Runtime:
-    """The started box ``config`` names (a ``SandboxError`` when it cannot start)."""
-    from verifiers.v1.runtimes.subprocess import SubprocessRuntime
-
-    check_runtime(config)
-    runtime = SubprocessRuntime(config, limits)  # type: ignore[arg-type]  # check_runtime narrowed it
-    try:
-        await runtime.start()
-    except BaseException:
-        await runtime.stop()
-        raise
-    if runtime.sandbox is None:  # pragma: no cover - start() either sets it or raises
-        raise SandboxError("the sandbox did not start")
-    return runtime

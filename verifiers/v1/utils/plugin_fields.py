@@ -9,7 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from verifiers.v1.configs.harness import HarnessConfig, NullHarnessConfig, WireHarnessConfig
+from verifiers.v1.configs.harness import (
+    BashHarnessConfig,
+    HarnessConfig,
+    NullHarnessConfig,
+    WireHarnessConfig,
+)
 from verifiers.v1.utils.plugins import PluginNotInstalled as PluginNotInstalled
 
 
@@ -17,8 +22,6 @@ def harness_config_type(harness_id: str) -> type[HarnessConfig]:
     """The ``null`` or ``bash`` harness's config; any other harness is not in this SDK, so its
     block is kept loose (and refused, by name, when an agent would run it)."""
     if harness_id == "bash":
-        from verifiers.v1.harnesses.bash.harness import BashHarnessConfig
-
         return BashHarnessConfig
     return NullHarnessConfig if harness_id == "null" else WireHarnessConfig
 

@@ -18,14 +18,12 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from verifiers.sandbox import SandboxLimits
-from verifiers.v1.configs.harness import HarnessConfig
+from verifiers.v1.configs.harness import BashHarnessConfig, HarnessConfig
 from verifiers.v1.errors import HarnessError, SandboxError
 from verifiers.v1.harnesses.null.harness import NullHarness
 from verifiers.v1.runtimes.subprocess import SubprocessRuntime
-from verifiers.v1.types import ID, Message, SystemMessage, Tool, ToolMessage
+from verifiers.v1.types import Message, SystemMessage, Tool, ToolMessage
 
 if TYPE_CHECKING:
     from verifiers.v1.runtimes import Runtime
@@ -64,20 +62,6 @@ EDIT_TOOL = Tool(
         "required": ["path", "old_str", "new_str"],
     },
 )
-
-
-class BashHarnessConfig(HarnessConfig):
-    id: ID = "bash"
-    edit: bool = True
-    """Offer the ``edit`` tool beside ``bash`` (``--env.agent.harness.edit false``: bash only)."""
-    search: bool = False
-    """Upstream's web search tool (serper.dev); refused here: the sandbox has no network."""
-    max_output_chars: int = Field(30_000, ge=100)
-    """What the model sees of one command's output, at most (the head and the tail kept)."""
-    memory_mb: int = Field(1024, ge=64)
-    """The sandbox's memory limit."""
-    disk_mb: int = Field(512, ge=1)
-    """The sandbox's work dir and /tmp, together."""
 
 
 def clip(text: str, limit: int) -> str:
