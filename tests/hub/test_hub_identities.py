@@ -94,7 +94,7 @@ def attach(hub, token, owner, name, version: str, run_id: str, rows: int) -> tup
     base = f"{hub['url']}/api/v1/environments/{owner}/{name}/versions/{version}"
     info = httpx.get(base, headers=auth(token)).json()
     evaluated = httpx.post(
-        f"{base}/evals", files=eval_files(info, run_id, [1.0, 0.0]), headers=auth(token)
+        f"{base}/evals", files=eval_files(info, run_id, [1.0, 0.0]), headers=auth(token), timeout=60
     )
     assert evaluated.status_code == 201, evaluated.text
     card = {
@@ -115,7 +115,7 @@ def attach(hub, token, owner, name, version: str, run_id: str, rows: int) -> tup
         "card": ("vf_data.json", json.dumps(card).encode()),
         "data": ("data.parquet", parquet(rows)),
     }
-    stored = httpx.post(f"{base}/datasets", files=files, headers=auth(token))
+    stored = httpx.post(f"{base}/datasets", files=files, headers=auth(token), timeout=60)
     assert stored.status_code == 201, stored.text
     return evaluated.json(), stored.json()
 
