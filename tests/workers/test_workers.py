@@ -383,12 +383,11 @@ def _peak_rss(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-async def test_a_frame_built_to_expand_as_it_decodes_is_refused_at_a_small_multiple(
-    server, flags, tmp_path
-):
-    """4 MiB of empty msgpack maps decoded into ~145x their size (~600 MB) while the server
-    validated them on its event loop; now decoding stops at 16x the frame and the request is
-    refused, and the server then serves a real caller."""
+async def _send_hostile_frame(
+    server, tmp_path, request_id: bytes, frame: bytes, wait_ms: int
+) -> tuple[int, dict]:
+    """``frame`` sent to a fresh authenticated env server: how much its peak memory grew and
+    its answer; then a real caller must still be served."""
     import zmq
     import zmq.asyncio
 
@@ -407,16 +406,11 @@ async def test_a_frame_built_to_expand_as_it_decodes_is_refused_at_a_small_multi
         before = _peak_rss(env_server.pid)
         secure_client(dealer, SHARED_SECRET)
         dealer.connect(f"tcp://127.0.0.1:{port}")
-        count = 4 * 2**20
-        frame = b"\xdd" + count.to_bytes(4, "big") + b"\x80" * count  # an array of empty maps
-        await dealer.send_multipart([b"bomb", frame])
-        assert await dealer.poll(60_000)
-        request_id, reply = await dealer.recv_multipart()
+        await dealer.send_multipart([request_id, frame])
+        assert await dealer.poll(wait_ms)
+        answered_id, reply = await dealer.recv_multipart()
         grown = _peak_rss(env_server.pid) - before
-        assert grown < 24 * len(frame), f"grew {grown >> 20} MiB for a {len(frame) >> 20} MiB frame"
-        answer = unpack(reply)
-        assert request_id == b"bomb" and not answer["success"]
-        assert "decodes into more than" in answer["error"], answer
+        assert answered_id == request_id
         env = vf.load_environment("vf-worker-probe")
         caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
         try:
@@ -424,11 +418,26 @@ async def test_a_frame_built_to_expand_as_it_decodes_is_refused_at_a_small_multi
         finally:
             await caller.close()
         assert out.reward == [2.0] * 4
+        return grown, unpack(reply)
     finally:
         dealer.close(linger=0)
         context.term()
         env_server.terminate()
         env_server.wait(30)
+
+
+async def test_a_frame_built_to_expand_as_it_decodes_is_refused_at_a_small_multiple(
+    server, flags, tmp_path
+):
+    """4 MiB of empty msgpack maps decoded into ~145x their size (~600 MB) while the server
+    validated them on its event loop; now decoding stops at 16x the frame and the request is
+    refused, and the server then serves a real caller."""
+    count = 4 * 2**20
+    frame = b"\xdd" + count.to_bytes(4, "big") + b"\x80" * count  # an array of empty maps
+    grown, answer = await _send_hostile_frame(server, tmp_path, b"bomb", frame, 60_000)
+    assert grown < 24 * len(frame), f"grew {grown >> 20} MiB for a {len(frame) >> 20} MiB frame"
+    assert not answer["success"]
+    assert "decodes into more than" in answer["error"], answer
 
 
 async def test_a_frame_of_msgpack_extension_types_is_refused_before_it_is_built(
@@ -437,46 +446,12 @@ async def test_a_frame_of_msgpack_extension_types_is_refused_before_it_is_built(
     """An outside attack sent 63 MiB of one-byte msgpack extension values (uncharged, each a
     Python-made ExtType): the server grew to 2 GB and answered no health ping for 37 s. No
     request carries an extension type, so the first one refuses the frame; a real caller runs."""
-    import zmq
-    import zmq.asyncio
-
-    from verifiers.processes.server import free_port
-    from verifiers.workers.auth import secure_client
-    from verifiers.workers.protocol import unpack
-    from verifiers.workers.remote import RemoteWorkers
-
-    port = free_port()
-    env_server = _start_server(tmp_path, SHARED_SECRET, port)
-    context = zmq.asyncio.Context()
-    dealer = context.socket(zmq.DEALER)
-    try:
-        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
-        await caller.close()  # the server is up and answering
-        before = _peak_rss(env_server.pid)
-        secure_client(dealer, SHARED_SECRET)
-        dealer.connect(f"tcp://127.0.0.1:{port}")
-        count = 2**20
-        frame = b"\xdd" + count.to_bytes(4, "big") + b"\xd4\x05\x00" * count  # fixext 1s
-        await dealer.send_multipart([b"ext", frame])
-        assert await dealer.poll(10_000)
-        request_id, reply = await dealer.recv_multipart()
-        grown = _peak_rss(env_server.pid) - before
-        assert grown < 4 * len(frame), f"grew {grown >> 20} MiB for a {len(frame) >> 20} MiB frame"
-        answer = unpack(reply)
-        assert request_id == b"ext" and not answer["success"]
-        assert "extension type (5)" in answer["error"], answer
-        env = vf.load_environment("vf-worker-probe")
-        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
-        try:
-            out = await env.evaluate(server.base_url, "m", env_workers=caller)
-        finally:
-            await caller.close()
-        assert out.reward == [2.0] * 4
-    finally:
-        dealer.close(linger=0)
-        context.term()
-        env_server.terminate()
-        env_server.wait(30)
+    count = 2**20
+    frame = b"\xdd" + count.to_bytes(4, "big") + b"\xd4\x05\x00" * count  # fixext 1s
+    grown, answer = await _send_hostile_frame(server, tmp_path, b"ext", frame, 10_000)
+    assert grown < 4 * len(frame), f"grew {grown >> 20} MiB for a {len(frame) >> 20} MiB frame"
+    assert not answer["success"]
+    assert "extension type (5)" in answer["error"], answer
 
 
 async def test_guessing_the_secret_is_throttled_and_a_caller_with_it_still_connects(
