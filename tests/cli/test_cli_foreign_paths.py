@@ -279,6 +279,18 @@ def test_a_second_name_of_a_users_file_in_a_shared_dir_is_not_written_through(sh
     assert shared.victim_file.read_text() == "the user's own file\n"
 
 
+@pytest.mark.parametrize("command", FILE_COMMANDS)
+def test_every_file_command_refuses_a_second_name_of_a_users_file(shared, command, capsys):
+    """The hard-link route for every command that writes a file the user names, not only the
+    vf-report route the attack found: the planted name is refused and the user's file kept."""
+    planted = shared.root / "planted-second-name"
+    os.link(shared.victim_file, planted)
+    main, argv = FILE_COMMANDS[command](shared, planted)
+    assert main(argv) == 2
+    assert "more than one name" in capsys.readouterr().err.replace("\n", "")
+    assert shared.victim_file.read_text() == "the user's own file\n"
+
+
 def test_a_directory_the_user_trusts_may_be_another_users_but_a_link_there_is_still_refused(
     shared, monkeypatch, capsys
 ):

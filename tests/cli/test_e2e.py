@@ -48,18 +48,15 @@ def adder(request):
     return f"<answer>{int(match.group(1)) + int(match.group(2))}</answer>"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("layout", ["single", "multi"])
-def test_init_install_eval_in_a_fresh_virtualenv(fresh_venv, server, tmp_path, layout):
-    server.set_handler(adder)
-    bin_dir = fresh_venv / "bin"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VIRTUAL_ENV": str(fresh_venv)}
-    name = f"adder-{layout}"
+def in_venv(venv: Path, cwd: Path):
+    """Run a console script of ``venv`` as a user with it first on PATH; it must succeed."""
+    bin_dir = venv / "bin"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VIRTUAL_ENV": str(venv)}
 
     def run(*cmd):
         result = subprocess.run(
             [str(bin_dir / cmd[0]), *cmd[1:]],
-            cwd=tmp_path,
+            cwd=cwd,
             env=env,
             capture_output=True,
             text=True,
@@ -67,6 +64,16 @@ def test_init_install_eval_in_a_fresh_virtualenv(fresh_venv, server, tmp_path, l
         )
         assert result.returncode == 0, f"{cmd}: {result.stdout}\n{result.stderr}"
         return result
+
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["single", "multi"])
+def test_init_install_eval_in_a_fresh_virtualenv(fresh_venv, server, tmp_path, layout):
+    server.set_handler(adder)
+    run = in_venv(fresh_venv, tmp_path)
+    name = f"adder-{layout}"
 
     run("vf-init", name, "-p", "envs", *(["--multi-file"] if layout == "multi" else []))
     assert (tmp_path / "envs" / name.replace("-", "_") / "pyproject.toml").exists()
@@ -87,20 +94,7 @@ def test_init_v1_install_eval_in_a_fresh_virtualenv(fresh_venv, server, tmp_path
     v1 taskset loads by id) and vf-eval runs as a v1 taskset: scored rows from its reward and
     metric, its traces, its version, and the ``[tool.verifiers.eval]`` table it ships."""
     server.set_handler(add_with_the_tool)
-    bin_dir = fresh_venv / "bin"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VIRTUAL_ENV": str(fresh_venv)}
-
-    def run(*cmd):
-        result = subprocess.run(
-            [str(bin_dir / cmd[0]), *cmd[1:]],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert result.returncode == 0, f"{cmd}: {result.stdout}\n{result.stderr}"
-        return result
+    run = in_venv(fresh_venv, tmp_path)
 
     run("vf-init", "adder-v1", "-p", "envs", "--v1")
     package = tmp_path / "envs" / "adder_v1"

@@ -56,7 +56,7 @@ async def read_body(
     with a 408 when it has not all arrived within ``timeout`` seconds (default: the app's
     ``state.read_timeout``, else none): a stalled body must not hold what it was admitted to."""
     length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > limit:
+    if length.isascii() and length.isdigit() and int(length) > limit:
         raise APIError(413, f"request bodies are limited to {limit} bytes")
     if timeout is None:
         timeout = getattr(request.app.state, "read_timeout", None)

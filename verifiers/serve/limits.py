@@ -154,7 +154,7 @@ class Hold:
         """The body, each chunk charged as it arrives: a 413 past 32 MiB for this request, a
         429 past the client's bytes in flight. ``ClientDisconnect`` if the client hangs up."""
         length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > MAX_BODY:
+        if length.isascii() and length.isdigit() and int(length) > MAX_BODY:
             raise APIError(413, f"request bodies are limited to {MAX_BODY} bytes")
         chunks = []
         timeout = getattr(request.app.state, "read_timeout", None)
