@@ -35,7 +35,9 @@ class BenchTaskConfig(vf.TaskConfig):
 class BenchTask(vf.Task[BenchData, vf.State, BenchTaskConfig]):
     @classmethod
     def toolsets(cls, config: BenchTaskConfig) -> list[AddToolset]:
-        return [AddToolset()] if config.tools else []
+        # colocated: in the rollout's process, as classic ToolEnv calls its function (a
+        # served toolset would add an MCP server process per rollout to the v1 side)
+        return [AddToolset(vf.ToolsetConfig(colocated=True))] if config.tools else []
 
     @vf.reward
     def exact(self, trace: vf.Trace) -> float:
