@@ -17,7 +17,11 @@ advisory lock on PostgreSQL; SQLite's writers are serialized already), so:
 A lease older than the collector's grace period is presumed dead (a push killed after leasing):
 the claim takes it over, and a push that was merely that slow finds its lease gone at its commit
 (``blob_collected``, a 503: nothing is published, push again). A claim older than ``CLAIM_TTL`` is a
-collector that died between its claim and its delete; a writer takes it over.
+collector that died between its claim and its delete; a writer takes it over. A collector that
+only stalled that long (a paused VM, a delete stuck in retries) deletes under the key's lock,
+after reading its claim again (``delete_claimed``): taken over, the claim is gone and nothing is
+deleted, since the writer's row may refer to the blob now; and no writer can take it over while
+the delete runs.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import io
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, BinaryIO
 
@@ -116,6 +121,27 @@ class BlobLeases:
                 (key, holder, stamp),
             )
         return True
+
+    def delete_claimed(self, key: str, holder: str, delete: Callable[[], bool]) -> bool:
+        """``delete()`` (the blob's removal from the store, its answer returned) under the key's
+        lock, only while ``holder``'s claim still stands and no lease or row has come to the
+        blob: the claim is read again here, not trusted from ``claim``, so a collector that
+        stalled past ``CLAIM_TTL`` and had its claim taken over by a writer deletes nothing."""
+        with self.database.transaction() as db:
+            self._lock(db, key)
+            mine = db.execute(
+                "SELECT 1 FROM blob_claims WHERE key=? AND holder=?", (key, holder)
+            ).fetchone()
+            leased = db.execute("SELECT 1 FROM blob_leases WHERE key=?", (key,)).fetchone()
+            if mine is None or leased or is_referenced(db, key):
+                log.warning(
+                    "the claim on blob %s was taken over before its delete (the collector "
+                    "stalled past %gs): the blob is kept",
+                    key,
+                    CLAIM_TTL,
+                )
+                return False
+            return delete()
 
     def unclaim(self, key: str, holder: str) -> None:
         """Drop the claim once the blob is deleted (or kept): writers waiting on it go on."""

@@ -24,6 +24,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 from hub_server.db.blob_references import referenced_blobs
 from hub_server.services import official_evals, staging
@@ -55,7 +56,11 @@ def collect_orphan_blobs(
         try:
             if on_claimed is not None:
                 on_claimed(key)
-            if hub.blobs.discard_if_older(key, cutoff):
+            # under the key's lock, with the claim read again: one that stalled past the
+            # claim's TTL, taken over by a push meanwhile, deletes nothing
+            if hub.leases.delete_claimed(
+                key, holder, partial(hub.blobs.discard_if_older, key, cutoff)
+            ):
                 removed.append(key)
         finally:
             hub.leases.unclaim(key, holder)

@@ -113,6 +113,50 @@ def test_a_push_of_bytes_being_collected_waits_for_the_delete_and_keeps_its_blob
         hub.close()
 
 
+def test_a_collector_stalled_past_its_claims_ttl_deletes_nothing_a_push_took_over(
+    tmp_path, fresh_backend
+):
+    """The collector claims an orphan, then stalls longer than a claim lives (``CLAIM_TTL``,
+    forced by ageing its claim in the database): a push of the same bytes takes the claim over
+    as a dead collector's, stores the blob and commits its row. The collector then resumes:
+    it reads its claim again under the key's lock, finds it gone, and deletes nothing (it used
+    to delete the blob the new row refers to, with every blob judged old)."""
+    from hub_server.db.blob_leases import CLAIM_TTL
+
+    data = tmp_path / "hub"
+    token = fresh_backend.create_user(data, "kim")
+    name, wheel = make_wheel("stall-env")
+    key = hashlib.sha256(wheel).hexdigest()
+    hub = open_hub(fresh_backend, data)
+    try:
+        assert hub.blobs.put(wheel) == key  # what a push killed before its commit left
+        with start_hub(data, backend=fresh_backend.flags) as server:
+            answers: list[httpx.Response] = []
+
+            def stall_past_the_claims_ttl(claimed: str) -> None:
+                with hub.database.transaction() as db:  # as if CLAIM_TTL went by
+                    db.execute(
+                        "UPDATE blob_claims SET claimed_at = claimed_at - ? WHERE key=?",
+                        (CLAIM_TTL + 1, claimed),
+                    )
+                # attack: meanwhile a push of the same bytes lands and commits its row
+                answers.append(
+                    publish_raw({"url": server.url}, token, "kim", "stall-env", (name, wheel))
+                )
+
+            removed = collect_orphan_blobs(hub, on_claimed=stall_past_the_claims_ttl, clock=ahead)
+            assert answers[0].status_code == 201, answers[0].text
+            assert removed == [] and hub.blobs.exists(key) and key in stored(fresh_backend, data)
+            got = httpx.get(f"{server.url}/files/kim/stall-env/{name}")
+            assert got.status_code == 200 and got.content == wheel
+            # legit: a collector that did not stall still removes a true orphan
+            orphan = hub.blobs.put(b"an orphan nobody refers to")
+            assert collect_orphan_blobs(hub, clock=ahead) == [orphan]
+            assert hub.blobs.exists(key)
+    finally:
+        hub.close()
+
+
 def test_a_leased_blob_is_never_collected_and_a_lease_past_the_grace_is(
     tmp_path, fresh_backend, monkeypatch
 ):
