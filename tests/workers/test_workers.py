@@ -63,9 +63,16 @@ def behaviour(completion, answer, info) -> float:
     return 1.0
 
 
-def load_environment(rows=None):
+def crash(completion) -> float:
+    os._exit(3)
+
+
+def load_environment(rows=None, always_exit=False):
+    """``always_exit``: the environment as broken on one machine, killing its worker on every
+    group."""
     rows = rows or [{"question": f"q{i}", "answer": f"q{i}"} for i in range(4)]
-    return vf.SingleTurnEnv(dataset=rows, rubric=vf.Rubric(funcs=[exact, behaviour]))
+    funcs = [exact, behaviour, *([crash] if always_exit else [])]
+    return vf.SingleTurnEnv(dataset=rows, rubric=vf.Rubric(funcs=funcs))
 '''
 
 
@@ -321,9 +328,15 @@ SHARED_SECRET = "s3cret-shared-by-both-sides"
 
 
 def _start_server(
-    tmp_path: Path, secret: str | None, port: int, workers: int = 1
+    tmp_path: Path,
+    secret: str | None,
+    port: int,
+    workers: int = 1,
+    env_args: dict | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
-    """``vf-env-server`` on loopback; without a secret, ``--no-auth``."""
+    """``vf-env-server`` on loopback (``env_args`` for its environment, ``env`` added to its
+    environment variables); without a secret, ``--no-auth``."""
     secret_file = tmp_path / "secret"
     if secret is not None:
         secret_file.write_text(secret)
@@ -333,9 +346,11 @@ def _start_server(
         [
             *(sys.executable, "-m", "verifiers.cli.env_server", "vf-worker-probe"),
             *("--port", str(port), "--workers", str(workers), *lock),
+            *(("--env-args", json.dumps(env_args)) if env_args else ()),
         ],
         stdout=subprocess.PIPE,
         text=True,
+        env={**os.environ, **(env or {})},
     )
     assert "vf-env-server:" in proc.stdout.readline()  # listening
     return proc
@@ -1341,3 +1356,124 @@ async def test_a_hanging_reward_on_a_remote_server_costs_only_its_own_group(
     assert [example for example, _ in failed] == [2], failed
     assert "did not answer within" in failed[0][1] and "alone" in failed[0][1]
     assert sorted(out.reward) == [0.0] + [2.0] * 7
+
+
+BROKEN = {"always_exit": True}  # the environment kills its worker on every group
+GIVES_UP_SOON = {"VF_WORKER_MAX_DEATHS": "4"}  # its pool stops restarting after 4 deaths
+
+
+async def test_a_remote_server_whose_pool_gave_up_is_down_and_costs_no_innocent_rollout(
+    server, flags, tmp_path
+):
+    """Beside a healthy server, one whose environment kills its worker on every group: the
+    groups it condemns before its pool gives up run again on the healthy server, and once its
+    pool gave up it is down (no group is sent to it again). At -c 64 with a crashing example,
+    only that example's 2 rollouts are errors, and the run finishes."""
+    from verifiers.processes.server import free_port
+    from verifiers.workers.remote import RemoteWorkers
+
+    ports = [free_port(), free_port()]
+    broken = _start_server(tmp_path, None, ports[0], 1, BROKEN, GIVES_UP_SOON)
+    healthy = _start_server(tmp_path, None, ports[1], workers=2)
+    data = rows(*({"kind": "exit"} if i == 17 else {} for i in range(40)))
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    try:
+        remote = await RemoteWorkers([f"127.0.0.1:{port}" for port in ports], None).start()
+        try:
+            out = await asyncio.wait_for(
+                env.evaluate(
+                    server.base_url,
+                    "m",
+                    rollouts_per_example=2,
+                    max_concurrent=64,
+                    env_workers=remote,
+                ),
+                240,
+            )
+            described = remote.describe()
+            # the pool that gave up says so to a health probe: a new caller passes it over
+            later = await RemoteWorkers([f"127.0.0.1:{port}" for port in ports], None).start()
+            try:
+                assert later.describe()["down"] == [f"tcp://127.0.0.1:{ports[0]}"]
+            finally:
+                await later.close()
+        finally:
+            await remote.close()
+    finally:
+        for proc in (broken, healthy):
+            proc.terminate()
+            proc.wait(30)
+    failed = [(s["example_id"], s["error"]) for s in out.state if s.get("error") is not None]
+    assert [example for example, _ in failed] == [17, 17], failed
+    assert all("exited with code 3" in e["message"] and "alone" in e["message"] for _, e in failed)
+    assert len(out.state) == 80 and out.reward.count(2.0) == 78
+    assert described["down"] == [f"tcp://127.0.0.1:{ports[0]}"] and described["rechecked"] >= 1
+
+
+async def test_the_only_server_whose_pool_gave_up_is_a_clear_error_until_restarted(
+    server, flags, tmp_path
+):
+    """The only server's pool gave up: later groups are errors naming the server and why (its
+    workers kept dying), a new caller's start refuses with that reason, and restarted sound at
+    its address the server takes groups again."""
+    from verifiers.errors import EnvWorkerError
+    from verifiers.processes.server import free_port
+    from verifiers.workers.remote import RemoteWorkers
+
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env_server = _start_server(tmp_path, None, port, 1, BROKEN, GIVES_UP_SOON)
+    env = vf.load_environment("vf-worker-probe")
+    remote = await RemoteWorkers([f"127.0.0.1:{port}"], None, reconnect_timeout=1).start()
+    try:
+        out = await asyncio.wait_for(env.evaluate(server.base_url, "m", env_workers=remote), 120)
+        assert all(s.get("error") is not None for s in out.state)
+        assert remote.describe()["down"] == [address]
+        later = await env.evaluate(server.base_url, "m", env_workers=remote, num_examples=1)
+        message = later.state[0]["error"]["message"]
+        assert message.startswith(f"every env server is down ({address} stopped running groups")
+        assert "died 4 times in a row" in message and "exited with code 3" in message
+        with pytest.raises(EnvWorkerError, match=r"no env server can run groups: .*died 4 times"):
+            await RemoteWorkers([f"127.0.0.1:{port}"], None).start()
+        env_server.terminate()
+        env_server.wait(30)
+        env_server = _start_server(tmp_path, None, port)
+        for _ in range(400):  # reconnection attempts are at most 5 s apart
+            if not remote.describe()["down"]:
+                break
+            await asyncio.sleep(0.05)
+        back = await asyncio.wait_for(env.evaluate(server.base_url, "m", env_workers=remote), 60)
+        assert back.reward == [2.0] * 4
+    finally:
+        await remote.close()
+        if env_server.poll() is None:
+            env_server.terminate()
+            env_server.wait(30)
+
+
+@pytest.mark.slow
+async def test_one_crashing_example_costs_only_its_own_rollouts_on_ray_actors(server, flags):
+    """The 40 x 2 case at -c 64 on two real Ray actors: the actor the crashing example kills
+    is replaced, the groups beside it run again alone, and only that example's 2 rollouts are
+    errors, with Ray's word of the death (was: every group in flight lost a try with it)."""
+    pytest.importorskip("ray")
+    from verifiers.workers.ray_pool import RayPool
+
+    data = rows(*({"kind": "exit"} if i == 17 else {} for i in range(40)))
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    pool = await RayPool("vf-worker-probe", {"rows": data}, 2).start()
+    try:
+        out = await asyncio.wait_for(
+            env.evaluate(
+                server.base_url, "m", rollouts_per_example=2, max_concurrent=64, env_workers=pool
+            ),
+            300,
+        )
+        described = pool.describe()
+    finally:
+        await pool.close()
+    failed = [(s["example_id"], s["error"]["message"]) for s in out.state if s.get("error")]
+    assert [example for example, _ in failed] == [17, 17], failed
+    assert all("alone" in message and "died" in message for _, message in failed)
+    assert len(out.state) == 80 and out.reward.count(2.0) == 78
+    assert described["restarts"] in (2, 3) and described["isolated"] >= 1

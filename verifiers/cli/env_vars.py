@@ -17,6 +17,7 @@ LIBRARY_VARIABLES: dict[str, str] = {
     "OPENAI_BASE_URL": "verifiers.rubrics.judge_rubric",
     "VF_ENV_SECRET": "verifiers.workers.auth",
     "VF_WORKER_MEMORY_MB": "verifiers.workers.pool",
+    "VF_WORKER_MAX_DEATHS": "verifiers.workers.isolation",
     "RAY_ADDRESS": "verifiers.workers.ray_pool (by ray.init)",
     "VF_CACHE_DIR": "verifiers.local_model.models",
     "XDG_CACHE_HOME": "verifiers.local_model.models",

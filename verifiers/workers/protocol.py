@@ -98,12 +98,24 @@ class RunRolloutRequest(WireModel):
         )
 
 
+CULPRIT = "culprit"
+"""A failed response's ``fault``: the group killed the worker running it alone (or hung or
+outgrew it) past its retries. It may be the environment on that machine rather than the group:
+a caller with other servers runs it once more on one of them before recording it."""
+UNAVAILABLE = "unavailable"
+"""A failed response's ``fault``: the server's worker pool gave up (its workers died again and
+again) and runs no group now; a caller sends its groups elsewhere."""
+
+
 class Response(WireModel):
     """``success`` false means the request itself failed (``error`` says why); a rollout that
-    failed is a successful response whose output carries the rollout's error."""
+    failed is a successful response whose output carries the rollout's error. ``fault`` says
+    what kind of failure, for a caller that can act on it (``CULPRIT``, ``UNAVAILABLE``; a
+    string, so a newer server's kinds read as unknown, not unreadable)."""
 
     success: bool = True
     error: str | None = None
+    fault: str | None = None
     outputs: list[dict[str, Any]] | None = None
     output: dict[str, Any] | None = None
 

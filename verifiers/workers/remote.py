@@ -13,12 +13,22 @@ other servers without spending an attempt, and a group in flight on ``max_losses
 went away is recorded as an error saying so (the bound that keeps one group from taking every
 server down). A server that is down gets no groups: ZeroMQ reconnects to it with a growing pause
 (at most ``RECONNECT_MAX_MS`` apart), one warning says so, and it takes groups again once its
-handshake succeeds. With every server down, groups wait up to ``reconnect_timeout`` for one to
-come back, then are errors naming each server and why it is down. A group past its timeout
-(plus a grace period) stays with its server while the server answers a health probe (its pool
-enforces the timeout, counting only the time a worker runs the group); a server that does not
-answer the probe is passed over for that group, which is sent once to another server; a group no
-server answered is an error on its rollouts.
+handshake succeeds and it answers a health probe. A server whose own worker pool gave up (its
+workers died again and again: the environment crashes there) is down too: it answers its groups
+and its health probe ``UNAVAILABLE``, its groups go to the other servers (a loss each, as above),
+and it takes groups again once restarted. A server's verdict that a group is the culprit (it
+killed that server's workers while running alone) is checked once on another live server before
+it is recorded: a server whose environment kills every worker condemns each group it gets until
+its pool gives up, and those groups are innocent; condemned by two servers, or by the only one
+live, the group is an error with the cause. With every server down, groups wait up to
+``reconnect_timeout`` for one to come back, then are errors naming each server and why it is
+down. A group past its timeout (plus a grace period) stays with its server while the server
+answers a health probe (its pool enforces the timeout, counting only the time a worker runs the
+group); a server that does not answer the probe is passed over for that group, which is sent
+once to another server; a group no server answered is an error on its rollouts.
+
+Over 400 lines, not split: one class whose routing, each server's health and the check of a
+server's verdicts all read and change the same table of servers and their groups in flight.
 """
 
 from __future__ import annotations
@@ -30,7 +40,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifiers.errors import EnvWorkerError
-from verifiers.workers.protocol import HEALTH_PING, Response, RunGroupRequest, pack, unpack
+from verifiers.workers.protocol import (
+    CULPRIT,
+    HEALTH_PING,
+    UNAVAILABLE,
+    Response,
+    RunGroupRequest,
+    pack,
+    unpack,
+)
 
 logger = logging.getLogger("verifiers.workers.remote")
 TIMEOUT_GRACE = 30.0
@@ -38,6 +56,7 @@ HEARTBEAT_MS = 1000  # a ZMTP ping this often: a server whose machine vanished i
 HEARTBEAT_TIMEOUT_MS = 15000  # without an answer this long, the connection is dropped
 RECONNECT_MS, RECONNECT_MAX_MS = 250, 5000  # reconnection attempts, doubling up to the max
 _ids = itertools.count()
+UNAVAILABLE_REASON = "stopped running groups (its worker pool gave up)"
 
 
 # the ZeroMQ monitor events a caller sees when the two sides' locks differ: which one depends
@@ -63,6 +82,7 @@ class _Server:
     inflight: dict[bytes, asyncio.Future[Response | None]] = field(default_factory=dict)
     receiver: asyncio.Task[None] | None = None
     watcher: asyncio.Task[None] | None = None
+    rejoining: asyncio.Task[None] | None = None  # the health probe of a server back
     down: str | None = None  # why it takes no groups now
     down_since: float = 0.0  # (loop time)
 
@@ -107,6 +127,7 @@ class RemoteWorkers:
         self.max_losses = max_losses
         self.servers_lost = 0  # times a server went away
         self.rerun = 0  # groups sent again because their server went away
+        self.rechecked = 0  # groups a server condemned, run once more on another
         self._servers: list[_Server] = []
         self._ctx: Any = None
         self._changed: asyncio.Event | None = None  # set when a server comes back or we close
@@ -140,26 +161,39 @@ class RemoteWorkers:
             server.watcher = asyncio.create_task(self._watch(server))
             self._servers.append(server)
         await asyncio.gather(*(self._ping(s) for s in self._servers))
+        if all(s.down is not None for s in self._servers):
+            down = "; ".join(f"{s.address} {s.down}" for s in self._servers)
+            await self.close()
+            raise EnvWorkerError(f"no env server can run groups: {down}")
         self._started = True
         return self
+
+    async def _probe(
+        self, server: _Server, *also: asyncio.Future[Any]
+    ) -> asyncio.Future[Response | None]:
+        """A health probe sent to ``server``, waited for up to ``connect_timeout`` (or until one
+        of ``also`` is done): its future, not done when it went unanswered, ``None`` when the
+        server went away meanwhile."""
+        request_id = f"h{next(_ids)}".encode()
+        probe: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
+        server.inflight[request_id] = probe
+        try:
+            await server.socket.send_multipart([request_id, HEALTH_PING])
+            await asyncio.wait(
+                (probe, *also), timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            server.inflight.pop(request_id, None)
+        return probe
 
     async def _ping(self, server: _Server) -> None:
         """An answer to a health probe, or the reason there is none: a refused handshake is
         said at once (a wrong secret is never answered, so it would otherwise read as a
-        server that is down)."""
-        request_id = f"h{next(_ids)}".encode()
-        future: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
-        server.inflight[request_id] = future
-        await server.socket.send_multipart([request_id, HEALTH_PING])
-        try:
-            await asyncio.wait(
-                (future, server.refused),
-                timeout=self.connect_timeout,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            server.inflight.pop(request_id, None)
-        if future.done() and future.result() is not None:
+        server that is down). A server that answers that its pool gave up is down."""
+        future = await self._probe(server, server.refused)
+        if future.done() and (answer := future.result()) is not None:
+            if not answer.success:
+                self._unavailable(server, answer.error)
             return
         await self.close()
         if server.refused.done():
@@ -185,10 +219,35 @@ class RemoteWorkers:
             elif event == zmq.EVENT_DISCONNECTED:
                 self._lost(server, "closed the connection or stopped answering heartbeats")
             elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED and server.down is not None:
-                logger.warning("env server %s is back: sending it groups again", server.address)
-                server.down = None
-                assert self._changed is not None
-                self._changed.set()
+                server.rejoining = asyncio.create_task(self._rejoin(server))
+
+    async def _rejoin(self, server: _Server) -> None:
+        """A server that is down connected again: it takes groups once it answers a health
+        probe as healthy (a server whose pool gave up reconnects as it was, still down)."""
+        probe = await self._probe(server)
+        if not probe.done() or (answer := probe.result()) is None:
+            return  # gone again: its next handshake tries again
+        if not answer.success:
+            server.down = f"{UNAVAILABLE_REASON}: {answer.error}"
+            return
+        logger.warning("env server %s is back: sending it groups again", server.address)
+        server.down = None
+        assert self._changed is not None
+        self._changed.set()
+
+    def _unavailable(self, server: _Server, error: str | None) -> None:
+        """The server answered that its worker pool gave up: down until it is restarted (its
+        groups in flight were answered so by its pool, and go elsewhere)."""
+        if server.down is not None:
+            return
+        server.down = f"{UNAVAILABLE_REASON}: {error or 'its pool gave up'}"
+        server.down_since = asyncio.get_running_loop().time()
+        self.servers_lost += 1
+        logger.warning(
+            "env server %s %s; sending its groups to the other servers until it is restarted",
+            server.address,
+            server.down,
+        )
 
     def _lost(self, server: _Server, reason: str) -> None:
         """The server went away: what it was running is answered ``None`` (run elsewhere)."""
@@ -265,14 +324,7 @@ class RemoteWorkers:
             await asyncio.wait({future}, timeout=limit)
             if future.done():
                 return future.result()
-            request_id = f"h{next(_ids)}".encode()
-            probe: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
-            server.inflight[request_id] = probe
-            try:
-                await server.socket.send_multipart([request_id, HEALTH_PING])
-                await asyncio.wait({probe, future}, timeout=self.connect_timeout)
-            finally:
-                server.inflight.pop(request_id, None)
+            probe = await self._probe(server, future)
             if future.done():
                 return future.result()
             if not probe.done() or probe.result() is None:
@@ -289,10 +341,12 @@ class RemoteWorkers:
         )
         passed_over: list[str] = []  # servers that did not answer it in time
         losses: list[str] = []  # servers that went away while running it
+        verdict: Response | None = None  # a server's culprit verdict, being checked elsewhere
+        condemned: list[str] = []  # the server that gave it
         while True:
-            server = await self._choose(passed_over)
+            server = await self._choose([*passed_over, *condemned])
             if isinstance(server, str):
-                return Response(success=False, error=server)
+                return verdict or Response(success=False, error=server)
             request_id = f"g{next(_ids)}".encode()
             future: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
             server.inflight[request_id] = future
@@ -303,6 +357,8 @@ class RemoteWorkers:
                 if server.down is None:  # should it answer after all, it need not run it
                     await server.socket.send_multipart([request_id, b""])
                 passed_over.append(server.address)
+                if verdict is not None:
+                    return verdict
                 if len(passed_over) >= min(2, len(self._servers)):
                     return Response(
                         success=False,
@@ -315,8 +371,19 @@ class RemoteWorkers:
                 raise
             finally:
                 server.inflight.pop(request_id, None)
+            if response is not None and response.fault == UNAVAILABLE:
+                self._unavailable(server, response.error)
+                response = None  # not run there: elsewhere, as for a server that went away
             if response is not None:
+                excluded = [*passed_over, *condemned, server.address]
+                if response.fault == CULPRIT and verdict is None and self._live_besides(excluded):
+                    verdict = response
+                    condemned.append(server.address)
+                    self.rechecked += 1
+                    continue
                 return response
+            if verdict is not None:
+                return verdict  # no second server could check it
             losses.append(f"{server.address} {server.down}")
             if len(losses) >= self.max_losses:
                 return Response(
@@ -325,6 +392,9 @@ class RemoteWorkers:
                     f"last: {losses[-1]}); recorded as an error",
                 )
             self.rerun += 1
+
+    def _live_besides(self, excluded: list[str]) -> bool:
+        return any(s.down is None and s.address not in excluded for s in self._servers)
 
     async def close(self) -> None:
         """Close the sockets; groups still waiting are answered with an error."""
@@ -335,7 +405,7 @@ class RemoteWorkers:
             for future in server.inflight.values():
                 if not future.done():
                     future.set_result(Response(success=False, error="the env servers were closed"))
-            for task in (server.receiver, server.watcher):
+            for task in (server.receiver, server.watcher, server.rejoining):
                 if task is not None:
                     task.cancel()
             if not server.refused.done():
@@ -355,5 +425,6 @@ class RemoteWorkers:
             "servers": list(self.addresses),
             "servers_lost": self.servers_lost,
             "rerun": self.rerun,
+            "rechecked": self.rechecked,
             "down": [s.address for s in self._servers if s.down is not None],
         }

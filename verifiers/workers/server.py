@@ -25,6 +25,7 @@ from typing import Any
 from verifiers.workers.protocol import (
     HEALTH_OK,
     HEALTH_PING,
+    UNAVAILABLE,
     Response,
     RunRolloutRequest,
     pack,
@@ -96,7 +97,7 @@ class EnvServer:
                     continue
                 caller, request_id, payload = frames
                 if payload == HEALTH_PING:
-                    await router.send_multipart([caller, request_id, pack(HEALTH_OK)])
+                    await router.send_multipart([caller, request_id, pack(self._health())])
                 elif payload == b"":
                     task = self._tasks.pop((caller, request_id), None)
                     if task is not None:
@@ -115,6 +116,15 @@ class EnvServer:
             if auth is not None:
                 auth.stop()
             context.term()
+
+    def _health(self) -> dict[str, Any]:
+        """A health probe's answer: unhealthy once the pool gave up (its workers kept dying),
+        so callers send their groups to other servers rather than have each answered with
+        that error."""
+        broken = getattr(self.pool, "broken", None)
+        if broken is None:
+            return HEALTH_OK
+        return {**HEALTH_OK, "success": False, "error": broken, "fault": UNAVAILABLE}
 
     async def _answer(self, router: Any, caller: bytes, request_id: bytes, payload: bytes) -> None:
         try:
@@ -136,10 +146,11 @@ class EnvServer:
                 response = Response(
                     success=response.success,
                     error=response.error,
+                    fault=response.fault,
                     output=(response.outputs or [None])[0],
                 )
             elif request.request_type == "health":
-                response = Response()
+                response = Response.model_validate(self._health())
             else:
                 response = await self.pool.run_group(request)
         except asyncio.CancelledError:

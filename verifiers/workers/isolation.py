@@ -1,0 +1,355 @@
+"""Isolate on retry: the scheduling every pool of environment workers shares, whatever its
+workers are (processes on this machine, ``verifiers.workers.pool``; Ray actors,
+``verifiers.workers.ray_pool``).
+
+Requests go to the least busy live worker. Faults cost only their own. The groups a dead worker
+was running are not guilty: they become *suspects* and are each run again alone, one at a time
+on a worker reserved for them (the others keep running the rest), before anyone's last attempt
+is spent. A group that kills a worker while it runs alone has a strike; one with more strikes
+than ``retries`` is the culprit and is answered with an error naming the cause (exit code,
+signal), which the caller records on each of its rollouts (``fault``: ``CULPRIT``). A group that
+runs past its timeout (plus a grace period for the worker to answer it) gets its worker killed
+and replaced, since a worker that cannot answer is stuck; stuck while alone, it is the culprit at
+once, its limit being its own. Workers that die again and again are restarted with a growing
+pause, and after ``max_deaths_in_a_row`` deaths with no group answered in between the pool stops
+restarting them and answers every group with that error (``fault``: ``UNAVAILABLE``).
+
+A subclass starts a worker (``_spawn``), carries a request to it (``_transmit``) and a cancel
+(``_withdraw``), says when one answered (``_answered``) or died (``_died``), and kills one
+(``_Slot.kill``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from verifiers.errors import EnvWorkerError
+from verifiers.workers.protocol import (
+    CULPRIT,
+    UNAVAILABLE,
+    Response,
+    RunGroupRequest,
+    pack,
+)
+
+logger = logging.getLogger("verifiers.workers")
+TIMEOUT_GRACE = 30.0
+_ids = itertools.count()
+
+
+@dataclass(kw_only=True)
+class _Slot:
+    """One worker as the scheduler sees it."""
+
+    slot: int
+    ready: asyncio.Future[bool]
+    inflight: set[bytes] = field(default_factory=set)
+    dead: bool = False
+    reserved: bool = False  # runs suspects only, one at a time
+    stuck: str | None = None  # why the pool killed it, when it did
+
+    def idle(self) -> bool:
+        return (
+            not self.dead and not self.inflight and self.ready.done() and not self.ready.exception()
+        )
+
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+
+W = TypeVar("W", bound=_Slot)
+
+
+@dataclass
+class _Pending(Generic[W]):
+    request_id: bytes
+    payload: bytes
+    future: asyncio.Future[Response]
+    attempts: int = 0  # workers it killed while running alone
+    worker: W | None = None
+    suspect: bool = False  # in a worker that died beside others: runs alone from now on
+    started: float | None = None  # when a worker began running it (loop time), if one is
+
+
+class IsolatingPool(Generic[W]):
+    """The scheduler of ``num_workers`` workers of ``env_id`` (see the module docstring)."""
+
+    def __init__(
+        self, env_id: str, num_workers: int, retries: int, max_deaths_in_a_row: int | None
+    ) -> None:
+        if num_workers < 1:
+            raise ValueError(
+                f"an environment worker pool needs at least one worker, got {num_workers}"
+            )
+        self.env_id, self.num_workers, self.retries = env_id, num_workers, retries
+        self.restarts = 0
+        self.isolated = 0  # suspects run alone
+        self.max_deaths_in_a_row = max_deaths_in_a_row or default_max_deaths(num_workers)
+        self._deaths_in_a_row = 0
+        self._start_deaths = 0  # workers that died before they were ready
+        self._broken: str | None = None  # why the pool stopped restarting workers
+        self._workers: list[W] = []
+        self._pending: dict[bytes, _Pending[W]] = {}
+        self._waiting: list[_Pending[W]] = []
+        self._suspects: list[_Pending[W]] = []
+        self._closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # --- what a kind of worker provides ----------------------------------------------------------
+    def _spawn(self, slot: int) -> W:
+        """A new worker for ``slot``, starting (its ``ready`` set when it is)."""
+        raise NotImplementedError
+
+    def _transmit(self, worker: W, pending: _Pending[W]) -> None:
+        """Carry ``pending``'s request to ``worker``."""
+        raise NotImplementedError
+
+    def _withdraw(self, worker: W, pending: _Pending[W]) -> None:
+        """Tell ``worker`` its caller no longer waits for ``pending``."""
+        raise NotImplementedError
+
+    # --- the shared scheduling -------------------------------------------------------------------
+    @property
+    def broken(self) -> str | None:
+        """Why the pool stopped restarting workers (it runs no group now), if it did."""
+        return self._broken
+
+    def _answer_pending(self, error: str) -> None:
+        """Answer every group not answered yet with ``error`` (the pool closes)."""
+        for pending in [*self._pending.values(), *self._waiting, *self._suspects]:
+            if not pending.future.done():
+                pending.future.set_result(Response(success=False, error=error))
+        self._pending.clear()
+        self._waiting.clear()
+        self._suspects.clear()
+
+    def _answered(self, worker: W, request_id: bytes, response: Response) -> None:
+        """``worker`` answered ``request_id``: a worker that answers is sound (deaths in a row
+        start again from none), and a reserved one takes its next suspect."""
+        worker.inflight.discard(request_id)
+        self._deaths_in_a_row = 0
+        pending = self._pending.pop(request_id, None)
+        if pending is not None and not pending.future.done():
+            pending.future.set_result(response)
+        if worker.reserved:
+            self._run_suspects()
+
+    async def run_group(self, request: RunGroupRequest) -> Response:
+        """Run one group on the least busy worker; see the module docstring for failures."""
+        assert self._loop is not None, "start() the pool first"
+        if self._broken is not None:
+            return Response(success=False, error=self._broken, fault=UNAVAILABLE)
+        pending: _Pending[W] = _Pending(
+            request_id=f"r{next(_ids)}".encode(),
+            payload=pack(request),
+            future=self._loop.create_future(),
+        )
+        self._dispatch(pending)
+        if not request.timeout:
+            try:
+                return await asyncio.shield(pending.future)
+            except asyncio.CancelledError:
+                self._cancel(pending)
+                raise
+        # the worker answers a timed-out group itself when its code yields; one stuck in code
+        # that will not yield is given as long again (at most TIMEOUT_GRACE) before it is killed
+        limit = request.timeout + min(TIMEOUT_GRACE, max(2.0, request.timeout))
+        try:
+            return await self._wait_running(pending, limit)
+        except asyncio.CancelledError:
+            self._cancel(pending)
+            raise
+
+    async def _wait_running(self, pending: _Pending[W], limit: float) -> Response:
+        """The group's answer, its time counted only while a worker runs it. Past ``limit`` its
+        worker is killed as stuck, and the death is handled as any other (``_died``): a group
+        stuck beside others is a suspect run again alone, one stuck alone has a strike."""
+        assert self._loop is not None
+        while True:
+            started = pending.started
+            if started is None:  # waiting for a worker (a suspect's turn): not its time
+                await asyncio.wait({pending.future}, timeout=0.5)
+            else:
+                left = started + limit - self._loop.time()
+                await asyncio.wait({pending.future}, timeout=max(left, 0.0))
+                worker = pending.worker
+                if not pending.future.done() and pending.started == started and worker:
+                    if not worker.dead and worker.alive():
+                        logger.warning(
+                            "worker %s did not answer a group within %.0fs: killing it",
+                            worker.slot,
+                            limit,
+                        )
+                        worker.stuck = f"did not answer within {limit:g}s"
+                        worker.kill()
+                    pending.started = None  # until the pool runs it again
+            if pending.future.done():
+                return pending.future.result()
+
+    def _dispatch(self, pending: _Pending[W]) -> None:
+        if pending.suspect:
+            self._suspects.append(pending)
+            self._run_suspects()
+            return
+        live = [
+            w
+            for w in self._workers
+            if not w.dead and not w.reserved and w.ready.done() and not w.ready.exception()
+        ]
+        if not live:
+            self._waiting.append(pending)
+            return
+        self._send(min(live, key=lambda w: len(w.inflight)), pending)
+
+    def _send(self, worker: W, pending: _Pending[W]) -> None:
+        """Hand ``pending`` to ``worker`` (its bookkeeping here, the bytes by ``_transmit``)."""
+        assert self._loop is not None
+        pending.worker, pending.started = worker, self._loop.time()
+        worker.inflight.add(pending.request_id)
+        self._pending[pending.request_id] = pending
+        self._transmit(worker, pending)
+
+    def _run_suspects(self) -> None:
+        """Run waiting suspects alone: on reserved workers that are idle, reserving (draining)
+        one more worker while suspects wait and fewer than half the workers are reserved; with
+        no suspect left, the reserved workers take ordinary groups again."""
+        self._suspects = [p for p in self._suspects if not p.future.done()]
+        if not self._suspects:
+            released = False
+            for worker in self._workers:
+                released |= worker.reserved
+                worker.reserved = False
+            if released:
+                self._flush_waiting()
+            return
+        reserved = [w for w in self._workers if w.reserved and not w.dead]
+        if len(reserved) < max(1, self.num_workers // 2):
+            candidates = [w for w in self._workers if not w.reserved and not w.dead]
+            if candidates:
+                chosen = min(candidates, key=lambda w: len(w.inflight))
+                chosen.reserved = True
+                reserved.append(chosen)
+        for worker in reserved:
+            if self._suspects and worker.idle():
+                self.isolated += 1
+                self._send(worker, self._suspects.pop(0))
+
+    def _cancel(self, pending: _Pending[W]) -> None:
+        self._pending.pop(pending.request_id, None)
+        worker = pending.worker
+        if worker is not None and not worker.dead:
+            worker.inflight.discard(pending.request_id)
+            self._withdraw(worker, pending)
+
+    def _flush_waiting(self) -> None:
+        if self._suspects:
+            self._run_suspects()
+        waiting, self._waiting = self._waiting, []
+        for pending in waiting:
+            if not pending.future.done():
+                self._dispatch(pending)
+
+    def _died(self, worker: W, reason: str) -> None:
+        if worker.dead or self._closing:
+            return
+        worker.dead = True
+        reason = worker.stuck or reason  # killed by the pool for not answering: say that
+        if self._broken is not None:  # given up: its groups were answered then
+            return
+        self._deaths_in_a_row += 1
+        if not worker.ready.done():
+            self._start_deaths += 1
+            worker.ready.set_exception(
+                EnvWorkerError(f"environment worker {worker.slot} {reason} while starting")
+            )
+        inflight = [self._pending.pop(r, None) for r in list(worker.inflight)]
+        groups = [p for p in inflight if p is not None and not p.future.done()]
+        alone = len(groups) == 1
+        for pending in groups:
+            if alone:
+                # a crash alone may be a fluke (an OOM kill from outside): run it again; past
+                # its own time limit alone, it is what is stuck, as a group that yields is
+                # answered at its timeout with no retry
+                pending.attempts += 1
+            if pending.attempts > self.retries or (alone and worker.stuck):
+                pending.future.set_result(
+                    Response(
+                        success=False,
+                        error=f"the environment worker running this group alone {reason}, "
+                        f"{pending.attempts} time(s): this group is what kills it; recorded "
+                        "as an error",
+                        fault=CULPRIT,
+                    )
+                )
+        if self._deaths_in_a_row >= self.max_deaths_in_a_row:
+            self._give_up(worker, reason, groups)
+            return
+        pause = (
+            min(0.25 * 2 ** (self._deaths_in_a_row - 2), 5.0) if self._deaths_in_a_row > 1 else 0
+        )
+        logger.warning(
+            "environment worker %s %s (running %d group(s)); starting a replacement%s",
+            worker.slot,
+            reason,
+            len(groups),
+            f" in {pause:.2f}s ({self._deaths_in_a_row} deaths in a row)" if pause else "",
+        )
+        for pending in groups:
+            if not pending.future.done():
+                pending.suspect = True  # beside others: not guilty yet, but runs alone now
+                pending.started = None
+                self._dispatch(pending)
+        assert self._loop is not None
+        if pause:
+            self._loop.call_later(pause, self._replace, worker)
+        else:
+            self._replace(worker)
+
+    def _replace(self, worker: W) -> None:
+        if self._closing or self._broken is not None or worker not in self._workers:
+            return
+        replacement = self._spawn(worker.slot)
+        # reserved as the dead one was, unless another was reserved meanwhile: then all of
+        # them would run suspects and ordinary groups would wait for the last suspect
+        reserved = sum(w.reserved and not w.dead for w in self._workers)
+        replacement.reserved = worker.reserved and reserved < max(1, self.num_workers // 2)
+        self._workers[self._workers.index(worker)] = replacement
+        self.restarts += 1
+        replacement.ready.add_done_callback(lambda _: self._flush_waiting())
+
+    def _give_up(self, worker: W, reason: str, groups: list[_Pending[W]]) -> None:
+        """Too many deaths with nothing answered between them: restarting is a hot loop that
+        helps nobody. Every group is answered with why, and so is every later one."""
+        self._broken = (
+            f"the environment workers for {self.env_id} died {self._deaths_in_a_row} times in a "
+            f"row without finishing a group (the last {reason}); no longer restarting them"
+        )
+        logger.error("%s", self._broken)
+        for pending in [*groups, *self._pending.values(), *self._waiting, *self._suspects]:
+            if not pending.future.done():
+                pending.future.set_result(
+                    Response(success=False, error=self._broken, fault=UNAVAILABLE)
+                )
+        self._pending.clear()
+        self._waiting.clear()
+        self._suspects.clear()
+        for other in self._workers:
+            if other is not worker and other.alive():
+                other.kill()
+
+
+def default_max_deaths(workers: int) -> int:
+    """``$VF_WORKER_MAX_DEATHS``, else ``4 * workers + 8``: enough for every worker to die
+    beside others and each of its groups to be run alone, before a pool gives up."""
+    configured = os.environ.get("VF_WORKER_MAX_DEATHS", "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return 4 * workers + 8
