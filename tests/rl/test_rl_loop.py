@@ -178,3 +178,58 @@ def test_only_the_newest_checkpoints_are_kept(tmp_path):
     ]
     assert latest_checkpoint(tmp_path).name == "step_000004"
     assert prune_checkpoints(tmp_path / "checkpoints", keep=0) == []  # 0 keeps every one
+
+
+CRASHING_LETTERS = '''
+import os
+
+from support.toy import letter_env
+
+
+def crash_on_example_2(completion, prompt, **kwargs) -> float:
+    """Kills the worker scoring example 2 (a segfaulting extension, an os._exit in a tool)."""
+    if "(2)" in prompt[-1]["content"]:
+        os._exit(3)
+    return 0.0
+
+
+def load_environment():
+    env = letter_env(num_examples=4)
+    env.rubric.add_reward_func(crash_on_example_2, weight=0.0)
+    return env
+'''
+
+
+@pytest.mark.slow
+def test_a_crashing_example_costs_vf_rl_only_its_own_group_and_training_goes_on(
+    policy_dir, tmp_path, monkeypatch
+):
+    """vf-rl generates through the environment-worker pool (an environment loaded by id):
+    one example whose reward kills its worker, in flight beside the others at -c 8, costs each
+    step only its own group (its 4 rollouts errors, the other 3 groups trained), and every
+    step trains."""
+    import verifiers as vf
+    from verifiers.rl.training.orchestrator import Orchestrator
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "vf_letters_crash.py").write_text(CRASHING_LETTERS)
+    tests_dir = os.path.dirname(os.path.dirname(__file__))  # the workers import support.toy
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(source), tests_dir, os.environ.get("PYTHONPATH", "")])
+    )
+    monkeypatch.syspath_prepend(str(source))
+
+    class CrashingLetters(Orchestrator):
+        def __init__(self, env, *args, **kwargs):
+            env = vf.load_environment("vf-letters-crash")
+            super().__init__(env, *args, env_workers="2", **kwargs)
+
+    history, trainer = run_loop(
+        policy_dir, tmp_path / "run", steps=2, lag=0, concurrent=8, orchestrator_cls=CrashingLetters
+    )
+    assert [h["step"] for h in history] == [0, 1] and trainer.version == 2
+    assert [h["rollout_errors"] for h in history] == [4, 4]
+    assert [h["groups_trained"] for h in history] == [3, 3]
+    assert all(h["env_workers"] == 2 and not h.get("skipped") for h in history)
+    assert history[-1]["env_worker_restarts"] >= 2  # the culprit, alone, twice a step
