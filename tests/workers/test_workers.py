@@ -454,6 +454,75 @@ async def test_a_frame_of_msgpack_extension_types_is_refused_before_it_is_built(
     assert "extension type (5)" in answer["error"], answer
 
 
+async def test_a_huge_frame_decodes_in_steps_and_a_request_sent_after_it_is_answered_first(
+    server, flags, tmp_path
+):
+    """A frame of short strings in small arrays took ~2 s of CPU per 57 MiB to decode, all on
+    the event loop, every other connection waiting. Now a large frame decodes 64 KiB at a time,
+    the loop free between steps: a health request sent after a 12 MiB one on the same
+    connection is answered before it (it was answered after), the frame is still decoded in
+    full and refused for what it lacks, and a real caller then runs."""
+    import zmq
+    import zmq.asyncio
+
+    from verifiers.processes.server import free_port
+    from verifiers.workers.auth import secure_client
+    from verifiers.workers.protocol import pack, unpack
+    from verifiers.workers.remote import RemoteWorkers
+
+    port = free_port()
+    env_server = _start_server(tmp_path, SHARED_SECRET, port)
+    context = zmq.asyncio.Context()
+    dealer = context.socket(zmq.DEALER)
+    try:
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        await caller.close()  # the server is up and answering
+        rows = [{"question": ["ab"] * 1000}] * 4000  # no client_config: refused once decoded
+        frame = pack({"request_type": "run_group", "group_inputs": rows, "model": "m"})
+        assert len(frame) > 10 * 2**20
+        secure_client(dealer, SHARED_SECRET)
+        dealer.connect(f"tcp://127.0.0.1:{port}")
+        started = time.monotonic()
+        await dealer.send_multipart([b"huge", frame])
+        await dealer.send_multipart([b"after", pack({"request_type": "health"})])
+        answers = {}
+        while len(answers) < 2:
+            assert await dealer.poll(120_000)
+            request_id, reply = await dealer.recv_multipart()
+            answers[request_id] = (unpack(reply), time.monotonic() - started)
+        assert list(answers) == [b"after", b"huge"], answers.keys()
+        assert answers[b"after"][0]["success"]
+        assert not answers[b"huge"][0]["success"]
+        assert "client_config" in answers[b"huge"][0]["error"]
+        print(f"health answered at {answers[b'after'][1]:.2f}s, huge at {answers[b'huge'][1]:.2f}s")
+        env = vf.load_environment("vf-worker-probe")
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        try:
+            out = await env.evaluate(server.base_url, "m", env_workers=caller)
+        finally:
+            await caller.close()
+        assert out.reward == [2.0] * 4
+    finally:
+        dealer.close(linger=0)
+        context.term()
+        env_server.terminate()
+        env_server.wait(30)
+
+
+def test_a_large_frame_cut_short_or_with_bytes_after_it_is_refused_in_steps_too():
+    """The stepwise decode reads a frame as a whole decode does: one cut short, or with bytes
+    after its message, is refused and says which; the whole frame decodes to the same value."""
+    from verifiers.workers.protocol import pack, unpack_bounded, unpack_bounded_in_steps
+
+    frame = pack({"request_type": "health", "rows": [{"q": "x" * 100}] * 30_000})
+    assert len(frame) > 2 * 2**20
+    with pytest.raises(ValueError, match="ends before its last value"):
+        asyncio.run(unpack_bounded_in_steps(frame[:-5]))
+    with pytest.raises(ValueError, match="bytes after its end"):
+        asyncio.run(unpack_bounded_in_steps(frame + b"\x01"))
+    assert asyncio.run(unpack_bounded_in_steps(frame)) == unpack_bounded(frame)
+
+
 HOSTILE_PEER = """
 import socket, sys, time
 import zmq

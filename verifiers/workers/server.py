@@ -31,7 +31,7 @@ from verifiers.workers.protocol import (
     RunRolloutRequest,
     pack,
     parse_request,
-    unpack_bounded,
+    unpack_bounded_in_steps,
 )
 from verifiers.workers.runner import NO_KEY_VAR
 
@@ -120,7 +120,7 @@ class EnvServer:
 
     async def _answer(self, router: Any, caller: bytes, request_id: bytes, payload: bytes) -> None:
         try:
-            request = parse_request(unpack_bounded(payload))
+            request = parse_request(await unpack_bounded_in_steps(payload))
             refused = (
                 key_vars_of(request.client_config) - self.key_vars
                 if hasattr(request, "client_config")
