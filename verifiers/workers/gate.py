@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -232,6 +233,40 @@ class Gate:
                     self.budgets.succeeded(peer)
                 break
         await _relay(reader, writer)
+
+
+class GateThread:
+    """A :class:`Gate` on its own thread and event loop. Relaying is mostly socket calls, which
+    release the GIL, so it runs beside the server's loop instead of taking turns with it: on the
+    server's loop, pipelined health requests went 3-5x slower than without a gate; here they go
+    as fast (benchmarks in SECURITY.md)."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate, self.loop = gate, asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="vf-gate", daemon=True)
+        self.server: asyncio.Server | None = None
+
+    async def start(self, listener: Any) -> None:
+        self.thread.start()
+        started = asyncio.run_coroutine_threadsafe(self.gate.start(listener), self.loop)
+        self.server = await asyncio.wrap_future(started)
+
+    async def stop(self) -> None:
+        """Stop listening, end every relay, and the thread with them."""
+        if self.thread.is_alive():
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close(), self.loop))
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            await asyncio.to_thread(self.thread.join, 10)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+    async def _close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        relays = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in relays:
+            task.cancel()
+        await asyncio.gather(*relays, return_exceptions=True)
 
 
 async def _relay_greeting(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

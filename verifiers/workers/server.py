@@ -79,7 +79,7 @@ class EnvServer:
         import zmq.asyncio
 
         from verifiers.workers.auth import listening_socket, secure_server
-        from verifiers.workers.gate import Gate
+        from verifiers.workers.gate import Gate, GateThread
 
         context = zmq.asyncio.Context()
         router = context.socket(zmq.ROUTER)
@@ -89,7 +89,8 @@ class EnvServer:
         private = tempfile.TemporaryDirectory(prefix="vf-env-server-")  # 0700: the gate's alone
         upstream = os.path.join(private.name, "router")
         router.bind(f"ipc://{upstream}")
-        gate = await Gate(upstream, self.budgets).start(listening_socket(self.host, self.port))
+        gate = GateThread(Gate(upstream, self.budgets))
+        await gate.start(listening_socket(self.host, self.port))
         logger.info("serving %s on tcp://%s:%d", self.pool.env_id, self.host, self.port)
         try:
             while not stop.is_set():
@@ -109,7 +110,7 @@ class EnvServer:
                     task = asyncio.create_task(self._answer(router, caller, request_id, payload))
                     self._tasks[(caller, request_id)] = task
         finally:
-            gate.close()
+            await gate.stop()
             for task in self._tasks.values():
                 task.cancel()
             router.close()
