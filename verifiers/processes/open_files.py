@@ -22,3 +22,18 @@ def raise_open_files_limit() -> tuple[int, int]:
         except (ValueError, OSError):
             pass
     return soft, hard
+
+
+ACCEPT_BURST = 128
+"""Connections asyncio may accept in one go (its ``backlog``) before a handler closes any."""
+
+
+def descriptors_to_spare(per_item: int) -> int:
+    """How many things taking ``per_item`` descriptors each this process can hold open while
+    keeping an eighth of its soft limit (at least 64), and one accept burst, for everything
+    else: a server caps its connections by it rather than meet EMFILE (libzmq's IPC listener
+    aborts the process on it)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(1, (soft - max(64, soft // 8) - ACCEPT_BURST) // per_item)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from verifiers.processes.credential_file import checked_secret, read_credential
+from verifiers.processes.open_files import ACCEPT_BURST
 
 logger = logging.getLogger("verifiers.workers.auth")
 SECRET_ENV = "VF_ENV_SECRET"
@@ -89,88 +90,12 @@ def secure_client(socket: Any, secret: str) -> None:
     socket.curve_serverkey = server_keys(secret)[0]
 
 
-SO_ATTACH_FILTER, SO_DETACH_FILTER = 26, 27  # Linux <asm-generic/socket.h>
-
-
-def _drop_every_packet() -> tuple[Any, bytes]:
-    """A classic BPF program of one instruction, ``ret #0`` (keep nothing), as the
-    ``struct sock_fprog`` that ``SO_ATTACH_FILTER`` takes; the instructions are returned too, as
-    the struct points at them."""
-    import ctypes
-    import struct
-
-    code = ctypes.c_uint64(int.from_bytes(struct.pack("<HBBI", 0x06, 0, 0, 0), "little"))
-    return code, struct.pack("HL", 1, ctypes.addressof(code))
-
-
-class HandshakeThrottle:
-    """Failed CurveZMQ handshakes on one listening socket, held to ``rate`` a second (after a
-    first ``burst``). A guess of the secret fails inside libzmq (its HELLO does not decrypt),
-    which tells the server only that a handshake failed, not whose: so the throttle is the
-    listener's. Past the budget, new connections are paused for as long as the excess takes to
-    drain (at most ``max_pause`` seconds): a filter on the listening socket drops incoming
-    connection requests, which clients' kernels resend; connections already made, and their
-    requests, are untouched. Unthrottled, a stranger tried ~1,500 secrets a second; a caller
-    with the secret connecting after an attack waits at most ``max_pause`` (and TCP's resend)."""
-
-    def __init__(
-        self, listener: Any, *, rate: float = 2.0, burst: int = 10, max_pause: float = 5.0
-    ) -> None:
-        self.listener, self.rate, self.burst, self.max_pause = listener, rate, burst, max_pause
-        self.tokens, self.last = float(burst), 0.0
-        self.paused_until = 0.0
-        self.failures, self.warned = 0, -60.0
-        self._filter = _drop_every_packet()
-
-    def failed(self, now: float) -> None:
-        """One more handshake failed at ``now`` (monotonic seconds): pause when over budget."""
-        self.failures += 1
-        if self.last:
-            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
-        self.last = now
-        self.tokens = max(self.tokens - 1, -self.max_pause * self.rate)
-        if self.tokens >= 0:
-            return
-        if not self.paused_until:
-            if now - self.warned > 60:
-                self.warned = now
-                logger.warning(
-                    "%d failed handshakes (a caller without the secret, or guessing it): new "
-                    "connections are paused a while",
-                    self.failures,
-                )
-            self.listener.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, self._filter[1])
-        self.paused_until = now - self.tokens / self.rate
-
-    def tick(self, now: float) -> None:
-        """Let new connections in again once the pause is over."""
-        if self.paused_until and now >= self.paused_until:
-            self.listener.setsockopt(socket.SOL_SOCKET, SO_DETACH_FILTER, 0)
-            self.paused_until = 0.0
-
-    async def watch(self, monitor: Any) -> None:
-        """Count the failures ``monitor`` (the listening ZMQ socket's) reports, until cancelled:
-        a wrong server key (a guessed secret) or a client key the authenticator refused."""
-        import time
-
-        import zmq
-        from zmq.utils.monitor import parse_monitor_message
-
-        guesses = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-        while True:
-            if await monitor.poll(200):
-                event = parse_monitor_message(await monitor.recv_multipart())["event"]
-                if event & guesses:
-                    self.failed(time.monotonic())
-            self.tick(time.monotonic())
-
-
 def listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket listening on ``host:port``, for a ZMQ socket to accept from
-    (``zmq.USE_FD``): the server keeps a handle on its listener, for :class:`HandshakeThrottle`."""
+    """A TCP socket listening on ``host:port``, for the server's gate (``gate.Gate``) to accept
+    from: the gate, not libzmq, sees every peer's address."""
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     listener = socket.socket(family, kind, proto)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(address)
-    listener.listen(128)
+    listener.listen(ACCEPT_BURST)
     return listener

@@ -20,6 +20,7 @@ default; ``"state"``: this SDK's full rollout snapshots, trajectory tokens inclu
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 import msgpack
@@ -176,7 +177,39 @@ def unpack_bounded(data: bytes) -> Any:
     Extension types, which no request carries, are refused: each became a Python-made object
     (~27x its wire size, ~1 us each, so 64 MiB of them held the event loop ~40 s and took 2 GB);
     a timestamp (extension -1, which msgpack decodes itself) is read as the float it stands for."""
-    budget = max(DECODED_FLOOR, DECODED_PER_WIRE_BYTE * len(data))
+    return msgpack.unpackb(data, **_bounded(len(data)))
+
+
+DECODE_STEP_BYTES = 1 << 16
+"""A large frame is decoded this much at a time, the event loop running between steps: at most
+~65k objects, a few ms, each."""
+
+
+async def unpack_bounded_in_steps(data: bytes) -> Any:
+    """``unpack_bounded``, a frame over 16 steps decoded ``DECODE_STEP_BYTES`` at a time with
+    the event loop free between steps. A 64 MiB frame of short strings in small arrays took
+    ~2 s of CPU in one go, every other connection waiting; a thread does not help (msgpack
+    holds the GIL between its hooks: the loop's thread waited up to seconds for it)."""
+    if len(data) <= 16 * DECODE_STEP_BYTES:
+        return unpack_bounded(data)
+    unpacker = msgpack.Unpacker(max_buffer_size=len(data), **_bounded(len(data)))
+    view = memoryview(data)
+    for start in range(0, len(data), DECODE_STEP_BYTES):
+        unpacker.feed(view[start : start + DECODE_STEP_BYTES])
+        try:
+            message = unpacker.unpack()
+        except msgpack.OutOfData:
+            await asyncio.sleep(0)
+            continue
+        if start + DECODE_STEP_BYTES < len(data) or unpacker.tell() != len(data):
+            raise ValueError("the message has bytes after its end")
+        return message
+    raise ValueError("the message ends before its last value")
+
+
+def _bounded(size: int) -> dict[str, Any]:
+    """The options that make msgpack refuse a ``size``-byte frame as ``unpack_bounded`` says."""
+    budget = max(DECODED_FLOOR, DECODED_PER_WIRE_BYTE * size)
     spent = 0
 
     def charge(cost: int) -> None:
@@ -184,7 +217,7 @@ def unpack_bounded(data: bytes) -> Any:
         spent += cost
         if spent > budget:
             raise DecodeCostError(
-                f"this {len(data)}-byte message decodes into more than {budget} bytes "
+                f"this {size}-byte message decodes into more than {budget} bytes "
                 f"({DECODED_PER_WIRE_BYTE}x its size): refused"
             )
 
@@ -201,12 +234,11 @@ def unpack_bounded(data: bytes) -> Any:
             f"this message holds a msgpack extension type ({code}), which no request carries: refused"
         )
 
-    return msgpack.unpackb(
-        data,
-        raw=False,
-        strict_map_key=False,
-        list_hook=on_list,
-        object_hook=on_map,
-        ext_hook=on_extension,
-        timestamp=1,
-    )
+    return {
+        "raw": False,
+        "strict_map_key": False,
+        "list_hook": on_list,
+        "object_hook": on_map,
+        "ext_hook": on_extension,
+        "timestamp": 1,
+    }

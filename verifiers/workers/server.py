@@ -9,8 +9,9 @@ loopback host only. A request's key is read only from the environment variables 
 given (``key_vars``), so a caller cannot have a worker send some other secret of this host to an
 address of its choosing. Messages larger than ``max_message_bytes`` are dropped by ZMQ before
 they are read, and one that would decode into many times its size is refused while it decodes
-(``protocol.unpack_bounded``). Failed handshakes (guesses of the secret) past a budget pause new
-connections a while (``auth.HandshakeThrottle``).
+(``protocol.unpack_bounded``). Connections reach the ROUTER through a per-peer gate
+(``gate.Gate``): a peer's guesses of the secret past a budget, and its connections past a few
+mid-handshake, are refused, and other peers are not.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+from verifiers.workers.gate import PeerBudgets
 from verifiers.workers.protocol import (
     HEALTH_OK,
     HEALTH_PING,
@@ -30,7 +32,7 @@ from verifiers.workers.protocol import (
     RunRolloutRequest,
     pack,
     parse_request,
-    unpack_bounded,
+    unpack_bounded_in_steps,
 )
 from verifiers.workers.runner import NO_KEY_VAR
 
@@ -58,6 +60,7 @@ class EnvServer:
         *,
         key_vars: tuple[str, ...] = DEFAULT_KEY_VARS,
         max_message_bytes: int = 64 * 2**20,
+        budgets: PeerBudgets | None = None,
     ) -> None:
         if secret is None and host not in LOOPBACK:
             raise ValueError(
@@ -67,26 +70,28 @@ class EnvServer:
         self.pool, self.host, self.port, self.secret = pool, host, port, secret
         self.key_vars = frozenset(key_vars) | {NO_KEY_VAR}
         self.max_message_bytes = max_message_bytes
+        self.budgets = budgets or PeerBudgets()
         self._tasks: dict[tuple[bytes, bytes], asyncio.Task[None]] = {}
 
     async def serve(self, stop: asyncio.Event) -> None:
+        import tempfile
+
         import zmq
         import zmq.asyncio
 
-        from verifiers.workers.auth import HandshakeThrottle, listening_socket, secure_server
+        from verifiers.workers.auth import listening_socket, secure_server
+        from verifiers.workers.gate import Gate, GateThread
 
         context = zmq.asyncio.Context()
         router = context.socket(zmq.ROUTER)
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
         auth = secure_server(router, context, self.secret) if self.secret is not None else None
-        listener = listening_socket(self.host, self.port)
-        router.setsockopt(zmq.USE_FD, os.dup(listener.fileno()))  # libzmq closes its copy
-        router.bind(f"tcp://{self.host}:{self.port}")
-        monitor = router.get_monitor_socket(
-            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-        )
-        throttle = asyncio.create_task(HandshakeThrottle(listener).watch(monitor))
+        private = tempfile.TemporaryDirectory(prefix="vf-env-server-")  # 0700: the gate's alone
+        upstream = os.path.join(private.name, "router")
+        router.bind(f"ipc://{upstream}")
+        gate = GateThread(Gate(upstream, self.budgets))
+        await gate.start(listening_socket(self.host, self.port))
         logger.info("serving %s on tcp://%s:%d", self.pool.env_id, self.host, self.port)
         try:
             while not stop.is_set():
@@ -106,13 +111,11 @@ class EnvServer:
                     task = asyncio.create_task(self._answer(router, caller, request_id, payload))
                     self._tasks[(caller, request_id)] = task
         finally:
-            throttle.cancel()
+            await gate.stop()
             for task in self._tasks.values():
                 task.cancel()
-            router.disable_monitor()
-            monitor.close(linger=0)
             router.close()
-            listener.close()
+            private.cleanup()
             if auth is not None:
                 auth.stop()
             context.term()
@@ -128,7 +131,7 @@ class EnvServer:
 
     async def _answer(self, router: Any, caller: bytes, request_id: bytes, payload: bytes) -> None:
         try:
-            request = parse_request(unpack_bounded(payload))
+            request = parse_request(await unpack_bounded_in_steps(payload))
             refused = (
                 key_vars_of(request.client_config) - self.key_vars
                 if hasattr(request, "client_config")
