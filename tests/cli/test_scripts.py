@@ -124,7 +124,9 @@ def pipeline_checkout(tmp_path: Path) -> tuple[Path, Path, Path]:
             name,
             head + f'[ "${{FAIL_AT:-}}" = {name} ] && {{ mkdir -p "$out/partial"; '
             'echo {} > "$out/config.json"; exit 1; }\n'
-            'mkdir -p "$out" && echo {} > "$out/config.json"\n' + wait + 'mkdir -p "$out/weights"\n',
+            'mkdir -p "$out" && echo {} > "$out/config.json"\n'
+            + wait
+            + 'mkdir -p "$out/weights"\n',
         )
     return checkout, bin_dir, log
 
