@@ -301,16 +301,26 @@ def test_a_first_prompt_over_the_context_length_is_an_error_not_a_stop(server, t
 
 
 @pytest.mark.parametrize(
-    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"]
+    "sig, where",
+    [
+        (signal.SIGINT, "env workers"),
+        (signal.SIGTERM, "env workers"),
+        (signal.SIGKILL, "env workers"),
+        (signal.SIGINT, "in process"),
+        (signal.SIGTERM, "in process"),
+    ],
+    ids=["SIGINT", "SIGTERM", "SIGKILL", "SIGINT-in-process", "SIGTERM-in-process"],
 )
-def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig, monkeypatch):
-    """The run is a --split train run against -b URL -k VAR with a seed: the printed line alone
-    (``vf-eval ENV --resume RUN``) continues exactly it, and its rows and metadata equal an
-    uninterrupted run's."""
+def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig, where, monkeypatch):
+    """The run is a --split train run against -b URL -k VAR with a seed, its environment in
+    worker processes (the default) or in vf-eval's own (--no-env-workers): the printed line
+    alone (``vf-eval ENV --resume RUN``) continues exactly it, where it ran, and its rows and
+    metadata equal an uninterrupted run's."""
     monkeypatch.setenv("VF_TEST_KEY", "k")
     server.set_handler(lambda req: Reply(content=reverse_policy(req), delay=0.05))
     identity = ("-b", server.base_url, "-k", "VF_TEST_KEY", "--split", "train", "--seed", "3")
-    sizes = ("-n", "30", "-r", "2", "-c", "2")
+    in_process = ("--no-env-workers",) if where == "in process" else ()
+    sizes = ("-n", "30", "-r", "2", "-c", "2", *in_process)
     cmd = [sys.executable, "-m", "verifiers.cli.eval", "reverse-text", *identity, *sizes]
     proc, err, run = interrupt_partway(cmd, tmp_path / "cut", 10, sig)
     printed = f"vf-eval reverse-text --resume {run}"
@@ -352,6 +362,8 @@ def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig, monkey
     for key in ("split", "seed", "identity", "sampling_args", "base_url", "model"):
         assert meta[key] == whole_meta[key], key
     assert meta["split"] == "train" and meta["identity"]["api_key_var"] == "VF_TEST_KEY"
+    assert meta["execution"]["no_env_workers"] is bool(in_process)  # resumed where it ran
+    assert (meta.get("env_workers") is None) is bool(in_process)
 
 
 def test_resume_refuses_a_mismatch_before_doing_anything(server, tmp_path, capsys):
