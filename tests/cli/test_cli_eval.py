@@ -324,6 +324,7 @@ def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig, where,
     cmd = [sys.executable, "-m", "verifiers.cli.eval", "reverse-text", *identity, *sizes]
     proc, err, run = interrupt_partway(cmd, tmp_path / "cut", 10, sig)
     printed = f"vf-eval reverse-text --resume {run}"
+    assert "Ctrl-C or SIGTERM stops the run with its finished rollouts saved" in err  # said first
     if sig != signal.SIGKILL:
         # the hint is one line to copy, however long the path
         assert proc.returncode == 130 and f"  {printed}" in err.splitlines()

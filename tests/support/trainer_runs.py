@@ -38,6 +38,7 @@ def stop_and_resume_line(process: subprocess.Popen, sig: int) -> tuple[str, str]
     process.send_signal(sig)
     output, _ = process.communicate(timeout=120)
     assert process.returncode == 130, output
+    assert "Ctrl-C or SIGTERM stops the run and prints the line that resumes it" in output
     lines = output.splitlines()
     said = next((i for i, line in enumerate(lines) if "interrupted" in line), None)
     assert said is not None, output

@@ -53,6 +53,11 @@ def run_command(
             remove_abandoned(out / "checkpoints", STAGING, any_maker=True)
         # SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does, with the same message
         signal.signal(signal.SIGTERM, _stop_on_signal)
+        console.print(
+            "[dim]Ctrl-C or SIGTERM stops the run and prints the line that resumes it (from its "
+            "latest checkpoint, or from step 0 before the first)[/dim]",
+            highlight=False,
+        )
         from verifiers.rl.run.checkpoint import UnsafeCheckpointError
 
         try:
