@@ -1,4 +1,6 @@
-"""A benchmark stops as cleanly on SIGTERM (or a closed terminal's SIGHUP) as on Ctrl-C.
+"""A benchmark stops as cleanly on SIGTERM (or a closed terminal's SIGHUP) as on Ctrl-C, and
+Ctrl-C as SIGTERM does (within UNWIND_S, even when started with SIGINT ignored, as a
+non-interactive shell's background job is).
 
 By default SIGTERM ends Python at once: no ``finally`` block, context manager or ``atexit``
 handler runs, so the servers, trainers and temp dirs a benchmark started were left behind (a
@@ -55,11 +57,12 @@ def _dump_tasks() -> None:
 
 
 def install() -> None:
-    """Make SIGTERM and SIGHUP unwind the benchmark (call first thing in ``main``), and at exit
-    stop whatever it started that is still running: a server started in a session of its own,
-    or one whose stop was never reached because the signal came while it was starting."""
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGHUP, _stop)
+    """Make SIGINT, SIGTERM and SIGHUP unwind the benchmark (call first thing in ``main``), and
+    at exit stop whatever it started that is still running: a server started in a session of
+    its own, or one whose stop was never reached because the signal came while it was
+    starting."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop)
     atexit.register(_stop_children)
 
 

@@ -17,7 +17,8 @@
 #   5. `prime eval push RUN` attaches the run to that version (the hub checks the hash).
 # Seconds per rollout is the run's wall time divided by its rollouts (rollouts run concurrently, so
 # it is throughput on this machine, model server included). Rows with errors say how many.
-# Everything lives under WORK_DIR (default: a new temporary directory, kept for inspection).
+# Everything lives under WORK_DIR (default: a new temporary directory, kept for inspection when
+# the script finishes, removed when it is stopped or fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -26,7 +27,13 @@ PY=${PYTHON:-.venv/bin/python}
 BIN=$(cd "$(dirname "$PY")" && pwd)
 EXAMPLES=${EXAMPLES:-4}
 ROLLOUTS=${ROLLOUTS:-1}
-WORK=${WORK_DIR:-$(mktemp -d /tmp/publish-library.XXXXXX)}
+MADE_WORK=""
+if [ -z "${WORK_DIR:-}" ]; then
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/publish-library.XXXXXX")
+  MADE_WORK=$WORK
+else
+  WORK=$WORK_DIR
+fi
 TABLE_OUT=${TABLE_OUT:-$WORK/library_table.md}
 ENVS=${ENVS:-$(cd environments && ls -d */ | tr -d / | tr '\n' ' ')}
 export OMP_WAIT_POLICY=PASSIVE   # the model server and the evals share the cores
@@ -46,11 +53,17 @@ wait_for() {  # URL, what, log
 PIDS=()
 # On any exit (SIGTERM and Ctrl-C included): stop the servers it started and whatever step was
 # running in the foreground (a push, an install, an eval), so nothing outlives the script.
+# The temporary work dir it made is removed too, unless the script finished.
 cleanup() {
+  local status=$?
   for pid in "${PIDS[@]}"; do kill "$pid" 2> /dev/null || true; done
   pkill -TERM -P $$ 2> /dev/null || true
+  wait 2> /dev/null || true
+  if [ -n "$MADE_WORK" ] && [ "$status" != 0 ]; then rm -rf "$MADE_WORK"; fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # 1. the hub, a user and its token
 HUB_PORT=$(free_port)

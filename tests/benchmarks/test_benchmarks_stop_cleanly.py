@@ -1,6 +1,6 @@
-"""A benchmark stopped by SIGTERM at a random moment leaves no process and no temp dir behind
-(a TRL trainer went on at 99% CPU; PostgreSQL, moto and hubs, and hundreds of MB in /tmp, were
-left by others)."""
+"""A benchmark or a long script stopped by SIGTERM or SIGINT at a random moment leaves no process
+and no temp dir behind (a TRL trainer went on at 99% CPU; PostgreSQL, moto and hubs, and hundreds
+of MB in /tmp, were left by others)."""
 
 from __future__ import annotations
 
@@ -71,8 +71,12 @@ def began(root: psutil.Process, seen: dict, scratch: Path) -> bool:
     return bool(started_by(root, seen)) or any(scratch.iterdir())
 
 
+SIGNALS = pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+
+
+@SIGNALS
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_benchmark_stopped_by_sigterm_leaves_nothing(case, tmp_path):
+def test_a_benchmark_stopped_by_a_signal_leaves_nothing(case, sig, tmp_path):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     proc = subprocess.Popen(
@@ -97,7 +101,7 @@ def test_a_benchmark_stopped_by_sigterm_leaves_nothing(case, tmp_path):
         # on a busy machine a benchmark may end by itself first (a target it reports missed, a
         # server slow to start): then its own exit must leave nothing either
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(sig)
         proc.wait(timeout=90)  # stop_cleanly ends it UNWIND_S after the signal at the latest
         deadline = time.monotonic() + 15
         while running(seen) and time.monotonic() < deadline:
@@ -109,13 +113,17 @@ def test_a_benchmark_stopped_by_sigterm_leaves_nothing(case, tmp_path):
             left.kill()
 
 
-def test_publish_library_stopped_by_sigterm_leaves_no_process(tmp_path):
+@SIGNALS
+def test_publish_library_stopped_by_a_signal_leaves_no_process_and_no_work_dir(sig, tmp_path):
     """scripts/publish_library.sh starts a hub, then pushes, installs and evaluates in the
-    foreground: a SIGTERM at any of those stops every process it started."""
+    foreground: a SIGTERM or SIGINT at any of those stops every process it started, and the
+    temporary work dir it made (563 MB after a full run) is removed."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     proc = subprocess.Popen(
         ["bash", "scripts/publish_library.sh"],
         cwd=REPO,
-        env={**os.environ, "WORK_DIR": str(tmp_path / "work"), "ENVS": "reverse_text"},
+        env={**os.environ, "TMPDIR": str(scratch), "ENVS": "reverse_text"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
@@ -134,12 +142,13 @@ def test_publish_library_stopped_by_sigterm_leaves_no_process(tmp_path):
         time.sleep(random.uniform(0.0, 0.5))
         started_by(root, seen)
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(sig)
         proc.wait(timeout=60)
         deadline = time.monotonic() + 15
         while running(seen) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert [p.cmdline() for p in running(seen)] == []
+        assert list(scratch.iterdir()) == []
     finally:
         for left in running(seen):
             left.kill()

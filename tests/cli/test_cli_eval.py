@@ -301,19 +301,30 @@ def test_a_first_prompt_over_the_context_length_is_an_error_not_a_stop(server, t
 
 
 @pytest.mark.parametrize(
-    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"]
+    "sig, where",
+    [
+        (signal.SIGINT, "env workers"),
+        (signal.SIGTERM, "env workers"),
+        (signal.SIGKILL, "env workers"),
+        (signal.SIGINT, "in process"),
+        (signal.SIGTERM, "in process"),
+    ],
+    ids=["SIGINT", "SIGTERM", "SIGKILL", "SIGINT-in-process", "SIGTERM-in-process"],
 )
-def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig, monkeypatch):
-    """The run is a --split train run against -b URL -k VAR with a seed: the printed line alone
-    (``vf-eval ENV --resume RUN``) continues exactly it, and its rows and metadata equal an
-    uninterrupted run's."""
+def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig, where, monkeypatch):
+    """The run is a --split train run against -b URL -k VAR with a seed, its environment in
+    worker processes (the default) or in vf-eval's own (--no-env-workers): the printed line
+    alone (``vf-eval ENV --resume RUN``) continues exactly it, where it ran, and its rows and
+    metadata equal an uninterrupted run's."""
     monkeypatch.setenv("VF_TEST_KEY", "k")
     server.set_handler(lambda req: Reply(content=reverse_policy(req), delay=0.05))
     identity = ("-b", server.base_url, "-k", "VF_TEST_KEY", "--split", "train", "--seed", "3")
-    sizes = ("-n", "30", "-r", "2", "-c", "2")
+    in_process = ("--no-env-workers",) if where == "in process" else ()
+    sizes = ("-n", "30", "-r", "2", "-c", "2", *in_process)
     cmd = [sys.executable, "-m", "verifiers.cli.eval", "reverse-text", *identity, *sizes]
     proc, err, run = interrupt_partway(cmd, tmp_path / "cut", 10, sig)
     printed = f"vf-eval reverse-text --resume {run}"
+    assert "Ctrl-C or SIGTERM stops the run with its finished rollouts saved" in err  # said first
     if sig != signal.SIGKILL:
         # the hint is one line to copy, however long the path
         assert proc.returncode == 130 and f"  {printed}" in err.splitlines()
@@ -352,6 +363,61 @@ def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig, monkey
     for key in ("split", "seed", "identity", "sampling_args", "base_url", "model"):
         assert meta[key] == whole_meta[key], key
     assert meta["split"] == "train" and meta["identity"]["api_key_var"] == "VF_TEST_KEY"
+    assert meta["execution"]["no_env_workers"] is bool(in_process)  # resumed where it ran
+    assert (meta.get("env_workers") is None) is bool(in_process)
+
+
+@pytest.fixture(scope="module")
+def local_vf_serve(tiny_dir: Path, tmp_path_factory):
+    """A vf-serve on this machine (a tiny random Llama, served as "tiny"), as a user starts one."""
+    pytest.importorskip("torch", reason="vf-serve needs the local extra (torch, transformers)")
+    from verifiers.processes.server import start_server
+
+    log = tmp_path_factory.mktemp("vf-serve") / "serve.log"
+    with start_server(
+        str(tiny_dir), log_path=log, extra_args=["--served-model-name", "tiny"]
+    ) as served:
+        yield served
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_run_against_a_local_vf_serve_resumes_against_it(local_vf_serve, tmp_path, sig):
+    """A resumed run against a local vf-serve quietly started the built-in server instead: the
+    printed line alone goes on against the same server and model, and greedy rows (reward
+    included) equal an uninterrupted run's."""
+    base = ("-b", local_vf_serve.base_url, "-T", "0", "-t", "48")
+    sizes = ("-n", "16", "-r", "2", "-c", "2")
+    cmd = [sys.executable, "-m", "verifiers.cli.eval", "reverse-text", *base, *sizes]
+    proc, err, run = interrupt_partway(cmd, tmp_path / "cut", 4, sig)
+    printed = f"vf-eval reverse-text --resume {run}"
+    assert proc.returncode == 130 and f"  {printed}" in err.splitlines(), err
+    assert len(list(read_rows(run / "results.jsonl"))) < 32
+    resumed = subprocess.run(
+        [sys.executable, "-m", "verifiers.cli.eval", *printed.split()[1:]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    whole = subprocess.run(
+        [*cmd, "--output-dir", str(tmp_path / "whole")], capture_output=True, text=True, timeout=300
+    )
+    assert whole.returncode == 0, whole.stderr
+    (whole_run,) = (tmp_path / "whole" / "evals").glob("*/*")
+
+    def rows_of(path: Path) -> list[tuple]:
+        return sorted(
+            (r["example_id"], r["rollout_index"], json.dumps(r["prompt"]), r["answer"], r["reward"])
+            for r in read_rows(path / "results.jsonl")
+        )
+
+    assert len(rows_of(run)) == 32 and rows_of(run) == rows_of(whole_run)
+    meta = json.loads((run / "metadata.json").read_text())
+    whole_meta = json.loads((whole_run / "metadata.json").read_text())
+    assert meta["base_url"] == local_vf_serve.base_url and meta["model"] == "tiny"
+    for key in ("split", "identity", "sampling_args", "base_url", "model"):
+        assert meta[key] == whole_meta[key], key
 
 
 def test_resume_refuses_a_mismatch_before_doing_anything(server, tmp_path, capsys):

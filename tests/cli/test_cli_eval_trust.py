@@ -134,7 +134,8 @@ def test_an_owner_or_version_id_is_checked_before_any_code_of_the_package_runs(s
 
     for env_id, says in (
         ("someone/sidefx-env", "installed here, but not from a hub owner"),
-        ("sidefx-env@9.9.9", "install that version"),
+        # no owner to install from: the hint says how to remove the local install first
+        ("sidefx-env@9.9.9", "is a local install (vf-install or pip), with no hub owner"),
         ("someone/sidefx-env@1.0.0", "installed here, but not from a hub owner"),
     ):
         done = vf_eval(env_id)

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import stat
 import subprocess
+import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,6 +91,15 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$out" ] || {{ echo "no output dir" >&2; exit 9; }}
 """
+# With STOP_AT=N the pipeline's Nth command, having begun (its run or config written), waits to
+# be stopped, and exits as vf-eval, vf-sft and vf-rl do on SIGINT/SIGTERM: 130.
+WAIT = """
+if [ "${{STOP_AT:-}}" = "$(wc -l < {log})" ]; then
+  trap 'exit 130' INT TERM
+  touch {log}.waiting
+  while :; do sleep 0.05; done
+fi
+"""
 
 
 def pipeline_checkout(tmp_path: Path) -> tuple[Path, Path, Path]:
@@ -96,22 +109,24 @@ def pipeline_checkout(tmp_path: Path) -> tuple[Path, Path, Path]:
     for part in ("pipeline", "sft", "rl"):
         shutil.copytree(REPO / "examples" / part, checkout / "examples" / part)
     bin_dir.mkdir()
-    head = STAGES.format(log=log)
+    head, wait = STAGES.format(log=log), WAIT.format(log=log)
     shim(
         bin_dir,
         "vf-eval",
         head + 'mkdir -p "$out/evals/m/run"\n'
         'echo \'{"summary": {"avg_reward": 0.5, "avg_metrics": {"exact": 0.25}}}\''
-        ' > "$out/evals/m/run/metadata.json"\n',
+        ' > "$out/evals/m/run/metadata.json"\n' + wait,
     )
-    shim(bin_dir, "vf-data", head + 'mkdir -p "$out"\n')
+    shim(bin_dir, "vf-data", head + 'mkdir -p "$out"\n' + wait)
     for name in ("vf-sft", "vf-rl"):
         shim(
             bin_dir,
             name,
             head + f'[ "${{FAIL_AT:-}}" = {name} ] && {{ mkdir -p "$out/partial"; '
             'echo {} > "$out/config.json"; exit 1; }\n'
-            'mkdir -p "$out/weights"\n',
+            'mkdir -p "$out" && echo {} > "$out/config.json"\n'
+            + wait
+            + 'mkdir -p "$out/weights"\n',
         )
     return checkout, bin_dir, log
 
@@ -171,3 +186,69 @@ def test_an_interrupted_eval_stage_of_the_pipeline_is_resumed_not_redone(tmp_pat
     assert done.returncode == 0, done.stderr
     first = log.read_text().splitlines()[0]
     assert first == f"vf-eval uppercase --resume {run.relative_to(checkout)}", first
+
+
+PIPELINE_STAGES = [  # (stage, the command it runs, the directory it writes under PIPELINE_DIR)
+    ("eval base", "vf-eval", "eval-base"),
+    ("generate 60 x 8", "vf-eval", "generate"),
+    ("vf-data best-of-8", "vf-data", "data"),  # seconds of work: redone whole, no --resume
+    ("vf-sft", "vf-sft", "sft"),
+    ("eval sft", "vf-eval", "eval-sft"),
+    ("vf-rl 2 steps", "vf-rl", "rl"),
+    ("eval sft+rl", "vf-eval", "eval-rl"),
+]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("stage", range(len(PIPELINE_STAGES)), ids=[s[0] for s in PIPELINE_STAGES])
+def test_the_pipeline_stopped_at_each_stage_by_a_signal_resumes_that_stage(tmp_path, stage, sig):
+    """Ctrl-C (SIGINT) or a closed session / scheduler (SIGTERM) sent to the pipeline's process
+    group while stage N runs: the rerun skips stages 1..N-1, goes on with stage N where it was
+    (vf-eval --resume on the run it began, vf-sft/vf-rl --resume; vf-data redone), then runs the
+    rest, and the finished directory holds every stage's output (the real commands:
+    tests/cli/test_pipeline_stopped.py)."""
+    checkout, bin_dir, log = pipeline_checkout(tmp_path)
+    out = tmp_path / "pipeline-out"
+    scale = {"PIPELINE_SCALE": "0.2", "PIPELINE_DIR": str(out)}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(checkout), **scale}
+    proc = subprocess.Popen(
+        ["bash", "examples/pipeline/uppercase_cpu.sh"],
+        cwd=checkout,
+        env={**env, "STOP_AT": str(stage + 1)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    waiting = Path(f"{log}.waiting")
+    deadline = time.monotonic() + 60
+    while not waiting.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0, err
+    names = [name for name, _, _ in PIPELINE_STAGES]
+    done = [line.split("\t")[0] for line in (out / "stages.tsv").read_text().splitlines()]
+    assert done == names[:stage]  # the stopped stage is not recorded as done
+    before = len(log.read_text().splitlines())
+    assert before == stage + 1
+
+    rerun = run_pipeline(checkout, bin_dir, **scale)
+    assert rerun.returncode == 0, rerun.stderr
+    for name in names[:stage]:
+        assert f"== {name}: done already" in rerun.stdout
+    calls = log.read_text().splitlines()[before:]
+    assert [c.split()[0] for c in calls] == [command for _, command, _ in PIPELINE_STAGES[stage:]]
+    _, command, directory = PIPELINE_STAGES[stage]
+    if command == "vf-eval":  # the run vf-eval had begun, by the line it prints
+        assert calls[0] == f"vf-eval uppercase --resume {out / directory / 'evals/m/run'}"
+    elif command == "vf-data":
+        assert "--resume" not in calls[0] and f"-o {out / directory}" in calls[0]
+    else:
+        assert calls[0].endswith(" --resume") and str(out / directory) in calls[0], calls[0]
+    assert [c for c in calls[1:] if "--resume" in c] == []  # later stages start fresh
+    done = [line.split("\t")[0] for line in (out / "stages.tsv").read_text().splitlines()]
+    assert done == names
+    assert (out / "sft" / "weights").is_dir() and (out / "rl" / "weights").is_dir()
+    assert "SFT+RL" in rerun.stdout

@@ -203,6 +203,8 @@ def test_a_v1_taskset_is_pushed_installed_and_evaluated_by_its_hub_id(hub, serve
     for wrong, said in [
         ("mallory/hub-sums-v1", "the hub-sums-v1 installed here is vera/hub-sums-v1"),
         ("vera/hub-sums-v1@9.9.9", "hub-sums-v1 0.1.0 is installed but"),
+        # the hint is a command prime takes: the owner recorded at install, not a bare name
+        ("hub-sums-v1@9.9.9", "(`prime env install vera/hub-sums-v1@9.9.9`)"),
     ]:
         refused = scripted_eval(vf_eval, wrong, server, tmp_path / "refused", env=env)
         assert refused.returncode == 2 and said in refused.stderr, refused.stderr

@@ -358,19 +358,25 @@ def test_serve_and_rl_do_not_import_each_other():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(policy_dir, tmp_path, sig):
+def test_a_stopped_run_resumes_with_the_line_it_printed(policy_dir, tmp_path, sig, when):
     """vf-rl stopped before any checkpoint was a dead end: --resume said 'run without
-    --resume', and running without it said 'continue with --resume'."""
+    --resume', and running without it said 'continue with --resume'. Stopped before or after
+    its first checkpoint, it prints its own command line with --resume; that line alone
+    finishes the run, whose records are an uninterrupted run's (one per step, none twice)."""
     import subprocess
     import sys
     import time
 
+    from support.trainer_runs import stop_and_resume_line
+
     out = tmp_path / "out"
     config = tmp_path / "rl.toml"
     config.write_text(
-        f'model = "{policy_dir}"\nenv_id = "reverse-text"\noutput_dir = "{out}"\nsteps = 50\n'
-        "[orchestrator]\nexamples_per_step = 2\nrollouts_per_example = 2\nmax_tokens = 8\n"
+        f'model = "{policy_dir}"\nenv_id = "reverse-text"\noutput_dir = "{out}"\nsteps = 4\n'
+        "checkpoint_every = 2\n[orchestrator]\nexamples_per_step = 2\nrollouts_per_example = 2\n"
+        "max_tokens = 8\n"
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "verifiers.cli.rl", "@", str(config)],
@@ -379,28 +385,34 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(policy_di
         text=True,
         env={**os.environ, "COLUMNS": "400"},
     )
+    mark = out / ("metrics.jsonl" if when == "before" else "checkpoints/step_000002")
     deadline = time.monotonic() + 240
-    while not (out / "metrics.jsonl").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    process.send_signal(sig)
-    output, _ = process.communicate(timeout=120)
-    assert process.returncode == 130, output
-    assert "interrupted" in output and "--resume starts this run again from step 0" in output
+    while not mark.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    printed, output = stop_and_resume_line(process, sig)
+    assert printed == f"vf-rl @ {config} --resume", output
+    if when == "before":
+        assert "--resume starts this run again from step 0" in output
+    else:
+        assert "continue with --resume (from step_000002)" in output
     resumed = subprocess.run(
-        [sys.executable, "-m", "verifiers.cli.rl", "@", str(config), "--resume", "--steps", "1"],
+        [sys.executable, "-m", "verifiers.cli.rl", *printed.split()[1:]],
         capture_output=True,
         text=True,
         timeout=300,
         env={**os.environ, "COLUMNS": "400"},
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "starting the run again from step 0" in resumed.stdout
+    if when == "before":
+        assert "starting the run again from step 0" in resumed.stdout
+    else:
+        assert "resuming from" in resumed.stdout and "(step 2)" in resumed.stdout
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in records] == [0]  # the stopped run's records were redone
-    from verifiers.rl.run.command import interrupted_hint
-
-    (out / "checkpoints" / "step_000003").mkdir(parents=True)
-    assert interrupted_hint(out) == "continue with --resume (from step_000003)"
+    assert [r["step"] for r in records] == [0, 1, 2, 3]  # the stopped run's steps redone once
+    assert [r["served_version"] for r in records] == [1, 2, 3, 4]
+    checkpoints = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert checkpoints == ["step_000002", "step_000004"]
+    assert (out / "weights" / "model.safetensors").exists()
 
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "rl").glob("*.toml"))

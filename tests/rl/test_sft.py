@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import collections
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -284,6 +287,81 @@ def test_sft_resume_is_bit_exact(tmp_path):
         json.loads(line)["step"] for line in (split / "metrics.jsonl").read_text().splitlines()
     ]
     assert steps == list(range(6))  # the redone steps replaced their records
+
+
+SFT_STOPPED = "batch_size = 4\nsteps = 240\ncheckpoint_every = 40\n[trainer]\nlr = 1e-3\n"
+
+
+def sft_config(path: Path, policy: Path, data: Path, out: Path) -> Path:
+    """A vf-sft config of SFT_STOPPED's run: long enough to be stopped partway."""
+    path.write_text(
+        f'model = "{policy}"\noutput_dir = "{out}"\n{SFT_STOPPED}[data]\npath = "{data}"\n'
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_sft(tmp_path_factory):
+    """SFT_STOPPED's run, never stopped: its policy, data and final weights."""
+    from safetensors.torch import load_file
+    from support.toy import make_tiny_policy
+
+    root = tmp_path_factory.mktemp("sft-whole")
+    policy = make_tiny_policy(root / "policy")
+    data = conversations_file(root / "chats.jsonl")
+    config = sft_config(root / "sft.toml", policy, data, root / "out")
+    done = subprocess.run(
+        [sys.executable, "-m", "verifiers.cli.sft", "@", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return policy, data, load_file(str(root / "out" / "weights" / "model.safetensors"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["before", "after"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stopped_sft_run_resumes_with_the_line_it_printed_to_the_same_weights(
+    uninterrupted_sft, tmp_path, sig, when
+):
+    """vf-sft stopped by Ctrl-C or SIGTERM before or after its first checkpoint prints its
+    command line with --resume; that line alone finishes the run, bit-exact with a run never
+    stopped, one record per step."""
+    from safetensors.torch import load_file
+    from support.trainer_runs import stop_and_resume_line
+
+    policy, data, whole = uninterrupted_sft
+    out = tmp_path / "out"
+    config = sft_config(tmp_path / "sft.toml", policy, data, out)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "verifiers.cli.sft", "@", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "400"},
+    )
+    mark = out / ("metrics.jsonl" if when == "before" else "checkpoints/step_000040")
+    deadline = time.monotonic() + 240
+    while not mark.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.02)
+    printed, output = stop_and_resume_line(process, sig)
+    assert printed == f"vf-sft @ {config} --resume", output
+    checkpoints = sorted((out / "checkpoints").glob("step_*"))
+    assert (checkpoints == []) is (when == "before"), output
+    resumed = subprocess.run(
+        [sys.executable, "-m", "verifiers.cli.sft", *printed.split()[1:]],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    again = load_file(str(out / "weights" / "model.safetensors"))
+    assert whole.keys() == again.keys()
+    assert all(torch.equal(whole[k], again[k]) for k in whole)
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(240))
 
 
 @pytest.mark.slow

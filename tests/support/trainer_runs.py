@@ -1,9 +1,11 @@
 """What the trainer tests share: a scripted orchestrator and the loop run against a real
-built-in server, random samples for a tiny model, and scripted batches of rollouts."""
+built-in server, random samples for a tiny model, scripted batches of rollouts, and a vf-rl or
+vf-sft process stopped as a user or a scheduler stops it."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,6 +30,19 @@ def torchrun(ranks: int, logs: Path) -> list[str]:
     default is a fresh directory in /tmp that nothing removes)."""
     launcher = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
     return [launcher, "--standalone", "--nproc_per_node", str(ranks), "--log-dir", str(logs)]
+
+
+def stop_and_resume_line(process: subprocess.Popen, sig: int) -> tuple[str, str]:
+    """Stop a running vf-rl / vf-sft (its stdout piped, stderr joined) with ``sig``: the line
+    it printed to copy (its command with --resume) and all it printed. It must exit 130."""
+    process.send_signal(sig)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, output
+    assert "Ctrl-C or SIGTERM stops the run and prints the line that resumes it" in output
+    lines = output.splitlines()
+    said = next((i for i, line in enumerate(lines) if "interrupted" in line), None)
+    assert said is not None, output
+    return lines[said + 1].strip(), output
 
 
 def random_samples(n=5):

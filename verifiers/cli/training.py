@@ -84,8 +84,9 @@ def command_main(
     # Two processes (trainer, inference server) share the cores: spinning OpenMP threads would
     # slow both many times over. Must be set before torch is imported.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        config, resume = parse(sys.argv[1:] if argv is None else argv)
+        config, resume = parse(argv)
     except ValidationError as exc:
         print(f"{prog}: invalid config: {exc}", file=sys.stderr)
         return 2
@@ -94,4 +95,4 @@ def command_main(
         return 2
     if before_run is not None:
         before_run(config)
-    return run_command(prog, config, resume, run, input_problem)
+    return run_command(prog, config, resume, run, input_problem, argv)

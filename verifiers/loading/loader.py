@@ -145,12 +145,27 @@ def locate_environment(env_id: str) -> tuple[EnvId, Located, list[str]]:
         _check_owner(parsed, found.dist_name)
     installed = dist_version(found.dist_name)
     if parsed.version and installed and installed != parsed.version:
-        hub_id = f"{parsed.owner or 'OWNER'}/{parsed.name}@{parsed.version}"
         raise EnvironmentNotFoundError(
             f"{found.dist_name} {installed} is installed but {parsed} was requested; "
-            f"install that version (`prime env install {hub_id}`) or drop '@{parsed.version}'"
+            f"{_other_version_hint(parsed, found.dist_name)} or drop '@{parsed.version}'"
         )
     return parsed, found, tried
+
+
+def _other_version_hint(parsed: EnvId, dist_name: str | None) -> str:
+    """How to get the version asked for, as a command ``prime`` takes: the hub owner's id (the
+    one recorded at install when the id names none); a local install (vf-install, pip) has no
+    owner, and ``prime env install`` refuses to replace it, so it is removed first."""
+    from verifiers.installs.provenance import installed_owner
+
+    owner = parsed.owner or (installed_owner(dist_name) if dist_name else None)
+    if owner is not None:
+        return f"install that version (`prime env install {owner}/{parsed.name}@{parsed.version}`)"
+    return (
+        f"{parsed.name} is a local install (vf-install or pip), with no hub owner: to use a hub "
+        f"release, remove it (`uv pip uninstall {dist_name}`), then `prime env install "
+        f"OWNER/{parsed.name}@{parsed.version}` with its publisher as OWNER,"
+    )
 
 
 @dataclass

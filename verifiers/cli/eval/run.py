@@ -218,6 +218,12 @@ def _run(
     console.print(
         f"[bold]{env.env_id}[/bold]: {len(rows)} examples × {r} rollouts on [bold]{endpoint.model}[/bold] ({endpoint.base_url})"
     )
+    if results_path:  # said before the first rollout: what a stop costs
+        console.print(
+            "[dim]Ctrl-C or SIGTERM stops the run with its finished rollouts saved and prints "
+            "the line that resumes it[/dim]",
+            highlight=False,
+        )
     from verifiers.cli.display import LiveProgress, print_saved, show_examples, summary_table
     from verifiers.envs.environment import run_sync
 

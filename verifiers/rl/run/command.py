@@ -26,9 +26,11 @@ def run_command(
     resume: bool,
     run: Any,
     input_problem: Any = None,
+    argv: list[str] | None = None,
 ) -> int:
     """A trainer command's run, from its parsed config to exit code: the output dir held (or
-    refused in one line, exit 2), Ctrl-C says how to go on (130), and a torchrun worker exits
+    refused in one line, exit 2), Ctrl-C or SIGTERM says how to go on, with the command line
+    (``argv``, given again with ``--resume``) to copy (130), and a torchrun worker exits
     without gloo's teardown. ``input_problem(config)``: what is wrong with the run's inputs (a
     missing dataset), said before torch loads, as a taken run directory is."""
     from rich.console import Console
@@ -51,6 +53,11 @@ def run_command(
             remove_abandoned(out / "checkpoints", STAGING, any_maker=True)
         # SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does, with the same message
         signal.signal(signal.SIGTERM, _stop_on_signal)
+        console.print(
+            "[dim]Ctrl-C or SIGTERM stops the run and prints the line that resumes it (from its "
+            "latest checkpoint, or from step 0 before the first)[/dim]",
+            highlight=False,
+        )
         from verifiers.rl.run.checkpoint import UnsafeCheckpointError
 
         try:
@@ -60,7 +67,10 @@ def run_command(
             code = 2
         except KeyboardInterrupt:
             hint = escape(interrupted_hint(out))
-            console.print(f"[yellow]interrupted[/yellow]; {hint}", soft_wrap=True)  # paths unbroken
+            console.print(f"[yellow]interrupted[/yellow]; {hint}:", soft_wrap=True)
+            # one line, never wrapped or styled: the command to copy
+            line = resume_line(prog, argv)
+            console.print(f"  {line}", soft_wrap=True, markup=False, highlight=False)
             code = 130
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker: skip gloo's teardown
         from verifiers.rl.run.distributed import shutdown
@@ -78,6 +88,14 @@ def interrupted_hint(out: Path) -> str:
         "no checkpoint was written yet (checkpoint_every = 0, or none reached): --resume "
         "starts this run again from step 0"
     )
+
+
+def resume_line(prog: str, argv: list[str] | None) -> str:
+    """The run's own command line with ``--resume``: what goes on with it, as it was."""
+    import shlex
+
+    given = [a for a in (argv or []) if a != "--resume"]
+    return shlex.join([prog, *given, "--resume"])
 
 
 def _stop_on_signal(signum: int, frame: Any) -> None:
