@@ -157,14 +157,14 @@ class TasksetEnvironment(Environment):
                 setattr(config, role, agent.model_copy(update={"max_turns": DEFAULT_MAX_TURNS}))
         self.v1_env = load_environment(config)
         self.tasks = _tasks(self.v1_env.taskset, max_tasks)
-        rows = self._rows(taskset_id, 0)
+        rows = self._task_rows(taskset_id, 0)
         eval_rows = rows
         if eval_taskset is not None:
             from verifiers.v1.utils.tasksets import load_taskset
 
             held_out = resolve_env_config({**raw, "taskset": {**raw["taskset"], **eval_taskset}})
             self.tasks += _tasks(load_taskset(held_out.taskset), max_tasks)
-            eval_rows = self._rows(taskset_id, len(rows))
+            eval_rows = self._task_rows(taskset_id, len(rows))
         self._client_pool: tuple[asyncio.AbstractEventLoop, ClientPool] | None = None
         super().__init__(
             dataset=Dataset.from_list(rows),
@@ -176,7 +176,7 @@ class TasksetEnvironment(Environment):
         self.identify_package(taskset_id)
         self.v1_env.agents(ModelContext())  # a harness or runtime this SDK lacks fails now
 
-    def _rows(self, taskset_id: str, start: int) -> list[dict[str, Any]]:
+    def _task_rows(self, taskset_id: str, start: int) -> list[dict[str, Any]]:
         """One dataset row per task from ``self.tasks[start]`` on (``info.v1_task`` its index
         there; example ids from 0)."""
         rows: list[dict[str, Any]] = [
