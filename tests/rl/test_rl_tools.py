@@ -65,6 +65,7 @@ def serving(tokenizer, sampled: list[list[int]]):
             "object": "chat.completion",
             "created": 0,
             "model": "policy",
+            "policy_version": 5,  # as vf-serve reports the weights it serves
             "prompt_token_ids": prompt_ids,
             "choices": [
                 {
@@ -195,8 +196,8 @@ __all__ = ["SumTaskset"]
 
 def test_a_v1_tool_rollout_trains_exactly_the_models_tokens(tokenizer, tmp_path, monkeypatch):
     """The same three-turn rollout played by a v1 taskset (its Python toolset, the ``null``
-    harness): the token ids and logprobs the server sent for each model call come back off the
-    trace's message graph as the rollout's trajectory, one sample whose loss mask is 1 on
+    harness): the token ids, logprobs and policy version the server sent for each model call
+    come back off the trace as the rollout's trajectory, one sample whose loss mask is 1 on
     exactly the sampled tokens of each turn, as for the classic environment above."""
     import os
     import sys
@@ -239,6 +240,8 @@ def test_a_v1_tool_rollout_trains_exactly_the_models_tokens(tokenizer, tmp_path,
         "assistant",
     ]
     assert len(state["trajectory"]) == 3 and len(sampled) == 3
+    # each call's policy version, what the trainer counts staleness by
+    assert [step["response"]["policy_version"] for step in state["trajectory"]] == [5, 5, 5]
     (sample,) = samples_from_state(state, advantage=0.7, policy_version=3)
 
     conversation = template_messages([*state["prompt"], *state["completion"]])

@@ -57,13 +57,17 @@ def trajectory(episode: Episode) -> list[dict[str, Any]]:
     (``verifiers.rl.algorithm.batching.samples_from_state``): per call, its prompt and reply
     and, when the server sent token ids, the tokens of its path in the trace's message graph
     (the prompt's nodes, then the reply node's generation prompt as prompt ids and its sampled
-    tokens, with their logprobs, as completion ids). A call without token ids is a step
-    without tokens, which a trainer refuses, naming the cause."""
+    tokens, with their logprobs, as completion ids), and the policy version the server
+    reported as its ``response``. A call without token ids is a step without tokens, which a
+    trainer refuses, naming the cause."""
     steps: list[dict[str, Any]] = []
     for trace in episode.traces:
         for call in trace.calls:
             if call.node is not None:
-                steps.append(_step(trace, call.node, call.finish_reason == "length"))
+                step = _step(trace, call.node, call.finish_reason == "length")
+                if call.policy_version is not None:  # what a trainer counts staleness by
+                    step["response"] = {"policy_version": call.policy_version}
+                steps.append(step)
     return steps
 
 

@@ -136,6 +136,8 @@ class NullHarness:
         call.node = prepare_turn(trace, messages).commit(response, specs or None)
         call.finish_reason = finish
         call.usage = usage
+        version = (completion.model_extra or {}).get("policy_version")
+        call.policy_version = version if isinstance(version, int) else None
 
     async def run_tool(
         self,
