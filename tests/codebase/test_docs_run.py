@@ -353,6 +353,7 @@ SKIPPED: dict[tuple[str, str], Skip] = {
         ("docs/training.md", f"vf-rl @ examples/rl/{config}"): Skip(CPU_TRAINING, VALID_CONFIG)
         for config in (
             "uppercase_cpu.toml",
+            "uppercase_v1_cpu.toml",
             "calculator_cpu.toml",
             "reverse_text_cpu.toml",
             "guess_the_number_cpu.toml",

@@ -65,6 +65,7 @@ def serving(tokenizer, sampled: list[list[int]]):
             "object": "chat.completion",
             "created": 0,
             "model": "policy",
+            "policy_version": 5,  # as vf-serve reports the weights it serves
             "prompt_token_ids": prompt_ids,
             "choices": [
                 {
@@ -151,6 +152,105 @@ def test_a_three_turn_tool_rollout_trains_exactly_the_models_tokens(tokenizer):
     trained = [t for t, m in zip(sample.input_ids, sample.loss_mask, strict=True) if m]
     assert trained == [t for ids in sampled for t in ids]
     text = [tokenizer.decode([t]) for t in sample.input_ids]  # (the toy vocabulary has no {})
+    context = "".join(t for t, m in zip(text, sample.loss_mask, strict=True) if not m)
+    assert "tool: 1517<eos>" in context and "tool: 1529<eos>" in context
+    assert sample.advantage == 0.7 and sample.policy_version == 3
+
+
+CALCULATE_V1 = '''
+import verifiers.v1 as vf
+
+
+class Calculator(vf.Toolset):
+    TOOL_PREFIX = None  # offered bare: ``calculate``
+
+    @vf.tool
+    def calculate(self, expression: str) -> str:
+        """Evaluate an arithmetic expression."""
+        a, op, b = expression.split()
+        return str(int(a) * int(b) if op == "*" else int(a) + int(b))
+
+
+class SumData(vf.TaskData):
+    answer: str
+
+
+class SumTask(vf.Task[SumData]):
+    @classmethod
+    def toolsets(cls, config):
+        return [Calculator()]
+
+    @vf.reward
+    def correct(self, trace) -> float:
+        return float(self.data.answer in trace.last_reply)
+
+
+class SumTaskset(vf.Taskset[SumTask, vf.TasksetConfig]):
+    def load(self):
+        yield SumTask(SumData(idx=0, prompt="What is 37 * 41 + 12?", answer="1529"), self.config.task)
+
+
+__all__ = ["SumTaskset"]
+'''
+
+
+def test_a_v1_tool_rollout_trains_exactly_the_models_tokens(tokenizer, tmp_path, monkeypatch):
+    """The same three-turn rollout played by a v1 taskset (its Python toolset, the ``null``
+    harness): the token ids, logprobs and policy version the server sent for each model call
+    come back off the trace as the rollout's trajectory, one sample whose loss mask is 1 on
+    exactly the sampled tokens of each turn, as for the classic environment above."""
+    import os
+    import sys
+
+    import verifiers as vf
+    from verifiers.clients import OpenAICompatibleClient
+    from verifiers.rl.algorithm.batching import samples_from_state
+    from verifiers.rl.algorithm.chat_tokens import render_ids, template_messages
+
+    (tmp_path / "calculate_v1").mkdir()
+    (tmp_path / "calculate_v1" / "__init__.py").write_text(CALCULATE_V1)
+    monkeypatch.syspath_prepend(str(tmp_path))  # and for the toolset's server process:
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    env = vf.load_environment("calculate-v1")
+    sys.modules.pop("calculate_v1", None)
+    sampled: list[list[int]] = []
+    with ModelServer(serving(tokenizer, sampled)) as server:
+        client = OpenAICompatibleClient(server.base_url)
+
+        async def rollout():
+            try:
+                return await env.generate(
+                    env.dataset_rows("train"),
+                    client,
+                    "policy",
+                    sampling_args={"logprobs": True, "extra_body": {"return_token_ids": True}},
+                    rollouts_per_example=1,
+                )
+            finally:
+                await client.aclose()
+
+        out = asyncio.run(rollout())
+    (state,) = out.state
+    assert state.get("error") is None and state["reward"] == pytest.approx(1.0)
+    assert [m["role"] for m in state["completion"]] == [
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert len(state["trajectory"]) == 3 and len(sampled) == 3
+    # each call's policy version, what the trainer counts staleness by
+    assert [step["response"]["policy_version"] for step in state["trajectory"]] == [5, 5, 5]
+    (sample,) = samples_from_state(state, advantage=0.7, policy_version=3)
+
+    conversation = template_messages([*state["prompt"], *state["completion"]])
+    assert sample.input_ids == render_ids(tokenizer, conversation, generation_prompt=False)[:-1]
+    trained = [t for t, m in zip(sample.input_ids, sample.loss_mask, strict=True) if m]
+    assert trained == [t for ids in sampled for t in ids]
+    logprobs = [lp for lp, m in zip(sample.old_logprobs, sample.loss_mask, strict=True) if m]
+    assert logprobs == pytest.approx([-0.1 * (i + 1) for ids in sampled for i in range(len(ids))])
+    text = [tokenizer.decode([t]) for t in sample.input_ids]
     context = "".join(t for t, m in zip(text, sample.loss_mask, strict=True) if not m)
     assert "tool: 1517<eos>" in context and "tool: 1529<eos>" in context
     assert sample.advantage == 0.7 and sample.policy_version == 3

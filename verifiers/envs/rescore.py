@@ -2,7 +2,8 @@
 
 ``vf-eval ENV --rescore RUN_DIR`` reads the run's complete groups, rebuilds each rollout's state
 from its results row (conversation, answer, info, errors, stop condition, saved state columns;
-one trajectory step per assistant message), scores every group with the environment's rubric
+one trajectory step per assistant message; the environment's own per-rollout files, a v1
+taskset's ``traces.jsonl``, under their state keys), scores every group with the environment's rubric
 and saves the outcome as a new run whose metadata names its source (``rescored_from``). It then
 prints what changed, so a rubric change can be checked against recorded rollouts.
 
@@ -13,9 +14,12 @@ group runner): results file, metadata, summary, progress.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from verifiers.envs.generation import GroupJob, run_generation, score_states
 from verifiers.envs.rollout_state import new_state
@@ -40,9 +44,14 @@ class SavedRun:
     metadata: RunMetadata
     records: dict[tuple[int, int], dict[str, Any]]  # (example_id, rollout_index) -> row
     example_ids: list[int]  # of the complete groups, in file order
+    # an environment's own per-rollout files (``Environment.rollout_files``): state key ->
+    # (example_id, rollout_index) -> the line's JSON object, its key left out
+    side: dict[str, dict[tuple[int, int], str]] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, run_dir: str | Path) -> SavedRun:
+    def read(cls, run_dir: str | Path, side_files: Mapping[str, str] | None = None) -> SavedRun:
+        """The run in ``run_dir``; ``side_files`` (the environment's ``rollout_files``) are
+        read too, and one that the run lacks is a ``RescoreError`` naming it."""
         from verifiers.results import read_rows
 
         run_dir = Path(run_dir)
@@ -63,11 +72,31 @@ class SavedRun:
         complete = [e for e in order if all((e, i) in records for i in range(r))]
         if not complete:
             raise RescoreError(f"{run_dir} has no complete group of {r} rollouts to re-score")
-        return cls(run_dir, metadata, records, complete)
+        side = {key: _side_lines(run_dir / name) for key, name in (side_files or {}).items()}
+        return cls(run_dir, metadata, records, complete, side)
 
     def inputs(self, env: Any) -> list[dict[str, Any]]:
         """One dataset row per complete example, as the run saw it."""
         return [_row(env, self.records[(example_id, 0)]) for example_id in self.example_ids]
+
+
+def _side_lines(path: Path) -> dict[tuple[int, int], str]:
+    """A side file's lines by rollout, each without its key (as the state held it)."""
+    if not path.is_file():
+        raise RescoreError(
+            f"{path.parent} has no {path.name}: this environment's rollouts are re-scored from "
+            f"it (the run's rollouts as it recorded them)"
+        )
+    lines: dict[tuple[int, int], str] = {}
+    with path.open("rb") as f:
+        for line in f:
+            try:
+                data = orjson.loads(line)
+                key = (int(data.pop("example_id")), int(data.pop("rollout_index")))
+            except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+                continue  # a torn last line: its rollout is not in results.jsonl either
+            lines.setdefault(key, orjson.dumps(data).decode())
+    return lines
 
 
 def _row(env: Any, record: dict[str, Any]) -> dict[str, Any]:
@@ -106,8 +135,14 @@ def _steps(prompt: Any, completion: Any) -> list[dict[str, Any]]:
     return steps
 
 
-def state_from_record(env: Any, record: dict[str, Any], metadata: RunMetadata) -> State:
-    """The finished state a results row describes, in the environment's message form."""
+def state_from_record(
+    env: Any,
+    record: dict[str, Any],
+    metadata: RunMetadata,
+    side: Mapping[str, Mapping[tuple[int, int], str]] | None = None,
+) -> State:
+    """The finished state a results row describes, in the environment's message form, with
+    the rollout's lines of the environment's own files (``side``) under their state keys."""
     state = new_state(env, _row(env, record), None, metadata.model, dict(metadata.sampling_args))
     typed = env.release.typed_messages
     completion = record.get("completion")
@@ -131,6 +166,10 @@ def state_from_record(env: Any, record: dict[str, Any], metadata: RunMetadata) -
     for key, value in record.items():  # state columns the run saved (-C)
         if key not in RECORD_KEYS:
             state[key] = value
+    rollout = (int(record["example_id"]), int(record["rollout_index"]))
+    for state_key, lines in (side or {}).items():
+        if rollout in lines:
+            state[state_key] = lines[rollout]
     state["rescored"] = True
     return state
 
@@ -144,7 +183,12 @@ class RescoreGroups:
     async def run(self, job: GroupJob) -> list[State]:
         example_id = int(job.rows[0]["example_id"])
         states = [
-            state_from_record(self.env, self.run_.records[(example_id, i)], self.run_.metadata)
+            state_from_record(
+                self.env,
+                self.run_.records[(example_id, i)],
+                self.run_.metadata,
+                self.run_.side,
+            )
             for i in job.indices
         ]
         if job.score:

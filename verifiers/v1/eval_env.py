@@ -34,7 +34,7 @@ from verifiers.v1.chat import ClientPool, message_to_wire, using_pool
 from verifiers.v1.configs.env import agent_configs
 from verifiers.v1.episode import Episode
 from verifiers.v1.errors import RolloutError
-from verifiers.v1.trace import TRUNCATING_STOPS
+from verifiers.v1.trace import TRUNCATING_STOPS, Trace
 from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
 TRACES_FILE = "traces.jsonl"
@@ -52,11 +52,73 @@ DEFAULT_MAX_TASKS = 10_000
 """How many tasks of an infinite taskset become rows."""
 
 
+def trajectory(episode: Episode) -> list[dict[str, Any]]:
+    """The episode's model calls as a classic rollout's trajectory steps, what a trainer reads
+    (``verifiers.rl.algorithm.batching.samples_from_state``): per call, its prompt and reply
+    and, when the server sent token ids, the tokens of its path in the trace's message graph
+    (the prompt's nodes, then the reply node's generation prompt as prompt ids and its sampled
+    tokens, with their logprobs, as completion ids), and the policy version the server
+    reported as its ``response``. A call without token ids is a step without tokens, which a
+    trainer refuses, naming the cause."""
+    steps: list[dict[str, Any]] = []
+    for trace in episode.traces:
+        for call in trace.calls:
+            if call.node is not None:
+                step = _step(trace, call.node, call.finish_reason == "length")
+                if call.policy_version is not None:  # what a trainer counts staleness by
+                    step["response"] = {"policy_version": call.policy_version}
+                steps.append(step)
+    return steps
+
+
+def _step(trace: Trace, reply_id: int, truncated: bool) -> dict[str, Any]:
+    path: list[int] = []
+    nid: int | None = trace.nodes[reply_id].parent
+    while nid is not None:
+        path.append(nid)
+        nid = trace.nodes[nid].parent
+    path.reverse()
+    reply = trace.nodes[reply_id]
+    tokens = None
+    if True in reply.mask:
+        first = reply.mask.index(True)
+        prompt_ids = [t for n in path for t in trace.nodes[n].token_ids] + reply.token_ids[:first]
+        completion_ids = reply.token_ids[first:]
+        tokens = {
+            "prompt_ids": prompt_ids,
+            "prompt_mask": [0] * len(prompt_ids),
+            "completion_ids": completion_ids,
+            "completion_mask": [1] * len(completion_ids),
+            "completion_logprobs": list(reply.logprobs),
+            "overlong_prompt": False,
+            "is_truncated": truncated,
+        }
+    return {
+        "prompt": [message_to_wire(trace.nodes[n].message) for n in path],
+        "completion": [message_to_wire(reply.message)],
+        "response": None,
+        "tokens": tokens,
+        "reward": None,
+        "advantage": None,
+        "is_truncated": truncated,
+        "trajectory_id": trace.id,
+        "extras": {},
+    }
+
+
 class TraceRubric(Rubric):
-    """Scores a rollout from its episode's trace (the task's hooks already ran)."""
+    """Scores a rollout from its episode's trace (the task's hooks already ran). A rollout
+    rebuilt from a saved run (``vf-eval --rescore``: ``rescored``, its ``traces.jsonl`` line
+    under ``TRACE_KEY``) has its episode scored again offline first (``verifiers.v1.rescore``)."""
+
+    def __init__(self, env: TasksetEnvironment) -> None:
+        super().__init__()
+        self.env = env
 
     async def score_group(self, states: list[Any], score_sem: Any = None) -> None:
         for state in states:
+            if state.get("rescored") and EPISODE_KEY not in state:
+                await self.env.rescore_state(state)
             episode = state.get(EPISODE_KEY)
             traces = episode.traces if isinstance(episode, Episode) else []
             reward = sum(t.reward for t in traces) if traces else 0.0
@@ -72,6 +134,10 @@ class TraceRubric(Rubric):
             state["advantage"] = state["reward"] - mean
 
 
+def _tasks(taskset: Any, max_tasks: int) -> list[Any]:
+    return list(taskset.head(max_tasks) if taskset.INFINITE else taskset)
+
+
 class TasksetEnvironment(Environment):
     rollout_files = {TRACE_KEY: TRACES_FILE}
 
@@ -80,10 +146,13 @@ class TasksetEnvironment(Environment):
         taskset_id: str,
         env: dict[str, Any] | None = None,
         max_tasks: int = DEFAULT_MAX_TASKS,
+        eval_taskset: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         """``env`` is the v1 ``[env]`` block (``agent``, ``taskset`` knobs...), laid under
-        ``taskset.id``."""
+        ``taskset.id``; its tasks are the train split. ``eval_taskset``: taskset knobs laid
+        over the env's for the eval split (held-out tasks, e.g. ``{"split": "eval"}``); without
+        it both splits are the same tasks."""
         raw = dict(env or {})
         raw["taskset"] = {**dict(raw.get("taskset") or {}), "id": taskset_id}
         config = resolve_env_config(raw)
@@ -91,17 +160,38 @@ class TasksetEnvironment(Environment):
             if agent.max_turns is None:
                 setattr(config, role, agent.model_copy(update={"max_turns": DEFAULT_MAX_TURNS}))
         self.v1_env = load_environment(config)
-        taskset = self.v1_env.taskset
-        self.tasks = list(taskset.head(max_tasks) if taskset.INFINITE else taskset)
+        self.tasks = _tasks(self.v1_env.taskset, max_tasks)
+        rows = self._task_rows(taskset_id, 0)
+        eval_rows = rows
+        if eval_taskset is not None:
+            from verifiers.v1.utils.tasksets import load_taskset
+
+            held_out = resolve_env_config({**raw, "taskset": {**raw["taskset"], **eval_taskset}})
+            self.tasks += _tasks(load_taskset(held_out.taskset), max_tasks)
+            eval_rows = self._task_rows(taskset_id, len(rows))
+        self._client_pool: tuple[asyncio.AbstractEventLoop, ClientPool] | None = None
+        super().__init__(
+            dataset=Dataset.from_list(rows),
+            eval_dataset=Dataset.from_list(eval_rows),
+            rubric=TraceRubric(self),
+            **kwargs,
+        )
+        self.env_id = taskset_id
+        self.identify_package(taskset_id)
+        self.v1_env.agents(ModelContext())  # a harness or runtime this SDK lacks fails now
+
+    def _task_rows(self, taskset_id: str, start: int) -> list[dict[str, Any]]:
+        """One dataset row per task from ``self.tasks[start]`` on (``info.v1_task`` its index
+        there; example ids from 0)."""
         rows: list[dict[str, Any]] = [
             {
                 "example_id": i,
                 "prompt": [message_to_wire(m) for m in prompt_messages(task)],
                 "answer": str(getattr(task.data, "answer", "") or ""),
                 "task": taskset_id,
-                "info": {"v1_task": i},
+                "info": {"v1_task": start + i},
             }
-            for i, task in enumerate(self.tasks)
+            for i, task in enumerate(self.tasks[start:])
         ]
         prompts: list[list[dict[str, Any]]] = [row["prompt"] for row in rows]
         if any(isinstance(m.get("content"), list) for p in prompts for m in p):
@@ -109,11 +199,7 @@ class TasksetEnvironment(Environment):
                 for m in prompt:
                     if isinstance(m.get("content"), str):
                         m["content"] = [{"type": "text", "text": m["content"]}]
-        self._client_pool: tuple[asyncio.AbstractEventLoop, ClientPool] | None = None
-        super().__init__(eval_dataset=Dataset.from_list(rows), rubric=TraceRubric(), **kwargs)
-        self.env_id = taskset_id
-        self.identify_package(taskset_id)
-        self.v1_env.agents(ModelContext())  # a harness or runtime this SDK lacks fails now
+        return rows
 
     def limit_note(self, rows: list[Any]) -> str | None:
         """A line for the end of the run when rollouts were cut off by a turn or token cap
@@ -181,6 +267,7 @@ class TasksetEnvironment(Environment):
         timing.end_generation(state["timing"])
         state[EPISODE_KEY] = episode
         self.record_calls(state, episode)
+        state["trajectory"] = trajectory(episode)
         traces = episode.traces
         if traces:
             path = traces[-1].branches[-1].messages if traces[-1].branches else []
@@ -197,6 +284,23 @@ class TasksetEnvironment(Environment):
         state["is_completed"] = True
         state[TRACE_KEY] = episode.model_dump_json()
         return state
+
+    async def rescore_state(self, state: Any) -> None:
+        """A recorded rollout's episode (its ``traces.jsonl`` line, which ``vf-eval --rescore``
+        put under ``TRACE_KEY``) scored again with the taskset as installed now; the new
+        episode replaces the line, so the rescored run's ``traces.jsonl`` has the new scores."""
+        from verifiers.v1.rescore import rescore_episode
+
+        line = state.get(TRACE_KEY)
+        if not isinstance(line, str):
+            raise RolloutError(
+                f"example {state.get('example_id')} rollout {state.get('rollout_index')} has no "
+                f"line in {TRACES_FILE}: a v1 rollout is re-scored from its trace"
+            )
+        task = self.tasks[int((state.get("info") or {})["v1_task"])]
+        episode = await rescore_episode(self.v1_env, task, line)
+        state[EPISODE_KEY] = episode
+        state[TRACE_KEY] = episode.model_dump_json()
 
     def record_calls(self, state: Any, episode: Episode) -> None:
         """The episode's model calls as a classic rollout counts its own: usage summed over

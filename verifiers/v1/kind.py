@@ -15,8 +15,9 @@ from verifiers.v1.taskset import Taskset
 
 def environment_factory(parsed: EnvId, module: ModuleType) -> Any:
     """What ``vf.load_environment`` builds a v1 taskset package with (a loader kind,
-    ``verifiers.loading.loader.register_module_kind``): ``factory(env=None)`` makes its
-    ``TasksetEnvironment``, ``env`` the v1 ``[env]`` block; None for a module exporting no
+    ``verifiers.loading.loader.register_module_kind``): ``factory(env=None, eval_taskset=None)``
+    makes its ``TasksetEnvironment``, ``env`` the v1 ``[env]`` block and ``eval_taskset`` the
+    taskset knobs of its held-out split; None for a module exporting no
     ``Taskset``. A taskset that cannot be built (a harness this SDK lacks, a bad ``env``) is a
     ``UsageError`` naming the id."""
     names = getattr(module, "__all__", None) or []
@@ -30,11 +31,13 @@ def environment_factory(parsed: EnvId, module: ModuleType) -> Any:
     taskset_id = parsed.name if parsed.module_name == module.__name__ else module.__name__
     shown = f"{parsed.owner}/{parsed.name}" if parsed.owner else parsed.name
 
-    def load_environment(env: dict[str, Any] | None = None) -> Any:
+    def load_environment(
+        env: dict[str, Any] | None = None, eval_taskset: dict[str, Any] | None = None
+    ) -> Any:
         from verifiers.v1.eval_env import TasksetEnvironment
 
         try:
-            built = TasksetEnvironment(taskset_id, env=env)
+            built = TasksetEnvironment(taskset_id, env=env, eval_taskset=eval_taskset)
         except Exception as exc:
             raise UsageError(f"{shown}: {type(exc).__name__}: {exc}") from exc
         built.env_id = shown

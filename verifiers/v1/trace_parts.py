@@ -124,3 +124,6 @@ class ModelCall(BaseModel):
     usage: Usage | None = None
     time: TimeSpan = Field(default_factory=TimeSpan)
     error: Error | None = None
+    policy_version: int | None = Field(default=None, exclude=True)
+    """The served policy's version when the server reports one (vf-serve does), what a
+    trainer counts staleness by; never saved (not in upstream's record)."""

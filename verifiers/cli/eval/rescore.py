@@ -21,7 +21,7 @@ def rescore_run(args: EvalSettings, run_dir: str, env: Any, console: Console) ->
     from verifiers.results.layout import new_run_dir
 
     try:
-        run = SavedRun.read(run_dir)
+        run = SavedRun.read(run_dir, getattr(env, "rollout_files", None))
     except (RescoreError, ValueError) as exc:
         raise CLIError(str(exc)) from exc
     results_path = None

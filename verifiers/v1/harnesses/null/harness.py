@@ -24,7 +24,16 @@ from verifiers.v1.errors import OverlongPromptError, ProviderError
 from verifiers.v1.graph import prepare_turn
 from verifiers.v1.toolset import BoundTool, tool_result_content
 from verifiers.v1.trace_parts import Error, ModelCall, TimeSpan
-from verifiers.v1.types import Message, MessageContent, Response, Sampling, Tool, ToolMessage, Usage
+from verifiers.v1.types import (
+    Message,
+    MessageContent,
+    Response,
+    Sampling,
+    Tool,
+    ToolMessage,
+    TurnTokens,
+    Usage,
+)
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -33,6 +42,21 @@ if TYPE_CHECKING:
     from verifiers.v1.runtimes import Runtime
     from verifiers.v1.session import RolloutLimits
     from verifiers.v1.trace import Trace
+
+
+def turn_tokens(completion: Any) -> TurnTokens | None:
+    """The call's token ids and logprobs when the server sent them (``return_token_ids`` and
+    ``logprobs`` asked, as a trainer asks vf-serve or vLLM), for the message graph's nodes."""
+    from verifiers.clients.responses import response_tokens
+
+    tokens = response_tokens(completion)
+    if tokens is None:
+        return None
+    return TurnTokens(
+        prompt_ids=tokens["prompt_ids"],
+        completion_ids=tokens["completion_ids"],
+        completion_logprobs=tokens["completion_logprobs"],
+    )
 
 
 class NullHarness:
@@ -107,10 +131,13 @@ class NullHarness:
             message=reply,
             finish_reason=finish,
             usage=usage,
+            tokens=turn_tokens(completion),
         )
         call.node = prepare_turn(trace, messages).commit(response, specs or None)
         call.finish_reason = finish
         call.usage = usage
+        version = (completion.model_extra or {}).get("policy_version")
+        call.policy_version = version if isinstance(version, int) else None
 
     async def run_tool(
         self,
