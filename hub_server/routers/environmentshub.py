@@ -298,8 +298,8 @@ def delete_version(
             409,
             "ambiguous_content_hash",
             f"{prefix} is the content hash of versions "
-            f"{', '.join(v.version for v in found)}; delete by version instead "
-            f"(DELETE /api/v1/environments/{owner}/{name}/versions/VERSION)",
+            f"{', '.join(v.version for v in found)} (bumped copies share one); delete one "
+            f"by version with this hub's CLI: prime env delete {owner}/{name}@VERSION --yes",
         )
     hub.delete_version(env, found[0].id)
     return data({"success": True, "version": found[0].version})

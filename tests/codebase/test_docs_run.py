@@ -779,6 +779,7 @@ def test_the_hub_workflow_runs_as_written(venv_shell, server):
     sh.context.update(base_url=server.base_url, hub_port=hub_port)
     server.set_handler(adder)
     sh.line("README.md", "vf-init word-count")  # the environment the hub lines push
+    sh.line("README.md", "vf-install word-count")  # and installed locally, as the README leaves it
 
     # the hub's own commands from this checkout's venv (it has the hub's extra; the reader's
     # fresh one has the SDK and the client): the same temp HOME, so the same ~/.prime-hub
@@ -811,6 +812,9 @@ def test_the_hub_workflow_runs_as_written(venv_shell, server):
         )  # fmt: skip
         return done.stdout.strip() if done.returncode == 0 else ""
 
+    assert installed() == "0.1.0", "the README's local install"
+    sh.line("docs/hub.md", "uv pip uninstall word-count")  # else the hub install is refused
+    assert installed() == ""
     sh.line("docs/hub.md", "prime env install alice/word-count@0.1.0")
     assert installed() == "0.1.0" and (sh.cwd / "environments.lock").is_file()
     subprocess.run(
