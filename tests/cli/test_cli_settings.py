@@ -432,6 +432,26 @@ def test_the_remaining_time_is_the_runs_own_rate_over_what_is_left():
     assert remaining_time(10, 0.0) == "-" and remaining_time(0, 3.0) == "0:00:00"
 
 
+def test_a_run_whose_output_is_no_terminal_prints_progress_lines_before_any_rollout_ends(
+    server, tmp_path, capsys, monkeypatch
+):
+    """rich draws nothing where stderr is a log file: a slow run was silent for 29 minutes."""
+    from verifiers.cli import display
+    from verifiers.cli.eval import main
+    from verifiers.testing import Reply
+
+    monkeypatch.setattr(display, "PLAIN_EVERY_S", 0.2)
+    server.set_handler(lambda request: Reply(content="<answer>x</answer>", delay=1.5))
+    argv = ["reverse-text", "-b", server.base_url, "-n", "2", "-r", "1", "--no-env-workers"]
+    assert main([*argv, "--output-dir", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("rollouts ")]
+    assert lines[0].startswith("rollouts 0/2") and "eta -" in lines[0], err
+    waiting = [line for line in lines if line.startswith("rollouts 0/2")]
+    assert len(waiting) >= 3, lines  # the start, then lines while the first replies stall
+    assert lines[-1].startswith("rollouts 2/2 · ") and "eta 0:00:00" in lines[-1], lines
+
+
 # --- one table of environment variables ------------------------------------------------------
 
 

@@ -3,6 +3,7 @@ where a saved run (and its report) is."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -18,9 +19,15 @@ from rich.table import Table
 
 from verifiers.results.schema import RunMetadata
 
+PLAIN_EVERY_S = 15.0  # a log file gets a progress line this often while rollouts run
+
 
 class LiveProgress:
-    """A rich progress bar fed by the engine's ``on_progress`` callback."""
+    """A rich progress bar fed by the engine's ``on_progress`` callback.
+
+    Where the output is not a terminal (a log file, a pipe, CI) rich draws nothing until the
+    end, so a slow run said nothing for half an hour: there a plain line is printed at the start
+    and then every ``PLAIN_EVERY_S`` seconds, rollouts finished or not."""
 
     def __init__(
         self,
@@ -51,13 +58,48 @@ class LiveProgress:
         self.task = self.progress.add_task(
             "eval", total=total, completed=already_done, rate="", reward="-", errors=0, eta="-"
         )
+        self.plain = not console.is_terminal
+        self._stop_plain = threading.Event()
+        self._plain_thread: threading.Thread | None = None
 
     def __enter__(self) -> LiveProgress:
-        self.progress.start()
+        if self.plain:
+            self.console.print(self.plain_line(), highlight=False)
+            self._plain_thread = threading.Thread(
+                target=self._print_plain_lines, name="vf-eval-progress", daemon=True
+            )
+            self._plain_thread.start()
+        else:
+            self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self._plain_thread is not None:
+            self._stop_plain.set()
+            self._plain_thread.join()
+            self.console.print(self.plain_line(), highlight=False)
+        else:
+            self.progress.stop()
+
+    def _print_plain_lines(self) -> None:
+        while not self._stop_plain.wait(PLAIN_EVERY_S):
+            self.console.print(self.plain_line(), highlight=False)
+
+    def plain_line(self) -> str:
+        """The bar's columns as one line of text."""
+        task = self.progress.tasks[0]
+        f = task.fields
+        elapsed = int(task.elapsed or 0)
+        parts = [f"rollouts {int(task.completed)}/{int(task.total or 0)}"]
+        if f.get("rate"):
+            parts.append(str(f["rate"]))
+        parts += [
+            f"reward {f['reward']}",
+            f"errors {f['errors']}",
+            f"elapsed {elapsed // 3600}:{elapsed % 3600 // 60:02d}:{elapsed % 60:02d}",
+            f"eta {f['eta']}",
+        ]
+        return " · ".join(parts)
 
     def update(self, done: int, total: int, records: list[dict[str, Any]]) -> None:
         if records and self.started is not None and self.count == 0:
