@@ -413,6 +413,21 @@ def inspect_source(data: bytes) -> None:
             raise UnsafeArchiveError("invalid_source", "the source archive holds no file")
 
 
+def source_readme(data: bytes, limit: int) -> str | None:
+    """The top-level ``README.md`` of a checked source archive (what the official client's push
+    carries instead of the native push's ``readme`` field), at most ``limit`` bytes; None when
+    there is none or it is larger."""
+    with _decoding("source archive (tar.gz)"):
+        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:gz")
+        for member in archive.getmembers():
+            if member.isfile() and _sdist_member_name(member) in ("README.md", "./README.md"):
+                if member.size > limit:
+                    return None
+                file = archive.extractfile(member)
+                return None if file is None else file.read(limit).decode("utf-8", "replace")
+    return None
+
+
 def extract_source(data: bytes, target: Path, name: str, version: str) -> tuple[Path, list[str]]:
     """Extract a checked source archive into a fresh ``target/<name>-<version>`` (the directory
     an sdist of that version extracts into), as ``extract_sdist`` does."""

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from verifiers.cli.settings import Flag
 
 MAX_FILE = 50 * 1024 * 1024  # the largest file the hub takes (wheel, sdist, eval or dataset file)
+MAX_FIELD = 1024 * 1024  # a form field (README, description); a source archive's README.md too
 
 SERVE, CREATE_USER = "serve", "create-user"
 STORAGE = (SERVE, CREATE_USER)  # the storage flags: every command that opens the hub's stores

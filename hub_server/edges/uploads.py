@@ -20,9 +20,7 @@ from starlette.exceptions import HTTPException
 from hub_server.background.upload_pool import Upload
 from hub_server.errors import HubError
 from hub_server.services.hub import Hub
-from hub_server.settings import MAX_FILE
-
-MAX_FIELD = 1024 * 1024
+from hub_server.settings import MAX_FIELD, MAX_FILE
 
 
 @dataclass

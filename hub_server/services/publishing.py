@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 from packaging.utils import (
@@ -27,6 +27,7 @@ from hub_protocol.archives import (
     inspect_source,
     inspect_wheel,
     sdist_root,
+    source_readme,
 )
 from hub_server.background.upload_pool import Upload
 from hub_server.db.blobs import file_sha256
@@ -36,6 +37,7 @@ from hub_server.services.auth import Principal
 from hub_server.services.hub import Hub
 from hub_server.services.names import check_text, normalize_version
 from hub_server.services.package_rules import entry_point_problem, top_level_problem
+from hub_server.settings import MAX_FIELD
 
 SAFE_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\.(?:whl|tar\.gz)")
 
@@ -143,10 +145,14 @@ def publish_version(
     if source is not None:
         source = Upload(f"{sdist_root(meta.name, version)}.source.tar.gz", source.file)
         source.file.seek(0)
+        source_data = source.file.read()
         try:
-            inspect_source(source.file.read())
+            inspect_source(source_data)
+            if form.readme is None:  # the official push sends no readme field: its README.md
+                form = replace(form, readme=source_readme(source_data, MAX_FIELD))
         except UnsafeArchiveError as exc:
             raise HubError(400, exc.code, f"the source archive: {exc}") from exc
+        check_text(form.readme, "the source archive's README.md")
     with hub.leased_blobs() as blobs:  # each leased before it is written: see blob_leases
         stored = []
         for kind, upload in (("wheel", wheel), ("sdist", sdist), ("source", source)):

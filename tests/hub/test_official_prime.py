@@ -387,6 +387,14 @@ def test_an_official_push_keeps_its_source_archive_for_either_clients_pull(offic
     assert run_native_pull(hub, mona, "lena/pull-me@0.1.0", tmp_path / "m2").returncode != 0
     assert not list((tmp_path / "m2").glob("pull_me*"))
 
+    # the page shows the pushed README.md (the official push sends no readme field), and the
+    # next version's README replaces it
+    assert native(hub, "lena/pull-me", lena).json()["readme"] == pushed["README.md"].decode()
+    (project / "README.md").write_text("# pull-me\n\nCounts words, now in a second version.\n")
+    prime("env", "push", "--path", str(project), "--auto-bump")
+    readme = native(hub, "lena/pull-me", lena).json()["readme"]
+    assert readme == "# pull-me\n\nCounts words, now in a second version.\n"
+
 
 def run_native_pull(hub, token: str, spec: str, target: Path) -> subprocess.CompletedProcess:
     """This project's ``prime env pull SPEC -d TARGET``."""
