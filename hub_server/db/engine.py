@@ -16,7 +16,6 @@ field; this is the net under every statement.
 from __future__ import annotations
 
 import os
-import select
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -223,27 +222,6 @@ def _unavailable() -> Iterator[None]:
         ) from None
 
 
-def check_idle_connection(conn: Any) -> None:
-    """The pool's check of a connection it hands out, with no round trip (psycopg_pool's
-    ``check_connection`` sends an empty query: a second round trip on every read). An idle
-    connection has nothing to read; a server that restarted or ended the session has sent its
-    goodbye (a FATAL message, then the end of the stream), so a readable socket is a dead
-    connection, closed here so the pool replaces it rather than handing it out again."""
-    import psycopg
-    from psycopg import pq
-
-    if conn.closed or conn.pgconn.status != pq.ConnStatus.OK:
-        raise psycopg.OperationalError("the connection is closed")
-    if conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
-        conn.close()
-        raise psycopg.OperationalError("the connection is not idle")
-    poller = select.poll()
-    poller.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
-    if poller.poll(0):
-        conn.close()
-        raise psycopg.OperationalError("the server ended the connection")
-
-
 class PostgresDatabase:
     """A psycopg 3 connection pool; each transaction is one database transaction."""
 
@@ -263,7 +241,7 @@ class PostgresDatabase:
             open=True,
             # a connection is checked as it is handed out: after a server restart the pool's
             # dead connections are replaced, not handed to a request
-            check=check_idle_connection,
+            check=ConnectionPool.check_connection,
             timeout=10,
         )
 
