@@ -112,8 +112,9 @@ class Attachments:
         """The environment's row, its evals' mark (how many evals its versions hold, and the
         newest one's id) and the catalog's generation, in one snapshot. Evals are only ever
         added (a version's go with it, and deleting a version changes its environment's row),
-        so any change to what an environment page shows of them changes the mark. One query,
-        one round trip on PostgreSQL, where the row and the mark read apart cost two."""
+        so any change to what an environment page shows of them changes the mark. One query on
+        one pooled connection: on PostgreSQL two round trips (the pool's check, then this),
+        where the row and the mark read apart cost four."""
         with self.database.read() as db:
             row = db.execute(
                 "SELECT env.*, "
