@@ -77,6 +77,8 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
     collected = threading.Event()  # set: the collector of orphan blobs and staged uploads stops
     app.router.on_startup.append(lambda: collect_periodically(hub, collected))
     app.router.on_shutdown.append(collected.set)
+    if hub.database.generation_reads is not None:  # its connection, closed on its loop
+        app.router.on_shutdown.append(hub.database.generation_reads.aclose)
     app.router.on_shutdown.append(hub.close)
     app.add_middleware(environments.SearchFastPath, hub=hub)
     app.add_middleware(web.PageFastPath, hub=hub, views=app.state.views)

@@ -108,16 +108,17 @@ class Attachments:
 
     def environment_with_evals_mark(
         self, owner: str, name: str
-    ) -> tuple[EnvironmentRow, tuple[int, int]] | None:
-        """The environment's row and its evals' mark: how many evals its versions hold, and the
-        newest one's id. Evals are only ever added (a version's go with it, and deleting a
-        version changes its environment's row), so any change to what an environment page
-        shows of them changes the mark. One query on one pooled connection: on PostgreSQL the
-        page's key costs two round trips (the pool's check of the connection, then this), where
-        the row and the mark read apart cost four."""
+    ) -> tuple[EnvironmentRow, tuple[int, int], int] | None:
+        """The environment's row, its evals' mark (how many evals its versions hold, and the
+        newest one's id) and the catalog's generation, in one snapshot. Evals are only ever
+        added (a version's go with it, and deleting a version changes its environment's row),
+        so any change to what an environment page shows of them changes the mark. One query on
+        one pooled connection: on PostgreSQL two round trips (the pool's check, then this),
+        where the row and the mark read apart cost four."""
         with self.database.read() as db:
             row = db.execute(
                 "SELECT env.*, "
+                "(SELECT generation FROM catalog_state WHERE id=1) AS catalog_generation, "
                 "(SELECT COUNT(*) FROM evals e JOIN versions v ON v.id = e.version_id "
                 "WHERE v.env_id = env.id) AS evals_count, "
                 "(SELECT COALESCE(MAX(e.id), 0) FROM evals e JOIN versions v "
@@ -127,7 +128,8 @@ class Attachments:
             ).fetchone()
         if row is None:
             return None
-        return typed(EnvironmentRow, row), (row["evals_count"], row["evals_newest"])
+        mark = (row["evals_count"], row["evals_newest"])
+        return typed(EnvironmentRow, row), mark, row["catalog_generation"]
 
     def add_dataset(self, new: NewDataset, limit: int, within: Within = None) -> DatasetRow:
         """Insert the dataset (``within(db)`` runs in its transaction, as for ``add_eval``)."""

@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 from packaging.utils import canonicalize_name, canonicalize_version
 
+from hub_server.db.generation_reads import GenerationReads
 from hub_server.errors import Unavailable, Unstorable
 
 INT64 = range(-(2**63), 2**63)
@@ -106,6 +107,7 @@ class SQLiteDatabase:
     """One SQLite file in WAL mode; one connection per thread; writers serialize (IMMEDIATE)."""
 
     dialect = "sqlite"
+    generation_reads = None  # a local read costs less than sharing one (``generation_reads``)
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -230,6 +232,7 @@ class PostgresDatabase:
         from psycopg_pool import ConnectionPool
 
         self.url = url
+        self.generation_reads = GenerationReads(url)
         self.pool = ConnectionPool(
             url,
             min_size=1,

@@ -461,6 +461,11 @@ POSTGRESQL = [
     CREATE INDEX datasets_card_blob ON datasets (card_blob);
     CREATE INDEX datasets_data_blob ON datasets (data_blob);
     """,
+    # v8: evals move the generation too: environment pages (which show them) are cached under it
+    """
+    CREATE TRIGGER evals_changed AFTER INSERT OR UPDATE OR DELETE ON evals
+        FOR EACH STATEMENT EXECUTE FUNCTION catalog_changed();
+    """,
 ]
 
 

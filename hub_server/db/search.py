@@ -6,7 +6,8 @@ PostgreSQL's GIN over a tsvector); who may see an environment is part of SQLite'
 never looks rows up; a page walks the sort's index when many environments match. Answers are
 cached per process under the catalog's generation, which triggers bump with every change to an
 environment row in the same transaction: a cached answer is never stale, in any hub process,
-and a repeated search costs one indexed read.
+and a repeated search costs one indexed read (on PostgreSQL shared by the requests waiting on the
+event loop: ``generation_reads``).
 """
 
 from __future__ import annotations
@@ -80,7 +81,17 @@ class Search:
 
     def cached(self, viewer: Viewer, *query: Any) -> Answer | None:
         """The answer if this exact search was made since the last change (one indexed read)."""
-        key = (self.generation(), viewer, *query)
+        return self._hit((self.generation(), viewer, *query))
+
+    async def known(self, viewer: Viewer, *query: Any) -> Answer | None:
+        """``cached`` on the event loop, on PostgreSQL: the generation from a read shared with
+        the other requests waiting (``generation_reads``); None where it gave none, or on
+        SQLite (then ask ``cached``)."""
+        reads = self.database.generation_reads
+        generation = await reads.generation() if reads is not None else None
+        return None if generation is None else self._hit((generation, viewer, *query))
+
+    def _hit(self, key: tuple) -> Answer | None:
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:

@@ -72,7 +72,8 @@ def listing(rows: list[SummaryRow], total: int, page: int, per_page: int) -> Env
 
 async def environment_page_json(hub: Hub, user: Principal | None, query: dict[str, Any]) -> bytes:
     """``environment_page`` for the fast path: a search made since the last change is answered
-    on the loop from the cache (one indexed read); anything else goes to a worker thread."""
+    on the loop from the cache (one indexed read, on PostgreSQL shared by the requests waiting);
+    anything else goes to a worker thread."""
     given = ListQuery.model_construct(**query)  # the defaults are the protocol's (ListQuery)
     sort = given.sort
     page, per_page = page_bounds(sort, given.page, given.per_page)
@@ -81,7 +82,9 @@ async def environment_page_json(hub: Hub, user: Principal | None, query: dict[st
     args = (query.get("q"), query.get("owner"), query.get("tag"), sort, page, per_page)
     answer: Answer | None = None
     if not hub.downloads_pending():
-        answer = await hub.read(hub.search.cached, viewer, *args)
+        answer = await hub.search.known(viewer, *args)
+        if answer is None:
+            answer = await hub.read(hub.search.cached, viewer, *args)
     if answer is None:
         answer = await run_in_threadpool(_flushed_page, hub, viewer, args)
     rows, total = answer

@@ -185,7 +185,11 @@ async def environment_response(
     """The viewer and the visibility check, every request; the content, which is the same for
     every viewer who may read it, from the cache while nothing it shows has changed (on the
     loop: no thread hop on SQLite, one on PostgreSQL), rendered in a worker thread when it has."""
-    user, env, key = await hub.read(page_key_for, request, hub, owner, name)
+    known = None if session_of(request) else await known_page_key(hub, owner, name)
+    if known is not None:  # anonymous, and the row read at the current generation
+        user, env, key = known
+    else:
+        user, env, key = await hub.read(page_key_for, request, hub, owner, name)
     if env is None or key is None:
         return page(request, "missing.html", user, status=404, what=f"{owner}/{name}")
     content = hub.cached_content_hit(key)
@@ -223,6 +227,18 @@ def page_key_for(
     except HubError:
         return user, None, None
     return user, env, page_key(env, evals_mark)
+
+
+async def known_page_key(
+    hub: Hub, owner: str, name: str
+) -> tuple[None, EnvironmentRow | None, tuple[Any, ...] | None] | None:
+    """``page_key_for`` for an anonymous viewer from the rows kept at the current generation
+    (``Hub.known_for_page``), or None where a read of the row is needed."""
+    try:
+        found = await hub.known_for_page(owner, name, None)
+    except HubError:
+        return None, None, None
+    return None if found is None else (None, found[0], page_key(*found))
 
 
 def environment_content(hub: Hub, views: Views, env: EnvironmentRow) -> str:

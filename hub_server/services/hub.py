@@ -7,7 +7,8 @@ keyed by the environment's whole row and its evals' mark (``page_key``), and dow
 written, which are increments. An environment's id is never given out again once it is deleted (AUTOINCREMENT on
 SQLite, a sequence on PostgreSQL), so a page cached for a deleted environment can never be served
 for a new one; deleting drops what this process kept of it all the same (its pages, its pending
-downloads, the search answers that list it).
+downloads, the search answers that list it). On PostgreSQL the rows environment pages are keyed
+by are kept under the catalog's generation, which any change to an environment or an eval moves.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from hub_server.settings import HubSettings
 T = TypeVar("T")
 
 INDEX_CACHE_SIZE = 2048
+PAGE_ROWS = 4096
 PAGE_CACHE_CHARS = 64 * 1024 * 1024  # environment pages' content and the READMEs in their keys
 DOWNLOAD_FLUSH_S = 10.0
 
@@ -97,6 +99,8 @@ class Hub:
         self.logins = LoginChallenges(self.database, self.accounts)
         self.index_cache: OrderedDict[tuple, bytes] = OrderedDict()
         self.page_cache: OrderedDict[tuple, tuple[str, int]] = OrderedDict()  # (content, size)
+        # pages' environment rows and evals' marks by (generation, owner, name), on PostgreSQL
+        self.page_rows: OrderedDict[tuple, tuple[EnvironmentRow, tuple[int, int]]] = OrderedDict()
         self._page_chars = 0
         self._index_lock = threading.Lock()
         self._downloads: set[tuple[int, int, str]] = set()
@@ -210,14 +214,33 @@ class Hub:
         self, owner: str, name: str, user: Any
     ) -> tuple[EnvironmentRow, tuple[int, int]]:
         """``environment`` and its evals' mark (``page_key``), read in one query, with the same
-        checks."""
+        checks; on PostgreSQL kept under the catalog's generation of the same snapshot, for
+        ``known_for_page``."""
         found = (
             self.attachments.environment_with_evals_mark(owner, name)
             if is_name(owner) and is_name(name)
             else None
         )
-        row, evals_mark = found or (None, (0, 0))
+        row, evals_mark, generation = found or (None, (0, 0), 0)
+        if row is not None and self.database.generation_reads is not None:
+            with self._index_lock:
+                self.page_rows[(generation, owner, name)] = (row, evals_mark)
+                while len(self.page_rows) > PAGE_ROWS:
+                    self.page_rows.popitem(last=False)
         return self._readable(owner, name, row, user), evals_mark
+
+    async def known_for_page(
+        self, owner: str, name: str, user: Any
+    ) -> tuple[EnvironmentRow, tuple[int, int]] | None:
+        """``environment_for_page`` on the event loop, with the same checks, where the row was
+        read at the current generation (``generation_reads``: a read shared with the other
+        requests waiting); None where it was not, or on SQLite."""
+        reads = self.database.generation_reads
+        generation = await reads.generation() if reads is not None else None
+        found = None if generation is None else self.page_rows.get((generation, owner, name))
+        if found is None:
+            return None
+        return self._readable(owner, name, found[0], user), found[1]
 
     def _readable(
         self, owner: str, name: str, row: EnvironmentRow | None, user: Any

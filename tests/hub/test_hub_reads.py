@@ -4,6 +4,7 @@ see), the fast paths answering like the routes, stable error codes."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 
@@ -143,6 +144,49 @@ def test_search_is_never_stale_across_processes_and_counts_only_what_a_viewer_se
         HubClient(second.url, sora).delete("sora", "zebra-one")
         assert found(hub["url"]) == (1, ["zebra-two"])
         assert found(hub["url"], sora) == (2, ["zebra-hidden", "zebra-two"])
+
+
+def test_requests_waiting_on_the_loop_share_one_generation_read_that_sees_every_commit(hub):
+    """On PostgreSQL whether a cached search or page is current is answered by one read of the
+    catalog's generation for all the requests waiting on the event loop, a read that starts
+    after they arrived: 40 requests cost one query, and a publish committed before the next
+    requests ask is seen by all of them. On SQLite each reads inline (no shared read)."""
+    from hub_server.db.catalog import Viewer
+
+    state = hub["backend"].hub(hub["data"])
+    try:
+        reads = state.database.generation_reads
+        if reads is None:
+            query = (None, None, None, "updated", 1, 20)
+            assert asyncio.run(state.search.known(Viewer(), *query)) is None
+            return
+        queries = 0
+        read = reads._read
+
+        async def counted():
+            nonlocal queries
+            queries += 1
+            return await read()
+
+        reads._read = counted
+
+        async def ask(n):
+            try:
+                return await asyncio.gather(*(reads.generation() for _ in range(n)))
+            finally:
+                await reads.aclose()
+
+        before = state.search.generation()
+        assert asyncio.run(ask(40)) == [before] * 40 and queries == 1
+        token = new_user(hub, "gwen")
+        resp = publish_raw(hub, token, "gwen", "generation-env", make_wheel("generation-env"))
+        assert resp.status_code == 201, resp.text
+        queries = 0
+        after = asyncio.run(ask(10))
+        assert after == [state.search.generation()] * 10 and after[0] > before
+        assert queries == 1
+    finally:
+        state.close()
 
 
 def test_the_search_fast_path_answers_like_the_route(hub):
