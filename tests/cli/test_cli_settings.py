@@ -436,11 +436,11 @@ def test_a_run_whose_output_is_no_terminal_prints_progress_lines_before_any_roll
     server, tmp_path, capsys, monkeypatch
 ):
     """rich draws nothing where stderr is a log file: a slow run was silent for 29 minutes."""
-    from verifiers.cli import display
+    from verifiers import heartbeat
     from verifiers.cli.eval import main
     from verifiers.testing import Reply
 
-    monkeypatch.setattr(display, "PLAIN_EVERY_S", 0.2)
+    monkeypatch.setattr(heartbeat, "PLAIN_EVERY_S", 0.2)
     server.set_handler(lambda request: Reply(content="<answer>x</answer>", delay=1.5))
     argv = ["reverse-text", "-b", server.base_url, "-n", "2", "-r", "1", "--no-env-workers"]
     assert main([*argv, "--output-dir", str(tmp_path)]) == 0

@@ -54,6 +54,11 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path, left
         "advantage": "group_mean_std",
     }
     assert "loss grpo (clip_low 0.2, clip_high 0.2; sequence_mean" in first.stdout
+    # stdout is no terminal here: rich's live table draws nothing, so the progress is lines
+    lines = first.stdout.splitlines()
+    assert "step 0: generating rollouts, then training (0 s)" in lines, first.stdout
+    assert any(line.startswith("step 0 · reward ") for line in lines), first.stdout
+    assert any(line.startswith("step 1 · reward ") for line in lines), first.stdout
     again = subprocess.run(  # a second run into the same dir would mix the two
         [sys.executable, "-m", "verifiers.cli.rl", "@", str(config)], capture_output=True, text=True
     )

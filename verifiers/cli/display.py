@@ -3,7 +3,6 @@ where a saved run (and its report) is."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -17,17 +16,16 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from verifiers.heartbeat import Heartbeat
 from verifiers.results.schema import RunMetadata
-
-PLAIN_EVERY_S = 15.0  # a log file gets a progress line this often while rollouts run
 
 
 class LiveProgress:
     """A rich progress bar fed by the engine's ``on_progress`` callback.
 
     Where the output is not a terminal (a log file, a pipe, CI) rich draws nothing until the
-    end, so a slow run said nothing for half an hour: there a plain line is printed at the start
-    and then every ``PLAIN_EVERY_S`` seconds, rollouts finished or not."""
+    end: there the bar is a plain line at the start, at the end and every few seconds between
+    (``verifiers.heartbeat``)."""
 
     def __init__(
         self,
@@ -58,31 +56,21 @@ class LiveProgress:
         self.task = self.progress.add_task(
             "eval", total=total, completed=already_done, rate="", reward="-", errors=0, eta="-"
         )
-        self.plain = not console.is_terminal
-        self._stop_plain = threading.Event()
-        self._plain_thread: threading.Thread | None = None
+        self.heartbeat = None if console.is_terminal else Heartbeat(console, self.plain_line)
 
     def __enter__(self) -> LiveProgress:
-        if self.plain:
-            self.console.print(self.plain_line(), highlight=False)
-            self._plain_thread = threading.Thread(
-                target=self._print_plain_lines, name="vf-eval-progress", daemon=True
-            )
-            self._plain_thread.start()
-        else:
+        if self.heartbeat is None:
             self.progress.start()
+        else:
+            self.console.print(self.plain_line(), highlight=False)
+            self.heartbeat.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._plain_thread is not None:
-            self._stop_plain.set()
-            self._plain_thread.join()
-            self.console.print(self.plain_line(), highlight=False)
-        else:
+        if self.heartbeat is None:
             self.progress.stop()
-
-    def _print_plain_lines(self) -> None:
-        while not self._stop_plain.wait(PLAIN_EVERY_S):
+        else:
+            self.heartbeat.__exit__()
             self.console.print(self.plain_line(), highlight=False)
 
     def plain_line(self) -> str:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from verifiers.heartbeat import Heartbeat
 from verifiers.rl.configs.rl import InferenceConfig, RLConfig, summary
 from verifiers.rl.run.command import load_policy, prepare_weights_dir, resume_or_follow
 
@@ -441,8 +442,10 @@ def _progress_table(config: RLConfig, console: Any) -> Any:
     for col in (*columns, "tok/s"):
         table.add_column(col, justify="right")
 
+    plain = not console.is_terminal  # a log file: rich's Live draws nothing there until the end
+
     def on_step(r: dict[str, Any]) -> None:
-        table.add_row(
+        cells = (
             str(r["step"]),
             f"{r['reward']:.3f}",
             f"{r.get('loss', 0):.4f}",
@@ -454,6 +457,10 @@ def _progress_table(config: RLConfig, console: Any) -> Any:
             f"{r['step_s']:.1f}",
             f"{r['tokens_per_s']:,.0f}",
         )
+        table.add_row(*cells)
+        if plain:
+            named = zip((*columns, "tok/s"), cells, strict=True)
+            console.print(" · ".join(f"{col} {cell}" for col, cell in named), highlight=False)
         activity.now(f"step {r['step'] + 1}: generating rollouts, then training")
 
     def on_eval(r: dict[str, Any]) -> None:
@@ -465,6 +472,14 @@ def _progress_table(config: RLConfig, console: Any) -> Any:
 
     def on_eval_start(step: int, rollouts: int) -> None:
         activity.now(f"held-out eval after {step} steps: {rollouts} rollouts (beside training)")
+        if plain:
+            console.print(str(activity.__rich__()), highlight=False)
 
+    if plain:
+        console.print(table.title, highlight=False)
+        console.print(str(activity.__rich__()), highlight=False)
+        with Heartbeat(console, lambda: str(activity.__rich__())):
+            yield on_step, on_eval, on_eval_start
+        return
     with Live(Group(table, activity), console=console, refresh_per_second=4):
         yield on_step, on_eval, on_eval_start

@@ -9,12 +9,14 @@ while training (``Evaluator``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
 from pathlib import Path
 from typing import Any
 
+from verifiers.heartbeat import Heartbeat
 from verifiers.rl.configs.sft import SFTConfig, SFTDataConfig
 from verifiers.rl.run.command import (
     load_policy,
@@ -157,8 +159,19 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
     try:
         if evaluator is not None and start == 0:
             trackers.log(evaluator.measure(trainer, 0, console), 0, prefix="eval")
-        with Progress(console=console, transient=True) as progress:
+        plain = not console.is_terminal  # a log file: rich's bar draws nothing there
+
+        def line() -> str:
+            task = progress.tasks[0]
+            return f"training step {int(task.completed)}/{steps} · {task.description}"
+
+        with (
+            Progress(console=console, transient=True, disable=plain) as progress,
+            Heartbeat(console, line) if plain else contextlib.nullcontext(),
+        ):
             task = progress.add_task("training", total=steps, completed=start)
+            if plain:
+                console.print(line(), highlight=False)
             for step in range(start, steps):
                 began = time.perf_counter()
                 batch = batches_for(samples, config.batch_size, config.seed, step)
