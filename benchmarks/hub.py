@@ -64,7 +64,7 @@ def free_port() -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """CPU of a process and its live children (the hub's upload workers), from /proc."""
+    """CPU of a process and its live descendants (the hub's upload workers), from /proc."""
     total = 0.0
     for proc in [pid, *children(pid)]:
         try:
@@ -76,7 +76,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def cpu_seconds_fine(pid: int) -> float:
-    """CPU of a process's live threads and its live children's, from each task's schedstat (in
+    """CPU of a process's live threads and its live descendants', from each task's schedstat (in
     ns: ``cpu_seconds`` counts 10 ms ticks, too coarse for one command's few tens of ms)."""
     total = 0
     for proc in [pid, *children(pid)]:
@@ -88,15 +88,19 @@ def cpu_seconds_fine(pid: int) -> float:
 
 
 def children(pid: int) -> list[int]:
+    """A process's live descendants, at any depth: the upload workers are the children of the
+    hub's fork server, itself the hub's child, and a push's work runs in them."""
     found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(FileNotFoundError):
-            found += [int(c) for c in (task / "children").read_text().split()]
+    with contextlib.suppress(FileNotFoundError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                for child in (task / "children").read_text().split():
+                    found += [int(child), *children(int(child))]
     return found
 
 
 def rss_mib(pid: int) -> float:
-    """Resident memory of a process and its live children (the upload workers)."""
+    """Resident memory of a process and its live descendants (the upload workers)."""
     total = 0.0
     for proc in [pid, *children(pid)]:
         with contextlib.suppress(FileNotFoundError):

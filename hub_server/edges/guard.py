@@ -31,6 +31,9 @@ ANONYMOUS_ROUTES = {"/api/v1/auth_challenge/generate": 16 * 1024}
 UPLOAD_URL = re.compile(r"/api/v1/environmentshub/uploads/[A-Za-z0-9_-]{40,64}")
 # the staged push's declares are JSON, though one ends in /versions
 JSON_PREFIX = "/api/v1/environmentshub/"
+# where the guard leaves the principal it authenticated, for the route (``routers.deps``): one
+# token lookup per request, not one here and another in the route
+PRINCIPAL = "hub.principal"
 # a batch of eval samples from Prime's official CLI: JSON of up to 25 MB, the one JSON body
 # allowed past the JSON cap (what one eval holds in all is bounded by its route)
 EVAL_SAMPLES = re.compile(r"/api/v1/evaluations/[A-Za-z0-9_-]{1,64}/samples")
@@ -76,6 +79,7 @@ class RequestGuard:
                 return await _error(
                     send, 401, "auth_required", "this needs an API token: run `prime login`"
                 )
+            scope.setdefault("state", {})[PRINCIPAL] = user
         uploads = scope["path"].rstrip("/").endswith(UPLOAD_SUFFIXES) and not scope[
             "path"
         ].startswith(JSON_PREFIX)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from hub_server.edges.guard import PRINCIPAL
 from hub_server.errors import HubError
 from hub_server.presenters.views import Views
 from hub_server.services.auth import Principal
@@ -22,6 +23,11 @@ async def views_of(request: Request) -> Views:
 
 
 async def optional_user(request: Request) -> Principal | None:
+    """The request's principal: the one the guard authenticated from these very headers (every
+    request that changes state), else looked up here (reads, which the guard passes)."""
+    known = request.scope.get("state", {}).get(PRINCIPAL)
+    if known is not None:
+        return known
     hub: Hub = request.app.state.hub
     token = hub.auth.credential(request.url.path, request.method, request.headers)
     if token is None:

@@ -117,13 +117,12 @@ async def finalize_version(
 ) -> dict[str, Any]:
     """Publish: the staged wheel and source archive through the native push's service, in
     one transaction."""
-    push = await run_in_threadpool(staging.push_of, hub, user, push_id)
+    push = await run_in_threadpool(staging.finalized_push, hub, user, push_id, version_id)
     if push["published"] is None:
-        await run_in_threadpool(staging.finalize_file, hub, push, version_id, "source")
         async with hub.upload_slot():
-            await hub.upload_work(staging.publish_push, user, dict(push))
-    env = await run_in_threadpool(hub.catalog.environment, push["owner"], push["name"])
-    latest = env.latest_version if env is not None else None
+            latest = await hub.upload_work(staging.publish_push, user, dict(push))
+    else:  # a retried finalize: published already
+        latest = await run_in_threadpool(staging.latest_version, hub, push["owner"], push["name"])
     return data({"success": True, "version": latest})
 
 

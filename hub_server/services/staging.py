@@ -48,6 +48,12 @@ def token_hash(token: str) -> str:
 def collect(hub: Hub) -> None:
     """Forget expired pushes and drop their staged bytes (an abandoned push leaves nothing)."""
     stamp = now()
+    with hub.database.read() as db:  # the usual case, nothing expired: no write transaction
+        expired = db.execute(
+            "SELECT 1 FROM staged_pushes WHERE expires_at < ? LIMIT 1", (stamp,)
+        ).fetchone()
+    if expired is None:
+        return
     with hub.database.transaction() as db:
         rows = db.execute(
             "SELECT f.id FROM staged_files f JOIN staged_pushes p ON p.id = f.push_id "
@@ -184,10 +190,25 @@ def finalize_file(hub: Hub, push: Any, staged_id: str, kind: str) -> Any:
     return row
 
 
-def publish_push(hub: Hub, user: Principal, push: dict[str, Any]) -> tuple[int, int]:
+def finalized_push(hub: Hub, user: Principal, push_id: str, staged_id: str) -> Any:
+    """The last finalize's checks and its source archive's state change, in one thread hop: the
+    caller's push (``push_of``), with its archive finalized unless the push is published."""
+    push = push_of(hub, user, push_id)
+    if push["published"] is None:
+        finalize_file(hub, push, staged_id, "source")
+    return push
+
+
+def latest_version(hub: Hub, owner: str, name: str) -> str | None:
+    env = hub.catalog.environment(owner, name)
+    return env.latest_version if env is not None else None
+
+
+def publish_push(hub: Hub, user: Principal, push: dict[str, Any]) -> str | None:
     """The last finalize: the staged wheel and source archive through the native push's service
     (its checks and its one transaction; the archive is kept for ``env pull``), then the push's
-    staged bytes go. In an upload worker."""
+    staged bytes go. In an upload worker; returns the environment's latest version after it
+    (what the finalize answers), read there rather than by another hop in the hub."""
     with hub.database.read() as db:
         staged = {
             row["kind"]: row
@@ -216,7 +237,7 @@ def publish_push(hub: Hub, user: Principal, push: dict[str, Any]) -> tuple[int, 
             source=source_upload,
         )
     forget(hub, push["id"], published=str(ids[1]))
-    return ids
+    return latest_version(hub, push["owner"], push["name"])
 
 
 def forget(hub: Hub, push_id: str, published: str | None = None) -> None:

@@ -396,6 +396,48 @@ def test_an_official_push_keeps_its_source_archive_for_either_clients_pull(offic
     assert readme == "# pull-me\n\nCounts words, now in a second version.\n"
 
 
+def test_the_official_client_installs_a_private_environment_it_pushed_for_its_owner_only(
+    official, hub, tmp_path
+):
+    olga = new_user(hub, "olga")
+    prime = Official(official, tmp_path / "home", hub["url"], olga)
+    project = scaffolded(tmp_path, "hidden-words")
+    prime("env", "push", "--path", str(project), "--visibility", "PRIVATE")
+    described = native(hub, "olga/hidden-words/versions/0.1.0", olga).json()
+    assert {f["kind"] for f in described["files"]} == {"wheel", "source"}
+    details = httpx.get(
+        f"{hub['url']}/api/v1/environmentshub/olga/hidden-words/@latest", headers=bearer(olga)
+    ).json()["data"]
+    assert details["install_index_url"] is None and details["wheel_url"] is None
+    assert details["package_url"].endswith("hidden_words-0.1.0.source.tar.gz")
+
+    # its owner installs it (from the source archive, with the owner's token) and it imports
+    target = tmp_path / "target"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    prime("env", "install", "olga/hidden-words@0.1.0", venv=target)
+    imported = subprocess.run(
+        [
+            str(target / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m, importlib.util as u;"
+            "print(m.version('hidden-words'), u.find_spec('hidden_words').name)",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert imported.stdout.split() == ["0.1.0", "hidden_words"], imported.stderr
+
+    # another user's token: refused, saying so (a private environment answers as one that does
+    # not exist), and nothing lands in that user's venv
+    pavel = Official(official, tmp_path / "pavel", hub["url"], new_user(hub, "pavel"))
+    other = tmp_path / "other"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
+    refused = pavel("env", "install", "olga/hidden-words@0.1.0", venv=other, check=False)
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert refused.returncode != 0 and "404: no environment olga/hidden-words" in said, said
+    assert not list((other / "lib").glob("python*/site-packages/hidden_words*"))
+
+
 def run_native_pull(hub, token: str, spec: str, target: Path) -> subprocess.CompletedProcess:
     """This project's ``prime env pull SPEC -d TARGET``."""
     target.mkdir()
