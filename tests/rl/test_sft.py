@@ -228,6 +228,8 @@ def test_eval_run_to_dataset_to_load_dataset_to_an_sft_step(server, tmp_path):
     assert [e["step"] for e in evals] == [0, 1, 2]
     assert all(e["eval_rollouts"] == 3 and e["eval_errors"] == 0 for e in evals)
     assert "held-out reward after 2 steps" in trained.stdout
+    # stdout is no terminal: rich's bar draws nothing there, so progress is a line
+    assert "training step 0/2" in trained.stdout.splitlines(), trained.stdout
 
 
 def conversations_file(path: Path, n: int = 12) -> Path:

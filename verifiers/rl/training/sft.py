@@ -163,7 +163,8 @@ def run(config: SFTConfig, resume: bool, console: Any) -> int:
 
         def line() -> str:
             task = progress.tasks[0]
-            return f"training step {int(task.completed)}/{steps} · {task.description}"
+            loss = "" if task.description == "training" else f" · {task.description}"
+            return f"training step {int(task.completed)}/{steps}{loss}"
 
         with (
             Progress(console=console, transient=True, disable=plain) as progress,
