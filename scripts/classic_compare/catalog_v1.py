@@ -16,11 +16,7 @@ V1_TASKSETS: dict[str, dict] = {
     "glossary_v1": {},
     "scratchpad_v1": {},
     "color_codeword_v1": {},
-    "gsm8k_v1": {
-        "skip": "its reward runs verify.py as a uv script whose math-verify is resolved from the "
-        "package index at run time (network); this SDK's runtime has no prepare_uv_script/"
-        "run_uv_script yet"
-    },
+    "gsm8k_v1": {},
     "code_golf_v1": {"seats": ["golfer"], "volatile": ["latency"]},
     "kuhn_poker_v1": {"seats": ["player0", "player1"]},
     "proposer_solver_v1": {"seats": ["proposer", "solver"]},

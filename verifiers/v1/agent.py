@@ -289,7 +289,8 @@ class Agent:
                         trace.agent.runtime = runtime.info()
                     if isolation := getattr(runtime, "mode", None):
                         trace.info["runtime_isolation"] = isolation  # bwrap or landlock
-                await task.setup(trace, runtime)
+                # by parameter name, as upstream's ``invoke``: ``setup(self, runtime)`` is valid
+                await call_all([task.setup], {"trace": trace, "runtime": runtime})
                 trace.timing.setup.end = trace.timing.agent.start = time.time()
                 started = True
             except Exception as e:
@@ -324,7 +325,7 @@ class Agent:
             trace.stop("user_closed")
         try:
             trace.timing.finalize.start = time.time()
-            await task.finalize(trace, runtime)
+            await call_all([task.finalize], {"trace": trace, "runtime": runtime})
             trace.timing.finalize.end = trace.timing.scoring.start = time.time()
             await task.score(trace, runtime)
             trace.timing.scoring.end = time.time()
