@@ -194,6 +194,8 @@ class Agent:
     ) -> None:
         self.name, self.config, self.context = name, config, context
         self.shared_toolsets = list(toolsets or [])
+        self.trainable = True
+        """Whether its traces train the run's policy (an env's ``setup`` may say no)."""
         self.traces: list[Trace] = []
         harness = config.harness
         self.harness = harness_for(harness.id if harness is not None else "null")(harness)
@@ -215,6 +217,7 @@ class Agent:
                     update={"sampling": SamplingConfig.model_validate(self.sampling)}
                 ),
                 name=self.name,
+                trainable=self.trainable,
             ),
             state=state_cls(type(task))(),
         )
