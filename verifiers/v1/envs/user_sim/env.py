@@ -41,7 +41,7 @@ GREETING = "Hello! How can I help you today?"
 
 class UserSimEnvConfig(EnvConfig):
     assistant: AgentConfig = AgentConfig()
-    user: AgentConfig = AgentConfig(harness={"id": "null"}, max_turns=8)  # type: ignore[arg-type]  # narrowed by the validator
+    user: AgentConfig = AgentConfig(harness={"id": "null"}, max_turns=8)
     """The modeled user; its ``max_turns`` caps the conversation (``--env.user.max-turns``)."""
     persona: str = PERSONA
     """The user's system prompt: ``{scenario}`` becomes the task's prompt text and ``{done}``
