@@ -13,8 +13,10 @@ from types import ModuleType
 import pytest
 
 from verifiers.v1.cli.eval.runner import run_eval
+from verifiers.v1.cli.output import read_episodes
 from verifiers.v1.configs.cli.eval import EvalConfig
 from verifiers.v1.envs.user_sim import UserSimEnv
+from verifiers.v1.trace import WireTrace
 from verifiers.v1.utils.loaders import load_environment
 
 WORDS = """
@@ -112,7 +114,11 @@ async def test_a_modeled_user_opens_the_conversation_and_the_assistants_trace_is
     assert assistant.reward == 1.0 and assistant.last_reply == "banana"
     assert assistant.stop_condition == "user_closed"
     assert assistant.metrics["user_turns"] == float(user.num_turns) == 2.0
-    assert (tmp_path / "out" / "traces.jsonl").read_text().count("\n") == 1
+    # one saved episode holds both sides, read back without importing the taskset
+    (record,) = read_episodes(tmp_path / "out", WireTrace)
+    assert record.id == episode.id
+    assert {t.agent.name for t in record.traces} == {"assistant", "user"}
+    assert next(t for t in record.traces if t.agent.name == "assistant").task.data.prompt is None
 
 
 async def test_a_user_that_never_says_done_is_stopped_by_its_own_turn_cap(server, words, tmp_path):
