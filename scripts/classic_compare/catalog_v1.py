@@ -14,16 +14,9 @@ V1_TASKSETS: dict[str, dict] = {
     "reverse_text_v1": {},
     "alphabet_sort_v1": {},
     "glossary_v1": {},
-    "scratchpad_v1": {
-        "skip": "its toolset is a SharedToolsetConfig (one tool server shared by the whole run), "
-        "which this SDK does not have yet (vf.SharedToolsetConfig: AttributeError)"
-    },
+    "scratchpad_v1": {},
     "color_codeword_v1": {},
-    "gsm8k_v1": {
-        "skip": "its reward runs verify.py as a uv script whose math-verify is resolved from the "
-        "package index at run time (network); this SDK's runtime has no prepare_uv_script/"
-        "run_uv_script yet"
-    },
+    "gsm8k_v1": {},
     "code_golf_v1": {"seats": ["golfer"], "volatile": ["latency"]},
     "kuhn_poker_v1": {"seats": ["player0", "player1"]},
     "proposer_solver_v1": {"seats": ["proposer", "solver"]},

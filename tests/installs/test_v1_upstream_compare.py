@@ -25,6 +25,8 @@ MATCHING = [
     "reverse_text_v1",
     "alphabet_sort_v1",
     "glossary_v1",
+    "scratchpad_v1",
+    "gsm8k_v1",
     "color_codeword_v1",
     "code_golf_v1",
     "kuhn_poker_v1",

@@ -35,6 +35,11 @@ class SandboxLimits(BaseModel):
     # Importable beyond the standard library (module names, e.g. ["numpy", "sympy"]); nothing
     # else installed on the host is visible inside.
     packages: list[str] = Field(default_factory=list)
+    # Host directories the sandbox reads (never writes) at their own path, e.g. the dependency
+    # environments of scripts prepared for it (``verifiers.v1.runtimes.uv_scripts``): bound
+    # read-only under bwrap, read-only Landlock rules otherwise. What is added to one later
+    # is visible inside, so a sandbox started before a script was prepared can run it.
+    read_only_dirs: list[str] = Field(default_factory=list)
 
 
 class ExecResult(BaseModel):

@@ -173,6 +173,7 @@ class LocalSandbox(Sandbox):
                 "/etc/alternatives",
                 *without(python.paths, python.hidden),
                 *packages,
+                *self.limits.read_only_dirs,
             ],
             "write_paths": [
                 str(self.workdir_host),
@@ -211,6 +212,7 @@ class LocalSandbox(Sandbox):
         args += with_parents(
             [(p, f"/opt/vf/site/{os.path.basename(p)}") for p in packages], "--ro-bind"
         )
+        args += with_parents([(d, d) for d in self.limits.read_only_dirs], "--ro-bind")
         args += ["--bind", str(self.workdir_host), "/workspace"]  # the worker chdirs as its uid
         args += ["--clearenv", "--setenv", "HOME", "/workspace", "--setenv", "PATH", SAFE_PATH]
         args += ["--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONIOENCODING", "utf-8"]

@@ -80,7 +80,7 @@ from verifiers.v1.task import (
     task_key,
 )
 from verifiers.v1.taskset import Taskset
-from verifiers.v1.toolset import Toolset, ToolsetConfig
+from verifiers.v1.toolset import SharedToolsetConfig, Toolset, ToolsetConfig
 from verifiers.v1.trace import (
     TRACE_VERSION,
     AgentInfo,
@@ -238,6 +238,7 @@ __all__ = [  # noqa: RUF022 - grouped by area, as upstream's
     "ModelContext",
     "make_agent",
     "Segment",
+    "SharedToolsetConfig",
     "Toolset",
     "ToolsetConfig",
     # envs and loaders

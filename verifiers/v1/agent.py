@@ -194,6 +194,8 @@ class Agent:
     ) -> None:
         self.name, self.config, self.context = name, config, context
         self.shared_toolsets = list(toolsets or [])
+        self.trainable = True
+        """Whether its traces train the run's policy (an env's ``setup`` may say no)."""
         self.traces: list[Trace] = []
         harness = config.harness
         self.harness = harness_for(harness.id if harness is not None else "null")(harness)
@@ -215,6 +217,7 @@ class Agent:
                     update={"sampling": SamplingConfig.model_validate(self.sampling)}
                 ),
                 name=self.name,
+                trainable=self.trainable,
             ),
             state=state_cls(type(task))(),
         )
@@ -289,7 +292,8 @@ class Agent:
                         trace.agent.runtime = runtime.info()
                     if isolation := getattr(runtime, "mode", None):
                         trace.info["runtime_isolation"] = isolation  # bwrap or landlock
-                await task.setup(trace, runtime)
+                # by parameter name, as upstream's ``invoke``: ``setup(self, runtime)`` is valid
+                await call_all([task.setup], {"trace": trace, "runtime": runtime})
                 trace.timing.setup.end = trace.timing.agent.start = time.time()
                 started = True
             except Exception as e:
@@ -324,7 +328,7 @@ class Agent:
             trace.stop("user_closed")
         try:
             trace.timing.finalize.start = time.time()
-            await task.finalize(trace, runtime)
+            await call_all([task.finalize], {"trace": trace, "runtime": runtime})
             trace.timing.finalize.end = trace.timing.scoring.start = time.time()
             await task.score(trace, runtime)
             trace.timing.scoring.end = time.time()

@@ -9,6 +9,8 @@ taskset runs in ``SingleAgentEnv`` (one seat, ``agent``, playing the task from i
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import cached_property
 from typing import Any, Generic
 
@@ -27,6 +29,8 @@ EnvConfigT = TypeVar("EnvConfigT", bound=EnvConfig, default=EnvConfig)
 class Env(Generic[EnvConfigT]):
     def __init__(self, config: EnvConfigT) -> None:
         self.config = config
+        self._shared_toolsets: list[Any] | None = None
+        """The taskset's toolsets while ``serving`` holds their servers (None outside)."""
 
     @cached_property
     def taskset(self) -> Taskset:
@@ -38,13 +42,29 @@ class Env(Generic[EnvConfigT]):
     def agents(self, context: ModelContext) -> Agents:
         """One agent per role of the config; a harness or runtime this SDK lacks fails here,
         naming it, before any model call."""
-        shared = type(self.taskset).toolsets(self.taskset.config)
+        shared = self._shared_toolsets
+        if shared is None:  # outside ``serving``: a shared toolset is launched per rollout
+            shared = type(self.taskset).toolsets(self.taskset.config)
         return Agents(
             {
                 name: Agent(name, config, context, shared)
                 for name, config in agent_configs(self.config).items()
             }
         )
+
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """Hold the run's serving resources (upstream's ``Env.serving``): the taskset's
+        toolsets built once, and each ``SharedToolsetConfig`` one served by a single server
+        process for every episode run inside; stopped on exit."""
+        from verifiers.v1.mcp.client import serve_shared
+
+        async with serve_shared(type(self.taskset).toolsets(self.taskset.config)) as shared:
+            self._shared_toolsets = shared
+            try:
+                yield
+            finally:
+                self._shared_toolsets = None
 
     async def setup(self, agents: Agents) -> None:
         """Before ``run`` sees this episode's agents (e.g. which seats train); once per episode."""

@@ -29,6 +29,18 @@ class ToolsetConfig(BaseConfig):
     rollout is offered instead; nothing is launched."""
 
 
+class SharedToolsetConfig(BaseConfig):
+    """A toolset one server serves to every rollout of a run (``Taskset.toolsets``, built once
+    per env and eval, as upstream's shared tool servers are): an expensive ``setup`` is paid
+    once. Each call still sees only its own rollout's ``self.state``, which travels with the
+    call. Never colocated: it is a process of its own, or the server at ``url``."""
+
+    runtime: RuntimeConfig = SubprocessConfig()
+    """Where the one server runs (``subprocess``: a local child process of the eval)."""
+    url: str | None = None
+    """A running MCP server every rollout is given instead; nothing is launched."""
+
+
 def tool_result_content(result: Any) -> MessageContent:
     """A tool's return value as its tool message's content: text, or content parts when it
     returned MCP content blocks with an image (a ``data:`` URL part, as upstream keeps it)."""

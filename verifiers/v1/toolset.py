@@ -5,7 +5,8 @@
 Where the tools run is the toolset's config, as upstream places them: ``colocated`` calls the
 methods in-process beside the harness, with ``self.state`` the calling rollout's state;
 otherwise the toolset is served as an MCP server (``Toolset.run``, ``verifiers.v1.mcp``) in a
-local child process for the rollout, and ``url`` names an MCP server already running anywhere
+local child process for the rollout (for a ``SharedToolsetConfig`` one process for the whole run,
+``Env.serving``), and ``url`` names an MCP server already running anywhere
 (any MCP server, not only a ``Toolset``). A served toolset's typed state travels with each call
 (the ``vf_state`` field of the MCP request's and result's ``_meta``), so ``self.state`` writes
 reach the trace either way.
@@ -28,12 +29,18 @@ from typing_extensions import TypeVar
 from verifiers.tools.schema import signature_fields
 from verifiers.v1.hooks import hooks_of
 from verifiers.v1.state import State, StateT, state_cls
-from verifiers.v1.tool_parts import ToolsetConfig, tool_result_content, tool_result_text
+from verifiers.v1.tool_parts import (
+    SharedToolsetConfig,
+    ToolsetConfig,
+    tool_result_content,
+    tool_result_text,
+)
 from verifiers.v1.types import Tool
 
 __all__ = [
     "BoundTool",
     "PythonTool",
+    "SharedToolsetConfig",
     "Toolset",
     "ToolsetConfig",
     "ToolsetConfigT",
@@ -42,7 +49,9 @@ __all__ = [
 ]
 
 
-ToolsetConfigT = TypeVar("ToolsetConfigT", bound=ToolsetConfig, default=ToolsetConfig)
+ToolsetConfigT = TypeVar(
+    "ToolsetConfigT", bound=ToolsetConfig | SharedToolsetConfig, default=ToolsetConfig
+)
 
 _current_state: contextvars.ContextVar[State | None] = contextvars.ContextVar(
     "vf_toolset_state", default=None
@@ -114,6 +123,10 @@ class Toolset(Generic[ToolsetConfigT, StateT]):
     def __init__(self, config: ToolsetConfigT | None = None) -> None:
         self.config: ToolsetConfigT = config if config is not None else ToolsetConfig()  # type: ignore[assignment]  # the default ToolsetConfigT
         self._inert: State = state_cls(type(self))()
+
+    async def setup(self) -> None:
+        """Task-agnostic preparation (an index, a corpus), run once per server before it
+        serves, and once per rollout for tools called in-process: override it."""
 
     @property
     def state(self) -> StateT:

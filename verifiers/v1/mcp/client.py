@@ -1,7 +1,8 @@
 """A rollout's tools from its toolsets, wherever each is placed: a colocated toolset's methods
 in-process; any other over MCP (streamable HTTP), from the server at its config's ``url`` or
 from one launched for the rollout (``Toolset.run`` in a local child process, loopback only,
-stopped when the rollout ends). Served tools are offered as ``<prefix>_<name>`` like
+stopped when the rollout ends; a shared toolset's one server for the whole run,
+``serve_shared``). Served tools are offered as ``<prefix>_<name>`` like
 in-process ones, and the rollout's typed state travels with each call (``server.STATE_KEY``).
 Without the MCP SDK (the ``mcp`` extra) a toolset placed in its own process runs in-process,
 with a warning, as it did before this SDK served toolsets; a ``url`` needs the SDK.
@@ -10,6 +11,7 @@ with a warning, as it did before this SDK served toolsets; a ``url`` needs the S
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import importlib.util
 import logging
@@ -27,7 +29,7 @@ from verifiers.processes.die_with_parent import guarded
 from verifiers.v1.errors import ToolsetError
 from verifiers.v1.mcp.server import STATE_KEY, mcp_missing, state_payload
 from verifiers.v1.state import State
-from verifiers.v1.toolset import BoundTool, Toolset
+from verifiers.v1.toolset import BoundTool, SharedToolsetConfig, Toolset
 from verifiers.v1.types import Tool
 
 if TYPE_CHECKING:
@@ -214,16 +216,45 @@ def _warn_in_process(name: str) -> None:
     )
 
 
+@asynccontextmanager
+async def serve_shared(toolsets: list[Toolset[Any, Any]]) -> AsyncIterator[list[Toolset[Any, Any]]]:
+    """The run's shared toolsets (``SharedToolsetConfig``) each served by one child process
+    for the context, as upstream's ``serve_shared``: the toolsets, each served one given its
+    server's ``url``, so every rollout connects to that one server (and its state still
+    travels per call). Other toolsets, and shared ones with a ``url`` already, pass through;
+    without the MCP SDK nothing is launched (their rollouts call them in-process)."""
+    async with AsyncExitStack() as stack:
+        served: list[Toolset[Any, Any]] = []
+        for toolset in toolsets:
+            config = toolset.config
+            if not isinstance(config, SharedToolsetConfig) or config.url or not mcp_installed():
+                served.append(toolset)
+                continue
+            if config.runtime.type != "subprocess":
+                raise ToolsetError(
+                    f"{type(toolset).__name__}: a shared toolset runtime {config.runtime.type!r} "
+                    "is not in this SDK; place it in 'subprocess' (a local process) or give its url"
+                )
+            url = await stack.enter_async_context(launched(toolset))
+            logger.info("shared tool server %s: %s", type(toolset).__name__, url)
+            twin = copy.copy(toolset)
+            twin.config = config.model_copy(update={"url": url})
+            served.append(twin)
+        yield served
+
+
 async def open_tools(toolsets: list[Toolset[Any, Any]], stack: AsyncExitStack) -> list[BoundTool]:
     """The tools of ``toolsets`` for one rollout; servers and sessions close with ``stack``."""
     tools: list[BoundTool] = []
     for toolset in toolsets:
         config = toolset.config
+        colocated = getattr(config, "colocated", False)  # a shared toolset is never colocated
         if config.url:
             url = config.url
-        elif config.colocated or not mcp_installed():
-            if not config.colocated:
+        elif colocated or not mcp_installed():
+            if not colocated:
                 _warn_in_process(type(toolset).__name__)
+            await toolset.setup()
             tools.extend(toolset.tools())
             continue
         elif config.runtime.type != "subprocess":

@@ -17,9 +17,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from verifiers.v1.configs.base import BaseConfig
 from verifiers.v1.generics import concrete_type
 from verifiers.v1.state import State, state_cls
-from verifiers.v1.tool_parts import ToolsetConfig, tool_result_text
+from verifiers.v1.tool_parts import tool_result_text
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -117,6 +118,7 @@ async def serve(toolset: Toolset, sock: socket.socket) -> None:
         async with manager.run():
             yield
 
+    await toolset.setup()  # after the port is known: a slow setup does not hide the port
     app = Starlette(routes=[Route("/mcp", endpoint=Endpoint())], lifespan=lifespan)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])
@@ -125,7 +127,9 @@ async def serve(toolset: Toolset, sock: socket.socket) -> None:
 def serve_from_environment(cls: type[Toolset]) -> None:
     """``Toolset.run``: the config from ``VF_CONFIG`` (JSON), the address from ``MCP_HOST`` /
     ``MCP_PORT`` (loopback, any free port), the bound port written to ``MCP_PORT_FILE``."""
-    config_type = concrete_type(cls, ToolsetConfig) or ToolsetConfig
+    from verifiers.v1.tool_parts import ToolsetConfig
+
+    config_type = concrete_type(cls, BaseConfig) or ToolsetConfig
     raw = os.environ.get("VF_CONFIG")
     config = config_type.model_validate(json.loads(raw)) if raw else config_type()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -57,6 +57,21 @@ class Runtime(ABC):
     async def write(self, path: str, data: bytes) -> None: ...
 
     @abstractmethod
+    async def prepare_uv_script(
+        self, script: str | bytes, env: dict[str, str] | None = None, *, activate: bool = True
+    ) -> list[str]:
+        """The argv that runs a PEP 723 script (its dependencies made available) in the box."""
+
+    @abstractmethod
+    async def run_uv_script(
+        self,
+        script: str | bytes,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ProgramResult:
+        """Run a PEP 723 script with ``args`` in the box."""
+
+    @abstractmethod
     def info(self) -> RuntimeInfo:
         """The record of this box on the trace."""
 

@@ -7,6 +7,7 @@ beneath that dir. A sandbox that cannot start, crashes or stops answering raises
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import shlex
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -16,8 +17,13 @@ from verifiers.sandbox import ExecResult, LocalSandbox, SandboxLimits, probe_mod
 from verifiers.v1.configs.runtime import RuntimeInfo, SubprocessConfig
 from verifiers.v1.errors import SandboxError
 from verifiers.v1.runtimes.base import ProgramResult, Runtime
+from verifiers.v1.runtimes.uv_scripts import cache_root, sandbox_interpreter, script_site
 
 T = TypeVar("T")
+
+UV_SCRIPT_WALL_S = 120.0
+"""A uv script's wall-clock limit at least (a verifier importing sympy takes seconds of CPU,
+more on a loaded machine); the sandbox's CPU limit still holds."""
 
 
 class SubprocessRuntime(Runtime):
@@ -39,7 +45,11 @@ class SubprocessRuntime(Runtime):
     async def start(self) -> None:
         try:
             self.mode = probe_mode()
-            self.sandbox = await LocalSandbox(self.mode, self.limits).start()
+            # the process's prepared script environments, read-only (``prepare_uv_script``)
+            limits = self.limits.model_copy(
+                update={"read_only_dirs": [*self.limits.read_only_dirs, str(cache_root())]}
+            )
+            self.sandbox = await LocalSandbox(self.mode, limits).start()
         except (errors.SandboxError, OSError) as e:
             raise SandboxError(f"the subprocess runtime's sandbox did not start: {e}") from e
 
@@ -68,6 +78,37 @@ class SubprocessRuntime(Runtime):
             "run", lambda box: box.run_shell(shlex.join([*prefix, *argv]), timeout)
         )
         return ProgramResult(result.exit_code, result.stdout, result.stderr)
+
+    async def prepare_uv_script(
+        self, script: str | bytes, env: dict[str, str] | None = None, *, activate: bool = True
+    ) -> list[str]:
+        """The argv that runs the PEP 723 ``script`` in this box: its dependencies installed
+        on the host as wheels (``uv_scripts``, once per process and script), the script
+        written to ``/tmp/vf-scripts/<sha256>.py`` in the box. ``env`` and ``activate`` are
+        upstream's (its uv settings and virtualenv activation); nothing here needs them."""
+        data = script.encode() if isinstance(script, str) else script
+        if self.sandbox is None:
+            raise SandboxError("uv script: the rollout's sandbox is not running")
+        python = sandbox_interpreter(self.mode or "bwrap")
+        site = await script_site(data, python)
+        digest = hashlib.sha256(data).hexdigest()
+        staged, path = f".vf-script-{digest}.py", f"/tmp/vf-scripts/{digest}.py"
+        await self.write(staged, data)
+        moved = await self.shell(f"mkdir -p /tmp/vf-scripts && mv -f {staged} {path}")
+        if moved.exit_code != 0:
+            raise SandboxError(f"uv script: could not place it in the box: {moved.output[-500:]}")
+        return [*(["env", f"PYTHONPATH={site}"] if site else []), python, path]
+
+    async def run_uv_script(
+        self,
+        script: str | bytes,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ProgramResult:
+        """Run the PEP 723 ``script`` with ``args`` in this box (``prepare_uv_script``)."""
+        argv = await self.prepare_uv_script(script, env)
+        timeout = max(self.limits.wall_time_s, UV_SCRIPT_WALL_S)
+        return await self.run([*argv, *(args or [])], env or {}, timeout)
 
     async def read(self, path: str, max_bytes: int | None = None) -> bytes:
         data = await self.guarded(f"read {path!r}", lambda box: box.download(path))

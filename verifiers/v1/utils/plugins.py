@@ -22,8 +22,16 @@ UPSTREAM_BUILTINS = {
     ),
 }
 """Plugins upstream 0.3 ships inside ``verifiers.v1`` and resolves before any installed module
-of the same name (``textarena`` is its taskset, not the TextArena library); not in this SDK
-yet, so their ids read loose and fail to load."""
+of the same name (``textarena`` is its taskset, not the TextArena library); those not in
+``BUILT_IN`` are not in this SDK, so their ids read loose and fail to load."""
+
+BUILT_IN = {
+    "environment": {
+        "single_agent": "verifiers.v1.envs.single_agent",
+        "user_sim": "verifiers.v1.envs.user_sim",
+    }
+}
+"""The built-in plugins this SDK has: their modules, by kind and module name."""
 
 
 def module_name(plugin_id: str) -> str:
@@ -36,6 +44,8 @@ def import_plugin(plugin_id: str, kind: str) -> ModuleType:
     """The module of the package ``plugin_id`` names; ``PluginNotInstalled`` when absent
     (an error inside an installed plugin propagates as itself)."""
     name = module_name(plugin_id)
+    if "/" not in plugin_id and name in BUILT_IN.get(kind, {}):
+        return importlib.import_module(BUILT_IN[kind][name])
     if "/" not in plugin_id and name in UPSTREAM_BUILTINS.get(kind, ()):
         raise PluginNotInstalled(
             f"{kind} {plugin_id!r} is built into upstream verifiers 0.3 and not into this SDK "

@@ -2,7 +2,8 @@
 task of the env's taskset (the first ``num_tasks``, shuffled when asked) ``num_rollouts``
 times against the config's model and endpoint, at most ``max_concurrent`` episodes at once.
 A failed rollout is an error on its trace; the run goes on. With ``output_dir`` the episodes
-are written to ``traces.jsonl`` there, one ``WireEpisode`` a line.
+are written to ``traces.jsonl`` there, one ``WireEpisode`` a line. The taskset's shared
+toolsets (``SharedToolsetConfig``) are served once for the run (``Env.serving``).
 
 ``vf-eval ID`` runs a v1 taskset through the classic engine instead (``eval_env.py``: results,
 report, resume); the env-server path (``run_eval_server``) is not in this SDK yet.
@@ -41,9 +42,12 @@ async def run_eval(env: Any, config: EvalConfig) -> list[Episode[Any, Any, Any]]
         async with limit:
             return await env.run_episode(task, context)
 
-    episodes = list(
-        await asyncio.gather(*(one(task) for task in taskset for _ in range(config.num_rollouts)))
-    )
+    async with env.serving():  # shared tool servers live for the whole run
+        episodes = list(
+            await asyncio.gather(
+                *(one(task) for task in taskset for _ in range(config.num_rollouts))
+            )
+        )
     if config.output_dir is not None:
         config.output_dir.mkdir(parents=True, exist_ok=True)
         with (config.output_dir / TRACES_FILE).open("a", encoding="utf-8") as f:

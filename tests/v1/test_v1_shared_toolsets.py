@@ -1,0 +1,184 @@
+"""A taskset's shared toolset (``SharedToolsetConfig``, upstream's taskset-scoped tool server):
+one real MCP server process serves every rollout of a run, its ``setup`` runs once, and
+concurrent rollouts writing ``self.state`` through it never see each other's writes (the
+state travels with each call). Driven through ``run_eval`` against the scripted endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from verifiers.testing import Reply
+from verifiers.v1.cli.eval.runner import run_eval
+from verifiers.v1.configs.cli.eval import EvalConfig
+from verifiers.v1.errors import ToolsetError
+from verifiers.v1.utils.loaders import load_environment
+
+pytest.importorskip("mcp")
+
+PAD = '''
+import asyncio
+import os
+
+import verifiers.v1 as vf
+
+WORDS = ["alpha", "bravo", "charlie", "delta"]
+
+
+class PadState(vf.State):
+    slot: str = ""
+
+
+class PadConfig(vf.SharedToolsetConfig):
+    setups_file: str = ""
+
+
+class PadToolset(vf.Toolset[PadConfig, PadState]):
+    TOOL_PREFIX = "pad"
+
+    async def setup(self) -> None:
+        with open(self.config.setups_file, "a") as f:
+            f.write(f"{os.getpid()}\\n")
+
+    @vf.tool
+    async def roundtrip(self, word: str) -> str:
+        """Store word, wait for the other rollouts to store theirs, read it back."""
+        self.state.slot = word
+        await asyncio.sleep(0.3)
+        return f"{self.state.slot} pid={os.getpid()}"
+
+
+class PadTask(vf.Task[vf.TaskData, PadState]):
+    @vf.reward
+    async def own_word(self, trace) -> float:
+        return float(trace.state.slot == WORDS[self.data.idx])
+
+
+class PadTasksetConfig(vf.TasksetConfig):
+    tools: PadConfig = PadConfig()
+
+
+class PadTaskset(vf.Taskset[PadTask, PadTasksetConfig]):
+    @classmethod
+    def toolsets(cls, config):
+        return [PadToolset(config.tools)]
+
+    def load(self):
+        return [
+            PadTask(vf.TaskData(idx=i, prompt=f"roundtrip {w}"), self.config.task)
+            for i, w in enumerate(WORDS)
+        ]
+
+
+__all__ = ["PadTaskset"]
+'''
+
+
+@pytest.fixture
+def shared_pad(tmp_path, monkeypatch) -> Iterator[ModuleType]:
+    """The ``shared_pad`` taskset package, importable here and by the server it launches."""
+    (tmp_path / "shared_pad.py").write_text(PAD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    import shared_pad
+
+    yield shared_pad
+    sys.modules.pop("shared_pad", None)
+
+
+def roundtrips_its_word(request: dict) -> Reply | str:
+    """Calls ``pad_roundtrip`` with the word of its prompt, then answers with the result."""
+    results = [m["content"] for m in request["messages"] if m["role"] == "tool"]
+    if not results:
+        word = request["messages"][-1]["content"].split()[-1]
+        return Reply(tool_calls=[Reply.tool_call("pad_roundtrip", {"word": word})])
+    return f"got {results[-1]}"
+
+
+def pad_config(base_url: str, setups: Path, out: Path, tools: dict | None = None) -> EvalConfig:
+    return EvalConfig.model_validate(
+        {
+            "env": {
+                "taskset": {
+                    "id": "shared-pad",
+                    "tools": {"setups_file": str(setups), **(tools or {})},
+                },
+                "agent": {"max_turns": 4, "harness": {"id": "null"}},
+            },
+            "model": "test-model",
+            "client": {"base_url": base_url},
+            "max_concurrent": 4,
+            "output_dir": str(out),
+            "rich": False,
+        }
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_one_shared_server_serves_every_rollout_and_keeps_each_rollouts_state_its_own(
+    server, shared_pad, tmp_path
+):
+    server.set_handler(roundtrips_its_word)
+    setups = tmp_path / "setups"
+    config = pad_config(server.base_url, setups, tmp_path / "out")
+    episodes = await run_eval(load_environment(config.env), config)
+    traces = [t for e in episodes for t in e.traces]
+    assert len(traces) == 4 and all(t.ok for t in traces), [t.errors for t in traces]
+    # each rollout read back its own word although all four wrote one server concurrently
+    assert [t.reward for t in traces] == [1.0] * 4
+    assert sorted(t.state.slot for t in traces) == sorted(shared_pad.WORDS)
+    results = [t.tool_messages[0].content for t in traces]
+    assert sorted(r.split()[0] for r in results) == sorted(shared_pad.WORDS)
+    pids = {int(r.rsplit("pid=", 1)[1]) for r in results}
+    assert len(pids) == 1 and os.getpid() not in pids  # one server process, not this one
+    assert setups.read_text().split() == [str(p) for p in pids]  # its setup ran once
+    (pid,) = pids
+    for _ in range(50):  # ...and it ended with the run
+        if not alive(pid):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        pytest.fail("the shared tool server outlived the run")
+    lines = (tmp_path / "out" / "traces.jsonl").read_text().splitlines()
+    assert len(lines) == 4 and all(json.loads(line)["traces"] for line in lines)
+
+
+async def test_a_shared_toolset_at_a_url_is_used_as_is_and_nothing_is_launched(
+    server, shared_pad, tmp_path
+):
+    setups = tmp_path / "setups"
+    config = pad_config(
+        server.base_url, setups, tmp_path / "out", {"url": "http://127.0.0.1:9/mcp"}
+    )
+    episodes = await run_eval(load_environment(config.env), config)
+    traces = [t for e in episodes for t in e.traces]
+    assert not setups.exists()  # no server of ours was started
+    assert all(not t.ok for t in traces)
+    assert all(
+        "cannot reach the MCP server at http://127.0.0.1:9/mcp" in t.errors[0].message
+        for t in traces
+    )
+
+
+async def test_a_shared_toolset_in_a_runtime_this_sdk_lacks_fails_the_run_naming_it(
+    server, shared_pad, tmp_path
+):
+    config = pad_config(
+        server.base_url, tmp_path / "setups", tmp_path / "out", {"runtime": {"type": "docker"}}
+    )
+    with pytest.raises(ToolsetError, match="shared toolset runtime 'docker' is not in this SDK"):
+        await run_eval(load_environment(config.env), config)
