@@ -10,7 +10,8 @@ share it: one dedicated connection runs one read at a time, and every request th
 a read is under way waits for the next one, which starts after all of them arrived. At
 concurrency 32 one read answers many requests; alone, a request costs one read without a thread
 hop. Where the connection is lost (a server restarting) the waiters get None and read through
-the pool as before; the connection is made again at most once a second.
+the pool as before; a connect that failed is tried again at most once a second (a closed one at
+once: the gate held a reconnect back for a second after every connect).
 """
 
 from __future__ import annotations
@@ -64,12 +65,15 @@ class GenerationReads:
 
         try:
             if self._conn is None:
-                if time.monotonic() < self._retry_at:
+                if time.monotonic() < self._retry_at:  # a connect failed less than RETRY_S ago
                     return None
-                self._retry_at = time.monotonic() + RETRY_S
-                self._conn = await psycopg.AsyncConnection.connect(
-                    self.url, autocommit=True, connect_timeout=5
-                )
+                try:
+                    self._conn = await psycopg.AsyncConnection.connect(
+                        self.url, autocommit=True, connect_timeout=5
+                    )
+                except psycopg.Error:
+                    self._retry_at = time.monotonic() + RETRY_S
+                    raise
             cursor = await self._conn.execute(GENERATION)
             row = await cursor.fetchone()
             return None if row is None else int(row[0])
