@@ -92,22 +92,18 @@ def serving(tokenizer, sampled: list[list[int]]):
     return handle
 
 
-def test_a_three_turn_tool_rollout_trains_exactly_the_models_tokens(tokenizer):
-    import verifiers as vf
+def three_turn_rollout(env, rows, handler) -> dict:
+    """One rollout of ``rows`` against the token-serving ``handler``: a tool call, another, then
+    the answer, rewarded 1."""
     from verifiers.clients import OpenAICompatibleClient
-    from verifiers.rl.algorithm.batching import samples_from_state
-    from verifiers.rl.algorithm.chat_tokens import render_ids, template_messages
 
-    env = vf.load_environment("calculator")
-    row = {"question": "What is 37 * 41 + 12?", "answer": "1529"}
-    sampled: list[list[int]] = []
-    with ModelServer(serving(tokenizer, sampled)) as server:
+    with ModelServer(handler) as server:
         client = OpenAICompatibleClient(server.base_url)
 
         async def rollout():
             try:
                 return await env.generate(
-                    [row],
+                    rows,
                     client,
                     "policy",
                     sampling_args={"logprobs": True, "extra_body": {"return_token_ids": True}},
@@ -119,13 +115,20 @@ def test_a_three_turn_tool_rollout_trains_exactly_the_models_tokens(tokenizer):
         out = asyncio.run(rollout())
     (state,) = out.state
     assert state.get("error") is None and state["reward"] == pytest.approx(1.0)
-    assert [m["role"] for m in state["completion"]] == [
-        "assistant",
-        "tool",
-        "assistant",
-        "tool",
-        "assistant",
-    ]
+    roles = [m["role"] for m in state["completion"]]
+    assert roles == ["assistant", "tool", "assistant", "tool", "assistant"]
+    return state
+
+
+def test_a_three_turn_tool_rollout_trains_exactly_the_models_tokens(tokenizer):
+    import verifiers as vf
+    from verifiers.rl.algorithm.batching import samples_from_state
+    from verifiers.rl.algorithm.chat_tokens import render_ids, template_messages
+
+    env = vf.load_environment("calculator")
+    row = {"question": "What is 37 * 41 + 12?", "answer": "1529"}
+    sampled: list[list[int]] = []
+    state = three_turn_rollout(env, [row], serving(tokenizer, sampled))
     assert [m["content"] for m in state["completion"] if m["role"] == "tool"] == ["1517", "1529"]
     (sample,) = samples_from_state(state, advantage=0.7, policy_version=3)
 
@@ -203,7 +206,6 @@ def test_a_v1_tool_rollout_trains_exactly_the_models_tokens(tokenizer, tmp_path,
     import sys
 
     import verifiers as vf
-    from verifiers.clients import OpenAICompatibleClient
     from verifiers.rl.algorithm.batching import samples_from_state
     from verifiers.rl.algorithm.chat_tokens import render_ids, template_messages
 
@@ -214,31 +216,7 @@ def test_a_v1_tool_rollout_trains_exactly_the_models_tokens(tokenizer, tmp_path,
     env = vf.load_environment("calculate-v1")
     sys.modules.pop("calculate_v1", None)
     sampled: list[list[int]] = []
-    with ModelServer(serving(tokenizer, sampled)) as server:
-        client = OpenAICompatibleClient(server.base_url)
-
-        async def rollout():
-            try:
-                return await env.generate(
-                    env.dataset_rows("train"),
-                    client,
-                    "policy",
-                    sampling_args={"logprobs": True, "extra_body": {"return_token_ids": True}},
-                    rollouts_per_example=1,
-                )
-            finally:
-                await client.aclose()
-
-        out = asyncio.run(rollout())
-    (state,) = out.state
-    assert state.get("error") is None and state["reward"] == pytest.approx(1.0)
-    assert [m["role"] for m in state["completion"]] == [
-        "assistant",
-        "tool",
-        "assistant",
-        "tool",
-        "assistant",
-    ]
+    state = three_turn_rollout(env, env.dataset_rows("train"), serving(tokenizer, sampled))
     assert len(state["trajectory"]) == 3 and len(sampled) == 3
     # each call's policy version, what the trainer counts staleness by
     assert [step["response"]["policy_version"] for step in state["trajectory"]] == [5, 5, 5]
