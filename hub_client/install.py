@@ -110,7 +110,7 @@ def redact(text: str, token: str | None) -> str:
 
 
 def uv_binary() -> str:
-    from verifiers.cli.install import uv_binary as find
+    from verifiers.installs.uv_config import uv_binary as find
 
     found = find()
     if not found:

@@ -140,19 +140,12 @@ def resolve(value, places: dict[str, str]):
 
 
 def _uv() -> str:
-    try:
-        from uv import find_uv_bin
+    from verifiers.installs.uv_config import uv_binary
 
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        import shutil
-
-        found = shutil.which("uv")
-        if found is None:
-            raise SystemExit(
-                "compare.py needs uv (pip install uv) to make the scratch virtualenv"
-            ) from None
-        return found
+    found = uv_binary()
+    if found is None:
+        raise SystemExit("compare.py needs uv (pip install uv) to make the scratch virtualenv")
+    return found
 
 
 def _editable(direct_url: str | None) -> bool:

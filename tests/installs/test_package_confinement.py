@@ -207,7 +207,7 @@ def target(tmp_path_factory) -> Path:
 
     (site / "outer_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     (site / "hook.pth").write_text("import os; 0 and __import__('vf_missing_hook')\n")
-    from verifiers.cli.install import uv_binary
+    from verifiers.installs.uv_config import uv_binary
 
     subprocess.run(
         [
@@ -592,7 +592,7 @@ def test_a_dependency_never_replaces_an_installed_environment(hub, target, tmp_p
     """A dependency named like an installed environment (a hub environment another owner
     published, or one installed by id) would change what that id loads while the install
     records still name the environment: refused, whatever index serves it."""
-    from verifiers.cli.install import uv_binary
+    from verifiers.installs.uv_config import uv_binary
 
     index = tmp_path / "index"
     alice, alice_token = new_user(hub)
@@ -680,8 +680,8 @@ def test_the_client_holds_the_environments_own_wheel_to_the_rules_whatever_the_h
 ):
     """A hub that did not check (an old or a compromised one) serves the wheel: the installer
     judges it itself, and the clean wheel installs next."""
-    from verifiers.cli.install import uv_binary
     from verifiers.installs.confined import ConfinementError, Requested, install
+    from verifiers.installs.uv_config import uv_binary
 
     files, entry_points, code = OWN_ROUTES[route]
     hostile = wheel(tmp_path, "own-env", files=files, entry_points=entry_points, package=False)

@@ -42,7 +42,7 @@ def venv(tmp_path_factory) -> Path:
         check=True,
     ).stdout.strip()
     (Path(site) / "outer_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    from verifiers.cli.install import uv_binary
+    from verifiers.installs.uv_config import uv_binary
 
     subprocess.run(
         [

@@ -8,7 +8,6 @@ environment installs with ``prime env install``, from its published wheel, with 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from verifiers.cli.usage import command
 from verifiers.errors import UsageError
 from verifiers.installs.confined import ConfinementError, InstallFailed, Requested, install
 from verifiers.installs.sdk_guard import installed_sdk_requirement, keep_sdk_args, kept_sdk_line
-from verifiers.installs.uv_config import uv_command
+from verifiers.installs.uv_config import uv_binary, uv_command
 
 
 def find_package(name: str, path: str) -> Path:
@@ -38,15 +37,6 @@ def find_package(name: str, path: str) -> Path:
     raise FileNotFoundError(
         f"no environment package {name!r} under {path} (looked for a pyproject.toml in {Path(path) / name.replace('-', '_')})"
     )
-
-
-def uv_binary() -> str | None:
-    try:
-        from uv import find_uv_bin
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        return shutil.which("uv")
 
 
 def build_wheel(uv: str, directory: Path, out: Path) -> Path:

@@ -13,6 +13,7 @@ else may write it. ``$UV_CONFIG_FILE``, set by the user, still applies.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from verifiers.processes.credential_file import trusted_file
@@ -42,3 +43,13 @@ def uv_config_args() -> list[str]:
 def uv_command(uv: str, *args: str) -> list[str]:
     """``uv`` with its global configuration flags, then ``args``."""
     return [uv, *uv_config_args(), *args]
+
+
+def uv_binary() -> str | None:
+    """The uv this SDK runs: the one pip installed beside it (the ``uv`` package), else PATH's."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")

@@ -23,6 +23,7 @@ import tomllib
 from functools import cache
 from pathlib import Path
 
+from verifiers.installs.uv_config import uv_binary, uv_command
 from verifiers.processes.leftovers import owned_dir
 from verifiers.v1.errors import SandboxError
 
@@ -74,17 +75,10 @@ def cache_root() -> Path:
 
 
 def _uv() -> str:
-    try:
-        from uv import find_uv_bin
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        found = shutil.which("uv")
-        if found is None:
-            raise SandboxError(
-                "uv script: needs uv to install its dependencies (pip install uv)"
-            ) from None
-        return found
+    found = uv_binary()
+    if found is None:
+        raise SandboxError("uv script: needs uv to install its dependencies (pip install uv)")
+    return found
 
 
 def _readable(root: Path) -> None:
@@ -111,7 +105,7 @@ async def script_site(script: bytes, python: str) -> Path | None:
         if site.is_dir():
             return site
         stage = owned_dir(f".{digest[:32]}-", cache_root())
-        argv = [_uv(), "pip", "install", "--quiet", "--no-config", "--only-binary", ":all:"]
+        argv = uv_command(_uv(), "pip", "install", "--quiet", "--only-binary", ":all:")
         argv += ["--python", python, "--target", str(stage), *deps]
         env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
         process = await asyncio.create_subprocess_exec(
