@@ -1393,6 +1393,17 @@ def test_a_rollout_output_row_from_a_server_without_snapshots_reads_as_a_state()
     assert state["reward"] == 1.0 and state["trajectory"] == [] and "error_chain" not in state
 
 
+async def two_each_at_64(env, server, workers, timeout_s: float | None):
+    """The fault tests' run: 2 rollouts of each row at -c 64 on ``workers``, within
+    ``timeout_s`` (None: no limit)."""
+    return await asyncio.wait_for(
+        env.evaluate(
+            server.base_url, "m", rollouts_per_example=2, max_concurrent=64, env_workers=workers
+        ),
+        timeout_s,
+    )
+
+
 async def test_a_worker_crash_inside_a_remote_server_costs_only_its_own_rollouts(
     server, flags, tmp_path
 ):
@@ -1409,16 +1420,7 @@ async def test_a_worker_crash_inside_a_remote_server_costs_only_its_own_rollouts
     try:
         remote = await RemoteWorkers([f"127.0.0.1:{port}"], None).start()
         try:
-            out = await asyncio.wait_for(
-                env.evaluate(
-                    server.base_url,
-                    "m",
-                    rollouts_per_example=2,
-                    max_concurrent=64,
-                    env_workers=remote,
-                ),
-                180,
-            )
+            out = await two_each_at_64(env, server, remote, 180)
         finally:
             await remote.close()
     finally:
@@ -1451,15 +1453,7 @@ async def test_a_remote_server_killed_mid_run_costs_no_innocent_rollout(server, 
     try:
         remote = await RemoteWorkers([f"127.0.0.1:{port}" for port in ports], None).start()
         try:
-            run = asyncio.create_task(
-                env.evaluate(
-                    server.base_url,
-                    "m",
-                    rollouts_per_example=2,
-                    max_concurrent=64,
-                    env_workers=remote,
-                )
-            )
+            run = asyncio.create_task(two_each_at_64(env, server, remote, None))
             for _ in range(1200):  # each blocked worker says so
                 if len(list(flags.glob("waiting-*"))) == 4:
                     break
@@ -1582,16 +1576,7 @@ async def test_a_remote_server_whose_pool_gave_up_is_down_and_costs_no_innocent_
     try:
         remote = await RemoteWorkers([f"127.0.0.1:{port}" for port in ports], None).start()
         try:
-            out = await asyncio.wait_for(
-                env.evaluate(
-                    server.base_url,
-                    "m",
-                    rollouts_per_example=2,
-                    max_concurrent=64,
-                    env_workers=remote,
-                ),
-                240,
-            )
+            out = await two_each_at_64(env, server, remote, 240)
             described = remote.describe()
             # the pool that gave up says so to a health probe: a new caller passes it over
             later = await RemoteWorkers([f"127.0.0.1:{port}" for port in ports], None).start()
@@ -1665,12 +1650,7 @@ async def test_one_crashing_example_costs_only_its_own_rollouts_on_ray_actors(se
     env = vf.load_environment("vf-worker-probe", rows=data)
     pool = await RayPool("vf-worker-probe", {"rows": data}, 2).start()
     try:
-        out = await asyncio.wait_for(
-            env.evaluate(
-                server.base_url, "m", rollouts_per_example=2, max_concurrent=64, env_workers=pool
-            ),
-            300,
-        )
+        out = await two_each_at_64(env, server, pool, 300)
         described = pool.describe()
     finally:
         await pool.close()
