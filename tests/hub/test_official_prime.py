@@ -485,12 +485,12 @@ def test_bumped_copies_share_a_content_hash_and_the_refusal_names_a_working_dele
     """Versions that differ only in their number (``--bump``) share a content hash: the official
     client's delete by that hash is refused naming them, and the command the refusal names
     (this project's ``prime``) deletes the one version it is given."""
-    olga = new_user(hub, "olga")
-    first = publish(hub, olga, "olga", "twin-env", "1.0.0", "X = 1\n")
-    publish(hub, olga, "olga", "twin-env", "1.0.1", "X = 1\n")
+    tess = new_user(hub, "tess")
+    first = publish(hub, tess, "tess", "twin-env", "1.0.0", "X = 1\n")
+    publish(hub, tess, "tess", "twin-env", "1.0.1", "X = 1\n")
     prefix = first["content_hash"].removeprefix("sha256:")[:8]
     refused = httpx.delete(
-        f"{hub['url']}/api/v1/environmentshub/olga/twin-env/@{prefix}", headers=bearer(olga)
+        f"{hub['url']}/api/v1/environmentshub/tess/twin-env/@{prefix}", headers=bearer(tess)
     )
     assert refused.status_code == 409, refused.text
     assert refused.json()["error"]["code"] == "ambiguous_content_hash"
@@ -499,8 +499,8 @@ def test_bumped_copies_share_a_content_hash_and_the_refusal_names_a_working_dele
     hinted = re.search(r"prime (env delete \S+@VERSION --yes)", message)
     assert hinted is not None, message
     command = hinted.group(1).replace("VERSION", "1.0.0").split()
-    native_prime(hub, olga, *command, cwd=tmp_path)
-    assert native(hub, "olga/twin-env").json()["versions"] == ["1.0.1"]
+    native_prime(hub, tess, *command, cwd=tmp_path)
+    assert native(hub, "tess/twin-env").json()["versions"] == ["1.0.1"]
 
 
 # --- evals: `prime eval push`, `list`, `get`, `samples` -------------------------------------------

@@ -85,6 +85,7 @@ def upstream_python(tmp_path_factory) -> str:
     return python
 
 
+@pytest.mark.timeout(900)  # nine tasksets on both sides, after installing 0.3.1: ~6 min alone
 def test_v1_example_tasksets_score_as_the_real_0_3_1_and_their_traces_parse_upstream(
     anchor, upstream_python, tmp_path
 ):
