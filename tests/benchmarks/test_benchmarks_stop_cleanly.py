@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -114,12 +116,16 @@ def test_a_benchmark_stopped_by_a_signal_leaves_nothing(case, sig, tmp_path):
 
 
 @SIGNALS
-def test_publish_library_stopped_by_a_signal_leaves_no_process_and_no_work_dir(sig, tmp_path):
+def test_publish_library_stopped_by_a_signal_leaves_no_process_and_no_work_dir(
+    sig, tmp_path, request
+):
     """scripts/publish_library.sh starts a hub, then pushes, installs and evaluates in the
     foreground: a SIGTERM or SIGINT at any of those stops every process it started, and the
     temporary work dir it made (563 MB after a full run) is removed."""
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    # a short TMPDIR: the hub's forkserver binds a Unix socket under it (108 bytes at most), and
+    # an xdist worker's tmp_path is too long for that (the hub exits)
+    scratch = Path(tempfile.mkdtemp(prefix="pl-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
     said = tmp_path / "stdout"
     with said.open("wb") as out:
         proc = subprocess.Popen(
