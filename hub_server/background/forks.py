@@ -13,6 +13,8 @@ import multiprocessing
 import sys
 from multiprocessing.context import ForkServerContext, SpawnContext
 
+from verifiers.processes.socket_dirs import short_multiprocessing_temp_dir
+
 # hub_client.cli: ``prime hub serve``'s main module, which each child re-runs as its main (as
 # spawn would), and hub_server.cli, which it hands the command to; with their imports done here,
 # that costs nothing.
@@ -28,6 +30,7 @@ PRELOAD = [
 def context() -> ForkServerContext | SpawnContext:
     if sys.version_info < (3, 11, 1):  # its fork server listened where any local user could send
         return multiprocessing.get_context("spawn")  # it pickles (CVE-2022-42919)
+    short_multiprocessing_temp_dir()  # its listener's path must fit a Unix socket's
     forking = multiprocessing.get_context("forkserver")
     forking.set_forkserver_preload(PRELOAD)
     return forking

@@ -25,16 +25,14 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from verifiers.errors import EnvWorkerError
-from verifiers.processes.leftovers import owned_dir, remove_abandoned
+from verifiers.processes.socket_dirs import socket_dir
 from verifiers.workers.forked import Template, WorkerProcess, can_fork
 from verifiers.workers.isolation import TIMEOUT_GRACE, IsolatingPool, _Pending, _Slot
 from verifiers.workers.process import BEAT, FAILED, READY, read_beat
@@ -154,8 +152,7 @@ class WorkerPool(IsolatingPool[_Worker]):
     def _prepare(self) -> None:
         # 0700, so other users cannot connect; named for this process, so a pool that starts
         # after a caller was SIGKILLed removes what that caller left
-        remove_abandoned(Path(tempfile.gettempdir()), WORK_DIR_PREFIX)
-        self._dir = str(owned_dir(WORK_DIR_PREFIX))
+        self._dir = str(socket_dir(WORK_DIR_PREFIX, "pool.sock"))
         # removed at interpreter exit too, if a signal unwinds the caller past close()
         weakref.finalize(self, shutil.rmtree, self._dir, True)
         self.address = f"ipc://{self._dir}/pool.sock"

@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import signal
 from collections.abc import Callable
 from typing import Any
 
+from verifiers.processes.socket_dirs import socket_dir
 from verifiers.workers.gate import PeerBudgets
 from verifiers.workers.protocol import (
     HEALTH_OK,
@@ -37,6 +39,7 @@ from verifiers.workers.protocol import (
 from verifiers.workers.runner import NO_KEY_VAR
 
 logger = logging.getLogger("verifiers.workers.server")
+SOCKET_DIR_PREFIX = "vf-env-server-"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_KEY_VARS = ("OPENAI_API_KEY", "VF_API_KEY")
 
@@ -74,8 +77,6 @@ class EnvServer:
         self._tasks: dict[tuple[bytes, bytes], asyncio.Task[None]] = {}
 
     async def serve(self, stop: asyncio.Event) -> None:
-        import tempfile
-
         import zmq
         import zmq.asyncio
 
@@ -87,8 +88,8 @@ class EnvServer:
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
         auth = secure_server(router, context, self.secret) if self.secret is not None else None
-        private = tempfile.TemporaryDirectory(prefix="vf-env-server-")  # 0700: the gate's alone
-        upstream = os.path.join(private.name, "router")
+        private = socket_dir(SOCKET_DIR_PREFIX, "router")  # 0700: the gate's alone
+        upstream = os.path.join(private, "router")
         router.bind(f"ipc://{upstream}")
         gate = GateThread(Gate(upstream, self.budgets))
         await gate.start(listening_socket(self.host, self.port))
@@ -115,7 +116,7 @@ class EnvServer:
             for task in self._tasks.values():
                 task.cancel()
             router.close()
-            private.cleanup()
+            shutil.rmtree(private, ignore_errors=True)
             if auth is not None:
                 auth.stop()
             context.term()
