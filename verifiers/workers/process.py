@@ -186,10 +186,11 @@ def serve_forked(settings: dict[str, Any], env: Any) -> None:
     """A worker forked from the caller itself right after it loaded ``env``
     (``WorkerPool.fork``): it serves its copy of that environment, never returning into the
     caller's code (``os._exit``: none of the caller's ``finally`` blocks or exit handlers run
-    here). The caller's SIGTERM handler and stdin are not the worker's."""
+    here). The caller's SIGTERM handler and stdin are not the worker's (SIGINT's disposition
+    is inherited, as an interpreter started from the caller inherits it: ignored stays
+    ignored)."""
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
