@@ -23,7 +23,6 @@ import io
 import os
 import resource
 import select
-import struct
 import sys
 import time
 from _ctypes import (  # ``ctypes``' own C half
@@ -212,6 +211,8 @@ def close_fds_but(keep: set[int]) -> None:
 
 def build_ruleset(read_paths: list[str], write_paths: list[str]) -> int:
     """Filesystem rules; where the kernel allows, also no TCP and no signals beyond the sandbox."""
+    import struct  # here: only the Landlock mode needs it, and bwrap's cold start skips it
+
     abi = max(int(_libc.syscall(444, None, 0, 1)), 0)
     if (
         abi >= 6
