@@ -6,8 +6,10 @@ virtualenv of its own), on one scripted model server.
     python benchmarks/vf_eval_end_to_end.py --no-anchor     # skip building the anchor's venv
 
 Each run is a fresh `vf-eval` process (interpreter start, imports, loading the environment,
-checking the endpoint, the rollouts, the summary), timed from outside; the table shows the median
-of the runs and, for this SDK, the time to the first finished rollout that `-v` prints. The
+checking the endpoint, the rollouts, the summary), timed from outside: wall and the CPU of its
+process tree; the table shows the median of the runs, the median of each round's ratio to the
+in-process run (the paths run back to back in each round), and, for this SDK, the time to the
+first finished rollout that `-v` prints. The
 environment is a single-turn module written to a temporary directory and loaded by name by both
 SDKs. Targets (issue 44): the default path at most 1.1x the in-process run and at most 0.3x
 verifiers 0.1.8's `vf-eval`.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -57,10 +60,13 @@ def anchor_python(work: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def timed(command: list[str], env: dict[str, str]) -> tuple[float, float | None]:
-    """Wall seconds of one run, and the time to the first rollout it printed (if it did). A
-    benchmark stopped meanwhile stops the run as a user would (SIGTERM, then waits), so vf-eval
-    removes what it made; ``subprocess.run`` would SIGKILL it, which leaves its work dirs."""
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float | None, float]:
+    """Wall seconds of one run, the time to the first rollout it printed (if it did), and the
+    CPU seconds (user + system) of its process tree (its workers are reaped by it, so counted).
+    A benchmark stopped meanwhile stops the run as a user would (SIGTERM, then waits), so
+    vf-eval removes what it made; ``subprocess.run`` would SIGKILL it, which leaves its work
+    dirs."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
@@ -75,10 +81,12 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float | None]
             proc.kill()
         raise
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(f"{command[0]} failed ({proc.returncode}):\n{err[-3000:]}")
     first = re.search(r"first rollout finished ([0-9.]+) s", err + out)
-    return wall, float(first.group(1)) if first else None
+    return wall, float(first.group(1)) if first else None, cpu
 
 
 def main() -> None:
@@ -122,26 +130,36 @@ def main() -> None:
                 ],
                 {**env, "PYTHONPATH": str(work)},  # its own venv's verifiers, never this one
             )
-        results: dict[str, list[tuple[float, float | None]]] = {name: [] for name in paths}
+        results: dict[str, list[tuple[float, float | None, float]]] = {n: [] for n in paths}
+        ratios: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
         for _ in range(args.runs):  # interleaved, so a busy moment costs every path alike
             for name, (command, command_env) in paths.items():
                 results[name].append(timed(command, command_env))
-        wall = {name: statistics.median(w for w, _ in runs) for name, runs in results.items()}
-        in_process = wall["this SDK, --no-env-workers"]
+            # each round's ratios, of runs back to back: the median of these is what a loaded
+            # machine can compare (a busy minute slows one round, not one path)
+            base = results["this SDK, --no-env-workers"][-1]
+            for name in paths:
+                run = results[name][-1]
+                ratios[name].append((run[0] / base[0], run[2] / base[2]))
+        wall = {name: statistics.median(r[0] for r in runs) for name, runs in results.items()}
         anchor = wall.get("verifiers 0.1.8.post2 vf-eval")
         table = Table(
             title=f"vf-eval end to end: {args.n} examples x {args.r} rollouts, "
-            f"median of {args.runs} runs (target: default <= 1.1x in-process, <= 0.3x 0.1.8)"
+            f"median of {args.runs} runs (target: default <= 1.1x in-process, <= 0.3x 0.1.8; "
+            "x in-process: the median of each round's ratio)"
         )
-        for column in ("path", "wall s", "first rollout s", "x in-process", "x 0.1.8"):
+        columns = ("path", "wall s", "CPU s", "first rollout s", "x in-process wall / CPU")
+        for column in (*columns, "x 0.1.8"):
             table.add_column(column, justify="right" if column != "path" else "left")
         for name, runs in results.items():
-            firsts = [f for _, f in runs if f is not None]
+            firsts = [f for _, f, _ in runs if f is not None]
             table.add_row(
                 name,
                 f"{wall[name]:.2f}",
+                f"{statistics.median(r[2] for r in runs):.2f}",
                 f"{statistics.median(firsts):.2f}" if firsts else "-",
-                f"{wall[name] / in_process:.2f}",
+                f"{statistics.median(w for w, _ in ratios[name]):.2f} / "
+                f"{statistics.median(c for _, c in ratios[name]):.2f}",
                 f"{wall[name] / anchor:.2f}" if anchor else "-",
             )
         Console(width=140).print(table)

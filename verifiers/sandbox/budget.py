@@ -103,8 +103,9 @@ class Budget:
         ``complete`` (the tree cannot grow any more), also check that all of them are in. The
         sandbox calls this as soon as it has spawned ``root`` (what it starts from then on is
         born inside; a child started during the move is not) and again, ``complete``, once its
-        interpreter says it has started, before it sends the worker its configuration: until
-        then none of its processes forks or runs anything of the model's. Not a
+        interpreter says it has started, before it sends the worker its first request: until
+        then none of its processes forks or runs anything of the model's (the worker forks
+        only for a request). Not a
         shell that joins and then execs the sandbox: the first move into a cgroup v1 hierarchy
         waits for an RCU grace period (8-16 ms on a small VM), which then delayed every cold
         start; now it passes while bubblewrap and the interpreter start. A process already in

@@ -4,8 +4,8 @@ object to a tiny ``-c`` bootstrap over stdin (``verifiers.sandbox.view.worker_co
 the sandbox nothing of this project can be imported.
 
 It starts on every cold sandbox, so it imports only what is cheap: ``_json`` (the C half of
-``json``, without the ``re`` and ``enum`` that ``json`` and ``signal`` pull in), ``_signal``'s
-constants, and the interpreter's own ``sys.__excepthook__`` for tracebacks instead of
+``json``, without the ``re`` and ``enum`` that ``json`` and ``signal`` pull in), ``_ctypes``
+(the C half of ``ctypes``, for the few libc calls it makes), ``_signal``'s constants, and the interpreter's own ``sys.__excepthook__`` for tracebacks instead of
 ``traceback``; together about half of the worker's start.
 
 Started once per sandbox (pre-warmed), it drops to the sandbox's uid, then serves requests over
@@ -18,15 +18,24 @@ every snippet, leftover processes of the sandbox are killed.
 from __future__ import annotations
 
 import _json
-import ctypes
 import gc
 import io
 import os
 import resource
 import select
-import struct
 import sys
 import time
+from _ctypes import (  # ``ctypes``' own C half
+    FUNCFLAG_CDECL,
+    FUNCFLAG_USE_ERRNO,
+    CFuncPtr,
+    Structure,
+    _SimpleCData,
+    addressof,
+    byref,
+    dlopen,
+    get_errno,
+)
 from _signal import (  # type: ignore[import-not-found]  # ``signal`` imports enum
     SIGCONT,
     SIGKILL,
@@ -81,12 +90,54 @@ def dumps(value: object) -> bytes:
 
 # --- seccomp ---------------------------------------------------------------------------------------
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.syscall.restype = ctypes.c_long
+
+# The C types and libc calls the worker makes, from ``_ctypes`` itself: ``import ctypes`` was
+# about 5 ms of CPU of every cold start (its module, ``struct`` and a first callback), this 1 ms.
+class _CInt(_SimpleCData):
+    _type_ = "i"
 
 
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+class _CLong(_SimpleCData):
+    _type_ = "l"
+
+
+class _CUShort(_SimpleCData):
+    _type_ = "H"
+
+
+class _CVoidP(_SimpleCData):
+    _type_ = "P"
+
+
+class _CChar(_SimpleCData):
+    _type_ = "c"
+
+
+class _IntCall(CFuncPtr):  # what ``ctypes.CDLL(None, use_errno=True)`` makes of a name
+    _flags_ = FUNCFLAG_CDECL | FUNCFLAG_USE_ERRNO
+    _restype_ = _CInt
+
+
+class _LongCall(CFuncPtr):  # the metaclass reads ``_flags_`` from the class itself
+    _flags_ = FUNCFLAG_CDECL | FUNCFLAG_USE_ERRNO
+    _restype_ = _CLong
+
+
+class _Libc:
+    """This process's C library, as ``ctypes.CDLL(None)`` (``CFuncPtr`` reads ``_handle``)."""
+
+    _handle = dlopen(None, 0)  # type: ignore[arg-type]  # NULL: this process's own symbols
+
+    def __init__(self) -> None:
+        self.prctl = _IntCall(("prctl", self))  # type: ignore[arg-type]  # reads ``_handle``
+        self.syscall = _LongCall(("syscall", self))  # type: ignore[arg-type]
+
+
+_libc = _Libc()
+
+
+class _SockFprog(Structure):
+    _fields_ = [("len", _CUShort), ("filter", _CVoidP)]
 
 
 _FILTER: list = []  # the host's BPF program as a ready sock_fprog (and the buffer it points to)
@@ -94,8 +145,8 @@ _FILTER: list = []  # the host's BPF program as a ready sock_fprog (and the buff
 
 def prepare_seccomp(program: bytes) -> None:
     """Build the ``sock_fprog`` once, in the worker: each child then only makes two calls."""
-    buffer = ctypes.create_string_buffer(program, len(program))
-    _FILTER[:] = [_SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p)), buffer]
+    buffer = (_CChar * len(program)).from_buffer_copy(program)
+    _FILTER[:] = [_SockFprog(len(program) // 8, addressof(buffer)), buffer]
 
 
 def install_seccomp() -> None:
@@ -104,9 +155,9 @@ def install_seccomp() -> None:
     every snippet's child and the REPL inherit it, and none pays the kernel's filter set-up
     again (about 0.3 ms a fork)."""
     if _libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
-        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
-    if _libc.prctl(22, 2, ctypes.byref(_FILTER[0]), 0, 0) != 0:  # SECCOMP_MODE_FILTER
-        raise OSError(ctypes.get_errno(), "seccomp filter failed")
+        raise OSError(get_errno(), "PR_SET_NO_NEW_PRIVS failed")
+    if _libc.prctl(22, 2, byref(_FILTER[0]), 0, 0) != 0:  # SECCOMP_MODE_FILTER
+        raise OSError(get_errno(), "seccomp filter failed")
 
 
 # --- landlock (fallback mode) ------------------------------------------------------------------------
@@ -141,7 +192,7 @@ def prepare_landlock(read_paths: list[str], write_paths: list[str]) -> None:
 def enforce_landlock() -> None:
     """In a child: no new privileges, then the worker's ruleset, which it then closes."""
     if _libc.prctl(38, 1, 0, 0, 0) != 0 or _libc.syscall(446, _RULESET[0], 0) != 0:
-        raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+        raise OSError(get_errno(), "landlock_restrict_self failed")
     os.close(_RULESET[0])
 
 
@@ -160,6 +211,8 @@ def close_fds_but(keep: set[int]) -> None:
 
 def build_ruleset(read_paths: list[str], write_paths: list[str]) -> int:
     """Filesystem rules; where the kernel allows, also no TCP and no signals beyond the sandbox."""
+    import struct  # here: only the Landlock mode needs it, and bwrap's cold start skips it
+
     abi = max(int(_libc.syscall(444, None, 0, 1)), 0)
     if (
         abi >= 6
@@ -171,7 +224,7 @@ def build_ruleset(read_paths: list[str], write_paths: list[str]) -> int:
         attr = struct.pack("Q", _ll_fs_rights(abi))
     ruleset = _libc.syscall(444, attr, len(attr), 0)  # landlock_create_ruleset
     if ruleset < 0:
-        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+        raise OSError(get_errno(), "landlock_create_ruleset failed")
     for paths, rights in ((read_paths, _LL_READ), (write_paths, _ll_fs_rights(abi))):
         for path in paths:
             try:

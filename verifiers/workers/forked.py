@@ -1,5 +1,9 @@
-"""Workers forked from one template process (``python -m verifiers.workers.process PID --fork``):
-the caller's side.
+"""Workers forked from one template process (``python -m verifiers.workers.process PID --fork``),
+or from the caller itself: the caller's side.
+
+A caller that has just loaded the environment itself (vf-eval) forks its workers from its own
+process (``fork_here``, when ``fork_safe``): each worker starts with a copy of the loaded
+environment, so the pool costs no interpreter start, import or load at all.
 
 A pool launched ahead of its run (``WorkerPool.launch``, what vf-eval does) starts one template
 that imports the worker's modules and the environment's module once and forks the workers from
@@ -12,14 +16,18 @@ their ``subprocess.Popen`` (pid, poll, signals, wait), from what the template re
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
 import time
 from typing import Any, Protocol
+
+from verifiers.workers.process import import_worker_modules, serve_forked
 
 
 class WorkerProcess(Protocol):
@@ -36,6 +44,93 @@ class WorkerProcess(Protocol):
 def can_fork() -> bool:
     """Linux only: the template and its workers die with the caller by the parent-death signal."""
     return sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+def open_channels() -> set[int]:
+    """This process's open sockets and pipes (Linux; empty elsewhere). A worker forked from the
+    caller copies them: one an environment's load opened (a database connection, a server's
+    pipe) would be shared by every worker, so such an environment's workers are not forked
+    from the caller (``fork_safe``)."""
+    found = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError, ValueError):
+                mode = os.fstat(int(name)).st_mode
+                if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
+                    found.add(int(name))
+    return found
+
+
+def fork_safe(channels_before_load: set[int]) -> bool:
+    """Whether workers may be forked from this process, which has just loaded an environment:
+    Linux, no thread but this one (a fork copies a running thread's locks mid-use) and no
+    socket or pipe opened since ``channels_before_load`` (``open_channels``)."""
+    return can_fork() and threading.active_count() == 1 and open_channels() <= channels_before_load
+
+
+class ChildProcess:
+    """A worker forked from this very process (``fork_here``): ``Popen``'s pid, poll, signals
+    and wait over ``os.waitpid``, under a lock (the pool's watcher thread and ``close()`` both
+    ask; a pid reaped once may be someone else's after)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.args = pid, [f"worker {pid}"]
+        self.returncode: int | None = None
+        self._lock = threading.Lock()
+
+    def poll(self) -> int | None:
+        with self._lock:
+            if self.returncode is None:
+                try:
+                    done, status = os.waitpid(self.pid, os.WNOHANG)
+                except ChildProcessError:  # reaped elsewhere: gone, how is unknown
+                    self.returncode = -signal.SIGKILL
+                else:
+                    if done:
+                        self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        with self._lock:
+            if self.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            time.sleep(0.005)
+        return code
+
+
+def fork_here(
+    settings: dict[str, Any], workers: list[tuple[str, str]], env: Any
+) -> dict[str, ChildProcess]:
+    """Fork one worker per ``(identity, heartbeat)`` from this process, each serving its copy
+    of ``env`` (``verifiers.workers.process.serve_forked``); call only when ``fork_safe``.
+    What a worker imports to serve is imported here first, once for all of them.
+    Objects that exist now are frozen out of the collector first, so the workers' collections
+    do not write to (and copy) every page they share with this process."""
+    import_worker_modules()
+    gc.freeze()
+    children = {}
+    try:
+        for identity, heartbeat in workers:
+            pid = os.fork()
+            if pid == 0:
+                serve_forked({**settings, "identity": identity, "heartbeat": heartbeat}, env)
+            children[identity] = ChildProcess(pid)
+    finally:
+        gc.unfreeze()
+    return children
 
 
 class ForkedProcess:

@@ -18,6 +18,10 @@ second of CPU each, the larger part of a short vf-eval run's cost). It forks wit
 thread, and holds no socket, event loop or client at that point; when importing the
 environment started a thread, each forked worker execs a fresh interpreter instead.
 
+A caller that has loaded the environment itself may instead fork its workers from its own
+process (``WorkerPool.fork``, what vf-eval does): each serves its copy of the caller's
+environment (``serve_forked``) and costs no interpreter start, import or load at all.
+
 A caller may launch its workers before it knows the environment's release (vf-eval does, first
 thing, so their start overlaps its own): such a worker loads the environment as its package says
 and names the release in its ready message, which the pool checks. A worker whose stdin ends
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -41,6 +46,22 @@ from verifiers.processes.die_with_parent import arm_parent_death_signal
 
 READY = b"ready"
 FAILED = b"failed"
+
+
+# What a worker imports to serve its first group, imported before a fork (the template's, or
+# the caller's in ``WorkerPool.fork``) so the workers share one import instead of each its own.
+WORKER_MODULES = (
+    "zmq.asyncio",
+    "verifiers.workers.runtime",
+    "verifiers.clients.openai_chat_completions_client",
+    "verifiers.envs.generation",
+    "verifiers.results.outputs",
+)
+
+
+def import_worker_modules() -> None:
+    for name in WORKER_MODULES:
+        importlib.import_module(name)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -113,9 +134,7 @@ def _fork_workers(settings: dict[str, Any], report_fd: int) -> None:
     """The template: import once, fork the workers, report their pids and their ends."""
     if settings.get("release"):
         os.environ["VF_API_VERSION"] = settings["release"]
-    import zmq.asyncio  # noqa: F401  (what every worker imports, imported once here)
-
-    import verifiers.workers.runtime  # noqa: F401
+    import_worker_modules()  # what every worker imports, imported once here
     from verifiers.loading.loader import import_environment
 
     with contextlib.suppress(Exception):  # a worker's own load says what is wrong with it
@@ -159,11 +178,32 @@ def _exec_fresh(settings: dict[str, Any], report_fd: int, template: int) -> None
 
 def _run_forked(settings: dict[str, Any], report_fd: int, template: int) -> None:
     """A forked worker: never returns into the template's code (``os._exit``)."""
+    os.close(report_fd)  # the template's report is its own
+    _serve_then_exit(settings, template)
+
+
+def serve_forked(settings: dict[str, Any], env: Any) -> None:
+    """A worker forked from the caller itself right after it loaded ``env``
+    (``WorkerPool.fork``): it serves its copy of that environment, never returning into the
+    caller's code (``os._exit``: none of the caller's ``finally`` blocks or exit handlers run
+    here). The caller's SIGTERM handler and stdin are not the worker's (SIGINT's disposition
+    is inherited, as an interpreter started from the caller inherits it: ignored stays
+    ignored)."""
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        _serve_then_exit(settings, int(settings["parent_pid"]), env)
+    finally:
+        os._exit(1)  # only when something before serving raised
+
+
+def _serve_then_exit(settings: dict[str, Any], parent: int, env: Any = None) -> None:
     code = 1
     try:
-        os.close(report_fd)  # the template's report is its own
-        _die_with_parent(template)
-        _run(settings)
+        _die_with_parent(parent)
+        _run(settings, env)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -177,13 +217,15 @@ def _run_forked(settings: dict[str, Any], report_fd: int, template: int) -> None
         os._exit(code)
 
 
-def _run(settings: dict[str, Any]) -> None:
+def _run(settings: dict[str, Any], env: Any = None) -> None:
     import logging
 
-    # the caller's level (vf-eval -v: debug), to the stderr the worker shares with it
+    # the caller's level (vf-eval -v: debug), to the stderr the worker shares with it; forced:
+    # a worker forked from the caller inherits its handlers, without the worker's name
     logging.basicConfig(
         level=int(settings.get("log_level") or logging.WARNING),
         format=f"%(levelname)s %(name)s [worker {settings['identity']}]: %(message)s",
+        force=True,
     )
     from verifiers.logging_setup import NOISY_LOGGERS
 
@@ -198,11 +240,14 @@ def _run(settings: dict[str, Any]) -> None:
             settings.get("env_args") or {},
             settings["address"],
             settings["identity"].encode(),
+            env,
         )
     )
 
 
-async def _serve(env_id: str, env_args: dict[str, Any], address: str, identity: bytes) -> None:
+async def _serve(
+    env_id: str, env_args: dict[str, Any], address: str, identity: bytes, env: Any = None
+) -> None:
     import zmq
     import zmq.asyncio
 
@@ -215,7 +260,7 @@ async def _serve(env_id: str, env_args: dict[str, Any], address: str, identity: 
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(address)
     try:
-        runtime = WorkerRuntime(env_id, env_args)
+        runtime = WorkerRuntime(env_id, env_args, env)
     except BaseException as exc:  # tell the pool why, then stop
         await sock.send_multipart([FAILED, f"{type(exc).__name__}: {exc}".encode()])
         sock.close()

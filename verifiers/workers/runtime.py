@@ -39,10 +39,14 @@ def client_for(config: ClientConfig) -> Any:
 class WorkerRuntime:
     """One environment and its clients, answering requests (async, many at once)."""
 
-    def __init__(self, env_id: str, env_args: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, env_id: str, env_args: dict[str, Any] | None = None, env: Any = None
+    ) -> None:
+        """``env``: the environment already loaded as ``env_id`` (a worker forked from the
+        caller right after it loaded it), else it is loaded here."""
         from verifiers.loading.loader import load_environment
 
-        self.env = load_environment(env_id, **(env_args or {}))
+        self.env = env if env is not None else load_environment(env_id, **(env_args or {}))
         self._clients: dict[str, Any] = {}
 
     def client(self, config: ClientConfig) -> Any:

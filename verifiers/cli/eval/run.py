@@ -34,7 +34,7 @@ from verifiers.cli.eval.defaults import eval_defaults
 from verifiers.cli.eval.embedded import V1_MAX_TOKENS, local_model_identity, start_embedded
 from verifiers.cli.eval.rescore import rescore_run
 from verifiers.cli.eval.settings import DEFAULT_API, EvalSettings, explicit, parse_args
-from verifiers.cli.eval.start import launch_early
+from verifiers.cli.eval.start import load_and_launch
 from verifiers.cli.run_identity import RunIdentity, differences
 from verifiers.cli.usage import command, say_usage_error
 
@@ -128,11 +128,11 @@ def _run(
                 )
             env_args, sampling = dict(recorded.env_args), dict(recorded.sampling_args)
             columns = recorded.state_columns
-    if launched is not None and not args.rescore:
-        pool = launch_early(args.env, workers, env_args)
-        launched.extend([pool] if pool is not None else [])
     try:
-        env = load_environment(args.env, **env_args)
+        if launched is not None and not args.rescore:
+            env = load_and_launch(args.env, workers, env_args, launched)
+        else:
+            env = load_environment(args.env, **env_args)
     except EnvironmentNotFoundError as exc:
         raise CLIError(str(exc)) from exc
     except TypeError as exc:
