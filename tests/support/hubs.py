@@ -69,7 +69,7 @@ def scaffold(tmp_path, name):
 
 
 def built(tmp_path, root) -> tuple[Path, Path]:
-    from hub_client.commands_env import build
+    from hub_client.commands.env import build
 
     out = tmp_path / f"dist-{root.name}"
     out.mkdir(exist_ok=True)
