@@ -21,15 +21,15 @@ from functools import partial
 from typing import Any
 
 from hub_client.client import HubAPIError
-from hub_client.commands_account import (
+from hub_client.commands.account import (
     cmd_login,
     cmd_token_create,
     cmd_token_list,
     cmd_token_revoke,
     cmd_whoami,
 )
-from hub_client.commands_attach import cmd_data_list, cmd_data_push, cmd_eval_push
-from hub_client.commands_env import (
+from hub_client.commands.attach import cmd_data_list, cmd_data_push, cmd_eval_push
+from hub_client.commands.env import (
     cmd_env_delete,
     cmd_env_info,
     cmd_env_init,
@@ -41,6 +41,7 @@ from hub_client.commands_env import (
     cmd_env_versions,
     cmd_env_yank,
 )
+from hub_client.commands.usage import UsageError, err
 from hub_client.install import InstallError
 from hub_client.settings import (
     DataListSettings,
@@ -62,7 +63,6 @@ from hub_client.settings import (
     TokenRevokeSettings,
 )
 from hub_client.terminal import safe
-from hub_client.usage import UsageError, err
 from verifiers.cli.settings import CommandSettings, add_settings, validate_settings
 
 # --- parser: each subcommand's flags made from its settings model (hub_client/settings.py) ---------------

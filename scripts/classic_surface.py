@@ -3,7 +3,7 @@
     python scripts/classic_surface.py          # rewrite the section between the markers
     python scripts/classic_surface.py --check  # exit 1 when the section is not what it renders
 
-tests/codebase/test_classic_surface_doc.py runs the check, so the page cannot drift from the data.
+tests/codebase/test_contract.py runs the check, so the page cannot drift from the data.
 """
 
 from __future__ import annotations

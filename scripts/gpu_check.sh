@@ -10,7 +10,7 @@
 # Install vLLM with its pinned extra (pip install -e ".[vllm]"): its torch is the trainer's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pytest -q -rs tests/rl/test_rl_trainer.py tests/rl/test_rl_loop.py tests/serve/test_serve.py tests/serve/test_vllm_glue.py \
+python -m pytest -q -rs tests/rl/test_rl_trainer.py tests/rl/test_rl_loop.py tests/serve/test_serve.py tests/weights/test_vllm_glue.py \
   -k "gpu or cuda or engine or fsdp or vllm"
 work=$(mktemp -d)
 PYTHONPATH="tests${PYTHONPATH:+:$PYTHONPATH}" python -c "from pathlib import Path; from support.toy import make_tiny_policy; make_tiny_policy(Path('$work/policy'), hidden=256, layers=4)"

@@ -17,7 +17,7 @@ Errors of the SDK's commands and services live beside the code that raises them 
 base: ``UsageError`` (here: every command's usage error, exit 2); ``ConfinementError`` and
 ``InstallFailed`` (confined installs); ``APIError``, ``InferenceServerError``,
 ``ModelNotAvailableError`` (serving); ``RescoreError``; ``MissingTokensError``, ``PackingError``,
-``TemplateError``, ``TrackerMissingError`` (training). ``tests/sdk/test_errors_hierarchy.py`` checks
+``TemplateError``, ``TrackerMissingError`` (training). ``tests/codebase/test_errors_hierarchy.py`` checks
 that every exception class under ``verifiers/`` is a ``VFError``.
 
 Errors that happen inside a rollout never escape the run: ``record_error`` stores the exception on

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from hub_server.db.clock import now
 from hub_server.db.engine import Conflict, Database, typed
@@ -17,6 +17,7 @@ from hub_server.db.rows import DatasetRow, EnvironmentRow, EvalRow
 from hub_server.errors import Conflicting, NotAllowed
 
 Within = Callable[[Any], None] | None  # run inside an insert's transaction
+R = TypeVar("R")
 
 
 @dataclass
@@ -66,33 +67,53 @@ class Attachments:
 
     def add_eval(self, new: NewEval, limit: int, within: Within = None) -> EvalRow:
         """Insert the eval (``within(db)`` runs in its transaction: the blob leases' give-back)."""
+        return self._attach(
+            EvalRow,
+            "evals",
+            new.version_id,
+            limit,
+            "INSERT INTO evals (version_id, uploaded_by, created_at, model, summary, "
+            "num_rollouts, metadata_blob, results_blob, run_id, histogram) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING *",
+            lambda: (
+                new.version_id,
+                new.uploaded_by,
+                now(),
+                new.model,
+                json.dumps(new.summary),
+                new.num_rollouts,
+                new.metadata_blob,
+                new.results_blob,
+                new.run_id,
+                json.dumps(new.histogram),
+            ),
+            within,
+            Conflicting("eval_exists", f"run {new.run_id} is already attached to this version"),
+        )
+
+    def _attach(
+        self,
+        row_type: type[R],
+        table: str,
+        version_id: int,
+        limit: int,
+        insert: str,
+        values: Callable[[], tuple[Any, ...]],
+        within: Within,
+        exists: Conflicting,
+    ) -> R:
+        """Insert one attachment under the version's quota (its ``values`` made inside the
+        transaction, after the quota's lock: the row's ``created_at`` is stamped there), with
+        ``within(db)`` in the same transaction; ``exists`` when one is already attached."""
         try:
             with self.database.transaction() as db:
-                self._quota(db, "evals", new.version_id, limit, "evals")
-                row = db.execute(
-                    "INSERT INTO evals (version_id, uploaded_by, created_at, model, summary, "
-                    "num_rollouts, metadata_blob, results_blob, run_id, histogram) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING *",
-                    (
-                        new.version_id,
-                        new.uploaded_by,
-                        now(),
-                        new.model,
-                        json.dumps(new.summary),
-                        new.num_rollouts,
-                        new.metadata_blob,
-                        new.results_blob,
-                        new.run_id,
-                        json.dumps(new.histogram),
-                    ),
-                ).fetchone()
+                self._quota(db, table, version_id, limit, table)
+                row = db.execute(insert, values()).fetchone()
                 if within is not None:
                     within(db)
-                return typed(EvalRow, row)
+                return typed(row_type, row)
         except Conflict:
-            raise Conflicting(
-                "eval_exists", f"run {new.run_id} is already attached to this version"
-            ) from None
+            raise exists from None
 
     def evals(self, version_ids: list[int]) -> list[EvalRow]:
         if not version_ids:
@@ -133,32 +154,28 @@ class Attachments:
 
     def add_dataset(self, new: NewDataset, limit: int, within: Within = None) -> DatasetRow:
         """Insert the dataset (``within(db)`` runs in its transaction, as for ``add_eval``)."""
-        try:
-            with self.database.transaction() as db:
-                self._quota(db, "datasets", new.version_id, limit, "datasets")
-                row = db.execute(
-                    "INSERT INTO datasets (version_id, uploaded_by, created_at, rows, filter, "
-                    "models, card_blob, data_blob, data_sha256) VALUES (?,?,?,?,?,?,?,?,?) "
-                    "RETURNING *",
-                    (
-                        new.version_id,
-                        new.uploaded_by,
-                        now(),
-                        new.rows,
-                        new.filter,
-                        json.dumps(new.models),
-                        new.card_blob,
-                        new.data_blob,
-                        new.data_sha256,
-                    ),
-                ).fetchone()
-                if within is not None:
-                    within(db)
-                return typed(DatasetRow, row)
-        except Conflict:
-            raise Conflicting(
-                "dataset_exists", "this dataset is already attached to this version"
-            ) from None
+        return self._attach(
+            DatasetRow,
+            "datasets",
+            new.version_id,
+            limit,
+            "INSERT INTO datasets (version_id, uploaded_by, created_at, rows, filter, "
+            "models, card_blob, data_blob, data_sha256) VALUES (?,?,?,?,?,?,?,?,?) "
+            "RETURNING *",
+            lambda: (
+                new.version_id,
+                new.uploaded_by,
+                now(),
+                new.rows,
+                new.filter,
+                json.dumps(new.models),
+                new.card_blob,
+                new.data_blob,
+                new.data_sha256,
+            ),
+            within,
+            Conflicting("dataset_exists", "this dataset is already attached to this version"),
+        )
 
     def datasets(self, version_id: int) -> list[DatasetRow]:
         with self.database.read() as db:

@@ -206,7 +206,7 @@ PRIME_SUBCOMMANDS = {
 
 def prime_commands() -> dict[str, type[CommandSettings] | None]:
     """Every leaf of prime's parser (its words) and the settings model it was made from (None:
-    a subcommand written by hand). ``prime hub`` is hub_server's own (tests/hub/test_hub_cli.py)."""
+    a subcommand written by hand). ``prime hub`` is hub_server's own (tests/hub_client/test_hub_cli.py)."""
     import argparse
 
     from hub_client.cli import build_parser as prime_parser

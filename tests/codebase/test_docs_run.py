@@ -234,22 +234,22 @@ class Skip:
     covered_by: str | None = None  # the test that runs it elsewhere (tests/x.py::test_y)
 
 
-E2E = "tests/cli/test_e2e.py"
-OFFICIAL = "tests/hub/test_official_prime.py"
+E2E = "tests/workflows/test_e2e.py"
+OFFICIAL = "tests/hub_server/test_official_prime.py"
 EVALS = "test_official_eval_push_attaches_the_run_to_its_version_and_lists_it"
 LOGIN = "test_official_login_is_approved_in_the_browser_and_saves_a_working_key"
 TWO_PROCESSES = (
-    "tests/hub/test_hub_publishing.py::"
+    "tests/hub_server/test_hub_publishing.py::"
     "test_concurrent_pushes_across_two_hub_processes_leave_one_consistent_store"
 )
 VALID_CONFIG = (
     "tests/rl/test_rl_cli.py::"
     "test_every_example_config_is_a_valid_vf_rl_config_for_an_installed_environment"
 )
-TRUSTED_PROXY = "tests/hub/test_hub_attacks.py::test_cookies_are_secure_and_host_bound_behind_a_trusted_tls_proxy"
-PIPELINE = "tests/cli/test_scripts.py::test_the_pipeline_resumes_after_an_interruption_and_scales"
+TRUSTED_PROXY = "tests/hub_server/test_hub_attacks.py::test_cookies_are_secure_and_host_bound_behind_a_trusted_tls_proxy"
+PIPELINE = "tests/workflows/test_scripts.py::test_the_pipeline_resumes_after_an_interruption_and_scales"
 PIPELINE_STOPPED = (
-    "tests/cli/test_pipeline_stopped.py::"
+    "tests/workflows/test_pipeline_stopped.py::"
     "test_the_pipeline_stopped_in_generation_and_in_rl_goes_on_from_where_it_was"
 )
 NETWORK = "installs from the network (PyPI, the CPU torch index) into a new .venv"
@@ -270,7 +270,7 @@ SKIPPED: dict[tuple[str, str], Skip] = {
     ),
     ("README.md", "prime hub serve --data-dir /srv/prime-hub --host 0.0.0.0"): Skip(
         "listens on every interface of this machine at a fixed port, for a public URL",
-        "tests/hub/test_hub_attacks.py::test_a_hubs_sdk_install_line_is_its_own_url_not_the_host_header",
+        "tests/hub_server/test_hub_attacks.py::test_a_hubs_sdk_install_line_is_its_own_url_not_the_host_header",
     ),
     ("README.md", 'pip install -e ".[hub-postgres,hub-s3]"'): Skip(NETWORK, TWO_PROCESSES),
     ("README.md", "prime hub serve --db postgresql://hub@db.internal/hub"): Skip(
@@ -278,12 +278,12 @@ SKIPPED: dict[tuple[str, str], Skip] = {
     ),
     ("docs/evaluating.md", "curl -s http://HUB:8787/sdk/"): Skip(
         "a second machine; the SDK wheel's dependencies come from the network",
-        "tests/hub/test_hub_workflow.py::"
+        "tests/workflows/test_hub_workflow.py::"
         "test_a_second_machine_installs_this_sdk_from_the_hub_then_an_environment",
     ),
     ("docs/evaluating.md", "python3 -m venv .venv && .venv/bin/pip install"): Skip(
         "a second machine; the SDK wheel's dependencies come from the network",
-        "tests/hub/test_hub_workflow.py::"
+        "tests/workflows/test_hub_workflow.py::"
         "test_a_second_machine_installs_this_sdk_from_the_hub_then_an_environment",
     ),
     ("docs/evaluating.md", ".venv/bin/python -m verifiers.local_model.stack"): Skip(
@@ -291,7 +291,7 @@ SKIPPED: dict[tuple[str, str], Skip] = {
     ),
     ("docs/evaluating.md", ".venv/bin/prime login --url http://HUB:8787"): Skip(
         "a second machine",
-        "tests/hub/test_hub_workflow.py::"
+        "tests/workflows/test_hub_workflow.py::"
         "test_a_second_machine_installs_this_sdk_from_the_hub_then_an_environment",
     ),
     ("docs/hub.md", "python3 -m venv ~/.venvs/prime-official"): Skip(
@@ -323,7 +323,7 @@ SKIPPED: dict[tuple[str, str], Skip] = {
     ),
     ("docs/hub.md", "prime hub create-user admin --admin --data-dir /srv/prime-hub"): Skip(
         "a deployment's data dir (the same command on a temp one runs in the hub workflow here)",
-        "tests/hub/test_hub_reads.py::test_an_admin_users_first_token_says_it_holds_admin",
+        "tests/hub_server/test_hub_reads.py::test_an_admin_users_first_token_says_it_holds_admin",
     ),
     ("docs/hub.md", 'pip install -e ".[hub-postgres,hub-s3]"'): Skip(NETWORK, TWO_PROCESSES),
     ("docs/hub.md", "export AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=..."): Skip(

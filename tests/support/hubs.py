@@ -1,6 +1,6 @@
 """What the hub tests share: users and their tokens, the real ``prime`` CLI against a hub,
 scaffolded and built environments, hand-made wheels and eval files and their raw uploads, raw
-HTTP requests, fresh virtualenvs. (The hubs themselves are fixtures: tests/hub/conftest.py.)"""
+HTTP requests, fresh virtualenvs. (The hubs themselves are fixtures: tests/support/hub_fixtures.py.)"""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def scaffold(tmp_path, name):
 
 
 def built(tmp_path, root) -> tuple[Path, Path]:
-    from hub_client.commands_env import build
+    from hub_client.commands.env import build
 
     out = tmp_path / f"dist-{root.name}"
     out.mkdir(exist_ok=True)

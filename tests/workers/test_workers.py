@@ -1347,7 +1347,7 @@ def test_vf_eval_stopped_before_its_run_leaves_no_launched_worker(flags, tmp_pat
 def test_a_rollout_output_row_from_a_server_without_snapshots_reads_as_a_state():
     """verifiers' own ZMQEnvServer ignores ``output: "state"`` and answers 0.1.11+'s
     ``RolloutOutput`` rows (tool calls as JSON strings, timing in seconds, ``ErrorData``):
-    read back against the row sent (tests/installs/test_upstream_env_server.py runs the real one)."""
+    read back against the row sent (tests/upstream/test_upstream_env_server.py runs the real one)."""
     from verifiers.errors import RolloutError
     from verifiers.workers.snapshot import from_output
 

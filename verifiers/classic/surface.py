@@ -5,7 +5,7 @@ and call, and this SDK serves. Frozen: change an entry and someone's published e
 0.1.2, the first tagged, to 0.3.0) that this SDK serves, with the names a classic release defined
 there and this SDK serves too (``verifiers`` itself: ``vf.__all__``, exactly). ``SIGNATURES`` holds
 the parameters environments pass by name to the constructors and functions they call. Read by
-``tests/sdk/test_classic_surface.py`` (every path imports, every name resolves, every parameter is
+``tests/classic/test_classic_surface.py`` (every path imports, every name resolves, every parameter is
 accepted) and rendered into docs/environments.md by ``scripts/classic_surface.py``.
 
 Classic paths this SDK does not serve (upstream's harness environments, GEPA, the RL trainers,

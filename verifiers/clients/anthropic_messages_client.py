@@ -16,7 +16,7 @@ from typing import Any
 
 from verifiers.clients.client import Client
 from verifiers.clients.config import ClientConfig, resolve_client_config
-from verifiers.clients.http_client import OpenAICompatibleClient
+from verifiers.clients.http_client import OpenAICompatibleClient, post_or_create
 from verifiers.clients.openai_chat_completions_client import content_text
 from verifiers.clients.responses import field
 from verifiers.clients.retry import RetryPolicy
@@ -212,12 +212,9 @@ class AnthropicMessagesClient(Client[Any, list[dict[str, Any]], Any, dict[str, A
         if tools:
             body["tools"] = tools
         headers = kwargs.get("extra_headers") or None
-        if isinstance(self._client, OpenAICompatibleClient):
-            path = "/messages" if self._client.base_url.endswith("/v1") else "/v1/messages"
-            return await self._client.post(path, {**body, **extra_body}, headers=headers)
-        return await self._client.messages.create(
-            **body, extra_body=extra_body or None, extra_headers=headers
-        )
+        ours = isinstance(self._client, OpenAICompatibleClient)  # a vendor SDK's has its path
+        path = "/messages" if ours and self._client.base_url.endswith("/v1") else "/v1/messages"
+        return await post_or_create(self._client, path, "messages", body, extra_body, headers)
 
     async def raise_from_native_response(self, response: Any) -> None:
         if response is None:

@@ -212,6 +212,23 @@ def _abandon(session: Any, loop: asyncio.AbstractEventLoop | None) -> None:
     session._connector = None
 
 
+async def post_or_create(
+    client: Any,
+    path: str,
+    resource: str,
+    body: dict[str, Any],
+    extra_body: dict[str, Any],
+    headers: dict[str, str] | None,
+) -> Any:
+    """One request of an API this SDK speaks beside chat (Responses, Anthropic Messages), sent
+    through whichever client the user gave: this SDK's HTTP client posts ``body`` with
+    ``extra_body`` merged at ``path``; a vendor SDK client calls ``client.<resource>.create``."""
+    if isinstance(client, OpenAICompatibleClient):
+        return await client.post(path, {**body, **extra_body}, headers=headers)
+    create = getattr(client, resource).create
+    return await create(**body, extra_body=extra_body or None, extra_headers=headers)
+
+
 def build_body(model: str, sampling_args: dict[str, Any] | None) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model}
     for key, value in (sampling_args or {}).items():

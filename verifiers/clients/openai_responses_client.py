@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifiers.clients.http_client import OpenAICompatibleClient
+from verifiers.clients.http_client import post_or_create
 from verifiers.clients.openai_chat_completions_client import (
     OpenAIEndpointClient,
     content_text,
@@ -203,10 +203,8 @@ class OpenAIResponsesClient(OpenAIEndpointClient[list[dict[str, Any]], dict[str,
         body: dict[str, Any] = {"model": model, "input": prompt, **args}
         if tools:
             body["tools"] = tools
-        if isinstance(self._client, OpenAICompatibleClient):
-            return await self._client.post("/responses", {**body, **extra_body}, headers=headers)
-        return await self._client.responses.create(
-            **body, extra_body=extra_body or None, extra_headers=headers
+        return await post_or_create(
+            self._client, "/responses", "responses", body, extra_body, headers
         )
 
     async def raise_from_native_response(self, response: Any) -> None:

@@ -249,17 +249,7 @@ def typed_step(
 ) -> TrajectoryStep:
     tokens = typed_tokens(response, max_seq_len)
     truncated = bool(response.message.is_truncated) or bool(tokens and tokens["is_truncated"])
-    return {
-        "prompt": prompt,
-        "completion": typed_completion(response),
-        "response": response,
-        "tokens": tokens,
-        "reward": None,
-        "advantage": None,
-        "is_truncated": truncated,
-        "trajectory_id": state.get("trajectory_id", ""),
-        "extras": {},
-    }
+    return _step(state, prompt, typed_completion(response), response, tokens, truncated)
 
 
 def dict_step(
@@ -274,9 +264,16 @@ def dict_step(
     tokens = response_tokens(response, message_type, max_seq_len)
     truncated = finish_reason(response) == "length" or bool(tokens and tokens["is_truncated"])
     state.setdefault("responses", []).append(response)
+    return _step(state, prompt, new, response, tokens, truncated)
+
+
+def _step(
+    state: State, prompt: Any, completion: Any, response: Any, tokens: Any, truncated: bool
+) -> TrajectoryStep:
+    """A trajectory step as a reply leaves it, in either era: not yet scored, no extras."""
     return {
         "prompt": prompt,
-        "completion": new,
+        "completion": completion,
         "response": response,
         "tokens": tokens,
         "reward": None,

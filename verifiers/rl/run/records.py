@@ -27,3 +27,19 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def run_records(output_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A run's per-step records and held-out evals."""
     return read_jsonl(output_dir / "metrics.jsonl"), read_jsonl(output_dir / "eval.jsonl")
+
+
+def records_to_plot(
+    output_dir: Path,
+) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]] | None:
+    """pyplot and a run's records, what each run's ``metrics.png`` is drawn from; None when
+    there is nothing to draw (no matplotlib, or no step recorded yet)."""
+    from verifiers.results.style import pyplot
+
+    plt = pyplot()
+    if plt is None:
+        return None
+    history, evals = run_records(output_dir)
+    if not history:
+        return None
+    return plt, history, evals

@@ -19,7 +19,7 @@ from typing import Any
 
 from verifiers.rl.algorithm.trainer import Trainer
 from verifiers.rl.run.command import prune_checkpoints
-from verifiers.rl.run.records import run_records
+from verifiers.rl.run.records import records_to_plot
 from verifiers.rl.training.orchestrator import Batch, Orchestrator
 from verifiers.weights.transport import WeightTransport
 
@@ -219,14 +219,12 @@ def plot(output_dir: Path) -> Path | None:
     """``metrics.png``: reward (and held-out reward, if evaluated), completion length, entropy and
     the KL diagnostics over every step of the run so far, read back from metrics.jsonl /
     eval.jsonl (a resumed run plots it all)."""
-    from verifiers.results.style import SERIES, pyplot, save_figure
+    from verifiers.results.style import SERIES, save_figure
 
-    plt = pyplot()
-    if plt is None:
+    drawable = records_to_plot(output_dir)
+    if drawable is None:
         return None
-    history, evals = run_records(output_dir)
-    if not history:
-        return None
+    plt, history, evals = drawable
     fig, axes = plt.subplots(2, 2, figsize=(10, 6), sharex=True)
     for ax, (label, keys) in zip(axes.flat, PANELS, strict=True):
         for key in keys:

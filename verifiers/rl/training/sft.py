@@ -292,15 +292,13 @@ class Evaluator:
 
 def plot_sft(output_dir: Path) -> Path | None:
     """``metrics.png``: training loss and held-out reward over the run."""
-    from verifiers.results.style import SERIES, pyplot, save_figure
-    from verifiers.rl.run.records import run_records
+    from verifiers.results.style import SERIES, save_figure
+    from verifiers.rl.run.records import records_to_plot
 
-    plt = pyplot()
-    if plt is None:
+    drawable = records_to_plot(output_dir)
+    if drawable is None:
         return None
-    history, evals = run_records(output_dir)
-    if not history:
-        return None
+    plt, history, evals = drawable
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
     left.plot([h["step"] for h in history], [h["loss"] for h in history], marker=".")
     left.set_ylabel("loss (nat/token)")

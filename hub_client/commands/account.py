@@ -8,10 +8,10 @@ import sys
 from rich.table import Table
 
 from hub_client.client import HubClient
+from hub_client.commands.usage import client, console, err
 from hub_client.config import load_config, save_config
 from hub_client.settings import LoginSettings, NoSettings, TokenCreateSettings, TokenRevokeSettings
 from hub_client.terminal import safe
-from hub_client.usage import client, console, err
 
 # --- account -------------------------------------------------------------------------------------------
 

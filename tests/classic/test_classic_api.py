@@ -1,5 +1,5 @@
 """The classic verifiers API through the real HTTP path: client objects, result shapes, State,
-the error hierarchy, final_env_response (the module paths: tests/sdk/test_classic_surface.py)."""
+the error hierarchy, final_env_response (the module paths: tests/classic/test_classic_surface.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import verifiers as vf
 from verifiers.testing import Reply
 
 # These tests hold the SDK to the verifiers 0.1.8 contract (message dicts, ``oai_tools``,
-# ChatCompletion replies); tests/sdk/test_typed_api.py covers the same paths for 0.1.11+.
+# ChatCompletion replies); tests/classic/test_typed_api.py covers the same paths for 0.1.11+.
 pytestmark = pytest.mark.usefixtures("dict_era")
 
 

@@ -2,7 +2,7 @@
 the embedded model, every stage's own command), stopped as a terminal stops it and rerun as its
 header says: the stage that was stopped goes on where it was, nothing finished is redone, and the
 finished pipeline holds what an uninterrupted one holds (the script's logic at every stage, with
-each command replaced, is tests/cli/test_scripts.py)."""
+each command replaced, is tests/workflows/test_scripts.py)."""
 
 from __future__ import annotations
 

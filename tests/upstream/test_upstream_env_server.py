@@ -31,7 +31,7 @@ import pytest
 from verifiers.processes.server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-DRIVER = Path(__file__).with_name("upstream_driver.py")
+DRIVER = REPO / "tests" / "support" / "upstream_driver.py"
 UPSTREAM = "verifiers==0.3.1"
 pytestmark = pytest.mark.slow
 

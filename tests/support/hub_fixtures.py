@@ -1,5 +1,7 @@
 """The hubs the tests run against: a real hub process per test module, on each storage backend
-(``hub``; ``strict_hub``, a short read timeout). Helpers: tests/support/hubs.py."""
+(``hub``; ``strict_hub``, a short read timeout). The folders whose tests use a hub import these
+in their conftest.py (tests/hub_server, hub_client, hub_protocol, workflows). Helpers:
+tests/support/hubs.py."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ package that will not install, a pipeline run that was interrupted.
 
 The stage commands of the pipeline (vf-eval, vf-data, vf-sft, vf-rl) are replaced by small
 scripts that write what each stage writes: what is tested here is the script's own logic
-(which stages run, with which sizes, what a rerun skips), not the stages (tests/cli/test_e2e.py,
+(which stages run, with which sizes, what a rerun skips), not the stages (tests/workflows/test_e2e.py,
 test_sft.py and the test_rl_*.py files run those for real).
 """
 
@@ -206,7 +206,7 @@ def test_the_pipeline_stopped_at_each_stage_by_a_signal_resumes_that_stage(tmp_p
     group while stage N runs: the rerun skips stages 1..N-1, goes on with stage N where it was
     (vf-eval --resume on the run it began, vf-sft/vf-rl --resume; vf-data redone), then runs the
     rest, and the finished directory holds every stage's output (the real commands:
-    tests/cli/test_pipeline_stopped.py)."""
+    tests/workflows/test_pipeline_stopped.py)."""
     checkout, bin_dir, log = pipeline_checkout(tmp_path)
     out = tmp_path / "pipeline-out"
     scale = {"PIPELINE_SCALE": "0.2", "PIPELINE_DIR": str(out)}

@@ -11,6 +11,15 @@ from packaging.version import Version
 from rich.table import Table
 
 from hub_client.client import HubAPIError
+from hub_client.commands.usage import (
+    UsageError,
+    client,
+    console,
+    emit_json,
+    err,
+    locked_hub,
+    spec_of,
+)
 from hub_client.install import (
     EnvSpec,
     InstallError,
@@ -33,7 +42,6 @@ from hub_client.settings import (
     EnvYankSettings,
 )
 from hub_client.terminal import safe
-from hub_client.usage import UsageError, client, console, emit_json, err, locked_hub, spec_of
 from hub_client.versions import bump, read_project, set_version
 from verifiers.installs.uv_config import uv_command
 from verifiers.processes.own_dir import require_writable_file

@@ -8,12 +8,12 @@ from typing import Any
 
 from rich.table import Table
 
+from hub_client.commands.usage import UsageError, client, console, emit_json
 from hub_client.install import (
     EnvSpec,
 )
 from hub_client.settings import DataListSettings, DataPushSettings, EvalPushSettings
 from hub_client.terminal import safe
-from hub_client.usage import UsageError, client, console, emit_json
 
 
 def attach_spec(
