@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.hubs import user, wheel
 
 from hub_server import Hub
 from hub_server.process import start_hub
-from tests.support.hubs import user, wheel
 from verifiers.processes.server import free_port
 from verifiers.processes.socket_dirs import SUN_PATH_MAX, socket_dir
 
