@@ -1,20 +1,28 @@
 """A taskset's shared toolset (``SharedToolsetConfig``, upstream's taskset-scoped tool server):
 one real MCP server process serves every rollout of a run, its ``setup`` runs once, and
 concurrent rollouts writing ``self.state`` through it never see each other's writes (the
-state travels with each call). Driven through ``run_eval`` against the scripted endpoint."""
+state travels with each call). Driven through ``run_eval`` and through ``vf-eval`` (in process
+and in env workers: one server per worker, gone with the run or with a killed worker) against
+the scripted endpoint."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+import verifiers.v1 as vf
+from verifiers.cli.eval import main
+from verifiers.results import read_rows
 from verifiers.testing import Reply
 from verifiers.v1.cli.eval.runner import run_eval
 from verifiers.v1.configs.cli.eval import EvalConfig
@@ -182,3 +190,82 @@ async def test_a_shared_toolset_in_a_runtime_this_sdk_lacks_fails_the_run_naming
     )
     with pytest.raises(ToolsetError, match="shared toolset runtime 'docker' is not in this SDK"):
         await run_eval(load_environment(config.env), config)
+
+
+def eval_argv(base_url: str, setups: Path, out: Path, *more: str) -> list[str]:
+    """``vf-eval shared-pad``: its 4 tasks twice each, all 8 rollouts at once."""
+    env = {"env": {"taskset": {"tools": {"setups_file": str(setups)}}, "agent": {"max_turns": 4}}}
+    argv = ["shared-pad", "-b", base_url, "-m", "test-model", "-n", "4", "-r", "2", "-c", "8"]
+    return [*argv, "-a", json.dumps(env), "--output-dir", str(out), *more]
+
+
+def served_by(out: Path) -> list[int]:
+    """The pid of the tool server each rollout of the run's ``traces.jsonl`` talked to."""
+    (run,) = list((out / "evals").glob("*/*"))
+    episodes = [vf.WireEpisode.model_validate_json(line) for line in open(run / "traces.jsonl")]
+    assert len(episodes) == 8 and all(e.ok for e in episodes)
+    rows = list(read_rows(run / "results.jsonl"))
+    # every rollout read back its own word: the server kept each rollout's state apart
+    assert [r["reward"] for r in rows] == [1.0] * 8 and all(r["error"] is None for r in rows)
+    return [int(e.traces[0].tool_messages[0].content.rsplit("pid=", 1)[1]) for e in episodes]
+
+
+def wait_gone(pids: set[int], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids):
+        assert time.monotonic() < deadline, f"tool server(s) {pids} outlived their owner"
+        time.sleep(0.05)
+
+
+def test_vf_eval_in_process_starts_a_shared_toolset_once_for_the_whole_run(
+    server, shared_pad, tmp_path
+):
+    server.set_handler(roundtrips_its_word)
+    setups, out = tmp_path / "setups", tmp_path / "out"
+    assert main(eval_argv(server.base_url, setups, out, "--no-env-workers")) == 0
+    started = [int(p) for p in setups.read_text().split()]
+    assert len(started) == 1 and started[0] != os.getpid()  # one server for 8 rollouts
+    assert set(served_by(out)) == set(started)
+    wait_gone(set(started))  # ...stopped when the run ended
+
+
+def test_vf_eval_env_workers_start_a_shared_toolset_once_per_worker(server, shared_pad, tmp_path):
+    server.set_handler(roundtrips_its_word)
+    setups, out = tmp_path / "setups", tmp_path / "out"
+    assert main(eval_argv(server.base_url, setups, out, "--env-workers=2")) == 0
+    started = [int(p) for p in setups.read_text().split()]
+    # at most one per worker (a worker that got no rollout starts none), never one per rollout
+    assert 1 <= len(started) <= 2 and len(set(started)) == len(started)
+    assert set(served_by(out)) == set(started)
+    wait_gone(set(started))  # each worker stopped its own when the run closed the pool
+
+
+@pytest.mark.slow
+def test_a_killed_env_worker_takes_its_shared_tool_server_with_it(server, shared_pad, tmp_path):
+    """SIGKILL of the worker holding the server mid-run: the server dies with it (no orphan),
+    the pool reruns the group in a new worker, which starts its own, and the run completes."""
+    server.set_handler(roundtrips_its_word)
+    setups, out = tmp_path / "setups", tmp_path / "out"
+    argv = [sys.executable, "-m", "verifiers.cli.eval"]
+    argv += eval_argv(server.base_url, setups, out, "--env-workers=1")
+    run = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not setups.exists() or not setups.read_text().strip():
+            assert run.poll() is None, run.stderr.read().decode() if run.stderr else ""
+            assert time.monotonic() < deadline, "no tool server started"
+            time.sleep(0.05)
+        first = int(setups.read_text().split()[0])
+        worker = int(open(f"/proc/{first}/stat").read().rsplit(")", 1)[1].split()[1])
+        assert worker not in (run.pid, os.getpid())  # the server is the worker's child
+        os.kill(worker, signal.SIGKILL)
+        wait_gone({first})
+        _, err = run.communicate(timeout=240)
+        assert run.returncode == 0, err.decode()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    started = [int(p) for p in setups.read_text().split()]
+    assert started[0] == first and len(started) == 2  # the new worker's own server
+    wait_gone(set(started))

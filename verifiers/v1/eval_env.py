@@ -34,7 +34,9 @@ from verifiers.v1.chat import ClientPool, message_to_wire, using_pool
 from verifiers.v1.configs.env import agent_configs
 from verifiers.v1.episode import Episode
 from verifiers.v1.errors import RolloutError
+from verifiers.v1.held_serving import HeldServing
 from verifiers.v1.trace import TRUNCATING_STOPS, Trace
+from verifiers.v1.trace_parts import Error
 from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
 TRACES_FILE = "traces.jsonl"
@@ -170,6 +172,7 @@ class TasksetEnvironment(Environment):
             self.tasks += _tasks(load_taskset(held_out.taskset), max_tasks)
             eval_rows = self._task_rows(taskset_id, len(rows))
         self._client_pool: tuple[asyncio.AbstractEventLoop, ClientPool] | None = None
+        self._serving = HeldServing(self.v1_env)
         super().__init__(
             dataset=Dataset.from_list(rows),
             eval_dataset=Dataset.from_list(eval_rows),
@@ -239,9 +242,10 @@ class TasksetEnvironment(Environment):
         return state
 
     async def end_run(self) -> None:
-        """The run's shared model clients are bound to its event loop: closed with it (a new
-        AsyncOpenAI per episode loaded the CA bundle each time, more CPU than the rest of a
-        rollout; in env workers the pool lives as long as the worker)."""
+        """The run's shared model clients and shared tool servers are bound to its event loop:
+        closed with it (a new AsyncOpenAI per episode loaded the CA bundle each time, more CPU
+        than the rest of a rollout; in env workers both live as long as the worker)."""
+        await self._serving.release()
         pool, self._client_pool = self._client_pool, None
         if pool is not None and pool[0] is asyncio.get_running_loop():
             await pool[1].aclose()
@@ -262,8 +266,14 @@ class TasksetEnvironment(Environment):
         if self._client_pool is None or self._client_pool[0] is not loop:
             # one client per endpoint for the run's episodes (its connections are this loop's)
             self._client_pool = (loop, ClientPool())
-        with using_pool(self._client_pool[1]):
-            episode = await self.v1_env.run_episode(task, context)
+        try:  # the taskset's shared tool servers: up once for the run (or worker), reused
+            await self._serving.ready()
+        except Exception as exc:  # one that cannot be served fails each rollout, naming it
+            episode = self.v1_env.new_episode(task)
+            episode.errors.append(Error(type=type(exc).__name__, message=str(exc)))
+        else:
+            with using_pool(self._client_pool[1]):
+                episode = await self.v1_env.run_episode(task, context)
         timing.end_generation(state["timing"])
         state[EPISODE_KEY] = episode
         self.record_calls(state, episode)
