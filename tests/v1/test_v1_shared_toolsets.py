@@ -24,8 +24,9 @@ import verifiers.v1 as vf
 from verifiers.cli.eval import main
 from verifiers.results import read_rows
 from verifiers.testing import Reply
-from verifiers.v1.cli.eval.runner import run_eval
+from verifiers.v1.cli.eval.runner import run_eval, run_eval_server
 from verifiers.v1.configs.cli.eval import EvalConfig
+from verifiers.v1.configs.serve import StaticPoolConfig
 from verifiers.v1.errors import ToolsetError
 from verifiers.v1.utils.loaders import load_environment
 
@@ -269,3 +270,28 @@ def test_a_killed_env_worker_takes_its_shared_tool_server_with_it(server, shared
     started = [int(p) for p in setups.read_text().split()]
     assert started[0] == first and len(started) == 2  # the new worker's own server
     wait_gone(set(started))
+
+
+async def test_run_eval_server_serves_a_shared_toolset_once_per_worker_on_the_tasks_run_eval_picks(
+    server, shared_pad, tmp_path
+):
+    """Through a one-worker ``vf-env-server``: one tool server for every rollout, each rollout
+    still reading back its own state, and the shuffled tasks ``run_eval`` runs (seed 0 puts
+    task 2 first)."""
+    server.set_handler(roundtrips_its_word)
+    setups = tmp_path / "setups"
+    config = pad_config(server.base_url, setups, tmp_path / "out").model_copy(
+        update={"num_tasks": 2, "num_rollouts": 2, "shuffle": True}
+    )
+    config.serve.pool = StaticPoolConfig(num_workers=1)
+    local = await run_eval(load_environment(config.env), config)
+    setups.unlink()
+    episodes = await run_eval_server(config)
+    picked = [[e.traces[0].task.data.idx for e in run] for run in (local, episodes)]
+    assert picked == [[2, 2, 0, 0]] * 2
+    traces = [t for e in episodes for t in e.traces]
+    assert [t.reward for t in traces] == [1.0] * 4, [t.errors for t in traces]
+    (started,) = [int(p) for p in setups.read_text().split()]  # one server for 4 rollouts
+    pids = {int(t.tool_messages[0].content.rsplit("pid=", 1)[1]) for t in traces}
+    assert pids == {started}
+    wait_gone(pids)  # stopped with the env server

@@ -31,6 +31,7 @@ from verifiers.messages import timing
 from verifiers.rubrics.rubric import Rubric
 from verifiers.v1.agent import ModelContext, prompt_messages
 from verifiers.v1.chat import ClientPool, message_to_wire, using_pool
+from verifiers.v1.configs.agent import DEFAULT_MAX_TURNS
 from verifiers.v1.configs.env import agent_configs
 from verifiers.v1.episode import Episode
 from verifiers.v1.errors import RolloutError
@@ -45,11 +46,10 @@ TRACE_KEY = "v1_trace"
 EPISODE_KEY = "_v1_episode"
 """The state key of the live episode (scored where the rollout ran; ``_`` keeps it off the
 wire to the caller, which gets ``TRACE_KEY``)."""
-DEFAULT_MAX_TURNS = 10
-"""The turn cap a seat gets here when neither its env, its taskset's config nor ``-a`` sets
-one (upstream's ``AgentConfig.max_turns`` is None, no cap): classic ``ToolEnv``'s default, so
-that a model that calls tools forever still ends its rollout, as ``stop_condition`` "max_turns"
-and truncated."""
+ENGINE_SAMPLING: dict[str, Any] = {"n": 1, "extra_body": {}}
+"""The classic engine's own sampling defaults (``Environment.sampling_args``), which a v1
+model call makes anyway: left off the episode's context, so its agent config records what the
+run asked for, as ``run_eval``'s does."""
 DEFAULT_MAX_TASKS = 10_000
 """How many tasks of an infinite taskset become rows."""
 
@@ -149,18 +149,20 @@ class TasksetEnvironment(Environment):
         env: dict[str, Any] | None = None,
         max_tasks: int = DEFAULT_MAX_TASKS,
         eval_taskset: dict[str, Any] | None = None,
+        default_max_turns: int | None = DEFAULT_MAX_TURNS,
         **kwargs: Any,
     ) -> None:
         """``env`` is the v1 ``[env]`` block (``agent``, ``taskset`` knobs...), laid under
         ``taskset.id``; its tasks are the train split. ``eval_taskset``: taskset knobs laid
         over the env's for the eval split (held-out tasks, e.g. ``{"split": "eval"}``); without
-        it both splits are the same tasks."""
+        it both splits are the same tasks. ``default_max_turns``: the cap of a seat that sets
+        none (None: no cap, as upstream and ``run_eval``)."""
         raw = dict(env or {})
         raw["taskset"] = {**dict(raw.get("taskset") or {}), "id": taskset_id}
         config = resolve_env_config(raw)
         for role, agent in agent_configs(config).items():
             if agent.max_turns is None:
-                setattr(config, role, agent.model_copy(update={"max_turns": DEFAULT_MAX_TURNS}))
+                setattr(config, role, agent.model_copy(update={"max_turns": default_max_turns}))
         self.v1_env = load_environment(config)
         self.tasks = _tasks(self.v1_env.taskset, max_tasks)
         rows = self._task_rows(taskset_id, 0)
@@ -259,7 +261,11 @@ class TasksetEnvironment(Environment):
             base_url=str(getattr(client, "base_url", "") or "") or None,
             model=model,
             api_key=getattr(native, "api_key", None),
-            sampling={k: v for k, v in dict(sampling_args or {}).items() if v is not None},
+            sampling={
+                k: v
+                for k, v in dict(sampling_args or {}).items()
+                if v is not None and not (k in ENGINE_SAMPLING and ENGINE_SAMPLING[k] == v)
+            },
         )
         timing.start_generation(state["timing"])
         loop = asyncio.get_running_loop()
