@@ -12,7 +12,9 @@ so a v1 row carries the same numbers a classic row does. Every episode is kept b
 ``results.jsonl`` in ``traces.jsonl``, one ``WireEpisode`` a line (with its row's
 ``example_id`` and ``rollout_index``): the episode travels on the state as its JSON
 (``v1_trace``), so the process that saves the rows writes it, whether the rollout ran there or
-in an env worker, and a resumed run keeps the traces of exactly the rows it keeps.
+in an env worker, and a resumed run keeps the traces of exactly the rows it keeps. The
+taskset's shared toolsets (``SharedToolsetConfig``) are served once per run, or once per env
+worker, not per rollout (``verifiers.v1.held_serving``).
 
 ``vf.load_environment`` (and so vf-eval, its env workers, ``OWNER/NAME`` and ``NAME@VERSION``
 ids) builds one for any package exporting a ``Taskset``: ``verifiers.v1.kind``, which

@@ -63,6 +63,7 @@ async def run_eval(env: Any, config: EvalConfig) -> list[Episode[Any, Any, Any]]
 
 
 def _write_traces(config: EvalConfig, episodes: list[Episode[Any, Any, Any]]) -> None:
+    """The episodes appended to ``traces.jsonl`` under ``output_dir`` (none without one)."""
     if config.output_dir is not None:
         config.output_dir.mkdir(parents=True, exist_ok=True)
         with (config.output_dir / TRACES_FILE).open("a", encoding="utf-8") as f:
