@@ -193,9 +193,12 @@ async def test_a_shared_toolset_in_a_runtime_this_sdk_lacks_fails_the_run_naming
         await run_eval(load_environment(config.env), config)
 
 
-def eval_argv(base_url: str, setups: Path, out: Path, *more: str) -> list[str]:
+def eval_argv(
+    base_url: str, setups: Path, out: Path, *more: str, tools: dict | None = None
+) -> list[str]:
     """``vf-eval shared-pad``: its 4 tasks twice each, all 8 rollouts at once."""
-    env = {"env": {"taskset": {"tools": {"setups_file": str(setups)}}, "agent": {"max_turns": 4}}}
+    tools = {"setups_file": str(setups), **(tools or {})}
+    env = {"env": {"taskset": {"tools": tools}, "agent": {"max_turns": 4}}}
     argv = ["shared-pad", "-b", base_url, "-m", "test-model", "-n", "4", "-r", "2", "-c", "8"]
     return [*argv, "-a", json.dumps(env), "--output-dir", str(out), *more]
 
@@ -228,6 +231,27 @@ def test_vf_eval_in_process_starts_a_shared_toolset_once_for_the_whole_run(
     assert len(started) == 1 and started[0] != os.getpid()  # one server for 8 rollouts
     assert set(served_by(out)) == set(started)
     wait_gone(set(started))  # ...stopped when the run ended
+
+
+def test_vf_eval_fails_each_rollout_naming_a_shared_toolset_it_cannot_serve(
+    server, shared_pad, tmp_path, capsys
+):
+    """A shared toolset in a runtime this SDK lacks: every row is an error saying so (its
+    trace too), no model call is made, and the run ends saying every rollout failed (exit 1)."""
+    out = tmp_path / "out"
+    docker = {"runtime": {"type": "docker"}}
+    argv = eval_argv(server.base_url, tmp_path / "setups", out, "--no-env-workers", tools=docker)
+    assert main(argv) == 1
+    said = "shared toolset runtime 'docker' is not in this SDK"
+    first = f"the first: RolloutError: ToolsetError: PadToolset: a {said}"
+    assert f"every rollout failed (8); {first}" in capsys.readouterr().err
+    (run,) = list((out / "evals").glob("*/*"))
+    rows = list(read_rows(run / "results.jsonl"))
+    assert len(rows) == 8 and all(said in str(r["error"]) for r in rows), rows[0]["error"]
+    lines = (run / "traces.jsonl").read_text().splitlines()
+    episodes = [vf.WireEpisode.model_validate_json(line) for line in lines]
+    assert all(not e.ok and said in e.errors[0].message for e in episodes)
+    assert not server.requests and not (tmp_path / "setups").exists()
 
 
 def test_vf_eval_env_workers_start_a_shared_toolset_once_per_worker(server, shared_pad, tmp_path):

@@ -22,14 +22,21 @@ class HeldServing:
 
     async def ready(self) -> None:
         """Wait until the servers are up (starting them for the first caller on this loop);
-        a start that failed raises its error to every caller until ``release``."""
+        a start that failed raises its error to the callers that waited on it, and the next
+        caller starts them again (a worker outlives one bad moment)."""
         loop = asyncio.get_running_loop()
         if self._held is None or self._held[0] is not loop:
             stack = AsyncExitStack()
             # a task of its own: a rollout cancelled while waiting must not cancel the start
             start = loop.create_task(stack.enter_async_context(self.env.serving()))
             self._held = (loop, start, stack)
-        await asyncio.shield(self._held[1])
+        held = self._held
+        try:
+            await asyncio.shield(held[1])
+        except Exception:
+            if self._held is held:
+                self._held = None
+            raise
 
     async def release(self) -> None:
         """Stop what ``ready`` started on this loop (nothing when it started nothing)."""
