@@ -32,13 +32,7 @@ TRACES_FILE = "traces.jsonl"
 
 async def run_eval(env: Any, config: EvalConfig) -> list[Episode[Any, Any, Any]]:
     """Evaluate ``env`` as ``config`` says; its episodes, task by task."""
-    taskset = env.taskset
-    if config.num_tasks is None and taskset.INFINITE:
-        raise ValueError(f"{type(taskset).__name__} is infinite - bound the run with num_tasks")
-    if config.shuffle:
-        taskset = taskset.shuffle()
-    if config.num_tasks is not None:
-        taskset = taskset.head(config.num_tasks)
+    taskset = _picked(env.taskset, config)
     context = ModelContext(
         base_url=config.client.base_url,
         model=config.model,
@@ -62,6 +56,19 @@ async def run_eval(env: Any, config: EvalConfig) -> list[Episode[Any, Any, Any]]
     return episodes
 
 
+def _picked(taskset: Any, config: EvalConfig) -> Any:
+    """The view of ``taskset`` the run plays: shuffled when asked, then the first
+    ``num_tasks`` (upstream's order); an endless taskset needs ``num_tasks`` and cannot be
+    shuffled (``Taskset.shuffle`` says so)."""
+    if config.num_tasks is None and taskset.INFINITE:
+        raise ValueError(f"{type(taskset).__name__} is infinite - bound the run with num_tasks")
+    if config.shuffle:
+        taskset = taskset.shuffle()
+    if config.num_tasks is not None:
+        taskset = taskset.head(config.num_tasks)
+    return taskset
+
+
 def _write_traces(config: EvalConfig, episodes: list[Episode[Any, Any, Any]]) -> None:
     """The episodes appended to ``traces.jsonl`` under ``output_dir`` (none without one)."""
     if config.output_dir is not None:
@@ -74,6 +81,7 @@ def _episode(env: Any, state: dict[str, Any]) -> Episode[Any, Any, Any]:
     """A worker's rollout as its episode: the one it played (its task's data and state types
     read as ``vf-eval --rescore`` reads a saved line), or (a rollout that failed outside its
     episode: its worker died, its group timed out) one with the row's error."""
+    from verifiers.results.records import rebuild_error
     from verifiers.v1.eval_env import TRACE_KEY
     from verifiers.v1.rescore import read_episode
 
@@ -82,7 +90,7 @@ def _episode(env: Any, state: dict[str, Any]) -> Episode[Any, Any, Any]:
     if isinstance(line, str):
         return read_episode(line, task)
     episode = env.v1_env.new_episode(task)
-    error = state.get("error")
+    error = rebuild_error(state.get("error"))  # a worker's error record as its exception
     episode.errors.append(Error(type=type(error).__name__, message=str(error)))
     return episode
 
@@ -122,11 +130,7 @@ async def run_eval_server(config: EvalConfig) -> list[Episode[Any, Any, Any]]:
     # no turn cap but the config's own, as in process (vf-eval's default cap is vf-eval's)
     env_args = {"env": config.env.model_dump(mode="json"), "default_max_turns": None}
     env = load_environment(taskset_id, **env_args)
-    taskset = env.v1_env.taskset
-    if config.num_tasks is None and taskset.INFINITE:
-        raise ValueError(f"{type(taskset).__name__} is infinite - bound the run with num_tasks")
-    if config.shuffle:
-        taskset.shuffle()  # a view; an endless taskset raises here, as in run_eval
+    _picked(env.v1_env.taskset, config)  # a view: what run_eval refuses is refused here
     rows = env.eval_dataset.select(_selected(len(env.eval_dataset), config)).to_list()
     client = ClientConfig(
         api_base_url=config.client.base_url,
