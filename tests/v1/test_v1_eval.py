@@ -196,6 +196,22 @@ def test_a_model_that_never_stops_calling_tools_ends_at_the_default_turn_cap(
     assert '"max_turns": N' in err
 
 
+def test_default_max_turns_null_keeps_upstreams_uncapped_seat(server, tmp_path, calc_package):
+    """``-a '{"default_max_turns": null}'``: a seat that sets no cap keeps none (upstream's, and
+    ``run_eval_server``'s), and the episode's agent config records only the sampling the run
+    asked for (not the classic engine's ``n``/``extra_body`` defaults)."""
+    server.set_handler(calc_policy)
+    out = tmp_path / "out"
+    argv = ["calc-v1", "-b", server.base_url, "-m", "test-model", "-n", "1", "-r", "1", "-T", "0.5"]
+    argv += ["-a", '{"default_max_turns": null}', "--no-env-workers", "--output-dir", str(out)]
+    assert main(argv) == 0
+    lines = (run_dir(out) / "traces.jsonl").read_text().splitlines()
+    [episode] = [vf.WireEpisode.model_validate_json(line) for line in lines]
+    config = episode.traces[0].agent.config
+    assert episode.ok and config.max_turns is None
+    assert config.sampling.model_dump(exclude_none=True) == {"temperature": 0.5}
+
+
 @pytest.mark.parametrize(
     ("agent", "stop", "calls"),
     [({"max_turns": 3}, "max_turns", 3), ({"max_input_tokens": 1}, "max_input_tokens", 1)],

@@ -1,23 +1,32 @@
 """A taskset's shared toolset (``SharedToolsetConfig``, upstream's taskset-scoped tool server):
 one real MCP server process serves every rollout of a run, its ``setup`` runs once, and
 concurrent rollouts writing ``self.state`` through it never see each other's writes (the
-state travels with each call). Driven through ``run_eval`` against the scripted endpoint."""
+state travels with each call). Driven through ``run_eval`` and through ``vf-eval`` (in process
+and in env workers: one server per worker, gone with the run or with a killed worker) against
+the scripted endpoint."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+import verifiers.v1 as vf
+from verifiers.cli.eval import main
+from verifiers.results import read_rows
 from verifiers.testing import Reply
-from verifiers.v1.cli.eval.runner import run_eval
+from verifiers.v1.cli.eval.runner import run_eval, run_eval_server
 from verifiers.v1.configs.cli.eval import EvalConfig
+from verifiers.v1.configs.serve import StaticPoolConfig
 from verifiers.v1.errors import ToolsetError
 from verifiers.v1.utils.loaders import load_environment
 
@@ -182,3 +191,131 @@ async def test_a_shared_toolset_in_a_runtime_this_sdk_lacks_fails_the_run_naming
     )
     with pytest.raises(ToolsetError, match="shared toolset runtime 'docker' is not in this SDK"):
         await run_eval(load_environment(config.env), config)
+
+
+def eval_argv(
+    base_url: str, setups: Path, out: Path, *more: str, tools: dict | None = None
+) -> list[str]:
+    """``vf-eval shared-pad``: its 4 tasks twice each, all 8 rollouts at once."""
+    tools = {"setups_file": str(setups), **(tools or {})}
+    env = {"env": {"taskset": {"tools": tools}, "agent": {"max_turns": 4}}}
+    argv = ["shared-pad", "-b", base_url, "-m", "test-model", "-n", "4", "-r", "2", "-c", "8"]
+    return [*argv, "-a", json.dumps(env), "--output-dir", str(out), *more]
+
+
+def served_by(out: Path) -> list[int]:
+    """The pid of the tool server each rollout of the run's ``traces.jsonl`` talked to."""
+    (run,) = list((out / "evals").glob("*/*"))
+    episodes = [vf.WireEpisode.model_validate_json(line) for line in open(run / "traces.jsonl")]
+    assert len(episodes) == 8 and all(e.ok for e in episodes)
+    rows = list(read_rows(run / "results.jsonl"))
+    # every rollout read back its own word: the server kept each rollout's state apart
+    assert [r["reward"] for r in rows] == [1.0] * 8 and all(r["error"] is None for r in rows)
+    return [int(e.traces[0].tool_messages[0].content.rsplit("pid=", 1)[1]) for e in episodes]
+
+
+def wait_gone(pids: set[int], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids):
+        assert time.monotonic() < deadline, f"tool server(s) {pids} outlived their owner"
+        time.sleep(0.05)
+
+
+def test_vf_eval_in_process_starts_a_shared_toolset_once_for_the_whole_run(
+    server, shared_pad, tmp_path
+):
+    server.set_handler(roundtrips_its_word)
+    setups, out = tmp_path / "setups", tmp_path / "out"
+    assert main(eval_argv(server.base_url, setups, out, "--no-env-workers")) == 0
+    started = [int(p) for p in setups.read_text().split()]
+    assert len(started) == 1 and started[0] != os.getpid()  # one server for 8 rollouts
+    assert set(served_by(out)) == set(started)
+    wait_gone(set(started))  # ...stopped when the run ended
+
+
+def test_vf_eval_fails_each_rollout_naming_a_shared_toolset_it_cannot_serve(
+    server, shared_pad, tmp_path, capsys
+):
+    """A shared toolset in a runtime this SDK lacks: every row is an error saying so (its
+    trace too), no model call is made, and the run ends saying every rollout failed (exit 1)."""
+    out = tmp_path / "out"
+    docker = {"runtime": {"type": "docker"}}
+    argv = eval_argv(server.base_url, tmp_path / "setups", out, "--no-env-workers", tools=docker)
+    assert main(argv) == 1
+    said = "shared toolset runtime 'docker' is not in this SDK"
+    first = f"the first: RolloutError: ToolsetError: PadToolset: a {said}"
+    assert f"every rollout failed (8); {first}" in capsys.readouterr().err
+    (run,) = list((out / "evals").glob("*/*"))
+    rows = list(read_rows(run / "results.jsonl"))
+    assert len(rows) == 8 and all(said in str(r["error"]) for r in rows), rows[0]["error"]
+    lines = (run / "traces.jsonl").read_text().splitlines()
+    episodes = [vf.WireEpisode.model_validate_json(line) for line in lines]
+    assert all(not e.ok and said in e.errors[0].message for e in episodes)
+    assert not server.requests and not (tmp_path / "setups").exists()
+
+
+def test_vf_eval_env_workers_start_a_shared_toolset_once_per_worker(server, shared_pad, tmp_path):
+    server.set_handler(roundtrips_its_word)
+    setups, out = tmp_path / "setups", tmp_path / "out"
+    assert main(eval_argv(server.base_url, setups, out, "--env-workers=2")) == 0
+    started = [int(p) for p in setups.read_text().split()]
+    # at most one per worker (a worker that got no rollout starts none), never one per rollout
+    assert 1 <= len(started) <= 2 and len(set(started)) == len(started)
+    assert set(served_by(out)) == set(started)
+    wait_gone(set(started))  # each worker stopped its own when the run closed the pool
+
+
+@pytest.mark.slow
+def test_a_killed_env_worker_takes_its_shared_tool_server_with_it(server, shared_pad, tmp_path):
+    """SIGKILL of the worker holding the server mid-run: the server dies with it (no orphan),
+    the pool reruns the group in a new worker, which starts its own, and the run completes."""
+    server.set_handler(roundtrips_its_word)
+    setups, out = tmp_path / "setups", tmp_path / "out"
+    argv = [sys.executable, "-m", "verifiers.cli.eval"]
+    argv += eval_argv(server.base_url, setups, out, "--env-workers=1")
+    run = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not setups.exists() or not setups.read_text().strip():
+            assert run.poll() is None, run.stderr.read().decode() if run.stderr else ""
+            assert time.monotonic() < deadline, "no tool server started"
+            time.sleep(0.05)
+        first = int(setups.read_text().split()[0])
+        worker = int(open(f"/proc/{first}/stat").read().rsplit(")", 1)[1].split()[1])
+        assert worker not in (run.pid, os.getpid())  # the server is the worker's child
+        os.kill(worker, signal.SIGKILL)
+        wait_gone({first})
+        _, err = run.communicate(timeout=240)
+        assert run.returncode == 0, err.decode()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    started = [int(p) for p in setups.read_text().split()]
+    assert started[0] == first and len(started) == 2  # the new worker's own server
+    wait_gone(set(started))
+
+
+async def test_run_eval_server_serves_a_shared_toolset_once_per_worker_on_the_tasks_run_eval_picks(
+    server, shared_pad, tmp_path
+):
+    """Through a one-worker ``vf-env-server``: one tool server for every rollout, each rollout
+    still reading back its own state, and the shuffled tasks ``run_eval`` runs (seed 0 puts
+    task 2 first)."""
+    server.set_handler(roundtrips_its_word)
+    setups = tmp_path / "setups"
+    config = pad_config(server.base_url, setups, tmp_path / "out").model_copy(
+        update={"num_tasks": 2, "num_rollouts": 2, "shuffle": True}
+    )
+    config.serve.pool = StaticPoolConfig(num_workers=1)
+    local = await run_eval(load_environment(config.env), config)
+    setups.unlink()
+    episodes = await run_eval_server(config)
+    picked = [[e.traces[0].task.data.idx for e in run] for run in (local, episodes)]
+    assert picked == [[2, 2, 0, 0]] * 2
+    traces = [t for e in episodes for t in e.traces]
+    assert [t.reward for t in traces] == [1.0] * 4, [t.errors for t in traces]
+    (started,) = [int(p) for p in setups.read_text().split()]  # one server for 4 rollouts
+    pids = {int(t.tool_messages[0].content.rsplit("pid=", 1)[1]) for t in traces}
+    assert pids == {started}
+    wait_gone(pids)  # stopped with the env server

@@ -77,15 +77,19 @@ class Env(Generic[EnvConfigT]):
         """Judge the finished episode across its traces (``record_reward``/``record_metric``
         on each); a raise fails the episode."""
 
+    def new_episode(self, task: Task) -> Episode[Any, Any, Any]:
+        """An empty episode of ``task`` in this env (no traces yet, not ok)."""
+        return Episode(
+            env=EnvInfo(id=self.config.env_id),
+            task=TraceTask(type=type(task).__name__, data=task.data),
+        )
+
     async def run_episode(self, task: Task, context: ModelContext) -> Episode[Any, Any, Any]:
         """One episode: ``setup``, ``run``, then ``finalize`` over every agent's trace; a hook
         that raises is the episode's own error (the traces finished so far stay on it), and
         ``finalize`` runs only after a clean ``run``, as upstream's ``run_episode``."""
         agents = self.agents(context)
-        episode: Episode[Any, Any, Any] = Episode(
-            env=EnvInfo(id=self.config.env_id),
-            task=TraceTask(type=type(task).__name__, data=task.data),
-        )
+        episode = self.new_episode(task)
         try:
             await self.setup(agents)
             await self.run(task, agents)

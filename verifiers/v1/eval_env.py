@@ -12,7 +12,9 @@ so a v1 row carries the same numbers a classic row does. Every episode is kept b
 ``results.jsonl`` in ``traces.jsonl``, one ``WireEpisode`` a line (with its row's
 ``example_id`` and ``rollout_index``): the episode travels on the state as its JSON
 (``v1_trace``), so the process that saves the rows writes it, whether the rollout ran there or
-in an env worker, and a resumed run keeps the traces of exactly the rows it keeps.
+in an env worker, and a resumed run keeps the traces of exactly the rows it keeps. The
+taskset's shared toolsets (``SharedToolsetConfig``) are served once per run, or once per env
+worker, not per rollout (``verifiers.v1.held_serving``).
 
 ``vf.load_environment`` (and so vf-eval, its env workers, ``OWNER/NAME`` and ``NAME@VERSION``
 ids) builds one for any package exporting a ``Taskset``: ``verifiers.v1.kind``, which
@@ -31,10 +33,13 @@ from verifiers.messages import timing
 from verifiers.rubrics.rubric import Rubric
 from verifiers.v1.agent import ModelContext, prompt_messages
 from verifiers.v1.chat import ClientPool, message_to_wire, using_pool
+from verifiers.v1.configs.agent import DEFAULT_MAX_TURNS
 from verifiers.v1.configs.env import agent_configs
 from verifiers.v1.episode import Episode
 from verifiers.v1.errors import RolloutError
+from verifiers.v1.held_serving import HeldServing
 from verifiers.v1.trace import TRUNCATING_STOPS, Trace
+from verifiers.v1.trace_parts import Error
 from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
 TRACES_FILE = "traces.jsonl"
@@ -43,11 +48,10 @@ TRACE_KEY = "v1_trace"
 EPISODE_KEY = "_v1_episode"
 """The state key of the live episode (scored where the rollout ran; ``_`` keeps it off the
 wire to the caller, which gets ``TRACE_KEY``)."""
-DEFAULT_MAX_TURNS = 10
-"""The turn cap a seat gets here when neither its env, its taskset's config nor ``-a`` sets
-one (upstream's ``AgentConfig.max_turns`` is None, no cap): classic ``ToolEnv``'s default, so
-that a model that calls tools forever still ends its rollout, as ``stop_condition`` "max_turns"
-and truncated."""
+ENGINE_SAMPLING: dict[str, Any] = {"n": 1, "extra_body": {}}
+"""The classic engine's own sampling defaults (``Environment.sampling_args``), which a v1
+model call makes anyway: left off the episode's context, so its agent config records what the
+run asked for, as ``run_eval``'s does."""
 DEFAULT_MAX_TASKS = 10_000
 """How many tasks of an infinite taskset become rows."""
 
@@ -147,18 +151,20 @@ class TasksetEnvironment(Environment):
         env: dict[str, Any] | None = None,
         max_tasks: int = DEFAULT_MAX_TASKS,
         eval_taskset: dict[str, Any] | None = None,
+        default_max_turns: int | None = DEFAULT_MAX_TURNS,
         **kwargs: Any,
     ) -> None:
         """``env`` is the v1 ``[env]`` block (``agent``, ``taskset`` knobs...), laid under
         ``taskset.id``; its tasks are the train split. ``eval_taskset``: taskset knobs laid
         over the env's for the eval split (held-out tasks, e.g. ``{"split": "eval"}``); without
-        it both splits are the same tasks."""
+        it both splits are the same tasks. ``default_max_turns``: the cap of a seat that sets
+        none (None: no cap, as upstream and ``run_eval``)."""
         raw = dict(env or {})
         raw["taskset"] = {**dict(raw.get("taskset") or {}), "id": taskset_id}
         config = resolve_env_config(raw)
         for role, agent in agent_configs(config).items():
             if agent.max_turns is None:
-                setattr(config, role, agent.model_copy(update={"max_turns": DEFAULT_MAX_TURNS}))
+                setattr(config, role, agent.model_copy(update={"max_turns": default_max_turns}))
         self.v1_env = load_environment(config)
         self.tasks = _tasks(self.v1_env.taskset, max_tasks)
         rows = self._task_rows(taskset_id, 0)
@@ -170,6 +176,7 @@ class TasksetEnvironment(Environment):
             self.tasks += _tasks(load_taskset(held_out.taskset), max_tasks)
             eval_rows = self._task_rows(taskset_id, len(rows))
         self._client_pool: tuple[asyncio.AbstractEventLoop, ClientPool] | None = None
+        self._serving = HeldServing(self.v1_env)
         super().__init__(
             dataset=Dataset.from_list(rows),
             eval_dataset=Dataset.from_list(eval_rows),
@@ -239,9 +246,10 @@ class TasksetEnvironment(Environment):
         return state
 
     async def end_run(self) -> None:
-        """The run's shared model clients are bound to its event loop: closed with it (a new
-        AsyncOpenAI per episode loaded the CA bundle each time, more CPU than the rest of a
-        rollout; in env workers the pool lives as long as the worker)."""
+        """The run's shared model clients and shared tool servers are bound to its event loop:
+        closed with it (a new AsyncOpenAI per episode loaded the CA bundle each time, more CPU
+        than the rest of a rollout; in env workers both live as long as the worker)."""
+        await self._serving.release()
         pool, self._client_pool = self._client_pool, None
         if pool is not None and pool[0] is asyncio.get_running_loop():
             await pool[1].aclose()
@@ -255,15 +263,25 @@ class TasksetEnvironment(Environment):
             base_url=str(getattr(client, "base_url", "") or "") or None,
             model=model,
             api_key=getattr(native, "api_key", None),
-            sampling={k: v for k, v in dict(sampling_args or {}).items() if v is not None},
+            sampling={
+                k: v
+                for k, v in dict(sampling_args or {}).items()
+                if v is not None and not (k in ENGINE_SAMPLING and ENGINE_SAMPLING[k] == v)
+            },
         )
         timing.start_generation(state["timing"])
         loop = asyncio.get_running_loop()
         if self._client_pool is None or self._client_pool[0] is not loop:
             # one client per endpoint for the run's episodes (its connections are this loop's)
             self._client_pool = (loop, ClientPool())
-        with using_pool(self._client_pool[1]):
-            episode = await self.v1_env.run_episode(task, context)
+        try:  # the taskset's shared tool servers: up once for the run (or worker), reused
+            await self._serving.ready()
+        except Exception as exc:  # one that cannot be served fails each rollout, naming it
+            episode = self.v1_env.new_episode(task)
+            episode.errors.append(Error(type=type(exc).__name__, message=str(exc)))
+        else:
+            with using_pool(self._client_pool[1]):
+                episode = await self.v1_env.run_episode(task, context)
         timing.end_generation(state["timing"])
         state[EPISODE_KEY] = episode
         self.record_calls(state, episode)

@@ -10,15 +10,17 @@ from typing import Any
 
 from verifiers.errors import UsageError
 from verifiers.loading.env_id import EnvId
+from verifiers.v1.configs.agent import DEFAULT_MAX_TURNS
 from verifiers.v1.taskset import Taskset
 
 
 def environment_factory(parsed: EnvId, module: ModuleType) -> Any:
     """What ``vf.load_environment`` builds a v1 taskset package with (a loader kind,
-    ``verifiers.loading.loader.register_module_kind``): ``factory(env=None, eval_taskset=None)``
-    makes its ``TasksetEnvironment``, ``env`` the v1 ``[env]`` block and ``eval_taskset`` the
-    taskset knobs of its held-out split; None for a module exporting no
-    ``Taskset``. A taskset that cannot be built (a harness this SDK lacks, a bad ``env``) is a
+    ``verifiers.loading.loader.register_module_kind``):
+    ``factory(env=None, eval_taskset=None, default_max_turns=DEFAULT_MAX_TURNS)`` makes its
+    ``TasksetEnvironment``, ``env`` the v1 ``[env]`` block, ``eval_taskset`` the taskset knobs
+    of its held-out split and ``default_max_turns`` the cap of a seat that sets none (None: no
+    cap, as upstream); None for a module exporting no ``Taskset``. A taskset that cannot be built (a harness this SDK lacks, a bad ``env``) is a
     ``UsageError`` naming the id."""
     names = getattr(module, "__all__", None) or []
     if not any(
@@ -32,12 +34,16 @@ def environment_factory(parsed: EnvId, module: ModuleType) -> Any:
     shown = f"{parsed.owner}/{parsed.name}" if parsed.owner else parsed.name
 
     def load_environment(
-        env: dict[str, Any] | None = None, eval_taskset: dict[str, Any] | None = None
+        env: dict[str, Any] | None = None,
+        eval_taskset: dict[str, Any] | None = None,
+        default_max_turns: int | None = DEFAULT_MAX_TURNS,
     ) -> Any:
         from verifiers.v1.eval_env import TasksetEnvironment
 
         try:
-            built = TasksetEnvironment(taskset_id, env=env, eval_taskset=eval_taskset)
+            built = TasksetEnvironment(
+                taskset_id, env=env, eval_taskset=eval_taskset, default_max_turns=default_max_turns
+            )
         except Exception as exc:
             raise UsageError(f"{shown}: {type(exc).__name__}: {exc}") from exc
         built.env_id = shown

@@ -289,10 +289,13 @@ def _run(
         console.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False, soft_wrap=True)
     failed = [s for s in out.state if s.get("error") is not None]
     if out.state and len(failed) == len(out.state):
-        first = failed[0]["error"]
+        from verifiers.results.records import rebuild_error
+
+        # an error record from a worker, the exception itself from a rollout run here
+        first = rebuild_error(failed[0]["error"])
         console.print(
             f"[red]vf-eval:[/red] every rollout failed ({len(failed)}); the first: "
-            f"{escape(first['type'])}: {escape(first['message'])}",
+            f"{escape(type(first).__name__)}: {escape(str(first))}",
             highlight=False,
             soft_wrap=True,
         )

@@ -13,6 +13,12 @@ from verifiers.v1.configs.retries import RetryConfig
 from verifiers.v1.configs.runtime import RuntimeConfig, SubprocessConfig
 from verifiers.v1.types import SamplingConfig
 
+DEFAULT_MAX_TURNS = 10
+"""The turn cap a seat gets under vf-eval when neither its env, its taskset's config nor
+``-a`` sets one (upstream's ``AgentConfig.max_turns`` is None, no cap): classic ``ToolEnv``'s
+default, so that a model that calls tools forever still ends its rollout, as
+``stop_condition`` "max_turns" and truncated."""
+
 
 class TimeoutConfig(BaseConfig):
     """Seconds each phase of an agent's run may take (None: no limit)."""

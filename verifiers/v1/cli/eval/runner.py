@@ -1,34 +1,38 @@
-"""Running a v1 eval in process (upstream's ``run_eval``, the path its e2e tests take): every
-task of the env's taskset (the first ``num_tasks``, shuffled when asked) ``num_rollouts``
-times against the config's model and endpoint, at most ``max_concurrent`` episodes at once.
-A failed rollout is an error on its trace; the run goes on. With ``output_dir`` the episodes
-are written to ``traces.jsonl`` there, one ``WireEpisode`` a line. The taskset's shared
-toolsets (``SharedToolsetConfig``) are served once for the run (``Env.serving``).
+"""Running a v1 eval (upstream's ``run_eval`` and ``run_eval_server``): every task of the
+env's taskset (shuffled when asked, then the first ``num_tasks``, as upstream picks them)
+``num_rollouts`` times against the config's model and endpoint, at most ``max_concurrent``
+episodes at once. A failed rollout is an error on its trace; the run goes on. With
+``output_dir`` the episodes are written to ``traces.jsonl`` there, one ``WireEpisode`` a line.
+
+``run_eval`` runs the episodes in this process, the taskset's shared toolsets
+(``SharedToolsetConfig``) served once for the run (``Env.serving``). ``run_eval_server`` runs
+them in the workers of a ``vf-env-server`` it starts on loopback for the run (``[serve]``'s
+pool: how many workers), each worker serving the shared toolsets once for all its rollouts;
+the episodes are the same as in process.
 
 ``vf-eval ID`` runs a v1 taskset through the classic engine instead (``eval_env.py``: results,
-report, resume); the env-server path (``run_eval_server``) is not in this SDK yet.
+report, resume, env workers, ``--env-server``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import random
 from typing import Any
 
 from verifiers.v1.agent import ModelContext
 from verifiers.v1.configs.cli.eval import EvalConfig
 from verifiers.v1.episode import Episode
+from verifiers.v1.taskset import DEFAULT_SEED
+from verifiers.v1.trace_parts import Error
 
 TRACES_FILE = "traces.jsonl"
 
 
 async def run_eval(env: Any, config: EvalConfig) -> list[Episode[Any, Any, Any]]:
     """Evaluate ``env`` as ``config`` says; its episodes, task by task."""
-    taskset = env.taskset
-    if config.num_tasks is not None:
-        taskset = taskset.head(config.num_tasks)
-    if config.shuffle:
-        taskset = taskset.shuffle()
+    taskset = _picked(env.taskset, config)
     context = ModelContext(
         base_url=config.client.base_url,
         model=config.model,
@@ -48,16 +52,106 @@ async def run_eval(env: Any, config: EvalConfig) -> list[Episode[Any, Any, Any]]
                 *(one(task) for task in taskset for _ in range(config.num_rollouts))
             )
         )
+    _write_traces(config, episodes)
+    return episodes
+
+
+def _picked(taskset: Any, config: EvalConfig) -> Any:
+    """The view of ``taskset`` the run plays: shuffled when asked, then the first
+    ``num_tasks`` (upstream's order); an endless taskset needs ``num_tasks`` and cannot be
+    shuffled (``Taskset.shuffle`` says so)."""
+    if config.num_tasks is None and taskset.INFINITE:
+        raise ValueError(f"{type(taskset).__name__} is infinite - bound the run with num_tasks")
+    if config.shuffle:
+        taskset = taskset.shuffle()
+    if config.num_tasks is not None:
+        taskset = taskset.head(config.num_tasks)
+    return taskset
+
+
+def _write_traces(config: EvalConfig, episodes: list[Episode[Any, Any, Any]]) -> None:
+    """The episodes appended to ``traces.jsonl`` under ``output_dir`` (none without one)."""
     if config.output_dir is not None:
         config.output_dir.mkdir(parents=True, exist_ok=True)
         with (config.output_dir / TRACES_FILE).open("a", encoding="utf-8") as f:
             f.writelines(episode.model_dump_json() + "\n" for episode in episodes)
-    return episodes
 
 
-async def run_eval_server(config: EvalConfig) -> list[Any]:
-    """Evaluate through env-server workers; not in this SDK yet."""
-    raise NotImplementedError(
-        "v1 evals through env-server workers are not in this SDK yet (issue 41); run in "
-        "process (run_eval) or with vf-eval"
+def _episode(env: Any, state: dict[str, Any]) -> Episode[Any, Any, Any]:
+    """A worker's rollout as its episode: the one it played (its task's data and state types
+    read as ``vf-eval --rescore`` reads a saved line), or (a rollout that failed outside its
+    episode: its worker died, its group timed out) one with the row's error."""
+    from verifiers.results.records import rebuild_error
+    from verifiers.v1.eval_env import TRACE_KEY
+    from verifiers.v1.rescore import read_episode
+
+    task = env.tasks[int(state["info"]["v1_task"])]
+    line = state.get(TRACE_KEY)
+    if isinstance(line, str):
+        return read_episode(line, task)
+    episode = env.v1_env.new_episode(task)
+    error = rebuild_error(state.get("error"))  # a worker's error record as its exception
+    episode.errors.append(Error(type=type(error).__name__, message=str(error)))
+    return episode
+
+
+def _selected(count: int, config: EvalConfig) -> list[int]:
+    """The indices of the tasks ``run_eval`` would run out of ``count``: ``Taskset.shuffle``'s
+    order (one seeded shuffle of any list of ``count`` items is one permutation), then the
+    first ``num_tasks``."""
+    order = list(range(count))
+    if config.shuffle:
+        random.Random(DEFAULT_SEED).shuffle(order)
+    return order[: config.num_tasks] if config.num_tasks is not None else order
+
+
+async def run_eval_server(config: EvalConfig) -> list[Episode[Any, Any, Any]]:
+    """Evaluate through a ``vf-env-server`` started on loopback for the run: the taskset's
+    tasks are this process's rows (``vf.load_environment`` of the taskset id with the run's
+    ``[env]`` block, as the server's workers load it), each rollout runs in a worker, and its
+    episode comes back on the row; the episodes, task by task."""
+    from verifiers.clients.config import ClientConfig
+    from verifiers.errors import UsageError
+    from verifiers.loading.loader import load_environment
+    from verifiers.v1.cli.eval.server import env_server, worker_count
+    from verifiers.workers.remote import RemoteWorkers
+
+    if config.legacy.id is not None:
+        raise UsageError(
+            f"run_eval_server runs v1 tasksets; run the classic env {config.legacy.id!r} with "
+            "vf-eval (--env-server for a vf-env-server)"
+        )
+    if not config.client.base_url:
+        raise UsageError(
+            "run_eval_server needs client.base_url: the env server's workers reach the model "
+            "over HTTP (the embedded model runs in process: run_eval)"
+        )
+    taskset_id = config.env.taskset.id
+    # no turn cap but the config's own, as in process (vf-eval's default cap is vf-eval's)
+    env_args = {"env": config.env.model_dump(mode="json"), "default_max_turns": None}
+    env = load_environment(taskset_id, **env_args)
+    _picked(env.v1_env.taskset, config)  # a view: what run_eval refuses is refused here
+    rows = env.eval_dataset.select(_selected(len(env.eval_dataset), config)).to_list()
+    client = ClientConfig(
+        api_base_url=config.client.base_url,
+        api_key_var=config.client.api_key_var,
+        extra_headers=dict(config.client.headers),
     )
+    workers = worker_count(config.serve)
+    async with env_server(taskset_id, env_args, workers, config.client.api_key_var) as address:
+        remote = await RemoteWorkers([address], None).start()
+        try:
+            outputs = await env.generate(
+                rows,
+                client,
+                config.model,
+                sampling_args=config.sampling.model_dump(exclude_none=True),
+                rollouts_per_example=config.num_rollouts,
+                max_concurrent=config.max_concurrent or -1,
+                env_workers=remote,
+            )
+        finally:
+            await remote.close()
+    episodes = [_episode(env, state) for state in outputs["state"]]
+    _write_traces(config, episodes)
+    return episodes
