@@ -118,3 +118,50 @@ def test_a_taskset_environments_runs_share_clients_that_end_with_each_run(server
         )
         assert out.reward == [1.0, 1.0]
         assert calc_env._client_pool is None  # closed by end_run
+
+
+def test_a_v1_state_scored_again_reads_its_scores_back_from_its_trace_line(server, calc_env):
+    """A scored state holds its episode only as its ``traces.jsonl`` line (the live episode is
+    dropped once scored, so a run does not keep every one to its end); scoring it again gives
+    the same reward and metrics, read back from that line."""
+    import asyncio
+
+    from support.v1_calc import calc_policy
+
+    from verifiers.v1.eval_env import EPISODE_KEY, TRACE_KEY
+
+    server.set_handler(calc_policy)
+    out = asyncio.run(
+        calc_env.evaluate(server.base_url, "test-model", num_examples=2, rollouts_per_example=1)
+    )
+    states = list(out.state)
+    first = [(s["reward"], dict(s["metrics"])) for s in states]
+    assert first == [(1.0, {"tool_calls": 1.0, "correct": 1.0})] * 2
+    assert all(EPISODE_KEY not in s and isinstance(s[TRACE_KEY], str) for s in states)
+    asyncio.run(calc_env.rubric.score_group(states))
+    assert [(s["reward"], dict(s["metrics"])) for s in states] == first
+
+
+def test_a_v1_run_through_the_pooled_client_imports_neither_openai_nor_datasets(server, calc_env):
+    """The null harness reads the lean client's JSON reply and the taskset's rows stay lists,
+    so a v1 eval run loads neither ``openai`` nor ``datasets`` (with pandas and pyarrow): their
+    objects tripled what each full garbage collection of a run walked. A fresh process, so
+    nothing another test imported counts."""
+    import subprocess
+    import sys
+
+    from support.v1_calc import calc_policy
+
+    server.set_handler(calc_policy)
+    script = (
+        "import sys, verifiers as vf\n"
+        "env = vf.load_environment('calc-v1')\n"
+        f"out = env.evaluate_sync({server.base_url!r}, 'test-model', num_examples=2)\n"
+        "assert out.reward == [1.0, 1.0], out.reward\n"
+        "print(sorted(m for m in ('openai', 'datasets', 'pandas') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"

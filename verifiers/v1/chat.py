@@ -1,7 +1,13 @@
 """The OpenAI chat-completions wire: v1 messages and tools to request dicts and a completion
 back to a v1 ``AssistantMessage``, and the ``AsyncOpenAI`` client of a ``BaseClientConfig``
 (what a judge and the ``null`` harness call a model with), shared by the episodes of a run
-inside ``pooled_clients()``."""
+inside ``pooled_clients()``.
+
+``openai`` is imported only when an ``AsyncOpenAI`` or a ``ChatCompletion`` is made: its
+types are some 80,000 objects that every full garbage collection of a run walks, and a run
+whose episodes talk through the pooled lean client (``LeanChatClient.create_json``) needs
+neither.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,11 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from openai import AsyncOpenAI
 from pydantic import ValidationError
 
+from verifiers.clients.responses import field
 from verifiers.messages.convert import wire_tool
 from verifiers.v1.configs.client import BaseClientConfig
 from verifiers.v1.types import (
@@ -21,6 +27,9 @@ from verifiers.v1.types import (
     Message,
     ToolCall,
 )
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 CLIENT_TIMEOUT = 600.0
 
@@ -33,6 +42,8 @@ def open_client(
 ) -> AsyncOpenAI:
     """A client for ``config``'s endpoint (``base_url`` and ``api_key`` fill in when the config names none).
     The key is read from the variable ``api_key_var`` names; a local endpoint needs none."""
+    from openai import AsyncOpenAI
+
     return AsyncOpenAI(**_client_args(config, base_url, api_key))
 
 
@@ -82,21 +93,44 @@ class LeanChatClient:
         self.completions = self
 
     async def create(self, **request: Any) -> Any:
+        """The reply as the ``ChatCompletion`` ``AsyncOpenAI`` returns."""
         from openai.types.chat import ChatCompletion
 
-        from verifiers.clients.http_client import build_body
-
-        if self._http is None or self.OPENAI_ONLY.intersection(request):
-            if self._openai is None:
-                self._openai = AsyncOpenAI(**self._args)
-            return await self._openai.chat.completions.create(**request)
-        body = build_body(request["model"], {k: v for k, v in request.items() if k != "model"})
-        headers = request.get("extra_headers")
-        reply = await self._http.post("/chat/completions", body, headers=headers)
+        if self._needs_openai(request):
+            return await self._openai_client().chat.completions.create(**request)
+        reply = await self._post(request)
         try:  # pydantic-core: a fifteenth of the CPU of the openai SDK's ``construct``
             return ChatCompletion.model_validate(reply)
         except ValidationError:  # a reply off the schema, kept as the openai SDK keeps it
             return ChatCompletion.construct(**reply)
+
+    async def create_json(self, **request: Any) -> Any:
+        """The reply as the server's JSON dict, what the ``null`` harness reads (no
+        ``ChatCompletion`` is validated, so ``openai`` is not imported); for an openai-only
+        request ``AsyncOpenAI``'s ``ChatCompletion``. ``message_from_completion``,
+        ``Usage.from_openai`` and ``response_tokens`` read either."""
+        if self._needs_openai(request):
+            return await self._openai_client().chat.completions.create(**request)
+        return await self._post(request)
+
+    def _needs_openai(self, request: dict[str, Any]) -> bool:
+        return self._http is None or bool(self.OPENAI_ONLY.intersection(request))
+
+    def _openai_client(self) -> AsyncOpenAI:
+        if self._openai is None:
+            from openai import AsyncOpenAI
+
+            self._openai = AsyncOpenAI(**self._args)
+        return self._openai
+
+    async def _post(self, request: dict[str, Any]) -> Any:
+        from verifiers.clients.http_client import build_body
+
+        assert self._http is not None  # ``_needs_openai`` is false
+        body = build_body(request["model"], {k: v for k, v in request.items() if k != "model"})
+        return await self._http.post(
+            "/chat/completions", body, headers=request.get("extra_headers")
+        )
 
     async def close(self) -> None:
         if self._http is not None:
@@ -187,19 +221,20 @@ def message_to_wire(message: Message) -> dict[str, Any]:
 
 
 def message_from_completion(message: Any) -> AssistantMessage:
-    """The assistant message of a chat completion's first choice."""
+    """The assistant message of a chat completion's first choice (the ``ChatCompletion``'s
+    object or the server's JSON dict)."""
     calls = [
         ToolCall(
-            id=call.id or f"call_{i}",
-            name=call.function.name or "",
-            arguments=call.function.arguments or "",
+            id=field(call, "id") or f"call_{i}",
+            name=field(function, "name") or "",
+            arguments=field(function, "arguments") or "",
         )
-        for i, call in enumerate(getattr(message, "tool_calls", None) or [])
-        if getattr(call, "function", None) is not None
+        for i, call in enumerate(field(message, "tool_calls") or [])
+        if (function := field(call, "function")) is not None
     ]
-    reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+    reasoning = field(message, "reasoning_content") or field(message, "reasoning")
     return AssistantMessage(
-        content=message.content,
+        content=field(message, "content"),
         reasoning_content=reasoning if isinstance(reasoning, str) else None,
         tool_calls=calls or None,
     )

@@ -26,8 +26,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from datasets import Dataset
-
 from verifiers.envs.environment import Environment
 from verifiers.messages import timing
 from verifiers.rubrics.rubric import Rubric
@@ -47,7 +45,7 @@ TRACE_KEY = "v1_trace"
 """The state key of a rollout's episode as one JSON line (what ``traces.jsonl`` gets)."""
 EPISODE_KEY = "_v1_episode"
 """The state key of the live episode (scored where the rollout ran; ``_`` keeps it off the
-wire to the caller, which gets ``TRACE_KEY``)."""
+wire to the caller, which gets ``TRACE_KEY``), until ``TraceRubric`` reads its scores."""
 ENGINE_SAMPLING: dict[str, Any] = {"n": 1, "extra_body": {}}
 """The classic engine's own sampling defaults (``Environment.sampling_args``), which a v1
 model call makes anyway: left off the episode's context, so its agent config records what the
@@ -120,10 +118,19 @@ class TraceRubric(Rubric):
         self.env = env
 
     async def score_group(self, states: list[Any], score_sem: Any = None) -> None:
+        """Each state's reward and metrics from its episode, which is then dropped from the
+        state (its ``TRACE_KEY`` line stays): a run kept every live episode to its end, and the
+        full garbage collections of a run walked them all. A state scored again reads its
+        episode back from that line."""
         for state in states:
             if state.get("rescored") and EPISODE_KEY not in state:
                 await self.env.rescore_state(state)
-            episode = state.get(EPISODE_KEY)
+            episode = state.pop(EPISODE_KEY, None)
+            if episode is None and isinstance(state.get(TRACE_KEY), str):
+                from verifiers.v1.rescore import read_episode
+
+                task = self.env.tasks[int((state.get("info") or {})["v1_task"])]
+                episode = read_episode(state[TRACE_KEY], task)
             traces = episode.traces if isinstance(episode, Episode) else []
             reward = sum(t.reward for t in traces) if traces else 0.0
             metrics: dict[str, float] = {}
@@ -178,8 +185,11 @@ class TasksetEnvironment(Environment):
         self._client_pool: tuple[asyncio.AbstractEventLoop, ClientPool] | None = None
         self._serving = HeldServing(self.v1_env)
         super().__init__(
-            dataset=Dataset.from_list(rows),
-            eval_dataset=Dataset.from_list(eval_rows),
+            # rows, not a ``datasets.Dataset``: the base class builds that view only when asked,
+            # and importing ``datasets`` (with pandas and pyarrow) tripled the objects every
+            # full garbage collection of a run walks (a third of a v1 rollout's CPU)
+            dataset=rows,
+            eval_dataset=eval_rows,
             rubric=TraceRubric(self),
             **kwargs,
         )
@@ -202,7 +212,8 @@ class TasksetEnvironment(Environment):
         ]
         prompts: list[list[dict[str, Any]]] = [row["prompt"] for row in rows]
         if any(isinstance(m.get("content"), list) for p in prompts for m in p):
-            for prompt in prompts:  # one column type: every content as parts when any has images
+            # one column type for the ``datasets`` view: every content as parts when any has images
+            for prompt in prompts:
                 for m in prompt:
                     if isinstance(m.get("content"), str):
                         m["content"] = [{"type": "text", "text": m["content"]}]
@@ -288,7 +299,8 @@ class TasksetEnvironment(Environment):
         state["trajectory"] = trajectory(episode)
         traces = episode.traces
         if traces:
-            path = traces[-1].branches[-1].messages if traces[-1].branches else []
+            branches = traces[-1].branches  # a property: the graph walked once
+            path = branches[-1].messages if branches else []
             # the prompt is what came before the first reply (a harness may have added to it)
             prompt_len = next(
                 (i for i, m in enumerate(path) if m.role == "assistant"), len(state["prompt"])

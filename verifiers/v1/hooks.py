@@ -65,17 +65,38 @@ def tool(func: F | None = None, name: str | None = None) -> Any:
     return decorate if func is None else decorate(func)
 
 
+_HOOK_CLASSES_CACHED = 4096
+_hook_names: dict[tuple[type, str], tuple[str, ...]] = {}
+
+
+def _tagged_names(cls: type, kind: str) -> tuple[str, ...]:
+    """The names in ``cls``'s class dictionaries (its MRO) of callables tagged ``kind``, read
+    once per class: walking every class dictionary for each hook kind of every rollout was a
+    visible share of a v1 rollout's CPU. A class is complete when its first instance runs (a
+    hook set on it later, after that, is not seen)."""
+    key = (cls, kind)
+    names = _hook_names.get(key)
+    if names is None:
+        if len(_hook_names) >= _HOOK_CLASSES_CACHED:  # classes made per call: stay bounded
+            _hook_names.clear()
+        names = _hook_names[key] = tuple(
+            sorted(
+                {
+                    name
+                    for klass in cls.__mro__
+                    for name, value in vars(klass).items()
+                    if callable(value) and hasattr(value, kind)
+                }
+            )
+        )
+    return names
+
+
 def hooks_of(obj: object, kind: str) -> list[Callable[..., Any]]:
     """``obj``'s bound methods tagged ``kind``, highest priority first, then by name. Only
     the class dictionaries are read (a property is never evaluated), and an override without
     the decorator hides its base's hook."""
-    names = {
-        name
-        for klass in type(obj).__mro__
-        for name, value in vars(klass).items()
-        if callable(value) and hasattr(value, kind)
-    }
-    bound = [m for n in names if hasattr(m := getattr(obj, n), kind)]
+    bound = [m for n in _tagged_names(type(obj), kind) if hasattr(m := getattr(obj, n), kind)]
     bound.sort(key=lambda m: (-getattr(m, f"{kind}_priority", 0), m.__name__))
     return bound
 
@@ -108,12 +129,16 @@ def call_by_name(fn: Callable[..., Any], available: dict[str, Any]) -> Any:
 
 
 async def call_all(fns: list[Callable[..., Any]], available: dict[str, Any]) -> list[Any]:
-    """Every ``fn`` called by name, concurrently; a coroutine's result is awaited."""
+    """Every ``fn`` called by name, concurrently; a coroutine's result is awaited. None or one
+    hook (a task's ``setup``, its one reward...) is called in place: a task per hook, as
+    ``gather`` makes, was most of the event loop's work in a v1 rollout."""
 
     async def one(fn: Callable[..., Any]) -> Any:
         result = call_by_name(fn, available)
         return await result if inspect.isawaitable(result) else result
 
+    if len(fns) <= 1:
+        return [await one(fn) for fn in fns]
     return list(await asyncio.gather(*(one(fn) for fn in fns)))
 
 

@@ -72,7 +72,22 @@ def _takes_runtime(fn: Callable[..., Any]) -> bool:
 def scores_in_runtime(task: Any) -> bool:
     """Whether one of the task's metrics or rewards takes the rollout's ``runtime`` (runs a
     program there), so the rollout needs a box even when its harness runs in process."""
-    return any(_needs_runtime(fn) for kind in ("metric", "reward") for fn in hooks_of(task, kind))
+    return _class_scores_in_runtime(type(task), task)
+
+
+_in_runtime: dict[type, bool] = {}
+
+
+def _class_scores_in_runtime(cls: type, task: Any) -> bool:
+    """``scores_in_runtime`` once per task class (its hooks are its class's methods)."""
+    found = _in_runtime.get(cls)
+    if found is None:
+        if len(_in_runtime) >= 1024:  # classes made per call: stay bounded
+            _in_runtime.clear()
+        found = _in_runtime[cls] = any(
+            _needs_runtime(fn) for kind in ("metric", "reward") for fn in hooks_of(task, kind)
+        )
+    return found
 
 
 class Task(Generic[DataT, StateT, ConfigT]):

@@ -121,20 +121,20 @@ class Usage(BaseModel):
 
     @classmethod
     def from_openai(cls, usage: Any | None) -> Usage | None:
+        """A chat completion's ``usage``: the ``ChatCompletion``'s object or the server's
+        JSON dict (``LeanChatClient.create_json``)."""
+        from verifiers.clients.responses import field
+
         if usage is None:
             return None
-        prompt_details = getattr(usage, "prompt_tokens_details", None)
-        cached = getattr(prompt_details, "cached_tokens", None) if prompt_details else None
-        completion_details = getattr(usage, "completion_tokens_details", None)
-        reasoning = (
-            getattr(completion_details, "reasoning_tokens", None) if completion_details else None
-        )
+        cached = field(field(usage, "prompt_tokens_details"), "cached_tokens")
+        reasoning = field(field(usage, "completion_tokens_details"), "reasoning_tokens")
         return cls(
-            prompt_tokens=usage.prompt_tokens - (cached or 0),
-            completion_tokens=usage.completion_tokens,
+            prompt_tokens=field(usage, "prompt_tokens") - (cached or 0),
+            completion_tokens=field(usage, "completion_tokens"),
             cached_input_tokens=cached,
             reasoning_tokens=reasoning,
-            cost=getattr(usage, "cost", None),
+            cost=field(usage, "cost"),
         )
 
     @classmethod

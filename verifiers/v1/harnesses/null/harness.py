@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from verifiers.v1.chat import message_from_completion, message_to_wire, tool_to_wire
+from verifiers.clients.responses import field, finish_reason, first_choice, response_tokens
+from verifiers.v1.chat import LeanChatClient, message_from_completion, message_to_wire, tool_to_wire
 from verifiers.v1.configs.harness import HarnessConfig, NullHarnessConfig
 from verifiers.v1.errors import OverlongPromptError, ProviderError
 from verifiers.v1.graph import prepare_turn
 from verifiers.v1.toolset import BoundTool, tool_result_content
 from verifiers.v1.trace_parts import Error, ModelCall, TimeSpan
 from verifiers.v1.types import (
+    FinishReason,
     Message,
     MessageContent,
     Response,
@@ -44,11 +46,13 @@ if TYPE_CHECKING:
     from verifiers.v1.trace import Trace
 
 
+_FINISH_REASONS: dict[str, FinishReason] = {r: r for r in ("stop", "length", "tool_calls")}
+"""The finish reasons a trace records (any other is None)."""
+
+
 def turn_tokens(completion: Any) -> TurnTokens | None:
     """The call's token ids and logprobs when the server sent them (``return_token_ids`` and
     ``logprobs`` asked, as a trainer asks vf-serve or vLLM), for the message graph's nodes."""
-    from verifiers.clients.responses import response_tokens
-
     tokens = response_tokens(completion)
     if tokens is None:
         return None
@@ -100,8 +104,11 @@ class NullHarness:
             time=TimeSpan(start=time.time()),
         )
         trace.calls.append(call)
+        # the pooled lean client's reply as its JSON dict (no ``ChatCompletion`` is built;
+        # everything below reads either)
+        create = client.create_json if isinstance(client, LeanChatClient) else None
         try:
-            completion = await client.chat.completions.create(**request)
+            completion = await (create or client.chat.completions.create)(**request)
         except Exception as e:
             call.time.end = time.time()
             status = getattr(e, "status_code", None)
@@ -114,20 +121,16 @@ class NullHarness:
             call.error = Error(type=type(e).__name__, message=text, status_code=status)
             raise kind(f"model call failed: {type(e).__name__}: {text}", status_code=status) from e
         call.time.end = time.time()
-        if not completion.choices:
+        if not field(completion, "choices"):
             raise ProviderError("the model returned no choices")
-        choice = completion.choices[0]
-        reply = message_from_completion(choice.message)
-        finish = (
-            choice.finish_reason
-            if choice.finish_reason in ("stop", "length", "tool_calls")
-            else None
-        )
-        usage = Usage.from_openai(completion.usage)
+        choice = first_choice(completion)
+        reply = message_from_completion(field(choice, "message"))
+        finish = _FINISH_REASONS.get(finish_reason(completion) or "")
+        usage = Usage.from_openai(field(completion, "usage"))
         response = Response(
-            id=completion.id or "",
-            created=int(completion.created or 0),
-            model=completion.model or model,
+            id=field(completion, "id") or "",
+            created=int(field(completion, "created") or 0),
+            model=field(completion, "model") or model,
             message=reply,
             finish_reason=finish,
             usage=usage,
@@ -136,7 +139,8 @@ class NullHarness:
         call.node = prepare_turn(trace, messages).commit(response, specs or None)
         call.finish_reason = finish
         call.usage = usage
-        version = (completion.model_extra or {}).get("policy_version")
+        extra = completion if isinstance(completion, dict) else completion.model_extra
+        version = (extra or {}).get("policy_version")
         call.policy_version = version if isinstance(version, int) else None
 
     async def run_tool(
