@@ -936,14 +936,22 @@ def test_workers_take_the_clients_users_pass(make, seconds):
     assert config.api_base_url == "http://127.0.0.1:9/v1" and config.timeout == seconds
 
 
+@pytest.mark.parametrize("launched", [False, True], ids=["reserved", "forked"])
 @pytest.mark.parametrize("concurrency", [64, 256])
-async def test_one_crashing_example_costs_only_its_own_rollouts(server, flags, concurrency):
+async def test_one_crashing_example_costs_only_its_own_rollouts(
+    server, flags, concurrency, launched
+):
     """40 examples x 2 rollouts, one reward that kills its worker: the groups in flight beside
     it are not guilty; each runs again alone, and only the crashing example's 2 rollouts are
-    errors (was 32 of 80: every group in flight lost its one retry to the culprit)."""
+    errors (was 32 of 80: every group in flight lost its one retry to the culprit). Alone on a
+    reserved worker, one after another; or, in a pool launched from a template (vf-eval's),
+    each on a worker forked for it, at once, while the pool's own workers go on."""
     data = rows(*({"kind": "exit"} if i == 17 else {} for i in range(40)))
     env = vf.load_environment("vf-worker-probe", rows=data)
-    async with WorkerPool("vf-worker-probe", {"rows": data}, 2) as pool:
+    pool = WorkerPool("vf-worker-probe", {"rows": data}, 2)
+    if launched:
+        pool.launch()
+    async with pool:
         out = await env.evaluate(
             server.base_url,
             "m",
@@ -951,13 +959,16 @@ async def test_one_crashing_example_costs_only_its_own_rollouts(server, flags, c
             max_concurrent=concurrency,
             env_workers=pool,
         )
-        restarts = pool.restarts
+        restarts, described = pool.restarts, pool.describe()
     failed = [(s["example_id"], s["error"]) for s in out.state if s.get("error") is not None]
     assert [example for example, _ in failed] == [17, 17]
     assert all("exited with code 3" in e["message"] and "alone" in e["message"] for _, e in failed)
     assert len(out.state) == 80 and out.reward.count(2.0) == 78
-    # alone twice (the culprit), after once beside others unless it happened to run alone
-    assert restarts in (2, 3)
+    if not launched:  # alone twice (the culprit), after once beside others unless it ran alone
+        assert restarts in (2, 3) and described["isolation_workers"] == 0
+    else:  # the culprit died alone twice on workers of its own: no pool worker is restarted
+        assert restarts in (0, 1) and described["isolation_workers"] >= 2
+        assert described["isolated"] >= 2
 
 
 async def test_workers_that_die_on_every_group_are_not_restarted_forever(server, flags):
@@ -1659,3 +1670,34 @@ async def test_one_crashing_example_costs_only_its_own_rollouts_on_ray_actors(se
     assert all("alone" in message and "died" in message for _, message in failed)
     assert len(out.state) == 80 and out.reward.count(2.0) == 78
     assert described["restarts"] in (2, 3) and described["isolated"] >= 1
+
+
+@pytest.mark.slow
+async def test_a_hanging_reward_on_a_ray_actor_costs_only_its_own_group(server, flags):
+    """A sync reward that never returns holds its actor's event loop: with a group timeout the
+    stuck actor is killed (Ray's kill: the actor cannot answer a cancel) and replaced, the
+    groups beside it run again alone, and stuck alone the group is the culprit at once: only its
+    rollouts are errors, saying it did not answer in time, and the run does not wait for the
+    reward's 60 s."""
+    pytest.importorskip("ray")
+    from verifiers.workers.ray_pool import RayPool
+
+    data = rows(*({"kind": "wait", "until": "never"} if i == 2 else {} for i in range(8)))
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    pool = await RayPool("vf-worker-probe", {"rows": data}, 2).start()
+    try:
+        started = time.monotonic()
+        out = await env.evaluate(
+            server.base_url, "m", env_workers=pool, max_concurrent=8, group_timeout=3
+        )
+        elapsed = time.monotonic() - started
+        described = pool.describe()
+    finally:
+        await pool.close()
+    failed = [(s["example_id"], s["error"]["message"]) for s in out.state if s.get("error")]
+    assert [example for example, _ in failed] == [2], failed
+    assert "did not answer within" in failed[0][1] and "1 time(s)" in failed[0][1]
+    assert sorted(out.reward) == [0.0] + [2.0] * 7
+    # killed beside others, then alone: two replacements, and the others ran alone meanwhile
+    assert described["restarts"] == 2 and described["isolated"] >= 1
+    assert elapsed < 45  # its own 3 s limit (and grace) twice, not the reward's 60 s
