@@ -1608,6 +1608,51 @@ async def test_a_remote_server_whose_pool_gave_up_is_down_and_costs_no_innocent_
     assert described["down"] == [f"tcp://127.0.0.1:{ports[0]}"] and described["rechecked"] >= 1
 
 
+async def test_a_remote_server_that_fails_its_groups_is_down_after_two_overturned_verdicts(
+    server, flags, tmp_path
+):
+    """Beside a healthy server, one whose environment kills its worker on every group, its
+    pool far from giving up: it took its share of groups for 35-50 s (condemning each, run
+    again elsewhere) until its pool gave up. Now, once two of its culprit verdicts in a row
+    ran fine on the healthy server, the caller treats it as down: the groups it held run on
+    the healthy one, every rollout succeeds, and the broken server's pool never gave up."""
+    from verifiers.processes.server import free_port
+    from verifiers.workers.remote import MAX_OVERTURNED, RemoteWorkers
+
+    ports = [free_port(), free_port()]
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    broken = _start_server(tmp_path, None, ports[0], 1, BROKEN, {"VF_WORKER_MAX_DEATHS": "40"})
+    healthy = _start_server(tmp_path, None, ports[1], workers=2)
+    env = vf.load_environment("vf-worker-probe", rows=rows(*({} for _ in range(40))))
+    try:
+        remote = await RemoteWorkers(addresses, None).start()
+        try:
+            out = await two_each_at_64(env, server, remote, 240)
+            described = remote.describe()
+            # its pool did not give up: a new caller's health probe finds it running groups
+            later = await RemoteWorkers(addresses, None).start()
+            try:
+                assert later.describe()["down"] == []
+            finally:
+                await later.close()
+        finally:
+            await remote.close()
+    finally:
+        for proc in (broken, healthy):
+            proc.terminate()
+            proc.wait(30)
+    assert len(out.state) == 80 and out.reward == [2.0] * 80
+    address = f"tcp://{addresses[0]}"
+    assert described["down"] == [address]
+    assert described["down_reasons"][address].startswith(
+        f"condemned {MAX_OVERTURNED} groups in a row that another server ran fine"
+    )
+    # two verdicts checked elsewhere (a third may have been on its way), and the groups it
+    # still held run on the healthy server
+    assert MAX_OVERTURNED <= described["rechecked"] <= MAX_OVERTURNED + 1
+    assert described["rerun"] >= 1
+
+
 async def test_the_only_server_whose_pool_gave_up_is_a_clear_error_until_restarted(
     server, flags, tmp_path
 ):
