@@ -139,6 +139,7 @@ async def test_results_in_workers_equal_in_process_results(server, flags):
         "workers": 2,
         "restarts": 0,
         "isolated": 0,
+        "isolation_workers": 0,
     }
     seeds = sorted(r["seed"] for r in server.requests)
     assert len(set(seeds)) == 8 and seeds[::2] == seeds[1::2]  # same per-rollout seeds both ways

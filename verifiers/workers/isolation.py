@@ -43,6 +43,7 @@ from verifiers.workers.protocol import (
 
 logger = logging.getLogger("verifiers.workers")
 TIMEOUT_GRACE = 30.0
+ISOLATION_IDLE_S = 30.0  # how long a worker started for suspects waits for more before it stops
 _ids = itertools.count()
 
 
@@ -55,7 +56,8 @@ class _Slot:
     inflight: set[bytes] = field(default_factory=set)
     dead: bool = False
     reserved: bool = False  # runs suspects only, one at a time
-    isolating: bool = False  # started to run suspects alone; stopped when none is left
+    isolating: bool = False  # started to run suspects alone; stopped a while after none is left
+    last_used: float = 0.0  # when it was last sent a group (loop time)
     stuck: str | None = None  # why the pool killed it, when it did
 
     def idle(self) -> bool:
@@ -108,6 +110,7 @@ class IsolatingPool(Generic[W]):
         self._suspects: list[_Pending[W]] = []
         self._isolate_after = 0.0  # no worker started for suspects before then (loop time)
         self._isolate_later = False  # _isolate_again is scheduled
+        self._retiring = False  # _retire_idle is scheduled
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -234,6 +237,7 @@ class IsolatingPool(Generic[W]):
         """Hand ``pending`` to ``worker`` (its bookkeeping here, the bytes by ``_transmit``)."""
         assert self._loop is not None
         pending.worker, pending.started = worker, self._loop.time()
+        worker.last_used = pending.started
         worker.inflight.add(pending.request_id)
         self._pending[pending.request_id] = pending
         self._transmit(worker, pending)
@@ -271,17 +275,18 @@ class IsolatingPool(Generic[W]):
         """Suspects each alone on a worker started for them, up to ``_isolation_capacity()`` at
         once, while the pool's own workers go on with ordinary groups: a dead worker's 30
         innocent groups take the time of one, not of 30 in a row. A worker that answered its
-        suspect takes the next; with none left they are stopped."""
+        suspect takes the next; with none left they wait ``ISOLATION_IDLE_S`` for more, then
+        stop."""
         assert self._loop is not None
         isolating = [w for w in self._workers if w.isolating and not w.dead]
         for worker in isolating:
             if self._suspects and worker.idle():
                 self.isolated += 1
                 self._send(worker, self._suspects.pop(0))
-        if not self._suspects:
-            for worker in isolating:
-                if not worker.inflight:
-                    self._retire(worker)
+        if not self._suspects:  # kept a while for the next death's suspects, then stopped
+            if isolating and not self._retiring:
+                self._retiring = True
+                self._loop.call_later(ISOLATION_IDLE_S, self._retire_idle)
             return
         starting = sum(not w.ready.done() for w in isolating)
         wait = self._isolate_after - self._loop.time()
@@ -306,6 +311,24 @@ class IsolatingPool(Generic[W]):
         self._isolate_later = False
         if not self._closing and self._broken is None:
             self._run_suspects()
+
+    def _retire_idle(self) -> None:
+        """Stop the workers started for suspects that ran none since ``ISOLATION_IDLE_S`` ago,
+        while no suspect waits (a fork and its first group cost a few tenths of a second of
+        CPU each: forking four anew at every death doubled a chaos run's CPU)."""
+        self._retiring = False
+        if self._closing or self._suspects:
+            return
+        assert self._loop is not None
+        now, keep = self._loop.time(), False
+        for worker in [w for w in self._workers if w.isolating and not w.dead]:
+            if worker.inflight or now - worker.last_used < ISOLATION_IDLE_S:
+                keep = True
+            else:
+                self._retire(worker)
+        if keep:
+            self._retiring = True
+            self._loop.call_later(ISOLATION_IDLE_S, self._retire_idle)
 
     def _retire(self, worker: W) -> None:
         """Stop a worker started for suspects: none is left (not a death)."""

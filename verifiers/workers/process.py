@@ -120,8 +120,12 @@ def _fork_workers(settings: dict[str, Any], report_fd: int, unread: bytes) -> No
     fork each worker asked for on stdin (``unread``: what was read of it past the settings)."""
     if settings.get("release"):
         os.environ["VF_API_VERSION"] = settings["release"]
-    import zmq.asyncio  # noqa: F401  (what every worker imports, imported once here)
+    # what every worker imports, imported once here (aiohttp: a group's first model call
+    # imported it in each worker, a quarter second of CPU per fork)
+    import aiohttp  # noqa: F401
+    import zmq.asyncio  # noqa: F401
 
+    import verifiers.envs.generation
     import verifiers.workers.runtime  # noqa: F401
     from verifiers.loading.loader import import_environment
 
