@@ -121,11 +121,10 @@ def _fork_workers(settings: dict[str, Any], report_fd: int, unread: bytes) -> No
     if settings.get("release"):
         os.environ["VF_API_VERSION"] = settings["release"]
     # what every worker imports, imported once here (aiohttp: a group's first model call
-    # imported it in each worker, a quarter second of CPU per fork)
+    # imported it in each worker, most of a quarter second of CPU per fork)
     import aiohttp  # noqa: F401
     import zmq.asyncio  # noqa: F401
 
-    import verifiers.envs.generation
     import verifiers.workers.runtime  # noqa: F401
     from verifiers.loading.loader import import_environment
 
