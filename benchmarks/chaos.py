@@ -18,6 +18,11 @@ process of its own. Three runs of the same size, each a fresh ``vf-eval``:
 - **phase 2**: the same faults, and ``vf-eval`` itself SIGTERMed or SIGKILLed mid-run and
   continued with ``--resume`` until it finishes.
 
+A second table says where each run's wall time went: when the first rollout, the last innocent
+rollout and the last faulty one were recorded, and the CPU seconds of every process the run
+started (vf-eval, its workers, the model server): on a machine shared with other work, wall time
+says how busy the machine was as much as what the run did, and CPU time says the work.
+
 Results are read from the run directory (``results.jsonl``, ``metadata.json``). Targets: 0 lost,
 0 duplicated, 0 errors on innocent examples (every faulty example's rollouts are errors), and
 phase 1's wall time at most 1.3x the fault-free run's (phase 2 restarts vf-eval and reruns the
@@ -30,6 +35,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -46,7 +52,7 @@ MODEL = "chaos-model"
 ENV_ID = "bench-chaos"
 TURNS = 3  # tool calls per rollout before the answer
 ROLLOUTS = 2
-GROUP_TIMEOUT = 5.0
+GROUP_TIMEOUT = 5.0  # default of --group-timeout
 MEMORY_MB = 700  # each worker's budget (VF_WORKER_MEMORY_MB); "grow" allocates twice that
 RANDOM_FAULT_RATE = 0.03  # of all requests, failing once at random
 
@@ -181,15 +187,19 @@ def vf_eval() -> list[str]:
 
 
 def worker_pids(parent: int) -> list[int]:
-    """vf-eval's environment workers: its children running ``verifiers.workers.process``."""
+    """vf-eval's environment workers: the processes under it running
+    ``verifiers.workers.process``, but for the template they are forked from (vf-eval's child
+    with ``--fork``: killing it kills every worker at once)."""
     try:
-        children = psutil.Process(parent).children()
+        children = psutil.Process(parent).children(recursive=True)
     except psutil.Error:
         return []
     pids = []
     for child in children:
         try:
-            if "verifiers.workers.process" in " ".join(child.cmdline()):
+            command = child.cmdline()
+            template = "--fork" in command and child.ppid() == parent
+            if "verifiers.workers.process" in " ".join(command) and not template:
                 pids.append(child.pid)
         except psutil.Error:
             continue
@@ -248,6 +258,63 @@ class Segment:
         return len(alive)
 
 
+class Timeline:
+    """When each rollout first appeared in the run's ``results.jsonl`` (seconds from ``t0``,
+    looked at every half second): where a run's wall time goes (the fault-free part of the
+    work, then the faulty examples' own time limits)."""
+
+    def __init__(self, out: Path, t0: float) -> None:
+        self.out, self.t0 = out, t0
+        self.seen: dict[tuple[int, int], float] = {}
+        self._offset = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._done.wait(0.5):
+            self.read()
+
+    def read(self) -> None:
+        run_dir = run_dir_of(self.out)
+        path = run_dir / "results.jsonl" if run_dir is not None else None
+        if path is None or not path.exists():
+            return
+        now = time.perf_counter() - self.t0
+        with path.open("rb") as f:
+            if path.stat().st_size < self._offset:  # rewritten (a resume): read it again
+                self._offset = 0
+            f.seek(self._offset)
+            data = f.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        for line in complete.splitlines():
+            try:
+                row = json.loads(line)
+                key = (int(row["example_id"]), int(row["rollout_index"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+            self.seen.setdefault(key, now)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+        self.read()
+
+    def last(self, examples: set[int], among: bool) -> float:
+        """When the last rollout of an example in (``among``) or not in ``examples`` appeared."""
+        times = [t for (e, _), t in self.seen.items() if (e in examples) == among]
+        return max(times, default=0.0)
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of every process this one started and waited for, and of
+    theirs: vf-eval, its workers and their template, the model server (stopped after each
+    run). What a run cost in work, apart from how busy the machine was with others."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _not_zombie(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -279,6 +346,7 @@ def measure(
     rng: random.Random | None,
     kill_workers: int,
     kill_caller: int,
+    group_timeout: float = GROUP_TIMEOUT,
 ) -> dict:
     """One run of vf-eval (phase 2: several, each resuming the last) and what it recorded."""
     env = {
@@ -288,7 +356,7 @@ def measure(
     }
     env_args = json.dumps({"n": n, "faults": {str(k): v for k, v in faults.items()}})
     # how it runs, which --resume does not restore (it restores what the run is)
-    how = ["-c", str(concurrency), "--group-timeout", str(GROUP_TIMEOUT)]
+    how = ["-c", str(concurrency), "--group-timeout", str(group_timeout)]
     fresh = [ENV_ID, "-b", url, "-m", MODEL, "-n", str(n), "-r", str(ROLLOUTS), "-a", env_args]
     fresh += [*how, "--output-dir", str(out)]
     log = out / "vf-eval.log"
@@ -301,7 +369,8 @@ def measure(
         "caller_kills": 0,
         "left": 0,
     }
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), _children_cpu()
+    timeline = Timeline(out, started)
     while True:
         run_dir = run_dir_of(out)
         args = [ENV_ID, "--resume", str(run_dir), *how] if run_dir is not None else fresh
@@ -331,6 +400,11 @@ def measure(
             tail = log.read_text(errors="replace")[-3000:]
             raise SystemExit(f"{label}: vf-eval exited with {code}\n{tail}")
     stats["wall"] = time.perf_counter() - started
+    stats["cpu"] = _children_cpu() - cpu_before
+    timeline.stop()
+    stats["first_row"] = min(timeline.seen.values(), default=0.0)
+    stats["innocent_done"] = timeline.last(set(faults), among=False)
+    stats["faulty_done"] = timeline.last(set(faults), among=True)
     run_dir = run_dir_of(out)
     assert run_dir is not None
     rows = result_rows(run_dir)
@@ -344,6 +418,7 @@ def measure(
         lost=len(wanted - set(keys)),
         restarts=(meta.get("env_workers") or {}).get("restarts", 0),
         isolated=(meta.get("env_workers") or {}).get("isolated", 0),
+        isolation_workers=(meta.get("env_workers") or {}).get("isolation_workers", 0),
     )
     # a fault is recorded as the rollout's error, or (a reward function that raised, scored 0)
     # in its reward_errors
@@ -388,6 +463,13 @@ def main() -> None:
     parser.add_argument("-n", type=int, help="examples (default 1000; --quick 200)")
     parser.add_argument("-c", type=int, default=64, help="vf-eval's -c (default 64)")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--group-timeout",
+        type=float,
+        default=GROUP_TIMEOUT,
+        help=f"vf-eval's --group-timeout (default {GROUP_TIMEOUT:g}): on a machine so busy with "
+        "other work that the fault-free run's groups pass it, a longer one",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--rate", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -406,7 +488,7 @@ def main() -> None:
     faults = choose_faults(n, args.seed)
     console = Console(width=160)
     console.print(
-        f"{n} examples x {ROLLOUTS} rollouts, -c {args.c}, --group-timeout {GROUP_TIMEOUT:g}, "
+        f"{n} examples x {ROLLOUTS} rollouts, -c {args.c}, --group-timeout {args.group_timeout:g}, "
         f"VF_WORKER_MEMORY_MB={MEMORY_MB}, {os.cpu_count()} cores; faulty examples: "
         + ", ".join(f"{e} {k}" for e, k in faults.items())
     )
@@ -429,7 +511,7 @@ def main() -> None:
             rng = random.Random(args.seed + 100 + i) if plan else None
             stats = measure(
                 label, url, env_dir, scratch / f"run{i}", n, args.c,
-                plan, rng, kill_workers, kill_caller,
+                plan, rng, kill_workers, kill_caller, args.group_timeout,
             )  # fmt: skip
         finally:
             stop(server)
@@ -446,7 +528,7 @@ def main() -> None:
         ("lost", "target 0"),
         ("errors on faulty", "all"),
         ("errors on innocent", "target 0"),
-        ("worker restarts", ""),
+        ("worker restarts", "+ forked for suspects"),
         ("workers / vf-eval killed", ""),
         ("wall s", ""),
         ("vs fault-free", "target <= 1.3x"),
@@ -463,12 +545,38 @@ def main() -> None:
             str(stats["lost"]),
             f"{stats['faulty_errors']}/{stats['faulty_expected']}",
             str(stats["innocent_errors"]),
-            str(stats["restarts"]) + (" (last run)" if stats["segments"] > 1 else ""),
+            f"{stats['restarts']} + {stats['isolation_workers']}"
+            + (" (last run)" if stats["segments"] > 1 else ""),
             f"{stats['workers_killed']} / {stats['caller_kills']}",
             f"{stats['wall']:.1f}",
             f"{ratio:.2f}x" + ("" if stats is not results[2] else " (not held)"),
         )
     console.print(table)
+    parts = Table(title="where the wall time went (seconds from the start)")
+    for name in (
+        "run",
+        "first rollout",
+        "every innocent rollout",
+        "vs fault-free's last",
+        "last faulty rollout",
+        "vf-eval ended",
+        "CPU s (all processes)",
+        "CPU vs fault-free",
+    ):
+        parts.add_column(name, justify="right")
+    base_done = results[0]["innocent_done"] or base
+    for stats in results:
+        parts.add_row(
+            stats["label"],
+            f"{stats['first_row']:.1f}",
+            f"{stats['innocent_done']:.1f}",
+            f"{stats['innocent_done'] / base_done:.2f}x",
+            f"{stats['faulty_done']:.1f}" if stats["faulty_expected"] else "-",
+            f"{stats['wall']:.1f}",
+            f"{stats['cpu']:.1f}",
+            f"{stats['cpu'] / results[0]['cpu']:.2f}x",
+        )
+    console.print(parts)
     detail = Table(title="what each faulty example's rollouts recorded (phase 1)")
     detail.add_column("fault")
     detail.add_column("error")

@@ -139,6 +139,7 @@ async def test_results_in_workers_equal_in_process_results(server, flags):
         "workers": 2,
         "restarts": 0,
         "isolated": 0,
+        "isolation_workers": 0,
     }
     seeds = sorted(r["seed"] for r in server.requests)
     assert len(set(seeds)) == 8 and seeds[::2] == seeds[1::2]  # same per-rollout seeds both ways
@@ -936,14 +937,22 @@ def test_workers_take_the_clients_users_pass(make, seconds):
     assert config.api_base_url == "http://127.0.0.1:9/v1" and config.timeout == seconds
 
 
+@pytest.mark.parametrize("launched", [False, True], ids=["reserved", "forked"])
 @pytest.mark.parametrize("concurrency", [64, 256])
-async def test_one_crashing_example_costs_only_its_own_rollouts(server, flags, concurrency):
+async def test_one_crashing_example_costs_only_its_own_rollouts(
+    server, flags, concurrency, launched
+):
     """40 examples x 2 rollouts, one reward that kills its worker: the groups in flight beside
     it are not guilty; each runs again alone, and only the crashing example's 2 rollouts are
-    errors (was 32 of 80: every group in flight lost its one retry to the culprit)."""
+    errors (was 32 of 80: every group in flight lost its one retry to the culprit). Alone on a
+    reserved worker, one after another; or, in a pool launched from a template (vf-eval's),
+    each on a worker forked for it, at once, while the pool's own workers go on."""
     data = rows(*({"kind": "exit"} if i == 17 else {} for i in range(40)))
     env = vf.load_environment("vf-worker-probe", rows=data)
-    async with WorkerPool("vf-worker-probe", {"rows": data}, 2) as pool:
+    pool = WorkerPool("vf-worker-probe", {"rows": data}, 2)
+    if launched:
+        pool.launch()
+    async with pool:
         out = await env.evaluate(
             server.base_url,
             "m",
@@ -951,13 +960,16 @@ async def test_one_crashing_example_costs_only_its_own_rollouts(server, flags, c
             max_concurrent=concurrency,
             env_workers=pool,
         )
-        restarts = pool.restarts
+        restarts, described = pool.restarts, pool.describe()
     failed = [(s["example_id"], s["error"]) for s in out.state if s.get("error") is not None]
     assert [example for example, _ in failed] == [17, 17]
     assert all("exited with code 3" in e["message"] and "alone" in e["message"] for _, e in failed)
     assert len(out.state) == 80 and out.reward.count(2.0) == 78
-    # alone twice (the culprit), after once beside others unless it happened to run alone
-    assert restarts in (2, 3)
+    if not launched:  # alone twice (the culprit), after once beside others unless it ran alone
+        assert restarts in (2, 3) and described["isolation_workers"] == 0
+    else:  # the culprit died alone twice on workers of its own: no pool worker is restarted
+        assert restarts in (0, 1) and described["isolation_workers"] >= 2
+        assert described["isolated"] >= 2
 
 
 async def test_workers_that_die_on_every_group_are_not_restarted_forever(server, flags):
@@ -1597,6 +1609,51 @@ async def test_a_remote_server_whose_pool_gave_up_is_down_and_costs_no_innocent_
     assert described["down"] == [f"tcp://127.0.0.1:{ports[0]}"] and described["rechecked"] >= 1
 
 
+async def test_a_remote_server_that_fails_its_groups_is_down_after_two_overturned_verdicts(
+    server, flags, tmp_path
+):
+    """Beside a healthy server, one whose environment kills its worker on every group, its
+    pool far from giving up: it took its share of groups for 35-50 s (condemning each, run
+    again elsewhere) until its pool gave up. Now, once two of its culprit verdicts in a row
+    ran fine on the healthy server, the caller treats it as down: the groups it held run on
+    the healthy one, every rollout succeeds, and the broken server's pool never gave up."""
+    from verifiers.processes.server import free_port
+    from verifiers.workers.remote import MAX_OVERTURNED, RemoteWorkers
+
+    ports = [free_port(), free_port()]
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    broken = _start_server(tmp_path, None, ports[0], 1, BROKEN, {"VF_WORKER_MAX_DEATHS": "40"})
+    healthy = _start_server(tmp_path, None, ports[1], workers=2)
+    env = vf.load_environment("vf-worker-probe", rows=rows(*({} for _ in range(40))))
+    try:
+        remote = await RemoteWorkers(addresses, None).start()
+        try:
+            out = await two_each_at_64(env, server, remote, 240)
+            described = remote.describe()
+            # its pool did not give up: a new caller's health probe finds it running groups
+            later = await RemoteWorkers(addresses, None).start()
+            try:
+                assert later.describe()["down"] == []
+            finally:
+                await later.close()
+        finally:
+            await remote.close()
+    finally:
+        for proc in (broken, healthy):
+            proc.terminate()
+            proc.wait(30)
+    assert len(out.state) == 80 and out.reward == [2.0] * 80
+    address = f"tcp://{addresses[0]}"
+    assert described["down"] == [address]
+    assert described["down_reasons"][address].startswith(
+        f"condemned {MAX_OVERTURNED} groups in a row that another server ran fine"
+    )
+    # two verdicts checked elsewhere (a third may have been on its way), and the groups it
+    # still held run on the healthy server
+    assert MAX_OVERTURNED <= described["rechecked"] <= MAX_OVERTURNED + 1
+    assert described["rerun"] >= 1
+
+
 async def test_the_only_server_whose_pool_gave_up_is_a_clear_error_until_restarted(
     server, flags, tmp_path
 ):
@@ -1659,3 +1716,34 @@ async def test_one_crashing_example_costs_only_its_own_rollouts_on_ray_actors(se
     assert all("alone" in message and "died" in message for _, message in failed)
     assert len(out.state) == 80 and out.reward.count(2.0) == 78
     assert described["restarts"] in (2, 3) and described["isolated"] >= 1
+
+
+@pytest.mark.slow
+async def test_a_hanging_reward_on_a_ray_actor_costs_only_its_own_group(server, flags):
+    """A sync reward that never returns holds its actor's event loop: with a group timeout the
+    stuck actor is killed (Ray's kill: the actor cannot answer a cancel) and replaced, the
+    groups beside it run again alone, and stuck alone the group is the culprit at once: only its
+    rollouts are errors, saying it did not answer in time, and the run does not wait for the
+    reward's 60 s."""
+    pytest.importorskip("ray")
+    from verifiers.workers.ray_pool import RayPool
+
+    data = rows(*({"kind": "wait", "until": "never"} if i == 2 else {} for i in range(8)))
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    pool = await RayPool("vf-worker-probe", {"rows": data}, 2).start()
+    try:
+        started = time.monotonic()
+        out = await env.evaluate(
+            server.base_url, "m", env_workers=pool, max_concurrent=8, group_timeout=3
+        )
+        elapsed = time.monotonic() - started
+        described = pool.describe()
+    finally:
+        await pool.close()
+    failed = [(s["example_id"], s["error"]["message"]) for s in out.state if s.get("error")]
+    assert [example for example, _ in failed] == [2], failed
+    assert "did not answer within" in failed[0][1] and "1 time(s)" in failed[0][1]
+    assert sorted(out.reward) == [0.0] + [2.0] * 7
+    # killed beside others, then alone: two replacements, and the others ran alone meanwhile
+    assert described["restarts"] == 2 and described["isolated"] >= 1
+    assert elapsed < 45  # its own 3 s limit (and grace) twice, not the reward's 60 s

@@ -204,11 +204,12 @@ class Template:
         finally:
             os.close(write_fd)
         self.changed = threading.Condition()
+        self._ended = False  # the template process ended (reported by its pipe's end)
         self.workers = {identity: ForkedProcess(self, identity) for identity, _ in workers}
         listed = [{"identity": identity, "heartbeat": beat} for identity, beat in workers]
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps({**settings, "workers": listed}).encode() + b"\n")
-        self.process.stdin.close()
+        self.process.stdin.flush()  # kept open: later workers are asked for on it (fork())
         self._reader = threading.Thread(
             target=self._read, args=(read_fd,), name="vf-worker-template", daemon=True
         )
@@ -227,7 +228,10 @@ class Template:
                         by_pid[int(name)].returncode = int(number)
                     self.changed.notify_all()
         # the template ended: its workers die with it (the parent-death signal), unreported
-        for worker in self.workers.values():
+        with self.changed:
+            self._ended = True  # fork() asks it for no more
+            workers = list(self.workers.values())
+        for worker in workers:
             deadline = time.monotonic() + 5
             while worker.pid and worker.returncode is None and time.monotonic() < deadline:
                 try:
@@ -236,13 +240,35 @@ class Template:
                     break
                 time.sleep(0.01)
         with self.changed:
-            for worker in self.workers.values():
+            for worker in workers:
                 if worker.returncode is None:
                     worker.returncode = -signal.SIGKILL
             self.changed.notify_all()
 
+    def fork(self, identity: str, heartbeat: str) -> ForkedProcess | None:
+        """One more worker, forked (milliseconds, where a fresh interpreter costs a second of
+        CPU); None when the template is gone (killed: its workers died with it), and a fresh
+        interpreter must do."""
+        stdin = self.process.stdin
+        with self.changed:
+            if stdin is None or stdin.closed or self._ended:
+                return None
+            worker = self.workers[identity] = ForkedProcess(self, identity)
+        line = json.dumps({"identity": identity, "heartbeat": heartbeat}).encode() + b"\n"
+        try:
+            stdin.write(line)
+            stdin.flush()
+        except (OSError, ValueError):  # the template is gone (or stopping)
+            with self.changed:
+                self.workers.pop(identity, None)
+            return None
+        return worker
+
     def stop(self) -> None:
         """End the template (its workers were stopped first: their ends are reported)."""
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
         if self.process.poll() is None:
             self.process.terminate()
         try:

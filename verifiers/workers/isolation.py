@@ -3,9 +3,10 @@ workers are (processes on this machine, ``verifiers.workers.pool``; Ray actors,
 ``verifiers.workers.ray_pool``).
 
 Requests go to the least busy live worker. Faults cost only their own. The groups a dead worker
-was running are not guilty: they become *suspects* and are each run again alone, one at a time
-on a worker reserved for them (the others keep running the rest), before anyone's last attempt
-is spent. A group that kills a worker while it runs alone has a strike; one with more strikes
+was running are not guilty: they become *suspects* and are each run again alone before anyone's
+last attempt is spent: at once, each on a worker started for it, where workers start cheaply
+(forked from a template: ``_isolation_capacity``), else one at a time on a worker reserved for
+them (the others keep running the rest). A suspect that killed a worker alone goes first. A group that kills a worker while it runs alone has a strike; one with more strikes
 than ``retries`` is the culprit and is answered with an error naming the cause (exit code,
 signal), which the caller records on each of its rollouts (``fault``: ``CULPRIT``). A group that
 runs past its timeout (plus a grace period for the worker to answer it) gets its worker killed
@@ -17,6 +18,9 @@ restarting them and answers every group with that error (``fault``: ``UNAVAILABL
 A subclass starts a worker (``_spawn``), carries a request to it (``_transmit``) and a cancel
 (``_withdraw``), says when one answered (``_answered``) or died (``_died``), and kills one
 (``_Slot.kill``).
+
+Over 400 lines, not split: dispatch, suspects (reserved or isolating workers), timeouts, deaths
+and giving up all read and change the one table of workers and the queues of waiting groups.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from verifiers.workers.protocol import (
 
 logger = logging.getLogger("verifiers.workers")
 TIMEOUT_GRACE = 30.0
+ISOLATION_IDLE_S = 30.0  # how long a worker started for suspects waits for more before it stops
 _ids = itertools.count()
 
 
@@ -51,6 +56,8 @@ class _Slot:
     inflight: set[bytes] = field(default_factory=set)
     dead: bool = False
     reserved: bool = False  # runs suspects only, one at a time
+    isolating: bool = False  # started to run suspects alone; stopped a while after none is left
+    last_used: float = 0.0  # when it was last sent a group (loop time)
     stuck: str | None = None  # why the pool killed it, when it did
 
     def idle(self) -> bool:
@@ -92,6 +99,7 @@ class IsolatingPool(Generic[W]):
         self.env_id, self.num_workers, self.retries = env_id, num_workers, retries
         self.restarts = 0
         self.isolated = 0  # suspects run alone
+        self.isolation_workers = 0  # workers started to run them (_isolate)
         self.max_deaths_in_a_row = max_deaths_in_a_row or default_max_deaths(num_workers)
         self._deaths_in_a_row = 0
         self._start_deaths = 0  # workers that died before they were ready
@@ -100,10 +108,19 @@ class IsolatingPool(Generic[W]):
         self._pending: dict[bytes, _Pending[W]] = {}
         self._waiting: list[_Pending[W]] = []
         self._suspects: list[_Pending[W]] = []
+        self._isolate_after = 0.0  # no worker started for suspects before then (loop time)
+        self._isolate_later = False  # _isolate_again is scheduled
+        self._retiring = False  # _retire_idle is scheduled
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- what a kind of worker provides ----------------------------------------------------------
+    def _isolation_capacity(self) -> int:
+        """How many workers of their own the pool may start beside its ``num_workers`` to run
+        suspects alone, at once (a kind whose workers start cheaply); 0: it reserves some of
+        its own workers for them instead, one suspect at a time on each."""
+        return 0
+
     def _spawn(self, slot: int) -> W:
         """A new worker for ``slot``, starting (its ``ready`` set when it is)."""
         raise NotImplementedError
@@ -139,7 +156,7 @@ class IsolatingPool(Generic[W]):
         pending = self._pending.pop(request_id, None)
         if pending is not None and not pending.future.done():
             pending.future.set_result(response)
-        if worker.reserved:
+        if worker.reserved or worker.isolating:
             self._run_suspects()
 
     async def run_group(self, request: RunGroupRequest) -> Response:
@@ -196,13 +213,20 @@ class IsolatingPool(Generic[W]):
 
     def _dispatch(self, pending: _Pending[W]) -> None:
         if pending.suspect:
-            self._suspects.append(pending)
+            # one that killed a worker alone already goes first: its verdict comes after one
+            # more run, not after every other suspect's first (a broken environment's first
+            # verdict took a death per group in flight)
+            self._suspects.insert(0 if pending.attempts else len(self._suspects), pending)
             self._run_suspects()
             return
         live = [
             w
             for w in self._workers
-            if not w.dead and not w.reserved and w.ready.done() and not w.ready.exception()
+            if not w.dead
+            and not w.reserved
+            and not w.isolating
+            and w.ready.done()
+            and not w.ready.exception()
         ]
         if not live:
             self._waiting.append(pending)
@@ -213,15 +237,20 @@ class IsolatingPool(Generic[W]):
         """Hand ``pending`` to ``worker`` (its bookkeeping here, the bytes by ``_transmit``)."""
         assert self._loop is not None
         pending.worker, pending.started = worker, self._loop.time()
+        worker.last_used = pending.started
         worker.inflight.add(pending.request_id)
         self._pending[pending.request_id] = pending
         self._transmit(worker, pending)
 
     def _run_suspects(self) -> None:
-        """Run waiting suspects alone: on reserved workers that are idle, reserving (draining)
+        """Run waiting suspects alone: on workers of their own where the kind starts them
+        cheaply (``_isolate``), else on reserved workers that are idle, reserving (draining)
         one more worker while suspects wait and fewer than half the workers are reserved; with
         no suspect left, the reserved workers take ordinary groups again."""
         self._suspects = [p for p in self._suspects if not p.future.done()]
+        if self._isolation_capacity():
+            self._isolate()
+            return
         if not self._suspects:
             released = False
             for worker in self._workers:
@@ -242,8 +271,80 @@ class IsolatingPool(Generic[W]):
                 self.isolated += 1
                 self._send(worker, self._suspects.pop(0))
 
+    def _isolate(self) -> None:
+        """Suspects each alone on a worker started for them, up to ``_isolation_capacity()`` at
+        once, while the pool's own workers go on with ordinary groups: a dead worker's 30
+        innocent groups take the time of one, not of 30 in a row. A worker that answered its
+        suspect takes the next; with none left they wait ``ISOLATION_IDLE_S`` for more, then
+        stop."""
+        assert self._loop is not None
+        isolating = [w for w in self._workers if w.isolating and not w.dead]
+        for worker in isolating:
+            if self._suspects and worker.idle():
+                self.isolated += 1
+                self._send(worker, self._suspects.pop(0))
+        if not self._suspects:  # kept a while for the next death's suspects, then stopped
+            if isolating and not self._retiring:
+                self._retiring = True
+                self._loop.call_later(ISOLATION_IDLE_S, self._retire_idle)
+            return
+        starting = sum(not w.ready.done() for w in isolating)
+        wait = self._isolate_after - self._loop.time()
+        if wait > 0:  # workers died again and again: not a hot loop
+            if not self._isolate_later:
+                self._isolate_later = True
+                self._loop.call_later(wait, self._isolate_again)
+            return
+        slots = itertools.count(self.num_workers)
+        taken = {w.slot for w in isolating}
+        while len(self._suspects) > starting and len(isolating) < self._isolation_capacity():
+            worker = self._spawn(next(slot for slot in slots if slot not in taken))
+            worker.isolating = True
+            self.isolation_workers += 1
+            taken.add(worker.slot)
+            isolating.append(worker)
+            self._workers.append(worker)
+            starting += 1
+            worker.ready.add_done_callback(lambda _: self._run_suspects())
+
+    def _isolate_again(self) -> None:
+        self._isolate_later = False
+        if not self._closing and self._broken is None:
+            self._run_suspects()
+
+    def _retire_idle(self) -> None:
+        """Stop the workers started for suspects that ran none since ``ISOLATION_IDLE_S`` ago,
+        while no suspect waits (a fork and its first group cost a few tenths of a second of
+        CPU each: forking four anew at every death doubled a chaos run's CPU)."""
+        self._retiring = False
+        if self._closing or self._suspects:
+            return
+        assert self._loop is not None
+        now, keep = self._loop.time(), False
+        for worker in [w for w in self._workers if w.isolating and not w.dead]:
+            if worker.inflight or now - worker.last_used < ISOLATION_IDLE_S:
+                keep = True
+            else:
+                self._retire(worker)
+        if keep:
+            self._retiring = True
+            self._loop.call_later(ISOLATION_IDLE_S, self._retire_idle)
+
+    def _retire(self, worker: W) -> None:
+        """Stop a worker started for suspects: none is left (not a death)."""
+        worker.dead = True
+        if worker in self._workers:
+            self._workers.remove(worker)
+        worker.kill()
+
     def _cancel(self, pending: _Pending[W]) -> None:
+        """Its caller stopped waiting: it leaves every queue (a suspect withdrawn was still run
+        alone later, killing one more worker of a broken environment for no one)."""
         self._pending.pop(pending.request_id, None)
+        if not pending.future.done():
+            pending.future.cancel()
+        self._suspects = [p for p in self._suspects if p is not pending]
+        self._waiting = [p for p in self._waiting if p is not pending]
         worker = pending.worker
         if worker is not None and not worker.dead:
             worker.inflight.discard(pending.request_id)
@@ -270,6 +371,7 @@ class IsolatingPool(Generic[W]):
             worker.ready.set_exception(
                 EnvWorkerError(f"environment worker {worker.slot} {reason} while starting")
             )
+            worker.ready.exception()  # read: one nobody waits for (a replacement) is no error
         inflight = [self._pending.pop(r, None) for r in list(worker.inflight)]
         groups = [p for p in inflight if p is not None and not p.future.done()]
         alone = len(groups) == 1
@@ -302,13 +404,19 @@ class IsolatingPool(Generic[W]):
             len(groups),
             f" in {pause:.2f}s ({self._deaths_in_a_row} deaths in a row)" if pause else "",
         )
+        assert self._loop is not None
+        if worker.isolating:  # not replaced: _isolate starts what the suspects need
+            self._isolate_after = self._loop.time() + pause
+            if worker in self._workers:
+                self._workers.remove(worker)
         for pending in groups:
             if not pending.future.done():
                 pending.suspect = True  # beside others: not guilty yet, but runs alone now
                 pending.started = None
                 self._dispatch(pending)
-        assert self._loop is not None
-        if pause:
+        if worker.isolating:
+            self._run_suspects()
+        elif pause:
             self._loop.call_later(pause, self._replace, worker)
         else:
             self._replace(worker)

@@ -112,8 +112,8 @@ class WorkerPool(IsolatingPool[_Worker]):
         loads it as its package says, and ``start()`` refuses one that differs from ``release``.
 
         On Linux the workers are forked from one template process that imports everything once
-        (``verifiers.workers.forked``); workers started later (replacements) start as their own
-        interpreters."""
+        (``verifiers.workers.forked``), and so are workers started later (replacements, the
+        workers that run suspects alone) while the template lives."""
         self._prepare()
         if not can_fork():
             self._launched = [
@@ -242,8 +242,18 @@ class WorkerPool(IsolatingPool[_Worker]):
             await asyncio.sleep(0.05)  # its replacement is on its way (after a pause)
 
     def _spawn(self, slot: int) -> _Worker:
+        """A new worker: forked from the template when there is one (a replacement ready in
+        milliseconds), else a fresh interpreter."""
         assert self._loop is not None
-        identity, process, heartbeat = self._launch_process(slot)
+        forked = None
+        if self._template is not None:
+            name, heartbeat = self._new_identity(slot)
+            forked = self._template.fork(name, heartbeat)
+        process: WorkerProcess
+        if forked is not None:
+            identity, process = name.encode(), forked
+        else:
+            identity, process, heartbeat = self._launch_process(slot)
         return _Worker(
             slot=slot,
             identity=identity,
@@ -332,12 +342,18 @@ class WorkerPool(IsolatingPool[_Worker]):
             "workers": self.num_workers,
             "restarts": self.restarts,
             "isolated": self.isolated,
+            "isolation_workers": self.isolation_workers,
         }
 
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if not w.dead]
 
     # --- requests --------------------------------------------------------------------------------
+    def _isolation_capacity(self) -> int:
+        # forked from the template, a worker for suspects costs milliseconds: run them all at
+        # once (a fresh interpreter costs a second of CPU: reserve workers instead)
+        return max(4, self.num_workers) if self._template is not None else 0
+
     def _transmit(self, worker: _Worker, pending: _Pending[_Worker]) -> None:
         # the asyncio socket answers a failed send in the future it returns, not by raising:
         # unread, it was a "Host unreachable" traceback on stderr when the future was collected.

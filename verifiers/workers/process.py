@@ -35,6 +35,7 @@ import contextlib
 import importlib
 import json
 import os
+import select
 import signal
 import struct
 import sys
@@ -50,7 +51,10 @@ FAILED = b"failed"
 
 # What a worker imports to serve its first group, imported before a fork (the template's, or
 # the caller's in ``WorkerPool.fork``) so the workers share one import instead of each its own.
+# (aiohttp: a group's first model call imported it in each worker, most of a quarter second of
+# CPU per fork)
 WORKER_MODULES = (
+    "aiohttp",
     "zmq.asyncio",
     "verifiers.workers.runtime",
     "verifiers.clients.openai_chat_completions_client",
@@ -118,20 +122,26 @@ def main() -> None:
             os._exit(1)
     elif len(sys.argv) > 1:
         _die_with_parent(int(sys.argv[1]))
+    if template:  # read unbuffered: what follows the first line is read from fd 0 later
+        unread = b""
+        while b"\n" not in unread and (chunk := os.read(0, 65536)):
+            unread += chunk
+        first, _, unread = unread.partition(b"\n")
+        if first.strip():
+            _fork_workers(json.loads(first), int(sys.argv[3]), unread)
+        return
     line = sys.stdin.readline()
     if not line.strip():  # the caller ended before it needed this worker
         return
     settings = json.loads(line)
-    if template:
-        _fork_workers(settings, int(sys.argv[3]))
-        return
     if len(sys.argv) <= 1:
         _die_with_parent(int(settings["parent_pid"]))
     _run(settings)
 
 
-def _fork_workers(settings: dict[str, Any], report_fd: int) -> None:
-    """The template: import once, fork the workers, report their pids and their ends."""
+def _fork_workers(settings: dict[str, Any], report_fd: int, unread: bytes) -> None:
+    """The template: import once, fork the workers, report their pids and their ends; then
+    fork each worker asked for on stdin (``unread``: what was read of it past the settings)."""
     if settings.get("release"):
         os.environ["VF_API_VERSION"] = settings["release"]
     import_worker_modules()  # what every worker imports, imported once here
@@ -144,21 +154,54 @@ def _fork_workers(settings: dict[str, Any], report_fd: int) -> None:
     fresh = threading.active_count() > 1
     report = os.fdopen(report_fd, "w", buffering=1)
     template = os.getpid()
-    for worker in settings["workers"]:
+
+    def fork(worker: dict[str, Any]) -> None:
         pid = os.fork()
         if pid == 0:
             if fresh:
                 _exec_fresh({**settings, **worker}, report_fd, template)
             _run_forked({**settings, **worker}, report_fd, template)
         report.write(f"forked {worker['identity']} {pid}\n")
+
+    for worker in settings["workers"]:
+        fork(worker)
     # Ctrl-C reaches the whole process group: the workers' ends are still to be reported
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    # later workers (replacements, workers that run suspects alone) are asked for on stdin, one
+    # JSON object a line, as long as the caller keeps it open: a fork costs milliseconds where a
+    # fresh interpreter costs a second of CPU
+    def fork_asked() -> None:
+        nonlocal unread
+        *lines, unread = unread.split(b"\n")
+        for line in lines:
+            if line.strip():
+                fork(json.loads(line))
+
+    asking = True
+    fork_asked()
     while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:  # every worker ended
-            return
-        report.write(f"exited {pid} {os.waitstatus_to_exitcode(status)}\n")
+        while True:  # report every worker that ended
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                if not asking:  # every worker ended and none will be asked for
+                    return
+                break
+            if pid == 0:
+                break
+            report.write(f"exited {pid} {os.waitstatus_to_exitcode(status)}\n")
+        if not asking:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.wait()
+                report.write(f"exited {pid} {os.waitstatus_to_exitcode(status)}\n")
+            continue
+        if not select.select([0], [], [], 0.05)[0]:
+            continue
+        chunk = os.read(0, 65536)
+        asking = bool(chunk)
+        unread += chunk
+        fork_asked()
 
 
 def _exec_fresh(settings: dict[str, Any], report_fd: int, template: int) -> None:

@@ -20,7 +20,9 @@ and it takes groups again once restarted. A server's verdict that a group is the
 killed that server's workers while running alone) is checked once on another live server before
 it is recorded: a server whose environment kills every worker condemns each group it gets until
 its pool gives up, and those groups are innocent; condemned by two servers, or by the only one
-live, the group is an error with the cause. With every server down, groups wait up to
+live, the group is an error with the cause; a server two of whose verdicts in a row another
+server overturned (it ran the group fine) is broken, and down at once until restarted, its groups
+in flight sent elsewhere. With every server down, groups wait up to
 ``reconnect_timeout`` for one to come back, then are errors naming each server and why it is
 down. A group past its timeout (plus a grace period) stays with its server while the server
 answers a health probe (its pool enforces the timeout, counting only the time a worker runs the
@@ -57,6 +59,11 @@ HEARTBEAT_TIMEOUT_MS = 15000  # without an answer this long, the connection is d
 RECONNECT_MS, RECONNECT_MAX_MS = 250, 5000  # reconnection attempts, doubling up to the max
 _ids = itertools.count()
 UNAVAILABLE_REASON = "stopped running groups (its worker pool gave up)"
+MAX_OVERTURNED = 2  # a server's culprit verdicts, in a row, that other servers ran fine
+BROKEN_REASON = (
+    "condemned {count} groups in a row that another server ran fine (its environment is "
+    "broken there)"
+)
 
 
 # the ZeroMQ monitor events a caller sees when the two sides' locks differ: which one depends
@@ -85,6 +92,7 @@ class _Server:
     rejoining: asyncio.Task[None] | None = None  # the health probe of a server back
     down: str | None = None  # why it takes no groups now
     down_since: float = 0.0  # (loop time)
+    overturned: int = 0  # its culprit verdicts another server ran fine, none answered between
 
 
 def normalize_address(address: str) -> str:
@@ -231,7 +239,7 @@ class RemoteWorkers:
             server.down = f"{UNAVAILABLE_REASON}: {answer.error}"
             return
         logger.warning("env server %s is back: sending it groups again", server.address)
-        server.down = None
+        server.down, server.overturned = None, 0
         assert self._changed is not None
         self._changed.set()
 
@@ -381,6 +389,10 @@ class RemoteWorkers:
                     condemned.append(server.address)
                     self.rechecked += 1
                     continue
+                if response.fault != CULPRIT:
+                    server.overturned = 0  # it ran a group: sound, as far as anyone knows
+                    if verdict is not None:  # the condemning server was wrong about it
+                        self._overturn(condemned[0])
                 return response
             if verdict is not None:
                 return verdict  # no second server could check it
@@ -392,6 +404,35 @@ class RemoteWorkers:
                     f"last: {losses[-1]}); recorded as an error",
                 )
             self.rerun += 1
+
+    def _overturn(self, address: str) -> None:
+        """A server condemned a group that another ran fine. Its pool gives up only after many
+        deaths (its share of groups lost for half a minute and more, each condemned and run
+        again elsewhere): ``MAX_OVERTURNED`` such verdicts in a row, with no group answered
+        between them, and it is down at once, its groups in flight sent to the other servers
+        (not counted against them) and withdrawn there. Down until it is restarted, as a
+        server whose pool gave up (its connection never drops, so it never rejoins before)."""
+        server = next((s for s in self._servers if s.address == address), None)
+        if server is None or server.down is not None:
+            return
+        server.overturned += 1
+        if server.overturned < MAX_OVERTURNED:
+            return
+        server.down = BROKEN_REASON.format(count=server.overturned)
+        server.down_since = asyncio.get_running_loop().time()
+        self.servers_lost += 1
+        groups = [(r, f) for r, f in server.inflight.items() if r[:1] == b"g" and not f.done()]
+        for request_id, future in groups:
+            future.set_result(None)
+            cancel = server.socket.send_multipart([request_id, b""])
+            cancel.add_done_callback(lambda done: done.cancelled() or done.exception())
+        logger.warning(
+            "env server %s %s; running its %d group(s) in flight on the other servers, and "
+            "sending it none until it is restarted",
+            server.address,
+            server.down,
+            len(groups),
+        )
 
     def _live_besides(self, excluded: list[str]) -> bool:
         return any(s.down is None and s.address not in excluded for s in self._servers)
@@ -427,4 +468,5 @@ class RemoteWorkers:
             "rerun": self.rerun,
             "rechecked": self.rechecked,
             "down": [s.address for s in self._servers if s.down is not None],
+            "down_reasons": {s.address: s.down for s in self._servers if s.down is not None},
         }
