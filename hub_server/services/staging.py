@@ -5,7 +5,9 @@ checks, one transaction; the source archive is kept for ``env pull``).
 
 Staged bytes live in a staging area of their own (a sibling directory of the blob store, or a
 sibling prefix in its bucket), never in the content-addressed blob store, so collecting an
-abandoned push can never remove a published blob. An upload URL is a capability: a
+abandoned push can never remove a published blob. They are written without fsync (they are
+nobody's until the last finalize, which checks them against their declared sha256 again and
+stores what it publishes durably, as a native push does). An upload URL is a capability: a
 ``secrets.token_urlsafe`` token (kept only as its sha256), single-use, valid for
 ``PRIME_HUB_UPLOAD_URL_TTL`` seconds (15 minutes by default), bound to the declared size and
 sha256; a push left unfinished is collected once it expires (twice that).
@@ -22,6 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 from hub_server.background.upload_pool import Upload
+from hub_server.db.blobs import file_sha256
 from hub_server.db.clock import now
 from hub_server.errors import HubError
 from hub_server.services import publishing
@@ -220,11 +223,10 @@ def publish_push(hub: Hub, user: Principal, push: dict[str, Any]) -> str | None:
     if wheel is None:
         raise HubError(409, "upload_missing", "this push has no finalized wheel")
     with ExitStack() as files:
-        wheel_file = files.enter_context(hub.staging.open(wheel["id"]))
+        wheel_file = staged_bytes(hub, files, wheel)
         source_upload = None
         if source is not None:
-            source_file = files.enter_context(hub.staging.open(source["id"]))
-            source_upload = Upload(source["filename"], source_file)
+            source_upload = Upload(source["filename"], staged_bytes(hub, files, source))
         form = publishing.PublishForm(push["visibility"], None, None, [])
         ids = publishing.publish_version(
             hub,
@@ -238,6 +240,20 @@ def publish_push(hub: Hub, user: Principal, push: dict[str, Any]) -> str | None:
         )
     forget(hub, push["id"], published=str(ids[1]))
     return latest_version(hub, push["owner"], push["name"])
+
+
+def staged_bytes(hub: Hub, files: ExitStack, staged: Any) -> Any:
+    """A staged file, open, still the bytes its PUT was checked against: the staging area is
+    written without fsync (its bytes are not yet anyone's), so a crash may leave a staged file
+    short or empty; the publish then refuses it rather than judge other bytes."""
+    file = files.enter_context(hub.staging.open(staged["id"]))
+    if file_sha256(file) != staged["sha256"]:
+        raise HubError(
+            409,
+            "upload_missing",
+            f"the staged {staged['kind']} {staged['filename']!r} was lost: push again",
+        )
+    return file
 
 
 def forget(hub: Hub, push_id: str, published: str | None = None) -> None:

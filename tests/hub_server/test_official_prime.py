@@ -5,6 +5,8 @@ venv)."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import io
 import json
 import os
@@ -16,6 +18,7 @@ import tarfile
 import threading
 import time
 import zipfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,6 +27,7 @@ import pytest
 from support.hubs import new_user, serving
 from support.hubs import prime as native_prime
 
+from hub_server.db.blobs import StagingArea
 from hub_server.testing import BackendUnavailable, official_prime_venv
 from hub_server.testing import OfficialPrime as Official
 
@@ -186,8 +190,9 @@ def test_reads_install_pull_and_deletes(official, hub, tmp_path):
     shutil.rmtree(target)
 
 
-def staged_names(hub) -> list[str]:
-    """What the hub holds staged now (the staging area beside its blob store)."""
+@contextlib.contextmanager
+def staging_of(hub) -> Iterator[StagingArea]:
+    """The hub's staging area (beside its blob store), opened here on the same store."""
     from hub_server.services.hub import Hub
 
     backend = hub["backend"]
@@ -197,9 +202,15 @@ def staged_names(hub) -> list[str]:
     endpoint = flags[flags.index("--s3-endpoint") + 1] if "--s3-endpoint" in flags else None
     opened = Hub(hub["data"], db=db, blobs=blobs, s3_endpoint=endpoint, upload_workers=0)
     try:
-        return opened.staging.names()
+        yield opened.staging
     finally:
         opened.close()
+
+
+def staged_names(hub) -> list[str]:
+    """What the hub holds staged now."""
+    with staging_of(hub) as staging:
+        return staging.names()
 
 
 def scaffolded(root: Path, name: str) -> Path:
@@ -261,7 +272,6 @@ def test_official_push_is_judged_as_a_native_push(official, hub, tmp_path):
 
     # an upload URL is single-use, bound to its size and sha256, and only its own push's
     wheel = next((project / "dist").glob("*.whl")).read_bytes()
-    import hashlib
 
     sha = hashlib.sha256(wheel).hexdigest()
     declared = {"filename": "word_count-0.2.0-py3-none-any.whl", "sha256": sha, "size": len(wheel)}
@@ -445,8 +455,6 @@ def run_native_pull(hub, token: str, spec: str, target: Path) -> subprocess.Comp
 
 
 def test_an_unsafe_source_archive_fails_the_last_finalize_and_publishes_nothing(hub):
-    import hashlib
-
     nina = new_user(hub, "nina")
     api = f"{hub['url']}/api/v1/environmentshub"
     (wheel_name, wheel), _ = package("linked-env", "1.0.0", "X = 1\n")
@@ -457,28 +465,53 @@ def test_an_unsafe_source_archive_fails_the_last_finalize_and_publishes_nothing(
         tar.addfile(link)
     push = httpx.post(f"{api}/resolve", json={"name": "linked-env"}, headers=bearer(nina))
     push_id = push.json()["data"]["id"]
-
-    def stage(route: str, filename: str, body: bytes) -> str:
-        declared = {
-            "filename": filename,
-            "sha256": hashlib.sha256(body).hexdigest(),
-            "size": len(body),
-        }
-        answer = httpx.post(f"{api}/{push_id}/{route}", json=declared, headers=bearer(nina))
-        assert answer.status_code == 200, answer.text
-        staged = answer.json()["data"]
-        assert httpx.put(staged["upload_url"], content=body).status_code == 200
-        return staged["wheel_id" if route == "wheels" else "version_id"]
-
-    wheel_id = stage("wheels", wheel_name, wheel)
+    wheel_id = stage(api, nina, push_id, "wheels", wheel_name, wheel)
     assert httpx.post(
         f"{api}/{push_id}/wheels/{wheel_id}/finalize", headers=bearer(nina)
     ).is_success
-    source_id = stage("versions", "linked-env-1.0.0-abcdef12.tar.gz", archive.getvalue())
-    refused = httpx.post(f"{api}/{push_id}/versions/{source_id}/finalize", headers=bearer(nina))
+    source_id = stage(
+        api, nina, push_id, "versions", "linked-env-1.0.0-abcdef12.tar.gz", archive.getvalue()
+    )
+    refused = httpx.post(  # the hub's first publish: its upload workers start (60 s)
+        f"{api}/{push_id}/versions/{source_id}/finalize", headers=bearer(nina), timeout=60
+    )
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "unsafe_member"
     assert "source archive" in refused.json()["detail"]
     assert native(hub, "nina/linked-env").status_code == 404, "nothing was published"
+
+
+def test_staged_bytes_lost_before_the_last_finalize_are_refused_and_nothing_is_published(hub):
+    """The staging area is written without fsync (its bytes are nobody's yet), so a crash may
+    leave a staged file other than its PUT was checked against: the last finalize refuses it
+    by its declared sha256 (here a valid wheel that would publish) instead of judging it."""
+    nina = new_user(hub, "nina-lost")
+    api = f"{hub['url']}/api/v1/environmentshub"
+    (wheel_name, wheel), (_, source) = package("lost-env", "1.0.0", "X = 1\n")
+    push = httpx.post(f"{api}/resolve", json={"name": "lost-env"}, headers=bearer(nina))
+    push_id = push.json()["data"]["id"]
+    wheel_id = stage(api, nina, push_id, "wheels", wheel_name, wheel)
+    finalized = httpx.post(f"{api}/{push_id}/wheels/{wheel_id}/finalize", headers=bearer(nina))
+    assert finalized.is_success, finalized.text
+    (_, other), _ = package("lost-env", "1.0.0", "X = 2\n")
+    with staging_of(hub) as staging:  # not the bytes the PUT sent
+        staging.put(wheel_id, io.BytesIO(other))
+    source_id = stage(api, nina, push_id, "versions", "lost-env-1.0.0.tar.gz", source)
+    refused = httpx.post(  # the hub's first publish: its upload workers start (60 s)
+        f"{api}/{push_id}/versions/{source_id}/finalize", headers=bearer(nina), timeout=60
+    )
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "upload_missing"
+    assert "was lost: push again" in refused.json()["detail"]
+    assert native(hub, "nina-lost/lost-env").status_code == 404, "nothing was published"
+
+
+def stage(api: str, token: str, push_id: str, route: str, filename: str, body: bytes) -> str:
+    """Declare a file of a staged push and PUT its bytes: its staged id."""
+    declared = {"filename": filename, "sha256": hashlib.sha256(body).hexdigest(), "size": len(body)}
+    answer = httpx.post(f"{api}/{push_id}/{route}", json=declared, headers=bearer(token))
+    assert answer.status_code == 200, answer.text
+    staged = answer.json()["data"]
+    assert httpx.put(staged["upload_url"], content=body).status_code == 200
+    return staged["wheel_id" if route == "wheels" else "version_id"]
 
 
 def test_bumped_copies_share_a_content_hash_and_the_refusal_names_a_working_delete(hub, tmp_path):
