@@ -9,7 +9,9 @@ owns ``owner`` later); the evals and datasets it attached to others' environment
 evals, and the user row. Ids are never given out again (``hub_server.db.schema``), so nothing
 keyed by one (a cached page, a token id, a download count) can come to mean the next user's. The
 bytes go with the blob collector's next round (``blob_collection``), as for any other delete;
-this process drops its cached pages and search answers at once.
+this process drops its cached pages and search answers at once. A push of the account still
+uploading finds its token gone at its commit and publishes nothing (``Catalog.commit_version``;
+on PostgreSQL the lock taken here orders the two).
 
 Refused: the last admin (no one could create users through the API any more) and the last owner
 of a team that has other members (a team keeps an owner; the members are removed first).

@@ -9,7 +9,9 @@ token, permission or team. Then the refusals (scopes, the last admin, a team's l
 from __future__ import annotations
 
 import hashlib
+import socket
 import time
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -296,3 +298,36 @@ def test_prime_account_delete_needs_yes_and_deletes_your_own_or_as_admin_another
     as_admin = prime(hub, hub["admin"], "account", "delete", "--user", other, "--yes", cwd=tmp_path)
     assert f"deleted the account of {other}" in as_admin.stdout
     assert httpx.get(f"{hub['url']}/api/v1/me", headers=auth(other_token)).status_code == 401
+
+
+def test_a_push_uploading_while_its_account_is_deleted_publishes_nothing(hub):
+    """The push was authorized when it began; its account is deleted (and the name registered
+    again) while its body is still arriving. Its commit finds its token gone and publishes
+    nothing: no environment lands in a namespace whose owner is gone, or is someone else now."""
+    name = f"mid{time.time_ns() % 10**9}"
+    token = register(hub, name)
+    url = f"{hub['url']}/api/v1/environments/{name}/late-env/versions"
+    upload = httpx.Request("POST", url, files={"wheel": wheel("late-env")}, headers=auth(token))
+    body = upload.read()
+    parts = urlsplit(url)
+    head = (
+        f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: {upload.headers['content-type']}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
+        sock.sendall(head.encode() + body[: len(body) // 2])
+        time.sleep(1.0)  # the request is under way, authorized
+        gone = httpx.delete(f"{hub['url']}/api/v1/me", headers=auth(token))
+        assert gone.status_code == 200, gone.text
+        new_token = register(hub, name)
+        sock.sendall(body[len(body) // 2 :])
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    assert status in (401, 403) and b"invalid_token" in answer, answer[:400]
+    env = f"{hub['url']}/api/v1/environments/{name}/late-env"
+    assert httpx.get(env, headers=auth(new_token)).status_code == 404
+    # legitimate: the name's new owner publishes it
+    assert publish(hub, new_token, name, "late-env", wheel("late-env")).status_code == 201
