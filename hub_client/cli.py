@@ -4,7 +4,7 @@
     prime login [--url URL]  (token from a prompt or stdin)   prime env init NAME
     prime env push [--path DIR] [--bump patch]     prime env install owner/name[@version] [--locked]
     prime env list | search | info | versions | yank | pull | uninstall | delete
-    prime eval push RUN_DIR
+    prime eval push RUN_DIR                        prime account delete [--user NAME] --yes
 
 Configuration: ~/.config/prime/config.toml (0600); PRIME_HUB_URL and PRIME_API_KEY override it.
 Exit codes: 0 ok, 1 the hub or the installer refused (the message says why), 2 bad usage.
@@ -22,6 +22,7 @@ from typing import Any
 
 from hub_client.client import HubAPIError
 from hub_client.commands.account import (
+    cmd_account_delete,
     cmd_login,
     cmd_token_create,
     cmd_token_list,
@@ -44,6 +45,7 @@ from hub_client.commands.env import (
 from hub_client.commands.usage import UsageError, err
 from hub_client.install import InstallError
 from hub_client.settings import (
+    AccountDeleteSettings,
     DataListSettings,
     DataPushSettings,
     EnvDeleteSettings,
@@ -114,6 +116,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_command(tokens, "list", NoSettings, cmd_token_list, "your tokens (never their secrets)")
     add_command(tokens, "revoke", TokenRevokeSettings, cmd_token_revoke, "revoke a token by id")
+
+    account = top.add_parser("account", help="your account").add_subparsers(
+        dest="command", required=True
+    )
+    add_command(
+        account,
+        "delete",
+        AccountDeleteSettings,
+        cmd_account_delete,
+        "delete your account (or, an admin, --user NAME's) and everything it owns",
+    )
 
     env = top.add_parser("env", help="environments").add_subparsers(dest="command", required=True)
     add_command(

@@ -6,10 +6,12 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from hub_protocol.wire import (
+    AccountDeleted,
     DatasetInfo,
     EnvironmentInfo,
     EnvironmentPage,
@@ -108,6 +110,11 @@ class HubClient:
         return TokenCreated.model_validate(
             self._call("POST", "/api/v1/users", json={"name": name, "is_admin": is_admin})
         )
+
+    def delete_account(self, user: str | None = None) -> AccountDeleted:
+        """Delete the caller's account, or (an admin) ``user``'s."""
+        path = "/api/v1/me" if user is None else f"/api/v1/users/{quote(user, safe='')}"
+        return AccountDeleted.model_validate(self._call("DELETE", path))
 
     def create_team(self, name: str) -> None:
         self._call("POST", "/api/v1/teams", json={"name": name})

@@ -49,6 +49,13 @@ class TokenRevokeSettings(CommandSettings):
     id: Annotated[int, POSITIONAL] = Field(description="the token's id (prime token list)")
 
 
+class AccountDeleteSettings(CommandSettings):
+    user: str | None = Field(
+        None, description="an admin deletes this user's account; without it, your own"
+    )
+    yes: bool = Field(False, description="confirm the deletion: without it prime refuses")
+
+
 class EnvInitSettings(CommandSettings):
     name: Annotated[str, POSITIONAL] = Field(description="the environment's name")
     path: Annotated[str, Flag("-p")] = Field(

@@ -155,6 +155,15 @@ class UserCreate(BaseModel):
     is_admin: bool = False
 
 
+class AccountDeleted(BaseModel):
+    """What deleting an account removed: the user, the teams that had no other member, and
+    the environments of both (their version numbers stay retired)."""
+
+    user: str
+    teams: list[str] = Field(default_factory=list)
+    environments: list[str] = Field(default_factory=list)
+
+
 class TeamCreate(BaseModel):
     name: str
 

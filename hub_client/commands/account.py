@@ -8,9 +8,15 @@ import sys
 from rich.table import Table
 
 from hub_client.client import HubClient
-from hub_client.commands.usage import client, console, err
+from hub_client.commands.usage import UsageError, client, console, err
 from hub_client.config import load_config, save_config
-from hub_client.settings import LoginSettings, NoSettings, TokenCreateSettings, TokenRevokeSettings
+from hub_client.settings import (
+    AccountDeleteSettings,
+    LoginSettings,
+    NoSettings,
+    TokenCreateSettings,
+    TokenRevokeSettings,
+)
 from hub_client.terminal import safe
 
 # --- account -------------------------------------------------------------------------------------------
@@ -73,4 +79,22 @@ def cmd_token_revoke(args: TokenRevokeSettings) -> int:
 def cmd_whoami(_: NoSettings) -> int:
     me = client().me()
     console.print(f"{me.user} (owners: {', '.join(me.owners)}; scopes: {', '.join(me.scopes)})")
+    return 0
+
+
+def cmd_account_delete(args: AccountDeleteSettings) -> int:
+    """Deleting an account cannot be undone: ``--yes`` is required, and what went is listed."""
+    who = f"the account of {args.user}" if args.user else "your account"
+    if not args.yes:
+        raise UsageError(
+            f"this deletes {safe(who)} with its tokens and every environment it owns (their "
+            "version numbers stay retired); confirm with --yes"
+        )
+    gone = client(login_required=True).delete_account(args.user)
+    console.print(f"deleted the account of {safe(gone.user)}")
+    for what, names in (("team", gone.teams), ("environment", gone.environments)):
+        for name in names:
+            console.print(f"  deleted {what} {safe(name)}")
+    if args.user is None:
+        err.print("the token prime is logged in with is gone with it; `prime login` to go on")
     return 0

@@ -16,10 +16,11 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from hub_server.db.accounts import NAMESPACE_LOCK
 from hub_server.db.clock import now, today
 from hub_server.db.engine import Conflict, Database, typed, version_key
 from hub_server.db.rows import EnvironmentRow, FileRow, IndexRow, VersionRow
-from hub_server.errors import Conflicting
+from hub_server.errors import Conflicting, NotAllowed
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class NewVersion:
     readme: str | None
     description: str | None
     tags: list[str]
+    token_id: int | None = None  # the publisher's token: still there at the commit
 
 
 def latest_of(versions: list[Any]) -> str | None:
@@ -146,6 +148,7 @@ class Catalog:
         try:
             with self.database.transaction() as db:
                 self._lock_environment(db, new)
+                self._check_publisher(db, new)
                 env = self._environment_for_update(db, new, stamp)
                 versions = db.execute(
                     "SELECT version, yanked FROM versions WHERE env_id=?", (env["id"],)
@@ -210,6 +213,26 @@ class Catalog:
                 raise self._name_clash(new) from None
             raise self._version_exists(new) from None
         return env["id"], version_id
+
+    def _check_publisher(self, db: Any, new: NewVersion) -> None:
+        """The token the push was authorized with still stands at its commit: an account
+        deleted (``services.account_deletion``) or a token revoked while the upload ran
+        publishes nothing, so a push cannot land in a namespace whose owner is gone, or is
+        someone else who registered the name since. On PostgreSQL a shared hold on the lock an
+        account deletion takes exclusively orders the two (SQLite has one writer)."""
+        if new.token_id is None:
+            return
+        if self.postgres:
+            db.execute("SELECT pg_advisory_xact_lock_shared(?)", (NAMESPACE_LOCK,))
+        row = db.execute(
+            "SELECT 1 FROM tokens WHERE id=? AND revoked_at IS NULL", (new.token_id,)
+        ).fetchone()
+        if row is None:
+            raise NotAllowed(
+                "invalid_token",
+                "the token this push was made with was revoked, or its account deleted, while "
+                "it uploaded: nothing was published",
+            )
 
     def _lock_environment(self, db: Any, new: NewVersion) -> None:
         """Serialize pushes to one environment, including the first two, which would both find

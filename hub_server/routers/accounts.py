@@ -7,6 +7,7 @@ from datetime import timedelta
 from fastapi import APIRouter, Response
 
 from hub_protocol.wire import (
+    AccountDeleted,
     Me,
     TeamCreate,
     TeamMember,
@@ -19,6 +20,7 @@ from hub_server.db.accounts import stored_scopes
 from hub_server.db.clock import now
 from hub_server.errors import HubError
 from hub_server.routers.deps import HubDep, User
+from hub_server.services.account_deletion import delete_account
 from hub_server.services.names import check_name, check_text
 
 router = APIRouter(prefix="/api/v1", tags=["accounts"])
@@ -42,6 +44,26 @@ def create_user(body: UserCreate, user: User, hub: HubDep) -> TokenCreated:
     check_name(body.name, "user")
     token, scopes = hub.accounts.create_user(body.name, body.is_admin)
     return TokenCreated(token=token, name="initial", scopes=scopes)
+
+
+@router.delete("/me", response_model=AccountDeleted)
+def delete_own_account(user: User, hub: HubDep) -> AccountDeleted:
+    """The account owner deletes the account (``services.account_deletion``): a read-only
+    token only reads."""
+    user.require_account_change("deleting the account")
+    return AccountDeleted(**vars(delete_account(hub, user.name)))
+
+
+@router.delete("/users/{name}", response_model=AccountDeleted)
+def delete_user(name: str, user: User, hub: HubDep) -> AccountDeleted:
+    if not user.is_admin:
+        raise HubError(
+            403,
+            "admin_required",
+            "only an admin, with a token that has the admin scope, can delete other users' "
+            "accounts (delete your own with DELETE /api/v1/me: prime account delete --yes)",
+        )
+    return AccountDeleted(**vars(delete_account(hub, name)))
 
 
 @router.post("/tokens", response_model=TokenCreated, status_code=201)

@@ -185,6 +185,7 @@ def publish_version(
             readme=form.readme,
             description=form.description,
             tags=form.tags,
+            token_id=user.token_id or None,
         )
         return hub.catalog.commit_version(new, stored, blobs.give_back)
 

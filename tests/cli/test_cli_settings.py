@@ -187,6 +187,7 @@ PRIME_SUBCOMMANDS = {
     "token create",
     "token list",
     "token revoke",
+    "account delete",
     "env init",
     "env push",
     "env install",

@@ -10,41 +10,18 @@ with other bytes."""
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
-from support.hubs import error_code, eval_files, make_wheel, publish_raw
+from support.hubs import error_code, eval_files, make_wheel, open_hub, publish_raw, stored
 
-from hub_server.db.blobs import S3BlobStore, open_blob_store
 from hub_server.errors import Unavailable
 from hub_server.process import start_hub
 from hub_server.services.blob_collection import collect_orphan_blobs
-from hub_server.services.hub import Hub
 
 pytestmark = pytest.mark.slow
-
-
-def open_hub(backend, data: Path) -> Hub:
-    """The store of ``backend`` in ``data``, opened here (no upload workers)."""
-    return Hub(
-        data, db=backend.db, blobs=backend.blobs, s3_endpoint=backend.s3_endpoint, upload_workers=0
-    )
-
-
-def stored(backend, data: Path) -> set[str]:
-    """Every blob in the store, listed directly: the files directory, or the S3 bucket."""
-    store = open_blob_store(backend.blobs, data, backend.s3_endpoint)
-    if isinstance(store, S3BlobStore):
-        prefix = f"{store.prefix}/" if store.prefix else ""
-        listed = store.client.list_objects_v2(Bucket=store.bucket, Prefix=prefix)
-        names = [item["Key"].rpartition("/")[2] for item in listed.get("Contents", [])]
-    else:
-        names = [path.name for path in (data / "files").glob("??/*")]
-    return {name for name in names if re.fullmatch(r"[0-9a-f]{64}", name)}
 
 
 def wait_for(condition, seconds: float, step: float = 0.1) -> bool:

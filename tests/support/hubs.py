@@ -21,7 +21,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from hub_client.client import HubClient
+from hub_server.db.blobs import S3BlobStore, open_blob_store
 from hub_server.process import start_hub
+from hub_server.services.hub import Hub
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,6 +36,25 @@ def serving(tmp_path_factory, backend) -> Iterator[dict]:
     admin = backend.create_user(data, "root", is_admin=True)
     with start_hub(data, backend=backend.flags) as server:
         yield {"url": server.url, "admin": admin, "data": data, "backend": backend}
+
+
+def open_hub(backend, data: Path) -> Hub:
+    """The store of ``backend`` in ``data``, opened here (no upload workers)."""
+    return Hub(
+        data, db=backend.db, blobs=backend.blobs, s3_endpoint=backend.s3_endpoint, upload_workers=0
+    )
+
+
+def stored(backend, data: Path) -> set[str]:
+    """Every blob in the store, listed directly: the files directory, or the S3 bucket."""
+    store = open_blob_store(backend.blobs, data, backend.s3_endpoint)
+    if isinstance(store, S3BlobStore):
+        prefix = f"{store.prefix}/" if store.prefix else ""
+        listed = store.client.list_objects_v2(Bucket=store.bucket, Prefix=prefix)
+        names = [item["Key"].rpartition("/")[2] for item in listed.get("Contents", [])]
+    else:
+        names = [path.name for path in (data / "files").glob("??/*")]
+    return {name for name in names if re.fullmatch(r"[0-9a-f]{64}", name)}
 
 
 def new_user(hub, name: str) -> str:

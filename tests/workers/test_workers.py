@@ -470,14 +470,9 @@ async def test_a_frame_of_msgpack_extension_types_is_refused_before_it_is_built(
     assert "extension type (5)" in answer["error"], answer
 
 
-async def test_a_huge_frame_decodes_in_steps_and_a_request_sent_after_it_is_answered_first(
-    server, flags, tmp_path
-):
-    """A frame of short strings in small arrays took ~2 s of CPU per 57 MiB to decode, all on
-    the event loop, every other connection waiting. Now a large frame decodes 64 KiB at a time,
-    the loop free between steps: a health request sent after a 12 MiB one on the same
-    connection is answered before it (it was answered after), the frame is still decoded in
-    full and refused for what it lacks, and a real caller then runs."""
+async def _huge_then_health(server, tmp_path, frame: bytes) -> dict[bytes, tuple[dict, float]]:
+    """``frame`` and then a health request, sent on one connection to a real vf-env-server:
+    their answers (and when each came) in the order they came; a real caller then runs."""
     import zmq
     import zmq.asyncio
 
@@ -493,9 +488,6 @@ async def test_a_huge_frame_decodes_in_steps_and_a_request_sent_after_it_is_answ
     try:
         caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
         await caller.close()  # the server is up and answering
-        rows = [{"question": ["ab"] * 1000}] * 4000  # no client_config: refused once decoded
-        frame = pack({"request_type": "run_group", "group_inputs": rows, "model": "m"})
-        assert len(frame) > 10 * 2**20
         secure_client(dealer, SHARED_SECRET)
         dealer.connect(f"tcp://127.0.0.1:{port}")
         started = time.monotonic()
@@ -506,10 +498,6 @@ async def test_a_huge_frame_decodes_in_steps_and_a_request_sent_after_it_is_answ
             assert await dealer.poll(120_000)
             request_id, reply = await dealer.recv_multipart()
             answers[request_id] = (unpack(reply), time.monotonic() - started)
-        assert list(answers) == [b"after", b"huge"], answers.keys()
-        assert answers[b"after"][0]["success"]
-        assert not answers[b"huge"][0]["success"]
-        assert "client_config" in answers[b"huge"][0]["error"]
         print(f"health answered at {answers[b'after'][1]:.2f}s, huge at {answers[b'huge'][1]:.2f}s")
         env = vf.load_environment("vf-worker-probe")
         caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
@@ -518,11 +506,61 @@ async def test_a_huge_frame_decodes_in_steps_and_a_request_sent_after_it_is_answ
         finally:
             await caller.close()
         assert out.reward == [2.0] * 4
+        return answers
     finally:
         dealer.close(linger=0)
         context.term()
         env_server.terminate()
         env_server.wait(30)
+
+
+async def test_a_huge_frame_decodes_in_steps_and_a_request_sent_after_it_is_answered_first(
+    server, flags, tmp_path
+):
+    """A frame of short strings in small arrays took ~2 s of CPU per 57 MiB to decode, all on
+    the event loop, every other connection waiting. Now a large frame decodes 64 KiB at a time,
+    the loop free between steps: a health request sent after a 12 MiB one on the same
+    connection is answered before it (it was answered after), the frame is still decoded in
+    full and refused for what it lacks, and a real caller then runs."""
+    from verifiers.workers.protocol import pack
+
+    rows = [{"question": ["ab"] * 1000}] * 4000  # no client_config: refused once decoded
+    frame = pack({"request_type": "run_group", "group_inputs": rows, "model": "m"})
+    assert len(frame) > 10 * 2**20
+    answers = await _huge_then_health(server, tmp_path, frame)
+    assert list(answers) == [b"after", b"huge"], answers.keys()
+    assert answers[b"after"][0]["success"]
+    assert not answers[b"huge"][0]["success"]
+    assert "client_config" in answers[b"huge"][0]["error"]
+
+
+async def test_a_request_costly_to_validate_is_validated_in_steps_and_one_sent_after_is_answered_first(
+    server, flags, tmp_path
+):
+    """Validating a decoded request (pydantic, one call holding the GIL) took ~0.4-1.2 s of CPU
+    for 5-40 MiB requests of many rows, members or keys, on the event loop. Now its large
+    containers are validated a slice at a time: a health request sent after a frame small
+    enough to decode at once (under 1 MiB) but of 50,000 members is answered before it, and the
+    member that is wrong, the last, is named by its place in the whole request."""
+    from verifiers.workers.protocol import DECODE_STEP_BYTES, pack
+
+    members = [{"rollout_index": i} for i in range(50_000)] + [{"rollout_index": "x"}]
+    config = {"api_key_var": "OPENAI_API_KEY", "api_base_url": server.base_url}
+    frame = pack(
+        {
+            "request_type": "run_group",
+            "group_inputs": [{"question": "q"}],
+            "client_config": config,
+            "model": "m",
+            "members": members,
+        }
+    )
+    assert len(frame) <= 16 * DECODE_STEP_BYTES  # decoded in one go: only validation steps
+    answers = await _huge_then_health(server, tmp_path, frame)
+    assert list(answers) == [b"after", b"huge"], answers.keys()
+    assert answers[b"after"][0]["success"]
+    assert not answers[b"huge"][0]["success"]
+    assert "members.50000.rollout_index" in answers[b"huge"][0]["error"], answers[b"huge"]
 
 
 def test_a_large_frame_cut_short_or_with_bytes_after_it_is_refused_in_steps_too():

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.clients.config import ClientConfig
 from verifiers.errors import VFError
+from verifiers.workers.stepped_validation import STEP_ENTRIES, validate_in_steps
 
 PROTOCOL_VERSION = 1
 HEALTH_PING = b"ping"
@@ -121,15 +122,46 @@ class Response(WireModel):
     output: dict[str, Any] | None = None
 
 
+REQUESTS: dict[str, type[RunGroupRequest | RunRolloutRequest | HealthRequest]] = {
+    "run_group": RunGroupRequest,
+    "run_rollout": RunRolloutRequest,
+    "health": HealthRequest,
+}
+
+
+def request_model(data: Any) -> type[RunGroupRequest | RunRolloutRequest | HealthRequest]:
+    kind = data.get("request_type") if isinstance(data, dict) else None
+    model = REQUESTS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise ValueError(
+            f"unknown request_type {kind!r} (expected run_group, run_rollout or health)"
+        )
+    return model
+
+
 def parse_request(data: dict[str, Any]) -> RunGroupRequest | RunRolloutRequest | HealthRequest:
-    kind = data.get("request_type")
-    if kind == "run_group":
-        return RunGroupRequest.model_validate(data)
-    if kind == "run_rollout":
-        return RunRolloutRequest.model_validate(data)
-    if kind == "health":
-        return HealthRequest.model_validate(data)
-    raise ValueError(f"unknown request_type {kind!r} (expected run_group, run_rollout or health)")
+    return request_model(data).model_validate(data)
+
+
+async def parse_request_in_steps(
+    data: dict[str, Any], entries: int | None = None
+) -> RunGroupRequest | RunRolloutRequest | HealthRequest:
+    """``parse_request`` with the event loop free between slices of a large request's
+    containers (``stepped_validation``); one with at most ``STEP_ENTRIES`` list items and map
+    entries in all (``entries``, counted while it was decoded) is validated at once."""
+    model = request_model(data)
+    if entries is not None and entries <= STEP_ENTRIES:
+        return model.model_validate(data)
+    request = await validate_in_steps(model, data)
+    assert isinstance(request, model)
+    return request
+
+
+async def read_request(payload: bytes) -> RunGroupRequest | RunRolloutRequest | HealthRequest:
+    """A request frame a peer sent, decoded and validated in steps (what a server does)."""
+    seen = [0]
+    data = await unpack_bounded_in_steps(payload, seen)
+    return await parse_request_in_steps(data, seen[0])
 
 
 def _default(obj: Any) -> Any:
@@ -167,7 +199,7 @@ class DecodeCostError(VFError, ValueError):
     """A frame that would decode into more memory than its size allows."""
 
 
-def unpack_bounded(data: bytes) -> Any:
+def unpack_bounded(data: bytes, seen: list[int] | None = None) -> Any:
     """``unpack`` a frame a peer sent, refused (``DecodeCostError``) as soon as its arrays and
     maps pass ``DECODED_PER_WIRE_BYTE`` times its size (or ``DECODED_FLOOR``): each is charged
     as msgpack completes it, in constant time, so a frame built to expand stops while it is
@@ -177,7 +209,7 @@ def unpack_bounded(data: bytes) -> Any:
     Extension types, which no request carries, are refused: each became a Python-made object
     (~27x its wire size, ~1 us each, so 64 MiB of them held the event loop ~40 s and took 2 GB);
     a timestamp (extension -1, which msgpack decodes itself) is read as the float it stands for."""
-    return msgpack.unpackb(data, **_bounded(len(data)))
+    return msgpack.unpackb(data, **_bounded(len(data), seen))
 
 
 DECODE_STEP_BYTES = 1 << 16
@@ -185,14 +217,15 @@ DECODE_STEP_BYTES = 1 << 16
 ~65k objects, a few ms, each."""
 
 
-async def unpack_bounded_in_steps(data: bytes) -> Any:
+async def unpack_bounded_in_steps(data: bytes, seen: list[int] | None = None) -> Any:
     """``unpack_bounded``, a frame over 16 steps decoded ``DECODE_STEP_BYTES`` at a time with
     the event loop free between steps. A 64 MiB frame of short strings in small arrays took
     ~2 s of CPU in one go, every other connection waiting; a thread does not help (msgpack
-    holds the GIL between its hooks: the loop's thread waited up to seconds for it)."""
+    holds the GIL between its hooks: the loop's thread waited up to seconds for it).
+    ``seen[0]``, if given, gains the number of list items and map entries decoded."""
     if len(data) <= 16 * DECODE_STEP_BYTES:
-        return unpack_bounded(data)
-    unpacker = msgpack.Unpacker(max_buffer_size=len(data), **_bounded(len(data)))
+        return unpack_bounded(data, seen)
+    unpacker = msgpack.Unpacker(max_buffer_size=len(data), **_bounded(len(data), seen))
     view = memoryview(data)
     for start in range(0, len(data), DECODE_STEP_BYTES):
         unpacker.feed(view[start : start + DECODE_STEP_BYTES])
@@ -207,10 +240,12 @@ async def unpack_bounded_in_steps(data: bytes) -> Any:
     raise ValueError("the message ends before its last value")
 
 
-def _bounded(size: int) -> dict[str, Any]:
-    """The options that make msgpack refuse a ``size``-byte frame as ``unpack_bounded`` says."""
+def _bounded(size: int, seen: list[int] | None = None) -> dict[str, Any]:
+    """The options that make msgpack refuse a ``size``-byte frame as ``unpack_bounded`` says
+    (and count the entries it decodes into ``seen[0]``)."""
     budget = max(DECODED_FLOOR, DECODED_PER_WIRE_BYTE * size)
     spent = 0
+    entries = seen if seen is not None else [0]
 
     def charge(cost: int) -> None:
         nonlocal spent
@@ -223,10 +258,12 @@ def _bounded(size: int) -> dict[str, Any]:
 
     def on_list(items: list[Any]) -> list[Any]:
         charge(LIST_BYTES + SLOT_BYTES * len(items))
+        entries[0] += len(items)
         return items
 
     def on_map(mapping: dict[Any, Any]) -> dict[Any, Any]:
         charge(MAP_BYTES + ENTRY_BYTES * len(mapping))
+        entries[0] += len(mapping)
         return mapping
 
     def on_extension(code: int, payload: bytes) -> Any:

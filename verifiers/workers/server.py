@@ -9,9 +9,11 @@ loopback host only. A request's key is read only from the environment variables 
 given (``key_vars``), so a caller cannot have a worker send some other secret of this host to an
 address of its choosing. Messages larger than ``max_message_bytes`` are dropped by ZMQ before
 they are read, and one that would decode into many times its size is refused while it decodes
-(``protocol.unpack_bounded``). Connections reach the ROUTER through a per-peer gate
-(``gate.Gate``): a peer's guesses of the secret past a budget, and its connections past a few
-mid-handshake, are refused, and other peers are not.
+(``protocol.unpack_bounded``); a large request is decoded and validated in steps, the event
+loop free between them (``protocol.unpack_bounded_in_steps``, ``stepped_validation``).
+Connections reach the ROUTER through a per-peer gate (``gate.Gate``): a peer's guesses of the
+secret past a budget, and its connections past a few mid-handshake, are refused, and other peers
+are not.
 """
 
 from __future__ import annotations
@@ -33,8 +35,7 @@ from verifiers.workers.protocol import (
     Response,
     RunRolloutRequest,
     pack,
-    parse_request,
-    unpack_bounded_in_steps,
+    read_request,
 )
 from verifiers.workers.runner import NO_KEY_VAR
 
@@ -132,7 +133,7 @@ class EnvServer:
 
     async def _answer(self, router: Any, caller: bytes, request_id: bytes, payload: bytes) -> None:
         try:
-            request = parse_request(await unpack_bounded_in_steps(payload))
+            request = await read_request(payload)
             refused = (
                 key_vars_of(request.client_config) - self.key_vars
                 if hasattr(request, "client_config")

@@ -1,0 +1,107 @@
+"""A request validated in steps (``verifiers.workers.stepped_validation``) is the request
+``model_validate`` makes, refused with the same reason at the same entry, while the event loop
+turns between slices of its large containers; a field validated whole (``client_config``, which
+has validators) is refused past a bound instead of holding the loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from verifiers.workers.protocol import RunGroupRequest, parse_request, parse_request_in_steps
+from verifiers.workers.stepped_validation import STEP_ENTRIES, WHOLE_ENTRIES
+
+CONFIG = {"api_key_var": "OPENAI_API_KEY", "api_base_url": "http://127.0.0.1:1/v1"}
+
+
+def request(**fields) -> dict:
+    return {
+        "request_type": "run_group",
+        "group_inputs": [{"question": "q"}],
+        "client_config": CONFIG,
+        "model": "m",
+        **fields,
+    }
+
+
+async def stepped_with_turns(data: dict) -> tuple[RunGroupRequest, int]:
+    """The stepped validation's answer and how often another task ran meanwhile."""
+    turns, done = 0, False
+
+    async def other() -> None:
+        nonlocal turns
+        while not done:
+            await asyncio.sleep(0)
+            turns += 1
+
+    ticker = asyncio.create_task(other())
+    await asyncio.sleep(0)
+    try:
+        validated = await parse_request_in_steps(data)
+    finally:
+        done = True
+        await ticker
+    assert isinstance(validated, RunGroupRequest)
+    return validated, turns
+
+
+LARGE = {
+    "many rows": request(group_inputs=[{f"k{j}": j for j in range(8)} for _ in range(30_000)]),
+    "one row of many keys": request(group_inputs=[{f"k{j}": j for j in range(100_000)}]),
+    "many sampling args": request(sampling_args={f"k{j}": j for j in range(100_000)}),
+    "many members": request(members=[{"rollout_index": i} for i in range(40_000)]),
+    "one member of many sampling args": request(
+        members=[{"rollout_index": 0, "sampling_args": {f"k{j}": j for j in range(100_000)}}]
+    ),
+    "many state columns": request(state_columns=[f"c{j}" for j in range(100_000)]),
+}
+
+
+@pytest.mark.parametrize("shape", list(LARGE))
+async def test_a_large_request_validates_in_steps_into_the_same_request(shape):
+    data = LARGE[shape]
+    validated, turns = await stepped_with_turns(data)
+    whole = RunGroupRequest.model_validate(data)
+    assert validated == whole and validated.model_dump() == whole.model_dump()
+    assert validated.model_fields_set == whole.model_fields_set
+    assert turns >= 8, f"the loop turned {turns} times while {shape} was validated"
+
+
+async def test_a_small_request_is_validated_at_once_and_a_wrong_one_refused_as_before():
+    validated, _ = await stepped_with_turns(request(sampling_args={"temperature": 0.5}))
+    assert validated == parse_request(request(sampling_args={"temperature": 0.5}))
+    with pytest.raises(ValueError, match="timeout"):
+        await parse_request_in_steps(request(timeout=-1))
+    with pytest.raises(ValueError, match="unknown request_type 'nope'"):
+        await parse_request_in_steps({"request_type": "nope"})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "where"),
+    [
+        ("group_inputs", [{"q": 1}] * 20_000 + ["not a row"], "group_inputs.20000"),
+        ("members", [{"rollout_index": i} for i in range(20_000)] + [{}], "members.20000"),
+        ("sampling_args", {**{f"k{j}": j for j in range(20_000)}, 7: 1}, "sampling_args"),
+    ],
+    ids=["row", "member", "key"],
+)
+async def test_a_wrong_entry_past_the_first_slice_is_refused_naming_it(field, value, where):
+    """The refusal names the entry where the whole request names it, not its place in a slice."""
+    with pytest.raises(ValueError) as refused:
+        await parse_request_in_steps(request(**{field: value}))
+    assert str(refused.value).startswith(f"{where}"), refused.value
+    with pytest.raises(ValueError):  # the whole validation refuses it too
+        parse_request(request(**{field: value}))
+
+
+async def test_a_client_config_too_large_to_validate_whole_is_refused_and_a_real_one_passes():
+    """``client_config`` has validators, so it is validated in one call; a million headers held
+    the loop ~0.7 s. Past ``WHOLE_ENTRIES`` entries it is refused, saying so."""
+    headers = {f"h{j}": "v" for j in range(WHOLE_ENTRIES + 1)}
+    with pytest.raises(ValueError, match=f"client_config: more than {WHOLE_ENTRIES} entries"):
+        await parse_request_in_steps(request(client_config={**CONFIG, "extra_headers": headers}))
+    real = {**CONFIG, "extra_headers": {"X-Team": "a"}, "endpoint_configs": [CONFIG] * 4}
+    validated = await parse_request_in_steps(request(client_config=real))
+    assert validated == parse_request(request(client_config=real))
+    assert STEP_ENTRIES < WHOLE_ENTRIES

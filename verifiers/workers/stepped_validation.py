@@ -1,0 +1,259 @@
+"""Validating a large request with the event loop free between steps.
+
+A request's model validates in one call that never lets go of the GIL (pydantic-core), so on the
+env server's event loop a 40 MiB ``run_group`` of many rows held every other connection for
+~0.4 s of CPU, and 300k ``members`` or one row of a million keys for ~0.5-1.2 s; a thread would
+not help (the loop's thread waits for the GIL). :func:`validate_in_steps` validates the large
+containers of a request (a list or dict field with many entries, and list items or dict values
+that are themselves large) a slice at a time, through the field's own ``TypeAdapter``, and the
+rest of the model in one call with those fields left empty: the same checks, the same values,
+at most about ``STEP_ENTRIES`` entries between two turns of the loop.
+
+Only containers pydantic validates with no validator of their own are stepped (a field with
+constraints or validators, or a model with model validators, is validated whole, as before, and
+refused past ``WHOLE_ENTRIES`` entries): the answer is the model ``model_validate`` would give,
+which the tests compare. A server calls this only for a request of more than ``STEP_ENTRIES``
+entries (``protocol.read_request``); smaller ones are validated at once, at no extra cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from functools import cache
+from itertools import accumulate, islice
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+STEP_ENTRIES = 4096
+"""Entries (list items, dict keys) validated between two turns of the event loop: ~1-5 ms."""
+WHOLE_ENTRIES = 4 * STEP_ENTRIES
+"""At most this many entries, counted through nested lists and dicts, in a field that is
+validated whole (it has validators: ``client_config``): ~10 ms. A client config holds a few
+headers and endpoints; a million headers held the loop ~0.7 s, and are refused."""
+
+
+@cache
+def _adapter(annotation: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(annotation)
+
+
+def _without_none(annotation: Any) -> Any:
+    """``X`` of ``X | None``; anything else as it is."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _length(value: Any) -> int:
+    """What validating ``value`` as a ``list[...]`` or ``dict[...]`` item costs, in entries."""
+    return len(value) if isinstance(value, list | dict) else 1
+
+
+def _model_cost(value: Any) -> int:
+    """What validating ``value`` as a model item costs: its fields and the entries of the
+    containers directly in them (``Member.sampling_args``); deeper ones are ``Any`` in every
+    request model, which costs nothing to validate."""
+    if isinstance(value, dict):
+        return len(value) + sum(len(v) for v in value.values() if isinstance(v, list | dict))
+    return 1
+
+
+def _large(annotation: Any, value: list[Any] | dict[Any, Any]) -> bool:
+    """Whether validating ``value`` as ``annotation`` (a ``list[X]`` or ``dict[K, X]``) costs
+    more than ``STEP_ENTRIES`` entries; it looks at no more items than that."""
+    if len(value) > STEP_ENTRIES:
+        return True
+    args = get_args(annotation)
+    cost = _cost_of(args[-1]) if args else None
+    if cost is None:
+        return False
+    total = len(value)
+    for item in value.values() if isinstance(value, dict) else value:
+        total += cost(item)
+        if total > STEP_ENTRIES:
+            return True
+    return False
+
+
+def _cost_of(annotation: Any) -> Callable[[Any], int] | None:
+    """How an ``annotation`` item's cost is counted; None where every item costs one (``Any``,
+    a scalar)."""
+    inner = _without_none(annotation)
+    if isinstance(inner, type) and issubclass(inner, BaseModel):
+        return _model_cost
+    if get_origin(inner) in (list, dict) or inner in (list, dict):
+        return _length
+    return None
+
+
+def _entries(value: Any) -> int:
+    """The entries of ``value``'s lists and dicts, nested ones included, counted up to just
+    past ``WHOLE_ENTRIES`` (so counting costs at most that)."""
+    count, stack = 0, [value]
+    while stack and count <= WHOLE_ENTRIES:
+        item = stack.pop()
+        if isinstance(item, dict):
+            count += len(item)
+            stack.extend(islice(item.values(), WHOLE_ENTRIES + 1))
+        elif isinstance(item, list):
+            count += len(item)
+            stack.extend(item[: WHOLE_ENTRIES + 1])
+    return count
+
+
+@cache
+def _steppable_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """The fields of ``model`` that may be validated apart: plain ``list[...]`` / ``dict[...]``
+    (or ``| None``) without constraints, validators or aliases; none if the model has model
+    validators (they would see the empty placeholder)."""
+    decorators = model.__pydantic_decorators__
+    if decorators.model_validators or decorators.root_validators:
+        return {}
+    validated = {f for d in decorators.field_validators.values() for f in d.info.fields}
+    out = {}
+    for name, field in model.model_fields.items():
+        inner = _without_none(field.annotation)
+        if (
+            get_origin(inner) in (list, dict)
+            and not field.metadata
+            and field.alias in (None, name)
+            and name not in validated
+            and "*" not in validated
+        ):
+            out[name] = inner
+    return out
+
+
+class _Steps:
+    """Counts entries validated since the loop last ran, and lets it run past ``STEP_ENTRIES``."""
+
+    def __init__(self) -> None:
+        self.entries = 0
+
+    async def spent(self, entries: int) -> None:
+        self.entries += entries
+        if self.entries >= STEP_ENTRIES:
+            self.entries = 0
+            await asyncio.sleep(0)
+
+
+async def validate_in_steps(model: type[BaseModel], data: Any) -> BaseModel:
+    """``model.model_validate(data)``, its large containers a slice at a time (the module
+    docstring). A refusal is a ``ValueError`` naming the field and the entry."""
+    return await _model(model, data, _Steps(), "")
+
+
+async def _model(model: type[BaseModel], data: Any, steps: _Steps, where: str) -> BaseModel:
+    fields = _steppable_fields(model) if isinstance(data, dict) else {}
+    big = {
+        name: data[name]
+        for name in fields
+        if isinstance(data.get(name), list | dict) and _large(fields[name], data[name])
+    }
+    if isinstance(data, dict):
+        for name, value in data.items():
+            if name not in big and name in model.model_fields and _entries(value) > WHOLE_ENTRIES:
+                raise ValueError(
+                    f"{where}{name}: more than {WHOLE_ENTRIES} entries (lists and maps, nested "
+                    "ones counted): refused"
+                )
+    if not big:
+        await steps.spent(1)
+        return _validated(_adapter(model), data, where)
+    done = {}
+    for name, value in big.items():
+        done[name] = await _container(fields[name], value, steps, f"{where}{name}")
+    rest = {**data, **{name: type(value)() for name, value in big.items()}}
+    return _validated(_adapter(model), rest, where).model_copy(update=done)
+
+
+async def _container(annotation: Any, value: Any, steps: _Steps, where: str) -> Any:
+    """A ``list[X]`` or ``dict[K, V]`` value, validated a slice at a time through the adapter
+    of the same type; an item (or a dict value) that is itself large is validated on its own,
+    stepped the same way."""
+    args = get_args(annotation)
+    if isinstance(value, list) and get_origin(annotation) is list and len(args) == 1:
+        out: list[Any] = []
+        for start, end, entries in _slices(args[0], value):
+            if end - start == 1 and entries > STEP_ENTRIES:  # one item, large
+                out.append(await _item(args[0], value[start], steps, f"{where}[{start}]"))
+            else:
+                out.extend(_validated(_adapter(annotation), value[start:end], where, start))
+                await steps.spent(entries)
+        return out
+    if isinstance(value, dict) and get_origin(annotation) is dict and len(args) == 2:
+        done: dict[Any, Any] = {}
+        for chunk, entries in _pairs(args[1], value):
+            if len(chunk) == 1 and entries > STEP_ENTRIES:  # one value, large
+                key, item = chunk[0]
+                checked = _validated(_adapter(args[0]), key, f"{where} (key {key!r})")
+                done[checked] = await _item(args[1], item, steps, f"{where}[{key!r}]")
+            else:
+                done.update(_validated(_adapter(annotation), dict(chunk), where))
+                await steps.spent(entries)
+        return done
+    return _validated(_adapter(annotation), value, where)
+
+
+def _slices(item: Any, items: list[Any]) -> Iterator[tuple[int, int, int]]:
+    """``(start, end, entries)`` slices of ``items`` of about ``STEP_ENTRIES`` entries each
+    (``_cost_of``); a slice of one item with more entries is that item alone."""
+    cost = _cost_of(item)
+    if cost is None:  # no walk: every item costs one
+        for start in range(0, len(items), STEP_ENTRIES):
+            end = min(len(items), start + STEP_ENTRIES)
+            yield start, end, end - start
+        return
+    start = 0
+    while start < len(items):
+        window = items[start : start + STEP_ENTRIES]
+        try:  # lengths summed in C, not item by item (a walk in Python cost ~60% of validating)
+            counted = list(accumulate(map(len if cost is _length else cost, window)))
+        except TypeError:  # an item with no length (refused once validated): counted as one
+            counted = list(accumulate(map(cost, window)))
+        taken = min(bisect_left(counted, STEP_ENTRIES) + 1, len(window))
+        yield start, start + taken, counted[taken - 1]
+        start += taken
+
+
+def _pairs(item: Any, mapping: dict[Any, Any]) -> Iterator[tuple[list[tuple[Any, Any]], int]]:
+    """``mapping``'s pairs in chunks of about ``STEP_ENTRIES`` entries (a key is one, its value
+    ``_cost_of`` its type), read as they are yielded."""
+    cost = _cost_of(item)
+    chunk: list[tuple[Any, Any]] = []
+    entries = 0
+    for pair in mapping.items():
+        chunk.append(pair)
+        entries += 1 if cost is None else 1 + cost(pair[1])
+        if entries >= STEP_ENTRIES:
+            yield chunk, entries
+            chunk, entries = [], 0
+    if chunk:
+        yield chunk, entries
+
+
+async def _item(annotation: Any, value: Any, steps: _Steps, where: str) -> Any:
+    inner = _without_none(annotation)
+    if isinstance(inner, type) and issubclass(inner, BaseModel):
+        return await _model(inner, value, steps, f"{where}.")
+    if get_origin(inner) in (list, dict):
+        return await _container(inner, value, steps, where)
+    return _validated(_adapter(annotation), value, where)
+
+
+def _validated(adapter: TypeAdapter[Any], value: Any, where: str, offset: int = 0) -> Any:
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        loc = list(error["loc"])
+        if offset and loc and isinstance(loc[0], int):
+            loc[0] += offset
+        path = ".".join(str(part) for part in [where.rstrip("."), *loc] if part != "")
+        raise ValueError(f"{path or 'the request'}: {error['msg']}") from None
