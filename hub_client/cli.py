@@ -179,14 +179,10 @@ def _terminated(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    from verifiers.errors import UsageError as SDKUsageError  # what the SDK's checks raise
-
-    usage_errors: tuple[type[Exception], ...] = (UsageError, SDKUsageError)
     if argv[:1] == ["hub"]:  # the server's commands: its module is imported only to run them
         from hub_server import cli as hub_cli
 
         args = hub_cli.build_parser("prime hub").parse_args(argv[1:])
-        usage_errors = (UsageError, SDKUsageError, hub_cli.UsageError)
         run: Callable[[], int] = partial(args.func, args)
     else:
         parsed = build_parser().parse_args(argv)
@@ -197,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("[red]prime:[/red] interrupted", highlight=False)
         return 130
-    except usage_errors as exc:
+    except UsageError as exc:  # the SDK's, the server's and prime's own: one class
         err.print(f"[red]prime:[/red] {safe(exc)}", soft_wrap=True, highlight=False)
         return 2
     except (HubAPIError, InstallError) as exc:

@@ -18,12 +18,9 @@ from typing import Any, get_args, get_origin
 from pydantic import ValidationError
 
 from hub_server.settings import CREATE_USER, SERVE, HubSettings, hub_flag
+from verifiers.errors import UsageError  # the one usage error of every command (exit 2)
 
 DB_ENV = "PRIME_HUB_DB"
-
-
-class UsageError(Exception):
-    """Bad usage: the message says what to type instead (exit 2)."""
 
 
 def database_url(given: str | None) -> str | None:

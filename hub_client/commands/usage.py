@@ -11,13 +11,10 @@ from rich.console import Console
 from hub_client.client import HubClient, hub_url
 from hub_client.config import load_config
 from hub_client.install import EnvSpec, InstallError
+from verifiers.errors import UsageError  # the one usage error of every command (exit 2)
 
 console = Console()
 err = Console(stderr=True)
-
-
-class UsageError(Exception):
-    pass
 
 
 def client(login_required: bool = False) -> HubClient:
