@@ -80,7 +80,8 @@ def open_push(hub: Hub, user: Principal, owner: str, name: str, visibility: str 
     with hub.database.transaction() as db:
         _lock_user(hub, db, user.user_id)
         count = db.execute(
-            "SELECT COUNT(*) AS n FROM staged_pushes WHERE user_id=? AND expires_at >= ?",
+            "SELECT COUNT(*) AS n FROM staged_pushes WHERE user_id=? AND expires_at >= ? "
+            "AND published IS NULL",
             (user.user_id, now()),
         ).fetchone()["n"]
         if count >= MAX_OPEN_PUSHES:

@@ -212,8 +212,8 @@ def resolve(hub, token: str) -> httpx.Response:
 def test_a_publisher_holds_bounded_staged_pushes_and_bytes(hub):
     """A publish token opened staged pushes at the rate of its requests (40 accepted, 100 MiB
     each, kept 30 minutes): now at most MAX_OPEN_PUSHES open and MAX_STAGED_BYTES declared
-    across them per user, each refusal a 429 saying what to do. Replacing a declared file and
-    another user's push are unaffected."""
+    across them per user, each refusal a 429 saying what to do. A published or expired push
+    stops counting; replacing a declared file and another user's push are unaffected."""
     _, token = user(hub, "stager")
     pushes = [resolve(hub, token) for _ in range(MAX_OPEN_PUSHES)]
     assert all(p.status_code == 200 for p in pushes), pushes[-1].text
@@ -229,6 +229,18 @@ def test_a_publisher_holds_bounded_staged_pushes_and_bytes(hub):
     too_much = declare(hub, token, ids[files // 2], "wheel", 1)
     assert too_much.status_code == 429 and error_code(too_much) == "too_much_staged"
     assert declare(hub, token, ids[0], "wheel", 1024).status_code == 200  # replaces its own
+
+    # a published push (forget() marks it) and an abandoned one, once expired, stop counting
+    hub["backend"].execute(
+        hub["data"], "UPDATE staged_pushes SET published='0.1.0' WHERE id=?", (ids[-1],)
+    )
+    assert resolve(hub, token).status_code == 200
+    hub["backend"].execute(
+        hub["data"], "UPDATE staged_pushes SET expires_at='2000-01-01' WHERE id=?", (ids[0],)
+    )
+    again = resolve(hub, token)
+    assert again.status_code == 200, again.text
+    assert declare(hub, token, again.json()["data"]["id"], "wheel", MAX_FILE).status_code == 200
 
     _, other = user(hub, "stager")
     theirs = resolve(hub, other)
