@@ -52,11 +52,11 @@ def is_loopback(host: str) -> bool:
 def _is_ours(address: IP) -> bool:
     """Whether ``address`` is one of this host's: only a local address can be bound."""
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-    with socket.socket(family, socket.SOCK_DGRAM) as probe:
-        try:
+    try:  # (out of descriptors, the probe itself fails: then a stranger's address, as most are)
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
             probe.bind((str(address), 0))
-        except OSError:
-            return False
+    except OSError:
+        return False
     return True
 
 
