@@ -11,7 +11,7 @@ one token and an approval never fetched leaves none behind.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from hub_protocol.wire import Scope
 from hub_server.db.accounts import Accounts, hash_secret, stored_scopes
@@ -30,6 +30,22 @@ class LoginChallenges:
         self.accounts = accounts
         self.postgres = database.dialect == "postgresql"
 
+    def _evict_from_busiest(self, db: Any) -> bool:
+        """Drop the oldest pending challenge of the client with the most; False if none is."""
+        busiest = db.execute(
+            "SELECT client FROM login_challenges WHERE state='pending' GROUP BY client "
+            "ORDER BY COUNT(*) DESC, MIN(created_at) LIMIT 1"
+        ).fetchone()
+        if busiest is None:
+            return False
+        oldest = db.execute(
+            "SELECT code_hash FROM login_challenges WHERE client=? AND state='pending' "
+            "ORDER BY created_at LIMIT 1",
+            (busiest["client"],),
+        ).fetchone()
+        db.execute("DELETE FROM login_challenges WHERE code_hash=?", (oldest["code_hash"],))
+        return True
+
     def open(
         self,
         code: str,
@@ -40,9 +56,11 @@ class LoginChallenges:
         per_client: int,
         pending: int,
     ) -> None:
-        """A new pending challenge, unless ``client`` already has ``per_client`` pending or the
-        hub ``pending`` in all (counted in the inserting transaction, so concurrent requests
-        cannot race past the bounds). Expired challenges are purged as we go."""
+        """A new pending challenge, unless ``client`` already has ``per_client`` pending
+        (counted in the inserting transaction, so concurrent requests cannot race past it). With
+        ``pending`` in all, the oldest waiting challenge of the client holding the most goes to
+        make room: a flood from many addresses costs its own challenges, never a fresh login's.
+        Expired challenges are purged as we go."""
         stamp = now()
         with self.database.transaction() as db:
             if self.postgres:
@@ -58,7 +76,7 @@ class LoginChallenges:
                     "deny them, or wait until they expire",
                 )
             total = db.execute("SELECT COUNT(*) AS n FROM login_challenges").fetchone()["n"]
-            if total >= pending:
+            if total >= pending and not self._evict_from_busiest(db):
                 raise TooMany(
                     "too_many_logins",
                     "the hub has too many logins waiting for approval: retry in a few minutes",

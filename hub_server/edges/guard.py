@@ -5,8 +5,9 @@ credential a route takes); the guard checks it from the headers before a byte of
 spooled first. The exceptions carry their own credential or none, each under a small cap: the
 web forms (a session or a token to exchange, and a CSRF token), a staged push's upload URL, and
 ``prime login``'s request for a challenge. Bodies are capped by route (uploads are large, JSON is small), whether or not the
-client sends a Content-Length, and a client that stops sending mid-body is dropped after
-``read_timeout`` seconds.
+client sends a Content-Length, and a client that stops sending mid-body for ``read_timeout``
+seconds, or sends it slower than ``MIN_BODY_RATE`` on average after that grace
+(``verifiers.asgi.deadlines.body_wait``), is answered 408 and its connection closed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hub_protocol.wire import ATTACHMENT_KINDS, ErrorResponse
+from verifiers.asgi.deadlines import MIN_BODY_RATE, body_wait
 
 UPLOAD_SUFFIXES = ("/versions", *(f"/{kind}" for kind in ATTACHMENT_KINDS))
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
@@ -94,13 +96,21 @@ class RequestGuard:
         received = 0
         refusal: tuple[int, str, str] | None = None
         answered = False
+        loop = asyncio.get_running_loop()
+        started = loop.time()
 
         async def guarded_receive() -> dict[str, Any]:
             nonlocal received, refusal
+            wait = body_wait(started, received, loop.time(), self.read_timeout)
             try:
-                message = await asyncio.wait_for(receive(), timeout=self.read_timeout)
+                message = await asyncio.wait_for(receive(), timeout=wait)
             except TimeoutError:
-                refusal = (408, "request_timeout", f"no data for {self.read_timeout:g} s")
+                refusal = (
+                    408,
+                    "request_timeout",
+                    f"the body stalled for {self.read_timeout:g} s or came slower than "
+                    f"{MIN_BODY_RATE} bytes a second",
+                )
                 raise BodyRefused from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
@@ -129,5 +139,7 @@ class RequestGuard:
 async def _error(send: Any, status: int, code: str, message: str) -> None:
     body = ErrorResponse.of(code, message).model_dump_json().encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status in (408, 413):  # the rest of the body is never read: the connection ends here
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

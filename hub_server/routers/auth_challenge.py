@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
-from hub_server.routers.deps import HubDep
+from hub_server.routers.deps import HubDep, peer_of_request
 from hub_server.services import login
 from hub_server.services.auth import bearer_token
 
@@ -28,8 +28,7 @@ class ChallengeRequest(BaseModel):
 @router.post("/auth_challenge/generate")
 def generate(body: ChallengeRequest, request: Request, hub: HubDep) -> dict[str, Any]:
     """A challenge for the CLI to print and poll; 200, as the official client expects."""
-    client = request.client.host if request.client else "unknown"
-    return login.generate(hub, body.encryptionPublicKey, client)
+    return login.generate(hub, body.encryptionPublicKey, peer_of_request(request))
 
 
 @router.get("/auth_challenge/status")

@@ -11,6 +11,7 @@ from hub_server.errors import HubError
 from hub_server.presenters.views import Views
 from hub_server.services.auth import Principal
 from hub_server.services.hub import Hub
+from verifiers.asgi.peers import peer_of
 
 
 # async: FastAPI runs a plain ``def`` dependency in the thread pool, a hop per request for a lookup
@@ -45,3 +46,12 @@ HubDep = Annotated[Hub, Depends(hub_of)]
 ViewsDep = Annotated[Views, Depends(views_of)]
 User = Annotated[Principal, Depends(required_user)]
 MaybeUser = Annotated[Principal | None, Depends(optional_user)]
+
+
+def peer_of_request(request: Request) -> str:
+    """Whom an anonymous request is charged to, in every per-peer limit of the hub
+    (``verifiers.asgi.peers``): one IPv4 address, one IPv6 /64, one local user of this machine
+    (all of 127/8). Behind a trusted proxy, the address it forwards."""
+    client = request.client or ("", None)
+    server = request.scope.get("server")
+    return peer_of(client[0], client[1], tuple(server) if server else None)

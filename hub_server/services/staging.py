@@ -10,7 +10,10 @@ nobody's until the last finalize, which checks them against their declared sha25
 stores what it publishes durably, as a native push does). An upload URL is a capability: a
 ``secrets.token_urlsafe`` token (kept only as its sha256), single-use, valid for
 ``PRIME_HUB_UPLOAD_URL_TTL`` seconds (15 minutes by default), bound to the declared size and
-sha256; a push left unfinished is collected once it expires (twice that).
+sha256; a push left unfinished is collected once it expires (twice that). What one user holds
+staged is bounded, as evaluations are: ``MAX_OPEN_PUSHES`` unexpired pushes and
+``MAX_STAGED_BYTES`` declared across them (a publish token could otherwise fill the disk at the
+rate of its requests, 100 MiB a push, kept half an hour).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from hub_server.services.hub import Hub
 from hub_server.settings import MAX_FILE
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
+MAX_OPEN_PUSHES = 20  # staged pushes one user may have open (unpublished and unexpired)
+MAX_STAGED_BYTES = 10 * MAX_FILE  # bytes one user may have declared across them
 
 
 def url_ttl() -> timedelta:
@@ -76,12 +81,32 @@ def collect(hub: Hub) -> None:
 def open_push(hub: Hub, user: Principal, owner: str, name: str, visibility: str | None) -> str:
     push_id = secrets.token_urlsafe(24)
     with hub.database.transaction() as db:
+        _lock_user(hub, db, user.user_id)
+        count = db.execute(
+            "SELECT COUNT(*) AS n FROM staged_pushes WHERE user_id=? AND expires_at >= ? "
+            "AND published IS NULL",
+            (user.user_id, now()),
+        ).fetchone()["n"]
+        if count >= MAX_OPEN_PUSHES:
+            raise HubError(
+                429,
+                "too_many_open_pushes",
+                f"you have {count} pushes open (limit {MAX_OPEN_PUSHES}): finish them, or wait "
+                f"for them to expire ({int(push_ttl().total_seconds() // 60)} minutes after "
+                "they began)",
+            )
         db.execute(
             "INSERT INTO staged_pushes (id, user_id, owner, name, visibility, created_at, "
             "expires_at) VALUES (?,?,?,?,?,?,?)",
             (push_id, user.user_id, owner, name, visibility, now(), now(push_ttl())),
         )
     return push_id
+
+
+def _lock_user(hub: Hub, db: Any, user_id: int) -> None:
+    """One user's stagings counted one at a time (SQLite's write transactions already are)."""
+    if hub.database.dialect == "postgresql":
+        db.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (f"staged-pushes:{user_id}",))
 
 
 def push_of(hub: Hub, user: Principal, push_id: str) -> Any:
@@ -116,6 +141,20 @@ def declare(
     staged_id = secrets.token_urlsafe(18)
     dropped: list[str] = []
     with hub.database.transaction() as db:
+        _lock_user(hub, db, push["user_id"])
+        held = db.execute(
+            "SELECT COALESCE(SUM(COALESCE(f.size, ?)), 0) AS n FROM staged_files f "
+            "JOIN staged_pushes p ON p.id = f.push_id WHERE p.user_id=? AND p.expires_at >= ? "
+            "AND NOT (f.push_id=? AND f.kind=?)",
+            (MAX_FILE, push["user_id"], now(), push["id"], kind),
+        ).fetchone()["n"]
+        if held + (size or MAX_FILE) > MAX_STAGED_BYTES:
+            raise HubError(
+                429,
+                "too_much_staged",
+                f"your open pushes already hold {held} bytes (limit {MAX_STAGED_BYTES}): finish "
+                "or abandon them (they expire), then push again",
+            )
         for row in db.execute(
             "SELECT * FROM staged_files WHERE push_id=? AND kind=?", (push["id"], kind)
         ).fetchall():

@@ -307,3 +307,18 @@ def test_a_burst_of_hopeless_requests_is_refused_without_stalling_other_clients(
         # still starve the server of CPU, so the bound is on the median, not the slowest
         assert len(waits) >= 2, ("small requests were not answered during the burst", waits)
         assert statistics.median(waits) < max(1.0, burst_took / 4), (waits, burst_took)
+
+
+def test_each_of_n_choices_counts_its_own_prompt_against_the_budget(tiny_dir, tmp_path):
+    """Each of ``n`` choices is a sequence with its own copy of the prompt: n=8 of a ~100-token
+    prompt with max_tokens=1 ran ~800 tokens while it was counted as ~110 (a 600-token budget
+    admitted it and refused far less work). Now it counts n x (prompt + max_tokens): refused,
+    saying what to lower; n=2 of the same prompt fits and is served."""
+    prompt = "hello " * 100
+    with serving(tiny_dir, tmp_path, "--client-max-tokens", "600") as server:
+        many = post(server.base_url, {"model": "tiny", "prompt": prompt, "n": 8, "max_tokens": 1})
+        assert many.status_code == 429, many.text
+        assert "lower n or max_tokens" in many.json()["error"]["message"]
+        two = post(server.base_url, {"model": "tiny", "prompt": prompt, "n": 2, "max_tokens": 8})
+        assert two.status_code == 200, two.text
+        assert len(two.json()["choices"]) == 2

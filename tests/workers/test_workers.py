@@ -326,6 +326,7 @@ def test_no_worker_outlives_its_caller(server, flags, tmp_path, how):
 
 
 SHARED_SECRET = "s3cret-shared-by-both-sides"
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]  # another local user
 
 
 def _start_server(
@@ -635,14 +636,16 @@ sys.stdin.readline()
 """
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as a second local user")
 async def test_a_peer_guessing_the_secret_is_throttled_and_a_caller_elsewhere_is_not_delayed(
     server, flags, tmp_path
 ):
     """The guess throttle was the listener's (libzmq never says whose handshake failed), so one
-    stranger guessing locked every caller out. Now the gate charges each peer: a stranger at
-    127.0.0.2 guessing at full speed gets its burst of 10 and 2 a second checked, the rest
-    closed unread, and 8 connections held mid-handshake (of 32 opened); meanwhile a caller with
-    the secret at 127.0.0.1 connects and runs as fast as without the attack."""
+    stranger guessing locked every caller out. Now the gate charges each peer: a stranger (uid
+    65534, at 127.0.0.2: another local user is another peer) guessing at full speed gets its
+    burst of 10 and 2 a second checked, the rest closed unread, and 8 connections held
+    mid-handshake (of 32 opened); meanwhile a caller with the secret at 127.0.0.1 connects and
+    runs as fast as without the attack."""
     import psutil
 
     from verifiers.processes.server import free_port
@@ -668,7 +671,7 @@ async def test_a_peer_guessing_the_secret_is_throttled_and_a_caller_elsewhere_is
         cpu = psutil.Process(env_server.pid).cpu_times()
         seconds = 6.0
         hostile = subprocess.Popen(  # noqa: ASYNC220 (its output is read after the run)
-            [sys.executable, "-c", HOSTILE_PEER, str(port), SHARED_SECRET, str(seconds)],
+            [*NOBODY, sys.executable, "-c", HOSTILE_PEER, str(port), SHARED_SECRET, str(seconds)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -699,9 +702,10 @@ async def test_strangers_at_many_addresses_cost_a_bounded_table_and_a_caller_sti
     server, flags
 ):
     """Each peer's budget is remembered, so strangers at many addresses could grow the table
-    without end: past ``max_peers`` the peer seen least recently is forgotten. 300 addresses
-    connect (and one guesses from each); the table holds 64, and a caller with the secret at
-    127.0.0.1 then runs. An IPv6 peer is charged per /64 (one host holds a whole /64)."""
+    without end: past ``max_peers`` the peer seen least recently is forgotten (300 addresses
+    seen, the table holds 64). 300 connections from as many 127/8 addresses are one peer (this
+    machine's user), and a caller with the secret at 127.0.0.1 then runs. An IPv6 peer is
+    charged per /64 (one host holds a whole /64)."""
     import socket as sockets
 
     from verifiers.processes.server import free_port
@@ -710,11 +714,13 @@ async def test_strangers_at_many_addresses_cost_a_bounded_table_and_a_caller_sti
     from verifiers.workers.remote import RemoteWorkers
     from verifiers.workers.server import EnvServer
 
+    budgets = PeerBudgets(max_peers=64)
+    for i in range(300):
+        budgets.get(f"198.51.{i // 250}.{1 + i % 250}", time.monotonic())
+    assert len(budgets.peers) == 64 and "198.51.1.50" in budgets.peers  # the last remembered
     port, stop = free_port(), asyncio.Event()
     async with WorkerPool("vf-worker-probe", {}, 1) as pool:
-        env_server = EnvServer(
-            pool, "127.0.0.1", port, SHARED_SECRET, budgets=PeerBudgets(max_peers=64)
-        )
+        env_server = EnvServer(pool, "127.0.0.1", port, SHARED_SECRET, budgets=budgets)
         serving = asyncio.create_task(env_server.serve(stop))
         try:
             await asyncio.sleep(0.5)
@@ -725,8 +731,9 @@ async def test_strangers_at_many_addresses_cost_a_bounded_table_and_a_caller_sti
                 await asyncio.get_running_loop().sock_connect(conn, ("127.0.0.1", port))
                 conn.close()
             await asyncio.sleep(0.5)
-            assert len(env_server.budgets.peers) == 64
-            assert "127.0.2.50" in env_server.budgets.peers  # the last ones are remembered
+            local = f"this machine (uid {os.geteuid()})"
+            assert local in env_server.budgets.peers
+            assert not any(key.startswith("127.") for key in env_server.budgets.peers)
             caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
             try:
                 env = vf.load_environment("vf-worker-probe")
@@ -734,13 +741,96 @@ async def test_strangers_at_many_addresses_cost_a_bounded_table_and_a_caller_sti
             finally:
                 await caller.close()
             assert out.reward == [2.0] * 4 and len(env_server.budgets.peers) == 64
-            assert "127.0.0.1" in env_server.budgets.peers
         finally:
             stop.set()
             await serving
     assert peer_key(("2001:db8:1:2:aaaa::1", 5, 0, 0)) == "2001:db8:1:2::/64"
     assert peer_key(("2001:db8:1:2:bbbb::9", 5, 0, 0)) == "2001:db8:1:2::/64"
     assert peer_key(("::ffff:10.0.0.7", 5, 0, 0)) == "10.0.0.7"
+
+
+HALF_HANDSHAKES = """
+import socket, sys, time
+port, addresses = int(sys.argv[1]), int(sys.argv[2])
+held = []
+for i in range(addresses):  # 8 connections from each address, a half greeting, then silence
+    for _ in range(8):
+        conn = socket.socket()
+        conn.bind((f"127.0.{10 + i // 250}.{1 + i % 250}", 0))
+        conn.connect(("127.0.0.1", port))
+        conn.sendall(b"\\xff" + b"\\0" * 8 + b"\\x7f")
+        held.append(conn)
+time.sleep(1.0)
+still_open = 0
+for conn in held:
+    conn.setblocking(False)
+    try:
+        still_open += conn.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        still_open += 1
+    except OSError:
+        pass
+print(still_open, flush=True)
+sys.stdin.readline()
+"""
+
+
+async def test_one_local_user_at_many_loopback_addresses_is_one_peer_at_the_gate(
+    server, flags, tmp_path
+):
+    """Every 127/8 address was a peer of its own: uid 65534 holding 8 half-handshakes at each of
+    120 of them took every relay, and the caller with the secret failed, told that the two
+    sides' secrets differed. A local user is now one peer: 8 held of 480, and its own caller is
+    told the server closed the handshake; another local user's caller runs meanwhile."""
+    from verifiers.errors import EnvWorkerError
+    from verifiers.processes.server import free_port
+    from verifiers.workers.remote import RemoteWorkers
+
+    port = free_port()
+    env_server = _start_server(tmp_path, SHARED_SECRET, port)
+    env = vf.load_environment("vf-worker-probe")
+
+    async def legitimate_run() -> None:
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET).start()
+        try:
+            out = await env.evaluate(server.base_url, "m", env_workers=caller)
+        finally:
+            await caller.close()
+        assert out.reward == [2.0] * 4
+
+    def flood(*as_user: str) -> tuple[subprocess.Popen, int]:
+        command = [*as_user, sys.executable, "-c", HALF_HANDSHAKES, str(port), "60"]
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        return proc, int(proc.stdout.readline())
+
+    floods = []
+    try:
+        await legitimate_run()
+        mine, held = flood()
+        floods.append(mine)
+        assert held <= 8, held
+        with pytest.raises(EnvWorkerError, match="closed the connection during it"):
+            await RemoteWorkers([f"127.0.0.1:{port}"], SHARED_SECRET, connect_timeout=20).start()
+        mine.kill()
+        mine.wait(30)
+        if os.geteuid() == 0:
+            theirs, held = flood(*NOBODY)
+            floods.append(theirs)
+            assert held <= 8, held
+            await legitimate_run()  # while another local user holds its 8
+        for attempt in range(50):  # once the gate has seen this user's connections close
+            try:
+                await legitimate_run()
+                break
+            except EnvWorkerError:
+                assert attempt < 49
+                await asyncio.sleep(0.2)
+    finally:
+        for proc in floods:
+            proc.kill()
+            proc.wait(30)
+        env_server.terminate()
+        env_server.wait(30)
 
 
 async def test_a_caller_with_a_secret_is_told_the_server_runs_without_one(flags, tmp_path):
@@ -757,6 +847,45 @@ async def test_a_caller_with_a_secret_is_told_the_server_runs_without_one(flags,
     finally:
         env_server.terminate()
         env_server.wait(30)
+
+
+async def test_a_server_without_a_secret_sends_no_key_of_its_own(server, flags, tmp_path):
+    """Any local process may connect to a --no-auth server: one that named its own endpoint and
+    api_key_var=OPENAI_API_KEY received the server user's key. Without a secret the workers
+    now send no key: the caller's endpoint sees none, while a keyless endpoint (a local model
+    server, what --no-auth is for) still runs."""
+    from verifiers.processes.server import free_port
+    from verifiers.testing import ModelServer
+    from verifiers.workers.remote import RemoteWorkers
+
+    port, key = free_port(), "sk-the-server-users-key"
+    env_server = _start_server(tmp_path, None, port, env={"OPENAI_API_KEY": key})
+    try:
+        caller = await RemoteWorkers([f"127.0.0.1:{port}"], None).start()
+        env = vf.load_environment("vf-worker-probe")
+        try:
+            with ModelServer(api_key=key) as theirs:  # answers only a request carrying the key
+                config = vf.ClientConfig(api_base_url=theirs.base_url, api_key_var="OPENAI_API_KEY")
+                stolen = await env.evaluate(config, "m", env_workers=caller)
+                assert not theirs.requests  # every call refused 401: the key never came
+            assert all(state["error"] for state in stolen.state)
+            config = vf.ClientConfig(api_base_url=server.base_url, api_key_var="OPENAI_API_KEY")
+            out = await env.evaluate(config, "m", env_workers=caller)
+            assert out.reward == [2.0] * 4
+        finally:
+            await caller.close()
+    finally:
+        env_server.terminate()
+        env_server.wait(30)
+
+
+def test_a_key_variable_for_a_server_without_a_secret_is_refused():
+    """--key-var would hand that key to any local process: refused, saying to use a secret."""
+    command = [sys.executable, "-m", "verifiers.cli.env_server", "reverse-text", "--no-auth"]
+    refused = subprocess.run(
+        [*command, "--key-var", "OPENAI_API_KEY"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2 and "--key-var has no effect with --no-auth" in refused.stderr
 
 
 def test_the_server_refuses_to_listen_beyond_loopback_without_a_secret():

@@ -4,8 +4,10 @@ uvicorn times out idle keep-alive connections but not a client that sends half i
 then trickles (or nothing at all): each such connection would be held open for good, and enough
 of them make a server unreachable. ``header_timeout_protocol`` gives every request
 ``read_timeout`` seconds from its first byte (or from the connection opening) to finish its
-headers; ``read_body`` (``verifiers.asgi.json_api``) and the hub's guard bound the body the
-same way, so a stalled body cannot hold a budget or a slot for as long as its sender likes.
+headers; ``read_body`` (``verifiers.asgi.json_api``) bounds a body the same way, and the hub's
+guard (whose uploads are large) by ``body_wait``: a total deadline that grows with the bytes
+received at ``MIN_BODY_RATE``. So neither a stalled nor a trickled body holds a budget or a
+slot for as long as its sender likes.
 """
 
 from __future__ import annotations
@@ -54,3 +56,16 @@ def header_timeout_protocol(read_timeout: float) -> type[HttpToolsProtocol]:
             super().connection_lost(exc)
 
     return HeaderDeadline
+
+
+MIN_BODY_RATE = 16 * 1024
+"""Bytes a second a body must average, after ``read_timeout`` seconds of grace: a body sent a
+byte at a time (never silent long enough for an idle timeout) is cut off as a stalled one is."""
+
+
+def body_wait(started: float, received: int, now: float, read_timeout: float) -> float:
+    """Seconds to wait for a body's next part: ``read_timeout`` at most, and no later than its
+    total deadline, ``read_timeout`` plus ``received / MIN_BODY_RATE`` from ``started`` (so a
+    large upload at a real link's speed always makes it, a trickle never lasts)."""
+    deadline = started + read_timeout + received / MIN_BODY_RATE
+    return max(0.0, min(read_timeout, deadline - now))

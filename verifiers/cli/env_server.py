@@ -46,7 +46,11 @@ class EnvServerSettings(CommandSettings):
     port: int = Field(5555, description="TCP port")
     workers: str = Field("auto", description="worker processes: a number or auto (one per core)")
     secret_file: str | None = Field(None, description="file holding the shared secret")
-    no_auth: bool = Field(False, description="no secret (loopback hosts only)")
+    no_auth: bool = Field(
+        False,
+        description="no secret (loopback hosts only): any local process may connect, so "
+        "workers call endpoints with no API key",
+    )
     key_var: list[str] = Field(
         default_factory=lambda: list(DEFAULT_KEY_VARS),
         description="an environment variable requests may read their API key from (repeatable; "
@@ -72,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError(str(exc)) from exc
     if args.no_auth and args.host not in LOOPBACK:
         raise UsageError("--no-auth is accepted on a loopback host only")
+    if args.no_auth and args.key_var != list(DEFAULT_KEY_VARS):
+        raise UsageError(
+            "--key-var has no effect with --no-auth: without a secret any local process may "
+            "connect, so the workers send no API key; use a secret (the default) for an "
+            "endpoint that needs one"
+        )
     try:
         secret = None if args.no_auth else load_secret(args.secret_file, create=True)
     except (OSError, ValueError) as exc:

@@ -52,7 +52,7 @@ class ServeSettings(CommandSettings):
     )
     client_max_tokens: int = Field(
         32_768,
-        description="tokens (prompt + n x max_tokens) one anonymous client may have in flight "
+        description="tokens (n x (prompt + max_tokens)) one anonymous client may have in flight "
         "(0: no limit)",
     )
     client_max_requests: int = Field(

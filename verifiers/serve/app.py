@@ -82,7 +82,7 @@ def build_app(
             client = None if api_key else held.client  # trusted clients take no turns
             prepared = lanes.prepare(body, kind, client)
             reply, prompt_ids, params, n = await unless_gone(request, prepared)
-            held.charge(len(prompt_ids) + n * params.max_tokens)
+            held.charge(n * (len(prompt_ids) + params.max_tokens))  # each choice its own copy
         except BaseException:
             held.release()
             raise

@@ -3,14 +3,15 @@
 Without ``--api-key`` anyone who reaches the port is a client. One of them asking for 16 x 8k
 tokens (or sending a thousand requests, or gigabytes of bodies) would hold the batch or the
 memory while everyone else waits, so each client has a budget of what it has in flight: tokens
-(its requests' prompts plus ``n x max_tokens``), requests, and request-body bytes; past it, a 429
+(``n x (prompt + max_tokens)`` for each request: each of its ``n`` choices is a sequence of
+its own, its own copy of the prompt included), requests, and request-body bytes; past it, a 429
 says what to do. A server with ``--api-key`` serves trusted clients only and keeps no budget.
 
 A client is the address its connection comes from, never a header (vf-serve runs uvicorn without
 proxy headers: ``X-Forwarded-For`` is anyone's to write). Addresses one party can pick at will
-count as one client: every address of this machine (all of 127.0.0.0/8 and ``::1``, IPv4-mapped
-or not, and the host's own addresses, which any local process may bind), and each IPv6 /64 (one
-host's, by SLAAC and privacy addresses). A request nobody waits for any more (its client hung up)
+count as one client (``verifiers.asgi.peers``): every address of this machine (all of 127.0.0.0/8
+and ``::1``, and the host's own addresses, which any local process may bind: one client per local
+user), and each IPv6 /64 (one host's, by SLAAC and privacy addresses). A request nobody waits for any more (its client hung up)
 is cancelled and stops counting.
 
 Where a body is parsed, rendered and tokenized (off the loop; the largest in a child process) is
@@ -20,8 +21,6 @@ Where a body is parsed, rendered and tokenized (off the loop; the largest in a c
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import socket
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -29,51 +28,16 @@ from typing import TypeVar
 from starlette.requests import ClientDisconnect, Request
 
 from verifiers.asgi.json_api import MAX_BODY, APIError
+from verifiers.asgi.peers import peer_of
 
 T = TypeVar("T")
-THIS_MACHINE = "this machine"
 
 
 def client_of(request: Request) -> str:
-    """Whose budget ``request`` counts against (see the module docstring)."""
-    peer = request.client.host if request.client else ""
-    try:
-        address = _unmapped(ipaddress.ip_address(peer))
-    except ValueError:  # not an IP address (a unix socket): one client
-        return peer or "unknown"
-    server = request.scope.get("server") or ("",)
-    if address.is_loopback or _is_loopback(server[0]) or _is_ours(address):
-        return THIS_MACHINE
-    if address.version == 6:
-        return str(ipaddress.IPv6Network((int(address) >> 64 << 64, 64)))
-    return str(address)
-
-
-def _unmapped(
-    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
-) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
-    return mapped or address
-
-
-def _is_loopback(host: str) -> bool:
-    """A connection to a loopback address can only come from this machine (Linux drops
-    packets from elsewhere addressed to 127.0.0.0/8 or ``::1``)."""
-    try:
-        return _unmapped(ipaddress.ip_address(host)).is_loopback
-    except ValueError:
-        return False
-
-
-def _is_ours(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Whether ``address`` is one of this host's: only a local address can be bound."""
-    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-    with socket.socket(family, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.bind((str(address), 0))
-        except OSError:
-            return False
-    return True
+    """Whose budget ``request`` counts against (``verifiers.asgi.peers``)."""
+    peer = request.client or ("", None)
+    server = request.scope.get("server")
+    return peer_of(peer[0], peer[1], tuple(server) if server else None)
 
 
 async def unless_gone(request: Request, work: Awaitable[T]) -> T:
@@ -187,7 +151,7 @@ class Hold:
         if tokens > limit:
             raise APIError(
                 429,
-                f"this request needs {tokens} tokens (prompt + n x max_tokens) and a client may "
+                f"this request needs {tokens} tokens (n x (prompt + max_tokens)) and a client may "
                 f"hold {limit} at a time here: lower n or max_tokens, or run the server with "
                 "--api-key for trusted clients",
                 "rate_limit_error",

@@ -13,19 +13,21 @@ without a token is closed at once, so guesses cost it ``rate`` a second after a 
 peer holds at most ``max_pending`` connections that have not finished the handshake, each for
 at most ``handshake_s``. Other peers, and callers that completed a handshake, are untouched.
 The gate relays no more connections than the process has descriptors for (libzmq's IPC
-listener aborts the process when ``accept`` meets EMFILE): past that, new ones are closed.
+listener aborts the process when ``accept`` meets EMFILE), at most half of them mid-handshake:
+past that, new ones are closed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
+
+from verifiers.asgi.peers import peer_of
 
 logger = logging.getLogger("verifiers.workers.gate")
 GREETING_BYTES = 64
@@ -37,19 +39,12 @@ COMMAND, LONG = 0x04, 0x02
 RELAY_CHUNK = 1 << 18
 
 
-def peer_key(address: Any) -> str:
-    """Whom a connection is charged to: its IPv4 address, or its IPv6 /64 (one host or site
-    holds a whole /64, so single IPv6 addresses would give it 2^64 budgets)."""
-    host = address[0] if isinstance(address, tuple) else str(address)
-    try:
-        ip = ipaddress.ip_address(host.split("%")[0])
-    except ValueError:
-        return host
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.IPv6Network((ip, 64), strict=False))
-    return str(ip)
+def peer_key(address: Any, local: Any = None) -> str:
+    """Whom a connection is charged to (``verifiers.asgi.peers``): its IPv4 address, its IPv6
+    /64, or this machine's user that owns it (every 127/8 address of one user is one peer)."""
+    if not isinstance(address, tuple):
+        return peer_of(str(address))
+    return peer_of(str(address[0]), address[1], tuple(local[:2]) if local else None)
 
 
 @dataclass
@@ -132,8 +127,10 @@ class Gate:
         from verifiers.processes.open_files import descriptors_to_spare
 
         self.upstream, self.budgets, self.handshake_s = upstream, budgets, handshake_s
-        # each relay holds 3 descriptors: the peer's, the gate's to the ROUTER, libzmq's end
+        # each relay holds 3 descriptors: the peer's, the gate's to the ROUTER, libzmq's end;
+        # at most half of them mid-handshake, so callers through keep room to reconnect
         self.relays, self.max_relays = 0, descriptors_to_spare(3)
+        self.pending, self.warned = 0, -60.0
 
     async def start(self, listener: Any) -> asyncio.Server:
         from verifiers.processes.open_files import ACCEPT_BURST
@@ -143,13 +140,24 @@ class Gate:
         )
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        key = peer_key(writer.get_extra_info("peername"))
+        key = peer_key(writer.get_extra_info("peername"), writer.get_extra_info("sockname"))
         peer = self.budgets.admits(key, time.monotonic())
-        if peer is None or self.relays >= self.max_relays:
+        full = self.relays >= self.max_relays or self.pending >= self.max_relays // 2
+        if peer is None or full:
+            if full and time.monotonic() - self.warned > 60:
+                self.warned = time.monotonic()
+                logger.warning(
+                    "turning connections away: %d relays, %d mid-handshake (this process has "
+                    "descriptors for %d)",
+                    self.relays,
+                    self.pending,
+                    self.max_relays,
+                )
             writer.transport.abort()
             return
         peer.pending += 1
         self.relays += 1
+        self.pending += 1
         ready, charged = asyncio.Event(), asyncio.Event()
         upstream: asyncio.StreamWriter | None = None
         try:
@@ -178,6 +186,7 @@ class Gate:
             self.relays -= 1
             if not ready.is_set():
                 peer.pending -= 1
+                self.pending -= 1
             writer.transport.abort()
             if upstream is not None:
                 upstream.transport.abort()
@@ -228,6 +237,7 @@ class Gate:
             writer.write(body)
             if body.startswith(b"\x05READY"):
                 peer.pending -= 1
+                self.pending -= 1
                 ready.set()
                 if charged.is_set():
                     self.budgets.succeeded(peer)

@@ -74,8 +74,10 @@ HANDSHAKE_REFUSALS = (
     "HANDSHAKE_FAILED_PROTOCOL",
 )
 REFUSED = (
-    "refused the handshake: the two sides' secrets differ, or one side runs --no-auth and the "
-    "other has a secret"
+    "refused the handshake (closed the connection during it): it turns connections away past "
+    "its limits (too many mid-handshake from this user or address, or in all: its log says "
+    "so), and refuses a secret that differs from its own, or one side with a secret when the "
+    "other runs --no-auth"
 )
 
 
@@ -203,8 +205,9 @@ class RemoteWorkers:
             if not answer.success:
                 self._unavailable(server, answer.error)
             return
+        refused = server.refused.done()  # before close(), which cancels it
         await self.close()
-        if server.refused.done():
+        if refused:
             raise EnvWorkerError(f"the env server at {server.address} {server.refused.result()}")
         raise EnvWorkerError(
             f"the env server at {server.address} did not answer within "

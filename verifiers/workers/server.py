@@ -7,9 +7,10 @@ it send ``run_group`` / ``run_rollout`` / ``health``), encrypted and authenticat
 keys derived from a shared secret (``verifiers.workers.auth``); without a secret it serves a
 loopback host only. A request's key is read only from the environment variables the server was
 given (``key_vars``), so a caller cannot have a worker send some other secret of this host to an
-address of its choosing. Messages larger than ``max_message_bytes`` are dropped by ZMQ before
-they are read, and one that would decode into many times its size is refused while it decodes
-(``protocol.unpack_bounded``); a large request is decoded and validated in steps, the event
+address of its choosing; without a secret it reads none (``keyless``: any local process could
+otherwise spend this user's key, or send it to an endpoint of its own). Messages larger than
+``max_message_bytes`` are dropped by ZMQ before they are read, and one that would decode into
+many times its size is refused while it decodes (``protocol.unpack_bounded``); a large request is decoded and validated in steps, the event
 loop free between them (``protocol.unpack_bounded_in_steps``, ``stepped_validation``).
 Connections reach the ROUTER through a per-peer gate (``gate.Gate``): a peer's guesses of the
 secret past a budget, and its connections past a few mid-handshake, are refused, and other peers
@@ -50,6 +51,14 @@ def key_vars_of(config: Any) -> set[str]:
     names = {config.api_key_var}
     names.update(endpoint.api_key_var for endpoint in config.endpoint_configs)
     return names
+
+
+def keyless(config: Any) -> Any:
+    """``config`` reading no key. A server without a secret is anyone's on this machine (any
+    local process may connect to a loopback port), so it sends none of this host's keys to an
+    endpoint its caller names: its workers call every endpoint with no key."""
+    endpoints = [e.model_copy(update={"api_key_var": NO_KEY_VAR}) for e in config.endpoint_configs]
+    return config.model_copy(update={"api_key_var": NO_KEY_VAR, "endpoint_configs": endpoints})
 
 
 class EnvServer:
@@ -134,6 +143,10 @@ class EnvServer:
     async def _answer(self, router: Any, caller: bytes, request_id: bytes, payload: bytes) -> None:
         try:
             request = await read_request(payload)
+            if self.secret is None and hasattr(request, "client_config"):
+                request = request.model_copy(
+                    update={"client_config": keyless(request.client_config)}
+                )
             refused = (
                 key_vars_of(request.client_config) - self.key_vars
                 if hasattr(request, "client_config")
