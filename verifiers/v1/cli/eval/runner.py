@@ -138,8 +138,9 @@ async def run_eval_server(config: EvalConfig) -> list[Episode[Any, Any, Any]]:
         extra_headers=dict(config.client.headers),
     )
     workers = worker_count(config.serve)
-    async with env_server(taskset_id, env_args, workers, config.client.api_key_var) as address:
-        remote = await RemoteWorkers([address], None).start()
+    async with env_server(taskset_id, env_args, workers, config.client.api_key_var) as served:
+        address, secret = served
+        remote = await RemoteWorkers([address], secret).start()
         try:
             outputs = await env.generate(
                 rows,

@@ -1,5 +1,6 @@
 """A ``vf-env-server`` of a v1 taskset for one eval run (``run_eval_server``): the command
-started as this process's child on a free loopback port (``--no-auth``, loopback only), its
+started as this process's child on a free loopback port, locked with a secret made for the run
+(so no other local process can connect and have its workers send the run's key), its
 workers loading the taskset by id with the run's ``[env]`` block as the classic env-server path
 does (``verifiers.v1.kind``), stopped when the run ends and killed if this process dies."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import sys
 import tempfile
 import time
@@ -39,15 +41,19 @@ def worker_count(serve: ServeConfig) -> str:
 @asynccontextmanager
 async def env_server(
     env_id: str, env_args: dict[str, Any], workers: str, key_var: str
-) -> AsyncIterator[str]:
-    """``vf-env-server ENV_ID`` serving ``env_args`` for the context; its ``tcp://`` address
-    once its workers are up. Requests may read their key from ``key_var`` alone."""
+) -> AsyncIterator[tuple[str, str]]:
+    """``vf-env-server ENV_ID`` serving ``env_args`` for the context; its ``tcp://`` address and
+    secret once its workers are up. Requests may read their key from ``key_var`` alone."""
     port = free_port()
-    command = [sys.executable, "-m", "verifiers.cli.env_server", env_id]
-    command += ["-a", json.dumps(env_args), "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--workers", workers, "--no-auth", "--key-var", key_var]
-    argv, extra = guarded(command)
-    with tempfile.TemporaryDirectory(prefix="vf-env-server-") as tmp:
+    secret = secrets.token_urlsafe(32)
+    with tempfile.TemporaryDirectory(prefix="vf-env-server-") as tmp:  # 0700
+        secret_file = Path(tmp) / "secret"
+        secret_file.touch(0o600)
+        secret_file.write_text(secret)
+        command = [sys.executable, "-m", "verifiers.cli.env_server", env_id]
+        command += ["-a", json.dumps(env_args), "--host", "127.0.0.1", "--port", str(port)]
+        command += ["--workers", workers, "--secret-file", str(secret_file), "--key-var", key_var]
+        argv, extra = guarded(command)
         log = Path(tmp) / "server.log"
         with log.open("wb") as err:
             process = await asyncio.create_subprocess_exec(
@@ -59,7 +65,7 @@ async def env_server(
             )
         try:
             await _ready(process, log, env_id)
-            yield f"tcp://127.0.0.1:{port}"
+            yield f"tcp://127.0.0.1:{port}", secret
         finally:
             if process.returncode is None:
                 process.terminate()  # the server stops its workers, and they their tool servers
