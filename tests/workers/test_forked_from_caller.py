@@ -84,7 +84,9 @@ def test_vf_eval_forks_its_workers_from_itself_and_a_segfault_costs_only_its_rol
 ):
     """The environment is imported and loaded once, by vf-eval; the rewards run in its forked
     workers (never in vf-eval), and the worker a reward segfaults is replaced: the run ends
-    normally with that rollout's error alone. ``-v`` says how the workers started and when the
+    normally with that rollout's error alone. The death starts a template, so the suspects run
+    at once on workers forked from it (before, a pool forked from vf-eval had none: suspects
+    waited in a row for one reserved worker). ``-v`` says how the workers started and when the
     first rollout finished."""
     done, pid = _vf_eval(server, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -98,6 +100,9 @@ def test_vf_eval_forks_its_workers_from_itself_and_a_segfault_costs_only_its_rol
     assert [r["reward"] for r in rows] == [1.0, 0.0, 1.0, 1.0]
     assert rows[1]["error"] and "SIGSEGV" in rows[1]["error"]["message"]
     assert not any(r["error"] for i, r in enumerate(rows) if i != 1)
+    (metadata,) = (tmp_path / "out").glob("evals/*/*/metadata.json")
+    workers = json.loads(metadata.read_text())["env_workers"]
+    assert workers["restarts"] >= 1 and workers["isolation_workers"] >= 1, workers
 
 
 def test_an_environment_whose_load_opens_a_pipe_gets_workers_that_load_it_themselves(

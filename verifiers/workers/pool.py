@@ -102,6 +102,7 @@ class WorkerPool(IsolatingPool[_Worker]):
         # processes started by launch(), before start() had an event loop to wait on them
         self._launched: list[tuple[int, bytes, WorkerProcess, str]] = []
         self._template: Template | None = None  # what launch() forked them from
+        self._forked_here = False  # fork(): the first workers came from this process
 
     # --- lifecycle -------------------------------------------------------------------------------
     def launch(self) -> WorkerPool:
@@ -134,8 +135,10 @@ class WorkerPool(IsolatingPool[_Worker]):
         """Fork the workers from this process, which has just loaded ``env`` as this pool's
         environment (vf-eval does, when ``forked.fork_safe``): each serves its copy of it, so
         a worker costs no interpreter start, import or load, only the fork (milliseconds).
-        ``start()`` then waits for them as for launched ones; replacements start as their own
-        interpreters."""
+        ``start()`` then waits for them as for launched ones. At the first death a template is
+        started (``_died``), so that replacements and the workers that run suspects alone fork
+        from it in milliseconds from then on, as in a launched pool."""
+        self._forked_here = True
         self._prepare()
         release = getattr(env, "release", None)
         self.release = str(release) if release is not None else None
@@ -347,6 +350,13 @@ class WorkerPool(IsolatingPool[_Worker]):
 
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if not w.dead]
+
+    def _died(self, worker: _Worker, reason: str) -> None:
+        if self._forked_here and self._template is None and not self._closing and can_fork():
+            # a run that lost a worker may lose more: from now on replacements and suspects'
+            # workers fork from a template (its load is paid once, here, not in each of them)
+            self._template = Template(self._settings(), [])
+        super()._died(worker, reason)
 
     # --- requests --------------------------------------------------------------------------------
     def _isolation_capacity(self) -> int:
