@@ -109,6 +109,14 @@ class HubSettings(BaseModel):
         description="seconds a `prime login` of Prime's official CLI waits for its approval in "
         "the browser (default: 600)",
     )
+    upload_url_ttl: Annotated[
+        float, HubFlag(env="PRIME_HUB_UPLOAD_URL_TTL", command_line=False)
+    ] = Field(
+        default_factory=lambda: float(os.environ.get("PRIME_HUB_UPLOAD_URL_TTL", "900")),
+        gt=0,
+        description="seconds an upload URL of a staged push (Prime's official CLI) stays valid; "
+        "an unpublished push expires after twice that (default: 900)",
+    )
     sdk_wheel: Annotated[Path | None, HubFlag(exclusive="sdk")] = Field(
         None,
         description="the SDK wheel to serve at /sdk/ (default: built at start from this "

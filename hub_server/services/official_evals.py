@@ -107,7 +107,7 @@ def open_eval(
     attaching.check_run_matches(meta, env, v)
     collect(hub)
     staged_id = secrets.token_urlsafe(24)
-    expires = now(staging.push_ttl())
+    expires = now(staging.push_ttl(hub))
     hub.staged_evals.open(
         staged_id, user.user_id, env.id, v.id, text.decode(), expires, MAX_OPEN_EVALS
     )
@@ -151,7 +151,7 @@ def store_batch(hub: Hub, user: Principal, staged_id: str, body: Upload) -> int:
         size = lines.tell()
         batch_id = secrets.token_urlsafe(18)
         hub.staged_evals.reserve_batch(
-            staged_id, user.user_id, batch_id, size, MAX_EVAL_BYTES, now(staging.push_ttl())
+            staged_id, user.user_id, batch_id, size, MAX_EVAL_BYTES, now(staging.push_ttl(hub))
         )
         try:
             hub.staging.put(batch_id, lines)  # type: ignore[arg-type]

@@ -19,7 +19,6 @@ rate of its requests, 100 MiB a push, kept half an hour).
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import secrets
 from contextlib import ExitStack
@@ -40,12 +39,12 @@ MAX_OPEN_PUSHES = 20  # staged pushes one user may have open (unpublished and un
 MAX_STAGED_BYTES = 10 * MAX_FILE  # bytes one user may have declared across them
 
 
-def url_ttl() -> timedelta:
-    return timedelta(seconds=float(os.environ.get("PRIME_HUB_UPLOAD_URL_TTL", "900")))
+def url_ttl(hub: Hub) -> timedelta:
+    return timedelta(seconds=hub.settings.upload_url_ttl)
 
 
-def push_ttl() -> timedelta:
-    return 2 * url_ttl()
+def push_ttl(hub: Hub) -> timedelta:
+    return 2 * url_ttl(hub)
 
 
 def token_hash(token: str) -> str:
@@ -92,13 +91,13 @@ def open_push(hub: Hub, user: Principal, owner: str, name: str, visibility: str 
                 429,
                 "too_many_open_pushes",
                 f"you have {count} pushes open (limit {MAX_OPEN_PUSHES}): finish them, or wait "
-                f"for them to expire ({int(push_ttl().total_seconds() // 60)} minutes after "
+                f"for them to expire ({int(push_ttl(hub).total_seconds() // 60)} minutes after "
                 "they began)",
             )
         db.execute(
             "INSERT INTO staged_pushes (id, user_id, owner, name, visibility, created_at, "
             "expires_at) VALUES (?,?,?,?,?,?,?)",
-            (push_id, user.user_id, owner, name, visibility, now(), now(push_ttl())),
+            (push_id, user.user_id, owner, name, visibility, now(), now(push_ttl(hub))),
         )
     return push_id
 
@@ -175,7 +174,7 @@ def declare(
                 size,
                 token_hash(token),
                 "declared",
-                now(url_ttl()),
+                now(url_ttl(hub)),
             ),
         )
     for old in dropped:

@@ -5,6 +5,7 @@ keeps every flag, alias, choice and positional users and scripts have typed."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -91,7 +92,25 @@ PRIME_USAGE = {
     "data push": "prime data push [-h] [--env ENV] dataset_dir",
     "data list": "prime data list [-h] [--output {table,json}] spec",
     "eval push": "prime eval push [-h] [--env ENV] run_dir",
+    "account delete": "prime account delete [-h] [--user USER] [--yes]",
 }
+
+
+def _subcommands(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> set[str]:
+    """Every leaf command under ``parser`` (``env push``, ``account delete``...)."""
+    found: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found |= _subcommands(sub, (*words, name)) or {" ".join((*words, name))}
+    return found
+
+
+def test_every_prime_subcommand_has_its_usage_pinned():
+    """A new command is added to PRIME_USAGE (and so to what scripts may rely on) with it."""
+    from hub_client.cli import build_parser
+
+    assert _subcommands(build_parser()) - {"hub"} == set(PRIME_USAGE)
 
 
 def prime(*args: str) -> subprocess.CompletedProcess[str]:
