@@ -115,6 +115,19 @@ async def test_authentication_error_says_to_check_the_key(server, client):
     assert "check the API key" in out.state[0]["error"]["message"]
 
 
+async def test_a_refusal_of_a_request_sent_without_a_key_says_no_key_was_sent(server):
+    """A 401 to a call that carried no key (no key variable set, or an env server run with
+    --no-auth) says so, instead of "check the API key" the user never gave."""
+    server.enqueue(Reply(status=401, error="missing key"))
+    keyless = OpenAICompatibleClient(server.base_url, None)
+    try:
+        out = await env().evaluate(keyless, "m")
+    finally:
+        await keyless.aclose()
+    message = out.state[0]["error"]["message"]
+    assert "sent with no API key" in message and "check the API key" not in message
+
+
 async def test_context_overflow_ends_the_rollout_without_error(server, client):
     class Chat(vf.MultiTurnEnv):
         async def env_response(self, messages, state, **kwargs):

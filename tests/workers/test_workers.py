@@ -869,6 +869,7 @@ async def test_a_server_without_a_secret_sends_no_key_of_its_own(server, flags, 
                 stolen = await env.evaluate(config, "m", env_workers=caller)
                 assert not theirs.requests  # every call refused 401: the key never came
             assert all(state["error"] for state in stolen.state)
+            assert all("sent with no API key" in s["error"]["message"] for s in stolen.state)
             config = vf.ClientConfig(api_base_url=server.base_url, api_key_var="OPENAI_API_KEY")
             out = await env.evaluate(config, "m", env_workers=caller)
             assert out.reward == [2.0] * 4

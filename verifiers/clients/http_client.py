@@ -175,7 +175,9 @@ class OpenAICompatibleClient:
                 (time.perf_counter() - started) * 1000,
             )
         if status >= 400:
-            raise http_error(status, content, resp_headers.get("Retry-After"), url)
+            raise http_error(
+                status, content, resp_headers.get("Retry-After"), url, keyed=bool(self.api_key)
+            )
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError as exc:
@@ -254,9 +256,10 @@ def validate_choices(response: ModelResponse, field: str) -> None:
 
 
 def http_error(
-    status: int, content: bytes, retry_after_header: str | None, url: str
+    status: int, content: bytes, retry_after_header: str | None, url: str, keyed: bool = True
 ) -> errors.ModelError:
-    """Map an HTTP error status to the typed error the retry policy understands."""
+    """Map an HTTP error status to the typed error the retry policy understands; ``keyed``:
+    whether the request carried an API key (a refusal of one sent without says so)."""
     try:
         detail: Any = orjson.loads(content)
         if isinstance(detail, dict) and isinstance(detail.get("error"), dict):
@@ -272,7 +275,13 @@ def http_error(
     if status >= 500:
         return errors.ServerError(message, status_code=status, retry_after=retry_after)
     if status in (401, 403):
-        return errors.AuthenticationError(message + " (check the API key)", status_code=status)
+        hint = (
+            "check the API key"
+            if keyed
+            else "it was sent with no API key: set the key's variable (-k), or, from a "
+            "vf-env-server started with --no-auth, which sends none, use one with a secret"
+        )
+        return errors.AuthenticationError(f"{message} ({hint})", status_code=status)
     if any(marker in str(detail).lower() for marker in CONTEXT_LENGTH_MARKERS):
         return errors.PromptTooLongError(message, status_code=status)
     return errors.BadRequestError(message, status_code=status)
