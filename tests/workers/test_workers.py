@@ -905,6 +905,17 @@ def test_the_server_refuses_to_listen_beyond_loopback_without_a_secret():
         timeout=60,
     )
     assert result.returncode == 2 and "loopback host only" in result.stderr
+    assert "--host 127.0.0.1" in result.stderr  # and what to do instead
+
+
+async def test_remote_workers_used_before_start_say_to_start_them(server, flags):
+    """It was a bare AssertionError from inside the pool."""
+    from verifiers.errors import EnvWorkerError
+    from verifiers.workers.remote import RemoteWorkers
+
+    env = vf.load_environment("vf-worker-probe")
+    with pytest.raises(EnvWorkerError, match=r"\.start\(\)"):
+        await env.evaluate(server.base_url, "m", env_workers=RemoteWorkers(["127.0.0.1:1"], None))
 
 
 @pytest.mark.slow

@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, json.JSONDecodeError) as exc:
         raise UsageError(str(exc)) from exc
     if args.no_auth and args.host not in LOOPBACK:
-        raise UsageError("--no-auth is accepted on a loopback host only")
+        raise UsageError(
+            "--no-auth is accepted on a loopback host only: use --host 127.0.0.1, or drop "
+            "--no-auth and give callers the secret (--secret-file)"
+        )
     if args.no_auth and args.key_var != list(DEFAULT_KEY_VARS):
         raise UsageError(
             "--key-var has no effect with --no-auth: without a secret any local process may "

@@ -296,7 +296,11 @@ class RemoteWorkers:
         """The least busy live server not passed over, waiting for one to come back while
         every one is down (up to ``reconnect_timeout`` after the last went down); else why
         there is none."""
-        assert self._changed is not None, "start() the env servers first"
+        if self._changed is None:
+            raise EnvWorkerError(
+                "RemoteWorkers were used before they were started: "
+                "`workers = await RemoteWorkers([...], secret).start()` first"
+            )
         loop = asyncio.get_running_loop()
         while True:
             if self._closed:
