@@ -31,10 +31,12 @@ class LoginChallenges:
         self.postgres = database.dialect == "postgresql"
 
     def _evict_from_busiest(self, db: Any) -> bool:
-        """Drop the oldest pending challenge of the client with the most; False if none is."""
+        """Drop the oldest pending challenge of the client with the most, if it has more than
+        one; False if none has (a client's only challenge is never dropped for another's: with
+        every client at one, the oldest was a waiting user's, pushed out by a flood)."""
         busiest = db.execute(
             "SELECT client FROM login_challenges WHERE state='pending' GROUP BY client "
-            "ORDER BY COUNT(*) DESC, MIN(created_at) LIMIT 1"
+            "HAVING COUNT(*) > 1 ORDER BY COUNT(*) DESC, MIN(created_at) LIMIT 1"
         ).fetchone()
         if busiest is None:
             return False
@@ -59,7 +61,9 @@ class LoginChallenges:
         """A new pending challenge, unless ``client`` already has ``per_client`` pending
         (counted in the inserting transaction, so concurrent requests cannot race past it). With
         ``pending`` in all, the oldest waiting challenge of the client holding the most goes to
-        make room: a flood from many addresses costs its own challenges, never a fresh login's.
+        make room when it holds more than one: a flood from many addresses costs its own
+        challenges, never a waiting login's (a flood of one challenge from each of ``pending``
+        addresses is refused new ones until they expire).
         Expired challenges are purged as we go."""
         stamp = now()
         with self.database.transaction() as db:

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from support.hubs import error_code, user
 
 from hub_server.edges.server import MAX_PER_PEER
+from hub_server.errors import TooMany
 from hub_server.process import start_hub
 from hub_server.services.login import new_code
 from hub_server.services.staging import MAX_OPEN_PUSHES, MAX_STAGED_BYTES
@@ -156,8 +157,9 @@ def test_login_challenges_count_all_of_loopback_as_one_peer_and_never_lock_out_a
 ):
     """Each 127/8 address had its own 10 challenges: one process binding 100 of them filled the
     hub's 1,000 and refused every `prime login` for 10 minutes. All of 127/8 is now one peer per
-    local user, and a hub at its cap drops the oldest challenge of the peer holding the most,
-    so a fresh login from anyone else still gets one."""
+    local user, and a hub at its cap drops the oldest challenge of the peer holding the most
+    (if it holds more than one), so a fresh login from anyone else still gets one and a waiting
+    one is never pushed out."""
 
     def generate(source: str) -> httpx.Response:
         transport = httpx.HTTPTransport(local_address=source)
@@ -181,6 +183,20 @@ def test_login_challenges_count_all_of_loopback_as_one_peer_and_never_lock_out_a
         assert store.logins.pending(fresh) is not None
         assert store.logins.pending(flood[0]) is None  # the flood's oldest made room
         assert all(store.logins.pending(code) is not None for code in flood[1:])
+        # a flood of one challenge from each of many peers (1,100 addresses pushed a waiting
+        # user's out: every peer held one, and the oldest was the user's): a peer's only
+        # challenge is never dropped, the newcomer is refused until they expire
+        hub["backend"].execute(hub["data"], "DELETE FROM login_challenges")  # no peer holds 2
+        total = 0
+        waiting = new_code()
+        store.logins.open(waiting, uuid.uuid4().hex, pem, "192.0.2.1", "9999", 10, total + 3)
+        for peer in ("192.0.2.10", "192.0.2.11"):
+            store.logins.open(new_code(), uuid.uuid4().hex, pem, peer, "9999", 10, total + 3)
+        with pytest.raises(TooMany):
+            store.logins.open(
+                new_code(), uuid.uuid4().hex, pem, "192.0.2.12", "9999", 10, total + 3
+            )
+        assert store.logins.pending(waiting) is not None
     finally:
         store.close()
     if AS_ROOT:  # another local user is another peer: its login is taken
