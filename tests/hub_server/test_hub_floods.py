@@ -19,7 +19,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from support.hubs import error_code, user
+from support.hubs import error_code, publish, user, wheel
 
 from hub_server.edges.server import MAX_PER_PEER
 from hub_server.errors import TooMany
@@ -96,6 +96,48 @@ def test_a_body_trickled_never_stalling_is_cut_at_its_total_deadline(hub, pem):
         assert time.monotonic() - started < 8  # 2 s of grace and a little: not 15
     login = httpx.post(hub["url"] + GENERATE, json={"encryptionPublicKey": pem})
     assert login.status_code == 200, login.text
+
+
+def test_a_connection_the_hub_answered_is_closed_when_its_body_or_its_reader_stalls(hub):
+    """Two connections the body deadline never saw lived for good: a route that reads no body
+    (GET /health with a 10**12-byte Content-Length, a byte every 0.5 s; the answer went out, the
+    rest kept coming) and a client that never reads a large answer (the hub's writes stalled).
+    Each now has the read timeout (2 s here): the rest of a body after the answer, or a full
+    write buffer to drain."""
+    with socket.create_connection(address(hub["url"]), timeout=0.2) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: h\r\nContent-Length: 1000000000000\r\n\r\n")
+        started, received, closed = time.monotonic(), b"", False
+        while time.monotonic() - started < 15 and not closed:
+            try:
+                sock.sendall(b" ")
+                chunk = sock.recv(4096)
+                received += chunk
+                closed = chunk == b""
+            except TimeoutError:
+                pass
+            except OSError:
+                closed = True
+            time.sleep(0.5)
+        assert received.startswith(b"HTTP/1.1 200"), received[:200]
+        assert closed and time.monotonic() - started < 8
+
+    name, token = user(hub)
+    payload = os.urandom(6 << 20)  # incompressible: more than the kernel's buffers hold
+    filename, body = wheel("big-answer", extra=[("big_answer/blob.bin", payload)])
+    assert publish(hub, token, name, "big-answer", (filename, body)).status_code == 201
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(address(hub["url"]))
+        sock.sendall(
+            f"GET /files/{name}/big-answer/{filename} HTTP/1.1\r\nHost: h\r\n\r\n".encode()
+        )
+        time.sleep(6)  # reading nothing: the hub's write buffer fills and stays full
+        sock.settimeout(10)
+        got = 0
+        while chunk := sock.recv(1 << 20):
+            got += len(chunk)
+        assert got < len(body)  # the hub closed it before the whole file went
+    assert httpx.get(f"{hub['url']}/files/{name}/big-answer/{filename}").content == body
 
 
 def test_one_peer_holds_at_most_its_share_of_connections(hub):

@@ -941,6 +941,26 @@ def test_a_client_that_stalls_its_headers_or_body_holds_nothing_for_long(tiny_di
             assert b" 408 " in answer.split(b"\r\n", 1)[0], answer[:200]
             stalled.close()
         assert clock.monotonic() - started < 8
+        # answered, its body still trickling (a 408, or a route that reads none): it was held
+        # for as long as the bytes came; now the rest has the read timeout to arrive
+        for head in (
+            b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000000\r\n\r\n",
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n",
+        ):
+            trickled = sockets.create_connection(address, timeout=0.2)
+            trickled.sendall(head)
+            started, closed = clock.monotonic(), False
+            while clock.monotonic() - started < 15 and not closed:
+                try:
+                    trickled.sendall(b" ")
+                    closed = trickled.recv(4096) == b""
+                except TimeoutError:
+                    pass
+                except OSError:
+                    closed = True
+                clock.sleep(0.3)
+            trickled.close()
+            assert closed and clock.monotonic() - started < 8, head
         ok = httpx.post(
             f"{server.base_url}/chat/completions",
             json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},

@@ -8,6 +8,11 @@ headers; ``read_body`` (``verifiers.asgi.json_api``) bounds a body the same way,
 guard (whose uploads are large) by ``body_wait``: a total deadline that grows with the bytes
 received at ``MIN_BODY_RATE``. So neither a stalled nor a trickled body holds a budget or a
 slot for as long as its sender likes.
+
+The connection itself is bounded the same way where no route reads: a request answered before its
+body was all received (a 408, a refusal, a route that reads none) has ``read_timeout`` seconds
+for the rest to arrive (it is discarded), and a response the client stops reading (the write
+buffer full) has ``read_timeout`` seconds to drain; past either the connection is closed.
 """
 
 from __future__ import annotations
@@ -21,9 +26,18 @@ READ_TIMEOUT_S = 30.0
 """The default: seconds a client may take to send its headers, and its body."""
 
 
+def _cancel(timer: asyncio.TimerHandle | None) -> asyncio.TimerHandle | None:
+    """Cancel ``timer`` if armed; None, to store in its place."""
+    if timer is not None:
+        timer.cancel()
+    return None
+
+
 def header_timeout_protocol(read_timeout: float) -> type[HttpToolsProtocol]:
     class HeaderDeadline(HttpToolsProtocol):
         _deadline: asyncio.TimerHandle | None = None
+        _draining: asyncio.TimerHandle | None = None  # a body still coming after the response
+        _stalled: asyncio.TimerHandle | None = None  # a response the client does not read
 
         def _arm(self) -> None:
             if self._deadline is None:
@@ -51,8 +65,29 @@ def header_timeout_protocol(read_timeout: float) -> type[HttpToolsProtocol]:
             self._disarm()
             super().on_headers_complete()
 
+        def on_message_complete(self) -> None:
+            self._draining = _cancel(self._draining)
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            cycle = self.cycle
+            if cycle is not None and cycle.more_body and self._draining is None:
+                self._draining = self.loop.call_later(read_timeout, self._expire)
+            super().on_response_complete()
+
+        def pause_writing(self) -> None:
+            if self._stalled is None:  # abort: close() would wait for the buffer to drain
+                self._stalled = self.loop.call_later(read_timeout, self.transport.abort)
+            super().pause_writing()
+
+        def resume_writing(self) -> None:
+            self._stalled = _cancel(self._stalled)
+            super().resume_writing()
+
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            self._draining = _cancel(self._draining)
+            self._stalled = _cancel(self._stalled)
             super().connection_lost(exc)
 
     return HeaderDeadline
