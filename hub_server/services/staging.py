@@ -134,7 +134,9 @@ def declare(
         raise HubError(400, "invalid_filename", f"{filename[:100]!r} is not a {kind} filename")
     if not SHA256.fullmatch(sha256):
         raise HubError(400, "invalid_sha256", "sha256 must be 64 lowercase hex digits")
-    if size is not None and not 0 < size <= MAX_FILE:
+    if size is not None and size <= 0:
+        raise HubError(400, "invalid_size", f"{filename}: a declared size must be positive")
+    if size is not None and size > MAX_FILE:
         raise HubError(413, "file_too_large", f"{filename} is over {MAX_FILE // (1024 * 1024)} MiB")
     token = secrets.token_urlsafe(32)
     staged_id = secrets.token_urlsafe(18)

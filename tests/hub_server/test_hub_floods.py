@@ -280,6 +280,11 @@ def test_a_publisher_holds_bounded_staged_pushes_and_bytes(hub):
     assert "limit" in over.json()["error"]["message"]
 
     ids = [p.json()["data"]["id"] for p in pushes]
+    for size in (0, -1):  # was a 413 saying the file was over 50 MiB
+        bad = declare(hub, token, ids[0], "wheel", size)
+        assert bad.status_code == 400 and error_code(bad) == "invalid_size", bad.text
+    huge = declare(hub, token, ids[0], "wheel", MAX_FILE + 1)
+    assert huge.status_code == 413 and error_code(huge) == "file_too_large"
     files = MAX_STAGED_BYTES // MAX_FILE
     for i in range(files):
         staged = declare(hub, token, ids[i // 2], ("wheel", "source")[i % 2], MAX_FILE)
