@@ -268,7 +268,8 @@ def test_vf_eval_env_workers_start_a_shared_toolset_once_per_worker(server, shar
 @pytest.mark.slow
 def test_a_killed_env_worker_takes_its_shared_tool_server_with_it(server, shared_pad, tmp_path):
     """SIGKILL of the worker holding the server mid-run: the server dies with it (no orphan),
-    the pool reruns the group in a new worker, which starts its own, and the run completes."""
+    the pool reruns the groups in new workers, each of which starts its own, and the run
+    completes with every server gone."""
     server.set_handler(roundtrips_its_word)
     setups, out = tmp_path / "setups", tmp_path / "out"
     argv = [sys.executable, "-m", "verifiers.cli.eval"]
@@ -292,7 +293,9 @@ def test_a_killed_env_worker_takes_its_shared_tool_server_with_it(server, shared
             run.kill()
             run.wait()
     started = [int(p) for p in setups.read_text().split()]
-    assert started[0] == first and len(started) == 2  # the new worker's own server
+    # the new worker's own server, and one in each worker the pool forked to rerun the dead
+    # one's groups alone (workers too: each serves its rollouts from a server of its own)
+    assert started[0] == first and len(started) >= 2, started
     wait_gone(set(started))
 
 
