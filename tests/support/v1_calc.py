@@ -96,6 +96,12 @@ def calc_policy(request: dict):
     return f"The answer is {tools[-1]['content']}."
 
 
+def uppercase_reply(request: dict) -> str:
+    """The scripted model of the classic ``uppercase`` env: right on odd-length words."""
+    text = request["messages"][-1]["content"].split(": ", 1)[1]
+    return text.upper() if len(text) % 2 else "no idea"
+
+
 def install_calc(root: Path, monkeypatch) -> Iterator[Path]:
     """``calc_v1`` importable by id from ``root`` in this process and in the commands it starts
     (the body of a test file's ``calc_package`` fixture)."""

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.v1_calc import calc_policy, install_calc
+from support.v1_calc import calc_policy, install_calc, uppercase_reply
 
 import verifiers.v1 as vf
 from verifiers.cli.eval import main as vf_eval
@@ -91,11 +91,6 @@ def test_a_v1_runs_traces_become_tool_call_rows_that_vf_sft_trains_on(
         json.loads(line) for line in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()
     ]
     assert record["step"] == 0 and record["trained_tokens"] > 0
-
-
-def uppercase_reply(request: dict) -> str:
-    text = request["messages"][-1]["content"].split(": ", 1)[1]
-    return text.upper() if len(text) % 2 else "no idea"
 
 
 @pytest.mark.slow

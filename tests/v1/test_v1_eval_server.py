@@ -12,7 +12,7 @@ from typing import Any
 
 import psutil
 import pytest
-from support.v1_calc import calc_policy, install_calc
+from support.v1_calc import calc_policy, install_calc, uppercase_reply
 
 import verifiers.v1 as vf
 from verifiers.errors import UsageError
@@ -93,6 +93,45 @@ async def test_run_eval_server_gives_the_episodes_of_an_in_process_run(
 async def test_run_eval_server_refuses_what_an_env_server_cannot_run(tmp_path):
     with pytest.raises(UsageError, match=r"needs client\.base_url"):
         await run_eval_server(calc_config(None, tmp_path))
-    legacy = EvalConfig.model_validate({"legacy": {"id": "reverse-text"}, "rich": False})
-    with pytest.raises(UsageError, match="run the classic env 'reverse-text' with vf-eval"):
+    legacy = EvalConfig.model_validate(
+        {
+            "legacy": {"id": "uppercase", "extra_env_kwargs": {"max_turns": 3}},
+            "client": {"base_url": "http://127.0.0.1:9/v1"},
+            "rich": False,
+        }
+    )
+    with pytest.raises(UsageError, match="extra_env_kwargs are set on an env in this process"):
         await run_eval_server(legacy)
+
+
+async def test_run_eval_server_plays_a_legacy_env_in_its_workers_as_run_legacy_eval_does(
+    server, tmp_path
+):
+    """Upstream's ``[legacy]`` block through the env server: the classic env's groups run in
+    the server's workers, and the episodes are those of the in-process bridge."""
+    from verifiers.v1.legacy import run_legacy_eval
+
+    server.set_handler(uppercase_reply)
+    config = EvalConfig.model_validate(
+        {
+            "legacy": {"id": "uppercase"},
+            "model": "scripted",
+            "client": {"base_url": server.base_url},
+            "num_tasks": 3,
+            "num_rollouts": 2,
+            "rich": False,
+            "serve": {"pool": {"type": "static", "num_workers": 1}},
+        }
+    )
+    local = await run_legacy_eval(config.model_copy(update={"output_dir": tmp_path / "local"}))
+    remote = await run_eval_server(config.model_copy(update={"output_dir": tmp_path / "remote"}))
+    assert not env_servers()
+    assert len(remote) == 6 and len(server.requests) == 12
+    assert [without_times(e.model_dump(mode="json")) for e in remote] == [
+        without_times(e.model_dump(mode="json")) for e in local
+    ]
+    assert [e.traces[0].task.data.model_dump()["idx"] for e in remote] == [0, 0, 1, 1, 2, 2]
+    lines = (tmp_path / "remote" / "traces.jsonl").read_text().splitlines()
+    assert sorted(vf.WireEpisode.model_validate_json(line).traces[0].reward for line in lines) == (
+        sorted(e.traces[0].reward for e in remote)
+    )

@@ -70,5 +70,9 @@ class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         return cls(env=EnvInfo(id=env), task=trace.task, traces=[trace], ok=trace.ok)
 
 
+TRACES_FILE = "traces.jsonl"
+"""The file a run appends its episodes to, one ``WireEpisode`` a line (``vf-eval``'s run
+directory, ``run_eval``'s ``output_dir``)."""
+
 WireEpisode = Episode[WireTaskData, State, WireAgentConfig]
 """An episode record read without the packages that produced it."""

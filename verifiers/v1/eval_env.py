@@ -33,14 +33,13 @@ from verifiers.v1.agent import ModelContext, prompt_messages
 from verifiers.v1.chat import ClientPool, message_to_wire, using_pool
 from verifiers.v1.configs.agent import DEFAULT_MAX_TURNS
 from verifiers.v1.configs.env import agent_configs
-from verifiers.v1.episode import Episode
+from verifiers.v1.episode import TRACES_FILE, Episode
 from verifiers.v1.errors import RolloutError
 from verifiers.v1.held_serving import HeldServing
 from verifiers.v1.trace import TRUNCATING_STOPS, Trace
 from verifiers.v1.trace_parts import Error
 from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
-TRACES_FILE = "traces.jsonl"
 TRACE_KEY = "v1_trace"
 """The state key of a rollout's episode as one JSON line (what ``traces.jsonl`` gets)."""
 EPISODE_KEY = "_v1_episode"

@@ -27,8 +27,7 @@ from typing import Any
 from verifiers.v1 import graph
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.cli.eval import EvalConfig
-from verifiers.v1.episode import Episode
-from verifiers.v1.eval_env import TRACES_FILE
+from verifiers.v1.episode import TRACES_FILE, Episode
 from verifiers.v1.task_data import WireTaskData
 from verifiers.v1.trace import (
     AgentInfo,
@@ -74,15 +73,19 @@ __all__ = [
 ]
 
 
-async def run_legacy_eval(config: EvalConfig) -> list[Episode[Any, Any, Any]]:
+async def run_legacy_eval(
+    config: EvalConfig, *, env_workers: Any = None
+) -> list[Episode[Any, Any, Any]]:
     """Evaluate the classic environment ``config.legacy`` names through the classic engine
-    (``Environment.evaluate``) against the config's endpoint and model; each rollout bridged to
-    a v1 trace (``rollout_output_to_trace``), one single-trace episode per rollout, appended to
-    ``traces.jsonl`` under ``output_dir`` as a v1 run writes them."""
+    against the config's endpoint and model, its groups in ``env_workers`` when given
+    (``run_eval_server``); each rollout bridged to a v1 trace (``rollout_output_to_trace``), one
+    single-trace episode per rollout, appended to ``traces.jsonl`` under ``output_dir`` as each
+    group finishes. ``config.resume`` keeps a run's finished groups and runs the others."""
     import os
 
     import verifiers
     from verifiers.clients import OpenAICompatibleClient
+    from verifiers.v1.cli.eval.resume import appender, owed_counts, run_dir
 
     legacy = config.legacy
     if legacy.id is None:
@@ -92,32 +95,45 @@ async def run_legacy_eval(config: EvalConfig) -> list[Episode[Any, Any, Any]]:
         raise ValueError(
             "run_legacy_eval needs an endpoint: set client.base_url or OPENAI_BASE_URL"
         )
+    out = run_dir(config)
     env = verifiers.load_environment(legacy.id, **legacy.args)
     if legacy.extra_env_kwargs:
         env.set_kwargs(**legacy.extra_env_kwargs)
+    # the rows evaluate() picks (its shuffle is a seed-0 shuffle), keyed as upstream keys them
+    picked = env.dataset_rows("eval", n=config.num_tasks or -1, seed=0 if config.shuffle else None)
+    kept, counts = owed_counts(
+        config,
+        [int(row["example_id"]) for row in picked],
+        key_of=lambda data: data.get("idx"),
+        whole_task=True,  # a classic rubric may score a group together: redo it whole
+    )
+    append = appender(out)
+    done: dict[int, list[Episode[Any, Any, Any]]] = {}
+
+    def finished(_done: int, _total: int, records: list[dict[str, Any]]) -> None:
+        for record in records:
+            episode = Episode.of(rollout_output_to_trace(record), env=legacy.id or "")
+            append(episode)
+            done.setdefault(int(record["example_id"]), []).append(episode)
+
     client = OpenAICompatibleClient(
         base_url,
         os.environ.get(config.client.api_key_var),
         headers=dict(config.client.headers) or None,
     )
-    results = await env.evaluate(
+    env.rollouts_per_example = config.num_rollouts
+    await env.generate(
+        [row for row, n in zip(picked, counts, strict=True) if n],
         client,
         config.model,
         sampling_args=config.sampling.model_dump(exclude_none=True),
-        num_examples=-1 if config.num_tasks is None else config.num_tasks,
         rollouts_per_example=config.num_rollouts,
         max_concurrent=config.max_concurrent or -1,
         state_columns=["trajectory"],  # the model calls' tokens, when the endpoint sent them
-        shuffle=config.shuffle,
+        on_progress=finished,
+        env_workers=env_workers,
     )
-    episodes: list[Episode[Any, Any, Any]] = [
-        Episode.of(rollout_output_to_trace(out), env=legacy.id) for out in results.outputs
-    ]
-    if config.output_dir is not None:
-        config.output_dir.mkdir(parents=True, exist_ok=True)
-        with (config.output_dir / TRACES_FILE).open("a", encoding="utf-8") as f:
-            f.writelines(episode.model_dump_json() + "\n" for episode in episodes)
-    return episodes
+    return kept + [e for row in picked for e in done.pop(int(row["example_id"]), [])]
 
 
 # --- classic rollout -> v1 trace -----------------------------------------------------------------

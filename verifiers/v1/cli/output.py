@@ -9,8 +9,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from verifiers.v1.cli.eval.runner import TRACES_FILE
-from verifiers.v1.episode import Episode, WireEpisode
+from verifiers.v1.episode import TRACES_FILE, Episode, WireEpisode
 
 
 def read_episodes(results_dir: Path, trace_type: Any) -> list[Episode[Any, Any, Any]]:

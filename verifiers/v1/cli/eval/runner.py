@@ -22,17 +22,20 @@ import random
 from typing import Any
 
 from verifiers.v1.agent import ModelContext
+from verifiers.v1.cli.eval.resume import appender, owed_counts, run_dir, task_key
 from verifiers.v1.configs.cli.eval import EvalConfig
 from verifiers.v1.episode import Episode
 from verifiers.v1.taskset import DEFAULT_SEED
 from verifiers.v1.trace_parts import Error
 
-TRACES_FILE = "traces.jsonl"
-
 
 async def run_eval(env: Any, config: EvalConfig) -> list[Episode[Any, Any, Any]]:
-    """Evaluate ``env`` as ``config`` says; its episodes, task by task."""
-    taskset = _picked(env.taskset, config)
+    """Evaluate ``env`` as ``config`` says; its episodes, task by task (a resumed run's kept
+    episodes first)."""
+    tasks = list(_picked(env.taskset, config))
+    out = run_dir(config)
+    kept, counts = owed_counts(config, [_key(task) for task in tasks])
+    append = appender(out)
     context = ModelContext(
         base_url=config.client.base_url,
         model=config.model,
@@ -44,16 +47,22 @@ async def run_eval(env: Any, config: EvalConfig) -> list[Episode[Any, Any, Any]]
 
     async def one(task: Any) -> Episode[Any, Any, Any]:
         async with limit:
-            return await env.run_episode(task, context)
+            episode = await env.run_episode(task, context)
+        append(episode)
+        return episode
 
     async with env.serving():  # shared tool servers live for the whole run
         episodes = list(
             await asyncio.gather(
-                *(one(task) for task in taskset for _ in range(config.num_rollouts))
+                *(one(task) for task, n in zip(tasks, counts, strict=True) for _ in range(n))
             )
         )
-    _write_traces(config, episodes)
-    return episodes
+    return kept + episodes
+
+
+def _key(task: Any) -> str:
+    """A task's identity in a resumed run: its wire data's content."""
+    return task_key(task.data.model_dump(mode="json", exclude_none=True))
 
 
 def _picked(taskset: Any, config: EvalConfig) -> Any:
@@ -67,14 +76,6 @@ def _picked(taskset: Any, config: EvalConfig) -> Any:
     if config.num_tasks is not None:
         taskset = taskset.head(config.num_tasks)
     return taskset
-
-
-def _write_traces(config: EvalConfig, episodes: list[Episode[Any, Any, Any]]) -> None:
-    """The episodes appended to ``traces.jsonl`` under ``output_dir`` (none without one)."""
-    if config.output_dir is not None:
-        config.output_dir.mkdir(parents=True, exist_ok=True)
-        with (config.output_dir / TRACES_FILE).open("a", encoding="utf-8") as f:
-            f.writelines(episode.model_dump_json() + "\n" for episode in episodes)
 
 
 def _episode(env: Any, state: dict[str, Any]) -> Episode[Any, Any, Any]:
@@ -109,50 +110,77 @@ async def run_eval_server(config: EvalConfig) -> list[Episode[Any, Any, Any]]:
     """Evaluate through a ``vf-env-server`` started on loopback for the run: the taskset's
     tasks are this process's rows (``vf.load_environment`` of the taskset id with the run's
     ``[env]`` block, as the server's workers load it), each rollout runs in a worker, and its
-    episode comes back on the row; the episodes, task by task."""
+    episode comes back on the row; the episodes, task by task (a resumed run's kept episodes
+    first). A classic env under ``[legacy]`` runs its groups in the server's workers the same
+    way (``run_legacy_eval``)."""
     from verifiers.clients.config import ClientConfig
     from verifiers.errors import UsageError
     from verifiers.loading.loader import load_environment
     from verifiers.v1.cli.eval.server import env_server, worker_count
+    from verifiers.v1.eval_env import TRACE_KEY
     from verifiers.workers.remote import RemoteWorkers
 
-    if config.legacy.id is not None:
-        raise UsageError(
-            f"run_eval_server runs v1 tasksets; run the classic env {config.legacy.id!r} with "
-            "vf-eval (--env-server for a vf-env-server)"
-        )
     if not config.client.base_url:
         raise UsageError(
             "run_eval_server needs client.base_url: the env server's workers reach the model "
             "over HTTP (the embedded model runs in process: run_eval)"
         )
+    workers = worker_count(config.serve)
+    key_var = config.client.api_key_var
+    if config.legacy.id is not None:
+        from verifiers.v1.legacy import run_legacy_eval
+
+        if config.legacy.extra_env_kwargs:
+            raise UsageError(
+                "legacy.extra_env_kwargs are set on an env in this process (env.set_kwargs); "
+                "the server's workers load their own: run it with run_legacy_eval"
+            )
+        async with env_server(config.legacy.id, config.legacy.args, workers, key_var) as served:
+            remote = await RemoteWorkers([served[0]], served[1]).start()
+            try:
+                return await run_legacy_eval(config, env_workers=remote)
+            finally:
+                await remote.close()
     taskset_id = config.env.taskset.id
     # no turn cap but the config's own, as in process (vf-eval's default cap is vf-eval's)
     env_args = {"env": config.env.model_dump(mode="json"), "default_max_turns": None}
     env = load_environment(taskset_id, **env_args)
-    _picked(env.v1_env.taskset, config)  # a view: what run_eval refuses is refused here
-    rows = env.eval_dataset.select(_selected(len(env.eval_dataset), config)).to_list()
+    tasks = list(_picked(env.v1_env.taskset, config))  # what run_eval refuses is refused here
+    out = run_dir(config)
+    kept, counts = owed_counts(config, [_key(task) for task in tasks])
+    picked = env.eval_dataset.select(_selected(len(env.eval_dataset), config)).to_list()
+    # each selected row once per rollout still owed: one group of them per task
+    rows = [row for row, n in zip(picked, counts, strict=True) for _ in range(n)]
+    append = appender(out)
     client = ClientConfig(
         api_base_url=config.client.base_url,
-        api_key_var=config.client.api_key_var,
+        api_key_var=key_var,
         extra_headers=dict(config.client.headers),
     )
-    workers = worker_count(config.serve)
-    async with env_server(taskset_id, env_args, workers, config.client.api_key_var) as served:
-        address, secret = served
-        remote = await RemoteWorkers([address], secret).start()
+
+    done: list[tuple[int, Episode[Any, Any, Any]]] = []
+
+    def finished(_done: int, _total: int, records: list[dict[str, Any]]) -> None:
+        for record in records:  # written as each group comes back: an interrupted run keeps it
+            episode = _episode(env, record)
+            append(episode)
+            done.append((int(record["info"]["v1_task"]), episode))
+
+    async with env_server(taskset_id, env_args, workers, key_var) as served:
+        remote = await RemoteWorkers([served[0]], served[1]).start()
         try:
-            outputs = await env.generate(
+            await env.generate(
                 rows,
                 client,
                 config.model,
                 sampling_args=config.sampling.model_dump(exclude_none=True),
-                rollouts_per_example=config.num_rollouts,
                 max_concurrent=config.max_concurrent or -1,
+                state_columns=[TRACE_KEY],
+                on_progress=finished,
                 env_workers=remote,
             )
         finally:
             await remote.close()
-    episodes = [_episode(env, state) for state in outputs["state"]]
-    _write_traces(config, episodes)
-    return episodes
+    position = {int(row["info"]["v1_task"]): i for i, row in reversed(list(enumerate(picked)))}
+    done.sort(key=lambda pair: position[pair[0]])  # task by task, as run_eval returns them
+    return kept + [episode for _, episode in done]
