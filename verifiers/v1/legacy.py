@@ -104,7 +104,7 @@ async def run_legacy_eval(
     kept, counts = owed_counts(
         config,
         [int(row["example_id"]) for row in picked],
-        key_of=lambda data: data.get("idx"),
+        key_of=lambda data: int(data.get("idx", -1)),
         whole_task=True,  # a classic rubric may score a group together: redo it whole
     )
     append = appender(out)
