@@ -149,7 +149,7 @@ async def run(mode: str) -> None:
             "",
             True,
         ),
-        ("first sandbox of a process, zygote start included (ms)", f"{first:.1f}", "", True),
+        ("first sandbox, right after its provider (zygote start included, ms)", f"{first:.1f}", "", True),
         (
             "print(1) round trip p50 / p90 / p99 (ms)",
             f"{pct(trips, 0.5):.2f} / {pct(trips, 0.9):.2f} / {pct(trips, 0.99):.2f}",

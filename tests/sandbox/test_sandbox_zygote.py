@@ -16,7 +16,7 @@ from support.sandboxes import available_modes
 
 from verifiers.sandbox import LocalSandboxProvider, SandboxLimits
 from verifiers.sandbox.base import SandboxError
-from verifiers.sandbox.zygote import ZygoteProcess, zygote_pid
+from verifiers.sandbox.zygote import ZygoteProcess, stop, zygote_pid
 
 pytestmark = pytest.mark.skipif(
     "bwrap" not in available_modes() or os.getuid() != 0,
@@ -234,6 +234,26 @@ async def test_a_forked_host_process_starts_a_zygote_of_its_own():
         child_zygote, answer = reply.decode().split()
         assert answer == "42" and int(child_zygote) != parent_zygote
         assert zygote_pid() == parent_zygote
+        assert (await box.run_python("print(1)")).stdout == "1\n"
+    finally:
+        await provider.close()
+
+
+async def test_a_provider_starts_the_zygote_before_its_first_sandbox():
+    """Made, a provider starts the zygote in the background (while a run loads its data); its
+    first sandbox is forked from that one, not from a second."""
+    stop()
+    assert zygote_pid() is None
+    provider = LocalSandboxProvider(mode="bwrap", pool_size=0)
+    try:
+        for _ in range(1000):  # the background start has made its process
+            if zygote_pid() is not None:
+                break
+            await asyncio.sleep(0.01)
+        started = zygote_pid()
+        assert started is not None
+        box = await provider.create()
+        assert zygote_pid() == started
         assert (await box.run_python("print(1)")).stdout == "1\n"
     finally:
         await provider.close()

@@ -23,6 +23,8 @@ from verifiers.sandbox.base import (
 )
 from verifiers.sandbox.local import LocalSandbox
 from verifiers.sandbox.view import uid_drop_possible
+from verifiers.sandbox.zygote import prestart as prestart_zygote
+from verifiers.sandbox.zygote import usable as zygote_usable
 
 logger = logging.getLogger("verifiers.sandbox")
 
@@ -85,6 +87,8 @@ class LocalSandboxProvider(SandboxProvider):
         self.limits = limits or SandboxLimits()
         self.pool_size = pool_size
         self.zygote = zygote
+        if zygote and self.mode == "bwrap" and zygote_usable():
+            prestart_zygote()  # while the run loads its data, before its first sandbox
         self._pool: list[LocalSandbox] = []
         self._filling: set[asyncio.Task] = set()
         # every sandbox this provider started and has not seen destroyed, held strongly: close()

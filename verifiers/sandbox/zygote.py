@@ -144,12 +144,30 @@ class Zygote:
         finally:
             child.close()
         host.settimeout(START_TIMEOUT_S)
-        if host.recv(16) != b"ready":
+        try:
+            ready = host.recv(16)
+        except OSError:
+            ready = b""
+        if ready != b"ready":
             host.close()
-            raise SandboxError("the sandbox zygote did not start")
+            self._stop()
+            raise SandboxError(f"the sandbox zygote ({python.executable}) did not start")
         host.settimeout(None)
         self._socket = host
         return host
+
+    def _ensure(self) -> socket.socket:
+        """The running zygote's socket, after starting one if none runs (the lock is held)."""
+        sock = self._socket
+        if sock is None or (self._process is not None and self._process.poll() is not None):
+            self._stop()
+            sock = self._start()
+        return sock
+
+    def prestart(self) -> None:
+        """Start the zygote now unless one runs; a failure is left for the first fork to meet."""
+        with self._lock, contextlib.suppress(SandboxError, OSError):
+            self._ensure()
 
     def _stop(self) -> None:
         if self._socket is not None:
@@ -166,10 +184,7 @@ class Zygote:
         A zygote that died is replaced once, here."""
         with self._lock:
             for attempt in (1, 2):
-                sock = self._socket
-                if sock is None or (self._process is not None and self._process.poll() is not None):
-                    self._stop()
-                    sock = self._start()
+                sock = self._ensure()
                 try:
                     fds = array.array("i", [stdin, stdout, options])
                     sock.sendmsg([b"fork"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
@@ -232,6 +247,13 @@ async def spawn(options: int) -> ZygoteProcess:
     )
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     return ZygoteProcess(pid, pidfd, writer, reader)
+
+
+def prestart() -> None:
+    """Start this process's zygote in the background (a provider does when it is made), so the
+    first sandbox of a run need not wait for its interpreter."""
+    if zygote_pid() is None:
+        threading.Thread(target=_zygote.prestart, name="vf-sandbox-zygote", daemon=True).start()
 
 
 def stop() -> None:

@@ -22,8 +22,10 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]
 import _socket
 import ctypes
+import fcntl
 import marshal
 import os
+import struct
 import sys
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -46,6 +48,8 @@ UNSHARE = {
 }
 BASE, NEWROOT = "/tmp", "/tmp/newroot"  # where the new root is built (in its own namespace)
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+with open("/proc/sys/kernel/cap_last_cap") as _f:
+    LAST_CAP = int(_f.read())
 
 
 def _check(result: int, what: str) -> int:
@@ -151,9 +155,7 @@ def _bind(fd: int, dest: str, flags: int) -> None:
 
 def _drop_capabilities(keep: set[int]) -> None:
     """Bounding set and effective, permitted and inheritable sets down to ``keep``."""
-    with open("/proc/sys/kernel/cap_last_cap") as f:
-        last = int(f.read())
-    for cap in range(last + 1):
+    for cap in range(LAST_CAP + 1):
         if cap not in keep:
             _check(_libc.prctl(24, cap, 0, 0, 0), f"PR_CAPBSET_DROP {cap}")  # PR_CAPBSET_DROP
     _libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
@@ -166,9 +168,6 @@ def _drop_capabilities(keep: set[int]) -> None:
 def _loopback_up() -> None:
     """Bring up ``lo`` in the new network namespace, as bubblewrap does (127.0.0.1 comes with it;
     no snippet can open a socket anyway)."""
-    import fcntl
-    import struct
-
     sock = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
     try:
         request = struct.pack("16sH22x", b"lo", 0)
@@ -296,13 +295,16 @@ def _apply(buffer: bytearray) -> None:
     os.mkdir(NEWROOT, 0o755)
     _mount(NEWROOT, NEWROOT, None, MS_BIND | MS_REC)
     perms = None
+    links: list[str] = []  # made here: a path through one is checked to stay inside
     for option, value, dest, link in steps:
         target = NEWROOT + dest
         if option == "--perms":
             perms = value
             continue
         # built before the pivot: a path through an absolute link made here would reach the host
-        if not (os.path.realpath(os.path.dirname(target)) + "/").startswith(NEWROOT + "/"):
+        if any(target.startswith(made + "/") for made in links) and not (
+            os.path.realpath(os.path.dirname(target)) + "/"
+        ).startswith(NEWROOT + "/"):
             raise OSError(22, f"{dest} is not inside the new root")
         if option == "--ro-bind":
             _bind(sources[value], target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
@@ -311,6 +313,7 @@ def _apply(buffer: bytearray) -> None:
         elif option == "--symlink":
             _mkdirs(os.path.dirname(target), 0o755)
             os.symlink(link, target)
+            links.append(target)
         elif option == "--dir":
             _mkdirs(target, 0o755)
             os.chmod(target, 0o755 if perms is None else perms)
