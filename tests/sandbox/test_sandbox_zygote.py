@@ -257,3 +257,39 @@ async def test_a_provider_starts_the_zygote_before_its_first_sandbox():
         assert (await box.run_python("print(1)")).stdout == "1\n"
     finally:
         await provider.close()
+
+
+def _confine_in_a_child(options: list[str]) -> str:
+    """What the zygote's confinement says of ``options``, run in a forked child of its own
+    mount namespace (nothing it mounts reaches this host)."""
+    from verifiers.sandbox import zygote_main
+
+    read, write = os.pipe()
+    options_read, options_write = os.pipe()
+    os.write(options_write, b"".join(o.encode() + b"\0" for o in options))
+    os.close(options_write)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            zygote_main.confine(options_read)
+            os.write(write, b"applied")
+        except OSError as error:
+            os.write(write, str(error).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.close(options_read)
+    with os.fdopen(read, "rb") as stream:
+        said = stream.read().decode()
+    os.waitpid(pid, 0)
+    return said
+
+
+def test_the_zygote_refuses_an_option_it_cannot_apply_or_a_path_out_of_the_new_root():
+    """An option the zygote does not implement is refused before anything is applied (it would
+    otherwise be silently missing from the sandbox), and so is a bind whose path runs through a
+    link the options made out of the new root (built before the pivot, it would reach the
+    host's tree)."""
+    assert "cannot apply '--unshare-user'" in _confine_in_a_child(["--unshare-user"])
+    escape = ["--symlink", "/usr", "/out", "--ro-bind", "/etc", "/out/etc"]
+    assert "/out/etc is not inside the new root" in _confine_in_a_child(escape)
