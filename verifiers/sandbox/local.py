@@ -61,6 +61,8 @@ from verifiers.sandbox.network import RESOLV_CONF, connect, slirp4netns
 from verifiers.sandbox.uids import UidClaim
 from verifiers.sandbox.view import (
     BOOTSTRAP,
+    SAFE_PATH,
+    SANDBOX_ENV,
     package_dirs,
     sandbox_python,
     system_binds,
@@ -73,7 +75,6 @@ from verifiers.sandbox.zygote import ZygoteProcess
 from verifiers.sandbox.zygote import usable as zygote_usable
 
 logger = logging.getLogger("verifiers.sandbox")
-SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 HOST_DIR_PREFIX = "vf-sandbox-"  # then the maker: verifiers.processes.leftovers
 
 __all__ = ["LocalSandbox", "SandboxUnavailableError"]
@@ -223,11 +224,10 @@ class LocalSandbox(Sandbox):
         )
         args += with_parents([(d, d) for d in self.limits.read_only_dirs], "--ro-bind")
         args += ["--bind", str(self.workdir_host), "/workspace"]  # the worker chdirs as its uid
-        args += ["--clearenv", "--setenv", "HOME", "/workspace", "--setenv", "PATH", SAFE_PATH]
-        args += ["--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONIOENCODING", "utf-8"]
-        # no user site: a usercustomize or .pth the model writes under $HOME runs in no snippet
-        args += ["--setenv", "PYTHONNOUSERSITE", "1"]
-        return [*args, "--setenv", "TMPDIR", "/tmp"]
+        args.append("--clearenv")
+        for name, value in SANDBOX_ENV.items():
+            args += ["--setenv", name, value]
+        return args
 
     async def start(self) -> LocalSandbox:
         self._claim()

@@ -27,7 +27,7 @@ from functools import cache
 from pathlib import Path
 
 from verifiers.sandbox.base import SandboxError
-from verifiers.sandbox.view import sandbox_python, worker_code
+from verifiers.sandbox.view import SANDBOX_ENV, sandbox_python, worker_code
 
 ZYGOTE = Path(__file__).with_name("zygote_main.py")
 MACHINES = ("x86_64", "aarch64")  # where zygote_main knows pivot_root's number
@@ -73,7 +73,9 @@ class ZygoteProcess:
     @property
     def returncode(self) -> int | None:
         if not self._exited and self.pidfd >= 0:
-            self._exited = bool(select.select([self.pidfd], [], [], 0)[0])
+            poll = select.poll()  # readable once it has exited (any descriptor number)
+            poll.register(self.pidfd, select.POLLIN)
+            self._exited = bool(poll.poll(0))
         return -9 if self._exited else None
 
     def kill(self) -> None:
@@ -119,21 +121,13 @@ class Zygote:
     def _start(self) -> socket.socket:
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         python = sandbox_python("bwrap")
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": "/workspace",
-            "LANG": "C.UTF-8",
-            "PYTHONIOENCODING": "utf-8",
-            "PYTHONNOUSERSITE": "1",
-            "TMPDIR": "/tmp",
-        }
         try:
             self._process = subprocess.Popen(
                 [python.executable, "-I", "-S", "-c", BOOTSTRAP],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                env=env,
+                env=SANDBOX_ENV,
                 cwd="/",
                 pass_fds=[child.fileno()],
                 start_new_session=True,
