@@ -53,9 +53,11 @@ async def test_sandbox_env_bash_and_teardown_on_errors(server, client):
 
 
 async def test_crashed_sandbox_becomes_data_on_the_rollout(server, client):
+    """The snippet crashes its worker: with SIGINT, which stops a worker forked from the zygote
+    too (pid 1 of its namespace, which ignores the SIGKILL of its own processes)."""
     env = vf.PythonEnv(dataset=[{"question": "q"}], pool_size=0)
     server.set_handler(
-        python_policy("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", "print('after')")
+        python_policy("import os, signal\nos.kill(os.getppid(), signal.SIGINT)", "print('after')")
     )
     out = await env.evaluate(client, "m")
     state = out.state[0]

@@ -4,7 +4,8 @@ Isolation, in layers:
 - ``bwrap``: private pid/net/mount/ipc/uts namespaces; read-only ``/usr`` and interpreter; a private
   work dir and ``/tmp``; ``--die-with-parent``, ``--new-session``; all capabilities dropped except
   setuid/setgid, which the worker spends at once to become a distinct unprivileged uid (when the
-  host runs as root) before any user code.
+  host runs as root) before any user code. As root, the worker is forked from this process's
+  zygote (``verifiers.sandbox.zygote``), which applies the same options itself.
 - ``landlock`` (no namespaces available): the same worker, with Landlock filesystem rules, the uid
   drop and a child subreaper instead of the namespaces. The sandbox uid must be able to reach the
   interpreter: when this one lives somewhere private (pyenv under /root), a system Python of the
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from verifiers.processes.leftovers import abandoned, owned_dir, pinned
-from verifiers.sandbox import seccomp
+from verifiers.sandbox import seccomp, zygote
 from verifiers.sandbox.base import (
     ExecResult,
     IsolationMode,
@@ -60,6 +61,8 @@ from verifiers.sandbox.network import RESOLV_CONF, connect, slirp4netns
 from verifiers.sandbox.uids import UidClaim
 from verifiers.sandbox.view import (
     BOOTSTRAP,
+    SAFE_PATH,
+    SANDBOX_ENV,
     package_dirs,
     sandbox_python,
     system_binds,
@@ -68,9 +71,10 @@ from verifiers.sandbox.view import (
     without,
     worker_code,
 )
+from verifiers.sandbox.zygote import ZygoteProcess
+from verifiers.sandbox.zygote import usable as zygote_usable
 
 logger = logging.getLogger("verifiers.sandbox")
-SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 HOST_DIR_PREFIX = "vf-sandbox-"  # then the maker: verifiers.processes.leftovers
 
 __all__ = ["LocalSandbox", "SandboxUnavailableError"]
@@ -85,9 +89,12 @@ class LocalSandbox(Sandbox):
     (cgroup), disk (one tmpfs for its work dir and ``/tmp`` together) and, for
     ``network=True``, its own network."""
 
-    def __init__(self, mode: IsolationMode, limits: SandboxLimits) -> None:
+    def __init__(self, mode: IsolationMode, limits: SandboxLimits, zygote: bool = True) -> None:
         self.mode = mode
         self.limits = limits
+        # forked from this process's zygote (``verifiers.sandbox.zygote``) where it confines as
+        # bubblewrap would: as root, without network=True; else bubblewrap starts the worker
+        self.zygote = zygote and mode == "bwrap" and not limits.network and zygote_usable()
         if limits.network and mode == "landlock":
             raise SandboxUnavailableError(
                 "network=True needs bubblewrap's network namespace (and slirp4netns): in "
@@ -112,7 +119,7 @@ class LocalSandbox(Sandbox):
         self.host_dir: Path | None = None  # made by start()
         self.disk = "rlimits"  # "tmpfs" once start() mounted the sandbox's own disk
         self.seccomp = seccomp.backend() if mode != "unsafe" else None
-        self.process: asyncio.subprocess.Process | None = None
+        self.process: asyncio.subprocess.Process | ZygoteProcess | None = None
         self._network: subprocess.Popen | None = None
         self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
@@ -217,11 +224,10 @@ class LocalSandbox(Sandbox):
         )
         args += with_parents([(d, d) for d in self.limits.read_only_dirs], "--ro-bind")
         args += ["--bind", str(self.workdir_host), "/workspace"]  # the worker chdirs as its uid
-        args += ["--clearenv", "--setenv", "HOME", "/workspace", "--setenv", "PATH", SAFE_PATH]
-        args += ["--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONIOENCODING", "utf-8"]
-        # no user site: a usercustomize or .pth the model writes under $HOME runs in no snippet
-        args += ["--setenv", "PYTHONNOUSERSITE", "1"]
-        return [*args, "--setenv", "TMPDIR", "/tmp"]
+        args.append("--clearenv")
+        for name, value in SANDBOX_ENV.items():
+            args += ["--setenv", name, value]
+        return args
 
     async def start(self) -> LocalSandbox:
         self._claim()
@@ -270,21 +276,26 @@ class LocalSandbox(Sandbox):
             read_end, write_end = os.pipe()
             os.write(write_end, b"".join(a.encode() + b"\0" for a in options))
             os.close(write_end)
-            pass_fds.append(read_end)
+            if not self.zygote:
+                pass_fds.append(read_end)
             bwrap = shutil.which("bwrap") or "bwrap"
             command = [bwrap, "--args", str(read_end), *worker]
-        spawn = asyncio.ensure_future(
-            asyncio.create_subprocess_exec(
-                *command,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-                start_new_session=True,
-                env=env,
-                limit=1 << 26,
-                pass_fds=pass_fds,
+        spawn: asyncio.Future[asyncio.subprocess.Process | ZygoteProcess]
+        if self.zygote:  # the same options, applied by a fork of the zygote (which closes them)
+            spawn = asyncio.ensure_future(zygote.spawn(read_end))
+        else:
+            spawn = asyncio.ensure_future(
+                asyncio.create_subprocess_exec(
+                    *command,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.DEVNULL,
+                    start_new_session=True,
+                    env=env,
+                    limit=1 << 26,
+                    pass_fds=pass_fds,
+                )
             )
-        )
         try:
             self.process = await asyncio.shield(spawn)
         except BaseException as error:  # the spawn failed or was stopped: nothing of it stays
@@ -310,7 +321,8 @@ class LocalSandbox(Sandbox):
             stdin, stdout = _pipes(self.process)
             # the worker's code and its configuration at once: it sets itself up (uid, filter,
             # warm-up) while this process checks its budget, instead of waiting for it
-            stdin.write(worker_code() + json.dumps(self._config(packages)).encode() + b"\n")
+            code = b"" if self.zygote else worker_code()  # the zygote's worker has its code
+            stdin.write(code + json.dumps(self._config(packages)).encode() + b"\n")
             await stdin.drain()
             # Everything the sandbox starts is in its budget: moved in as soon as it is spawned
             # (above: the move can wait for the kernel for milliseconds, while bubblewrap and the
@@ -389,7 +401,9 @@ class LocalSandbox(Sandbox):
     def _kill(self) -> None:
         """Synchronous and idempotent: also what the exit hook calls."""
         process = self.process
-        if process is not None and process.returncode is None:
+        if isinstance(process, ZygoteProcess):
+            process.kill()
+        elif process is not None and process.returncode is None:
             try:
                 os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -462,7 +476,7 @@ SPAWN_SETTLE_S = 2.0
 """How long a cancelled start waits for its spawn to finish before cancelling it as well."""
 
 
-async def _settled(spawn: asyncio.Future) -> asyncio.subprocess.Process | None:
+async def _settled(spawn: asyncio.Future) -> asyncio.subprocess.Process | ZygoteProcess | None:
     """The process a cancelled start's spawn made, if it made one. When ``asyncio.run`` cancels
     every task (Ctrl-C, SIGTERM) it also cancels the transport's own pipe-connecting task, and
     then CPython's cancelled spawn waits forever for an exit it is never told of (the exit is
@@ -551,7 +565,7 @@ def _kill_all_sandboxes() -> None:
 
 
 def _pipes(
-    process: asyncio.subprocess.Process,
+    process: asyncio.subprocess.Process | ZygoteProcess,
 ) -> tuple[asyncio.StreamWriter, asyncio.StreamReader]:
     """The worker's stdin and stdout (it is always started with both piped)."""
     assert process.stdin is not None and process.stdout is not None

@@ -23,6 +23,8 @@ from verifiers.sandbox.base import (
 )
 from verifiers.sandbox.local import LocalSandbox
 from verifiers.sandbox.view import uid_drop_possible
+from verifiers.sandbox.zygote import prestart as prestart_zygote
+from verifiers.sandbox.zygote import usable as zygote_usable
 
 logger = logging.getLogger("verifiers.sandbox")
 
@@ -58,8 +60,14 @@ class LocalSandboxProvider(SandboxProvider):
     """Pooled local sandboxes. ``mode="auto"`` picks bwrap, else landlock, else refuses."""
 
     def __init__(
-        self, mode: str = "auto", limits: SandboxLimits | None = None, pool_size: int = 2
+        self,
+        mode: str = "auto",
+        limits: SandboxLimits | None = None,
+        pool_size: int = 2,
+        zygote: bool = True,
     ) -> None:
+        """``zygote=False`` starts every bubblewrap sandbox with bubblewrap itself instead of
+        forking it from the zygote (``verifiers.sandbox.zygote``): as confined, slower to start."""
         self.mode: IsolationMode
         match mode:
             case "auto":
@@ -78,6 +86,9 @@ class LocalSandboxProvider(SandboxProvider):
             logger.info("sandbox isolation: %s", self.mode)
         self.limits = limits or SandboxLimits()
         self.pool_size = pool_size
+        self.zygote = zygote
+        if zygote and self.mode == "bwrap" and zygote_usable():
+            prestart_zygote()  # while the run loads its data, before its first sandbox
         self._pool: list[LocalSandbox] = []
         self._filling: set[asyncio.Task] = set()
         # every sandbox this provider started and has not seen destroyed, held strongly: close()
@@ -86,7 +97,7 @@ class LocalSandboxProvider(SandboxProvider):
 
     async def _start(self, limits: SandboxLimits) -> LocalSandbox:
         self._sandboxes = {s for s in self._sandboxes if not s.destroyed}
-        sandbox = LocalSandbox(self.mode, limits)
+        sandbox = LocalSandbox(self.mode, limits, zygote=self.zygote)
         self._sandboxes.add(sandbox)
         return await sandbox.start()
 

@@ -21,6 +21,18 @@ from verifiers.sandbox.base import SandboxUnavailableError
 logger = logging.getLogger("verifiers.sandbox")
 
 WORKER = Path(__file__).with_name("worker.py")
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+# A bwrap-mode worker's whole environment (the zygote starts with it too, so that its
+# interpreter sets itself up as a worker's would). No user site: a usercustomize or .pth the
+# model writes under $HOME runs in no snippet.
+SANDBOX_ENV = {
+    "HOME": "/workspace",
+    "PATH": SAFE_PATH,
+    "LANG": "C.UTF-8",
+    "PYTHONIOENCODING": "utf-8",
+    "PYTHONNOUSERSITE": "1",
+    "TMPDIR": "/tmp",
+}
 
 
 def uid_drop_possible(mode: str) -> bool:
