@@ -58,6 +58,7 @@ class NewVersion:
     description: str | None
     tags: list[str]
     token_id: int | None = None  # the publisher's token: still there at the commit
+    may_change_visibility: bool = False  # the namespace's user, a team owner or an admin
 
 
 def latest_of(versions: list[Any]) -> str | None:
@@ -273,7 +274,13 @@ class Catalog:
             ).fetchone()
             self._set_tags(db, env["id"], new.tags)
             return env
-        # visibility changes only when asked: a push never makes a private environment public
+        # visibility changes only when asked, and only by whoever may delete the environment
+        if new.visibility not in (None, env["visibility"]) and not new.may_change_visibility:
+            raise NotAllowed(
+                "not_owner",
+                f"only {new.owner} (or an owner of team {new.owner}) can change the visibility "
+                f"of {new.owner}/{new.name}; push without --visibility to keep it",
+            )
         db.execute(
             "UPDATE environments SET updated_at=?, readme=COALESCE(?, readme), "
             "description=COALESCE(?, description), visibility=COALESCE(?, visibility), tags=? "

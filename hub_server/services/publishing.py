@@ -186,6 +186,7 @@ def publish_version(
             description=form.description,
             tags=form.tags,
             token_id=user.token_id or None,
+            may_change_visibility=hub.auth.can_administer(user, owner),
         )
         return hub.catalog.commit_version(new, stored, blobs.give_back)
 

@@ -448,6 +448,39 @@ def test_a_team_member_can_be_removed_and_may_publish_but_not_yank(hub):
     assert last.status_code == 409 and code(last) == "last_owner"
 
 
+def test_a_team_member_cannot_change_an_environments_visibility_but_still_publishes(hub):
+    """A plain member may publish but not yank or delete: an outside attack had one make the
+    team's private environment public (every version and file to everyone) with a push's
+    `--visibility public` (Prime's staged push passes the same service: test_official_prime.py).
+    Now refused; a push that keeps the visibility, or names the one it has, publishes, and the
+    team's owner changes it."""
+    _, owner = user(hub, "own")
+    member_name, member = user(hub, "mem")
+    team = f"team{uuid.uuid4().hex[:8]}"
+    admin = HubClient(hub["url"], owner)
+    admin.create_team(team)
+    admin.add_team_member(team, member_name)
+    made = publish(hub, owner, team, "quiet-env", wheel("quiet-env"), visibility="private")
+    assert made.status_code == 201, made.text
+    flip = publish(hub, member, team, "quiet-env", wheel("quiet-env", "1.1.0"), visibility="public")
+    assert flip.status_code == 403 and code(flip) == "not_owner", flip.text
+    assert "visibility" in flip.json()["error"]["message"]
+    assert httpx.get(f"{hub['url']}/api/v1/environments/{team}/quiet-env").status_code == 404
+    assert httpx.get(f"{hub['url']}/simple/{team}/quiet-env/").status_code == 404
+    kept = publish(hub, member, team, "quiet-env", wheel("quiet-env", "1.1.0"))
+    assert kept.status_code == 201, kept.text
+    named = publish(
+        hub, member, team, "quiet-env", wheel("quiet-env", "1.2.0"), visibility="private"
+    )
+    assert named.status_code == 201, named.text
+    opened = publish(
+        hub, owner, team, "quiet-env", wheel("quiet-env", "1.3.0"), visibility="public"
+    )
+    assert opened.status_code == 201, opened.text
+    shown = httpx.get(f"{hub['url']}/api/v1/environments/{team}/quiet-env")
+    assert shown.status_code == 200 and shown.json()["latest_version"] == "1.3.0"
+
+
 def test_anonymous_downloads_do_not_move_rank_and_a_user_counts_once_a_day(hub):
     name, token = user(hub)
     for env in ("rank-a", "rank-b"):

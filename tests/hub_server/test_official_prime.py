@@ -480,6 +480,45 @@ def test_an_unsafe_source_archive_fails_the_last_finalize_and_publishes_nothing(
     assert native(hub, "nina/linked-env").status_code == 404, "nothing was published"
 
 
+def test_a_team_members_staged_push_cannot_make_a_private_environment_public(hub):
+    """Prime's staged push asks for a visibility at its resolve; a plain member of the team
+    asking for PUBLIC on the team's private environment is refused at the last finalize, as the
+    native push is (only the team's owners change it), and the same push without it publishes."""
+    owner, member = new_user(hub, "tess"), new_user(hub, "theo")
+    team = "tess-crew"
+    assert httpx.post(f"{hub['url']}/api/v1/teams", json={"name": team}, headers=bearer(owner))
+    added = httpx.post(
+        f"{hub['url']}/api/v1/teams/{team}/members", json={"user": "theo"}, headers=bearer(owner)
+    )
+    assert added.status_code == 201, added.text
+    publish(hub, owner, team, "crew-words", "1.0.0", "X = 1\n", visibility="private")
+    api = f"{hub['url']}/api/v1/environmentshub"
+
+    def staged_push(visibility: str | None, version: str) -> httpx.Response:
+        (wheel_name, wheel), (sdist_name, sdist) = package("crew-words", version, "X = 2\n")
+        body = {"name": "crew-words", "team_slug": team, "visibility": visibility}
+        push_id = httpx.post(f"{api}/resolve", json=body, headers=bearer(member)).json()["data"]
+        wheel_id = stage(api, member, push_id["id"], "wheels", wheel_name, wheel)
+        done = httpx.post(
+            f"{api}/{push_id['id']}/wheels/{wheel_id}/finalize", headers=bearer(member)
+        )
+        assert done.is_success, done.text
+        source_id = stage(api, member, push_id["id"], "versions", sdist_name, sdist)
+        return httpx.post(  # the hub's first publish may start its upload workers (60 s)
+            f"{api}/{push_id['id']}/versions/{source_id}/finalize",
+            headers=bearer(member),
+            timeout=60,
+        )
+
+    refused = staged_push("PUBLIC", "1.1.0")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "not_owner"
+    assert native(hub, f"{team}/crew-words").status_code == 404, "still private"
+    kept = staged_push(None, "1.1.0")
+    assert kept.status_code == 200 and kept.json()["data"]["version"] == "1.1.0", kept.text
+    assert native(hub, f"{team}/crew-words").status_code == 404, "still private"
+    assert native(hub, f"{team}/crew-words", member).json()["latest_version"] == "1.1.0"
+
+
 def test_staged_bytes_lost_before_the_last_finalize_are_refused_and_nothing_is_published(hub):
     """The staging area is written without fsync (its bytes are nobody's yet), so a crash may
     leave a staged file other than its PUT was checked against: the last finalize refuses it

@@ -36,6 +36,19 @@ def test_run_dir_layout(tmp_path):
     assert path.name != new_run_dir(tmp_path, "owner/my-env", "org/Model-7B").name
 
 
+def test_a_model_name_too_long_for_a_directory_still_gets_a_run_dir_of_its_own(tmp_path):
+    """A model id is whatever the endpoint lists or ``-m`` says: 300 characters made a name the
+    filesystem refuses (vf-eval died with ENAMETOOLONG). It is cut with a hash of the whole, so
+    two long names that share their start stay apart; a short name is kept as it is."""
+    first, second = "m" * 300 + "-a", "m" * 300 + "-b"
+    paths = [new_run_dir(tmp_path, "owner/my-env", model) for model in (first, second)]
+    for path in paths:
+        path.mkdir(parents=True)
+        assert len(path.parent.name) <= 200 and path.parent.name.startswith("owner--my-env--mmm")
+    assert paths[0].parent != paths[1].parent
+    assert new_run_dir(tmp_path, "e", "m" * 150).parent.name == "e--" + "m" * 150
+
+
 async def test_save_results_writes_schema_valid_rows_and_metadata(server, client, tmp_path):
     server.enqueue(Reply(status=400, error="bad"))
     out = await make_env(3).evaluate(

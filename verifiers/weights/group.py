@@ -7,11 +7,18 @@ so no names or shapes travel with the tensors. Built from torch's own process-gr
 a ``TCPStore``, independent of any default group (an FSDP2 trainer already has one under
 torchrun, and vLLM workers have theirs): NCCL between GPUs, gloo on CPU (and between processes
 that share one GPU, which NCCL refuses).
+
+Nothing of the group listens beyond the address it meets at (``127.0.0.1`` by default): torch's
+``TCPStore`` binds every interface whatever host it is given, and gloo the address the machine's
+hostname resolves to, so a network peer reached the unauthenticated store at the machine's own
+address and could write the group's keys (an outside attack). The store now listens on a socket
+bound to the meeting address, and gloo's connections on the local address that reaches it.
 """
 
 from __future__ import annotations
 
 import datetime
+import socket
 from typing import Any
 
 import torch
@@ -30,14 +37,19 @@ class WeightGroup:
 
     @classmethod
     def host_store(cls, host: str, world_size: int, timeout_s: float) -> Any:
-        """Rank 0's rendezvous store, on a free port (read it from ``.port``); returns at once."""
+        """Rank 0's rendezvous store, on a free port of ``host`` alone (read it from ``.port``);
+        returns at once. The listening socket is handed to torch, which closes it with the store."""
+        family = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0][0]
+        listener = socket.create_server((host, 0), family=family, backlog=128)
+        port = listener.getsockname()[1]
         return dist.TCPStore(
             host,
-            0,
+            port,
             world_size,
             is_master=True,
             wait_for_workers=False,
             timeout=datetime.timedelta(seconds=timeout_s),
+            master_listen_fd=listener.detach(),
         )
 
     @classmethod
@@ -73,7 +85,11 @@ class WeightGroup:
             options._timeout = timeout
             group = dist.ProcessGroupNCCL(prefixed, rank, world_size, options)
         else:
-            group = dist.ProcessGroupGloo(prefixed, rank, world_size, timeout)
+            # torch's stubs lack the options class its constructor takes with its devices
+            gloo = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]
+            gloo._timeout = timeout
+            gloo._devices = [dist.ProcessGroupGloo.create_device(hostname=_address_toward(host))]
+            group = dist.ProcessGroupGloo(prefixed, rank, world_size, gloo)
         return cls(group, store, rank, world_size, device)
 
     def broadcast(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -109,3 +125,12 @@ class WeightGroup:
             except RuntimeError:
                 pass
         self.group = None
+
+
+def _address_toward(host: str) -> str:
+    """This machine's address that reaches ``host`` (``host`` itself when it is local): gloo
+    listens there for the other ranks, not on whatever the machine's hostname resolves to."""
+    family, _, _, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_DGRAM)[0]
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        probe.connect((address[0], 9))  # a UDP connect sends nothing; it only picks the route
+        return str(probe.getsockname()[0])
