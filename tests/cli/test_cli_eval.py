@@ -447,6 +447,29 @@ def test_resume_refuses_a_mismatch_before_doing_anything(server, tmp_path, capsy
     assert len(server.requests) == requests  # nothing was sent: the run was complete
 
 
+def test_a_run_dir_does_not_turn_the_sandbox_off_on_resume_or_rescore(server, tmp_path, capsys):
+    """An outside attack edited a run dir's identity to ``sandbox_mode: unsafe`` and the resume
+    ran the model's tool call unconfined: a restored unsafe mode is refused until typed again."""
+    server.set_handler(reverse_policy)
+    assert main(reverse_text_argv(server.base_url, tmp_path, "-m", "m", "-n", "1", "-r", "1")) == 0
+    run = only_run_dir(tmp_path)
+    metadata = json.loads((run / "metadata.json").read_text())
+    metadata["identity"]["env_args"] = {"sandbox_mode": "unsafe"}
+    metadata["env_args"] = {"sandbox_mode": "unsafe"}
+    (run / "metadata.json").write_text(json.dumps(metadata))
+    requests = len(server.requests)
+    for flag in ("--resume", "--rescore"):
+        assert main(["reverse-text", flag, str(run)]) == 2
+        err = capsys.readouterr().err.replace("\n", " ")
+        assert f"{flag} {run} records the env arg sandbox_mode 'unsafe'" in err, err
+    # typed again, it gets past the check (and reverse-text itself takes no such argument)
+    typed = ["-a", '{"sandbox_mode": "unsafe"}']
+    assert main(["reverse-text", "--resume", str(run), *typed]) == 2
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert "records the env arg" not in err and "sandbox_mode" in err, err
+    assert len(server.requests) == requests
+
+
 class InFlight:
     """A model server handler that answers after ``seconds`` and counts the requests it holds
     at once (``peak``); with ``hang_first``, the first request gets its answer after a minute

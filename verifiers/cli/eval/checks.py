@@ -129,6 +129,20 @@ def check_same_env(args: EvalSettings, previous: dict[str, Any], flag: str, run:
         )
 
 
+def check_restored_confinement(
+    typed: dict[str, Any], restored: dict[str, Any], flag: str, run: str
+) -> None:
+    """A run dir restores its environment arguments, but never one that turns the sandbox off
+    by itself: a run dir is a file someone may have edited or sent, and ``sandbox_mode:
+    unsafe`` runs the model's code as the user. The user types it again to confirm."""
+    if restored.get("sandbox_mode") == "unsafe" and typed.get("sandbox_mode") != "unsafe":
+        raise CLIError(
+            f"{flag} {run} records the env arg sandbox_mode 'unsafe' (the model's code runs "
+            "with no sandbox); a run dir does not turn confinement off on its own. To continue "
+            f"it so, give the run's env args again: -a '{json.dumps(restored)}'"
+        )
+
+
 def check_resume_matches(args: EvalSettings, previous: dict[str, Any], run: str) -> None:
     """A resumed run (``run``, the --resume directory) keeps its environment, model and rollouts
     per example: say which differs."""

@@ -18,6 +18,7 @@ from verifiers.cli.endpoints import CLIError, resolve_endpoint
 from verifiers.cli.eval.checks import (
     check_output_dirs,
     check_reachable,
+    check_restored_confinement,
     check_resume_matches,
     check_same_env,
     check_sizes,
@@ -99,6 +100,7 @@ def _run(
     workers = workers_setting(args)  # a bad spec or secret is said before anything starts
     console.print(f"loading {escape(args.env)} ...", highlight=False)
     env_args = parse_json_object(args.env_args, "--env-args")
+    typed_env_args = dict(env_args)
     sampling = parse_json_object(args.sampling_args, "--sampling-args")
     columns = [c.strip() for c in args.state_columns.split(",")] if args.state_columns else None
     headers = parse_headers(args.header)
@@ -128,6 +130,9 @@ def _run(
                 )
             env_args, sampling = dict(recorded.env_args), dict(recorded.sampling_args)
             columns = recorded.state_columns
+    if args.rescore or args.resume:
+        flag, run = ("--rescore", args.rescore) if args.rescore else ("--resume", args.resume)
+        check_restored_confinement(typed_env_args, env_args, flag, str(run))
     try:
         if launched is not None and not args.rescore:
             env = load_and_launch(args.env, workers, env_args, launched)
