@@ -6,14 +6,21 @@ Requests go to the least busy live worker. Faults cost only their own. The group
 was running are not guilty: they become *suspects* and are each run again alone before anyone's
 last attempt is spent: at once, each on a worker started for it, where workers start cheaply
 (forked from a template: ``_isolation_capacity``), else one at a time on a worker reserved for
-them (the others keep running the rest). A suspect that killed a worker alone goes first. A group that kills a worker while it runs alone has a strike; one with more strikes
-than ``retries`` is the culprit and is answered with an error naming the cause (exit code,
-signal), which the caller records on each of its rollouts (``fault``: ``CULPRIT``). A group that
-runs past its timeout (plus a grace period for the worker to answer it) gets its worker killed
-and replaced, since a worker that cannot answer is stuck; stuck while alone, it is the culprit at
-once, its limit being its own. Workers that die again and again are restarted with a growing
-pause, and after ``max_deaths_in_a_row`` deaths with no group answered in between the pool stops
-restarting them and answers every group with that error (``fault``: ``UNAVAILABLE``).
+them (the others keep running the rest). A suspect that killed a worker alone goes first. A
+group that kills a worker while it runs alone has a strike; one with more strikes than
+``retries`` is the culprit and is answered with an error naming the cause (exit code, signal),
+which the caller records on each of its rollouts (``fault``: ``CULPRIT``). A group that runs
+past its timeout (plus a grace period for the worker to answer it) gets its worker killed and
+replaced, since a worker that cannot answer is stuck; stuck while alone, it is the culprit at
+once, its limit being its own. Stuck beside others, it is the culprit at once too when the
+worker says (``_stall``, ``verifiers.workers.stall``) that this group's own code has held its
+event loop without a turn since before the group's timeout: the groups beside it run again as
+any group, and none runs alone; while the worker names another group, a group whose limit passed
+waits for that group's verdict (``_held_by_another``). Word that is ambiguous, stale or absent
+(Ray actors give none) is a plain kill, its groups suspects as above. Workers that die again and
+again are restarted with a growing pause, and after ``max_deaths_in_a_row`` deaths with no group
+answered in between the pool stops restarting them and answers every group with that error
+(``fault``: ``UNAVAILABLE``).
 
 A subclass starts a worker (``_spawn``), carries a request to it (``_transmit``) and a cancel
 (``_withdraw``), says when one answered (``_answered``) or died (``_died``), and kills one
@@ -40,9 +47,11 @@ from verifiers.workers.protocol import (
     RunGroupRequest,
     pack,
 )
+from verifiers.workers.stall import Stall
 
 logger = logging.getLogger("verifiers.workers")
 TIMEOUT_GRACE = 30.0
+WORD_MARGIN = 2.0  # past a group's timeout, when the worker's word on what holds it is looked at
 ISOLATION_IDLE_S = 30.0  # how long a worker started for suspects waits for more before it stops
 _ids = itertools.count()
 
@@ -59,6 +68,7 @@ class _Slot:
     isolating: bool = False  # started to run suspects alone; stopped a while after none is left
     last_used: float = 0.0  # when it was last sent a group (loop time)
     stuck: str | None = None  # why the pool killed it, when it did
+    culprit: bytes | None = None  # the group whose own code held it stuck, when it said so
 
     def idle(self) -> bool:
         return (
@@ -84,6 +94,8 @@ class _Pending(Generic[W]):
     worker: W | None = None
     suspect: bool = False  # in a worker that died beside others: runs alone from now on
     started: float | None = None  # when a worker began running it (loop time), if one is
+    timeout: float | None = None  # its own time limit in the worker (the request's)
+    limit: float | None = None  # how long the pool waits for its answer before killing
 
 
 class IsolatingPool(Generic[W]):
@@ -99,6 +111,7 @@ class IsolatingPool(Generic[W]):
         self.env_id, self.num_workers, self.retries = env_id, num_workers, retries
         self.restarts = 0
         self.isolated = 0  # suspects run alone
+        self.named_by_worker = 0  # culprits convicted on their worker's word (_convicted)
         self.isolation_workers = 0  # workers started to run them (_isolate)
         self.max_deaths_in_a_row = max_deaths_in_a_row or default_max_deaths(num_workers)
         self._deaths_in_a_row = 0
@@ -132,6 +145,11 @@ class IsolatingPool(Generic[W]):
     def _withdraw(self, worker: W, pending: _Pending[W]) -> None:
         """Tell ``worker`` its caller no longer waits for ``pending``."""
         raise NotImplementedError
+
+    def _stall(self, worker: W) -> Stall | None:
+        """What ``worker`` says holds its event loop now, if it says (``verifiers.workers.stall``;
+        a kind whose workers cannot say answers None, and its stuck groups are found alone)."""
+        return None
 
     # --- the shared scheduling -------------------------------------------------------------------
     @property
@@ -179,6 +197,7 @@ class IsolatingPool(Generic[W]):
         # the worker answers a timed-out group itself when its code yields; one stuck in code
         # that will not yield is given as long again (at most TIMEOUT_GRACE) before it is killed
         limit = request.timeout + min(TIMEOUT_GRACE, max(2.0, request.timeout))
+        pending.timeout, pending.limit = request.timeout, limit
         try:
             return await self._wait_running(pending, limit)
         except asyncio.CancelledError:
@@ -188,28 +207,106 @@ class IsolatingPool(Generic[W]):
     async def _wait_running(self, pending: _Pending[W], limit: float) -> Response:
         """The group's answer, its time counted only while a worker runs it. Past ``limit`` its
         worker is killed as stuck, and the death is handled as any other (``_died``): a group
-        stuck beside others is a suspect run again alone, one stuck alone has a strike."""
+        stuck beside others is a suspect run again alone, one stuck alone has a strike. The
+        worker's word shortens and lengthens that: ``WORD_MARGIN`` past the group's own
+        timeout, a group whose own code holds the loop is convicted then (``_convicted``); and
+        while another group's code holds it, the wait goes on until that group's own limit
+        (``_held_by_another``), whose verdict comes first."""
         assert self._loop is not None
         while True:
             started = pending.started
             if started is None:  # waiting for a worker (a suspect's turn): not its time
                 await asyncio.wait({pending.future}, timeout=0.5)
             else:
-                left = started + limit - self._loop.time()
-                await asyncio.wait({pending.future}, timeout=max(left, 0.0))
-                worker = pending.worker
-                if not pending.future.done() and pending.started == started and worker:
-                    if not worker.dead and worker.alive():
-                        logger.warning(
-                            "worker %s did not answer a group within %.0fs: killing it",
-                            worker.slot,
-                            limit,
-                        )
-                        worker.stuck = f"did not answer within {limit:g}s"
-                        worker.kill()
+                full = started + limit
+                early = started + pending.timeout + WORD_MARGIN if pending.timeout else full
+                deadline = min(early, full)
+                while True:
+                    left = deadline - self._loop.time()
+                    await asyncio.wait({pending.future}, timeout=max(left, 0.0))
+                    worker = pending.worker
+                    if pending.future.done() or pending.started != started or not worker:
+                        break
+                    # killed already (for another group, or its memory): its death comes
+                    if not worker.dead and worker.alive() and worker.stuck is None:
+                        later = self._judge(pending, worker, deadline, full, limit)
+                        if later is not None:
+                            deadline = later
+                            continue
                     pending.started = None  # until the pool runs it again
+                    break
             if pending.future.done():
                 return pending.future.result()
+
+    def _judge(
+        self, pending: _Pending[W], worker: W, deadline: float, full: float, limit: float
+    ) -> float | None:
+        """``pending`` has not answered by ``deadline``: kill its worker (None), or say until
+        when to wait on (past its own timeout but not its limit, or another group's code
+        holds the loop)."""
+        if not self._convicted(pending, worker):
+            if deadline < full:  # its own timeout passed, not its limit yet
+                return full
+            later = self._held_by_another(pending, worker, deadline)
+            if later is not None:
+                return later
+            worker.stuck = f"did not answer within {limit:g}s"
+            logger.warning(
+                "worker %s did not answer a group within %.0fs: killing it", worker.slot, limit
+            )
+        worker.kill()
+        return None
+
+    def _convicted(self, pending: _Pending[W], worker: W) -> bool:
+        """Whether ``worker`` says ``pending``'s own code has held its event loop, without a
+        single turn, since before the group's own timeout (when the worker would have answered
+        it) until now, past it: then that group is what holds the worker stuck, and an error
+        whatever comes next; the evidence a run alone gives, at no second run. ``_died``
+        convicts it (``culprit``) and runs the groups beside it again as any group."""
+        assert self._loop is not None
+        stall, timeout, started = self._fresh_stall(worker), pending.timeout, pending.started
+        if stall is None or stall.group != pending.request_id:
+            return False
+        if timeout is None or started is None or stall.since > started + timeout:
+            return False
+        held = self._loop.time() - stall.since
+        worker.culprit = pending.request_id
+        worker.stuck = (
+            f"was stuck by this group's own code: it held the worker's event loop for "
+            f"{held:.0f}s without yielding, past the group's {timeout:g}s timeout"
+        )
+        logger.warning(
+            "worker %s: a group's own code held its event loop past the group's timeout: "
+            "killing it, the group convicted",
+            worker.slot,
+        )
+        return True
+
+    def _held_by_another(self, pending: _Pending[W], worker: W, deadline: float) -> float | None:
+        """When to look again, if ``worker`` says another group's code holds its loop (``pending``
+        cannot answer, through no fault of its own) and that group's own limit passes later:
+        just after it, when that group's wait judges it. At most one more ``limit`` for
+        ``pending``; else None (a plain kill)."""
+        stall = self._fresh_stall(worker)
+        if stall is None or stall.group is None or stall.group == pending.request_id:
+            return None
+        other = self._pending.get(stall.group)
+        if other is None or other.worker is not worker or other.started is None:
+            return None
+        if other.limit is None or pending.started is None or pending.limit is None:
+            return None
+        later = other.started + other.limit + 1.0
+        if later <= deadline or later > pending.started + 2 * pending.limit:
+            return None
+        return later
+
+    def _fresh_stall(self, worker: W) -> Stall | None:
+        """The worker's word on its stall, when it was still so within the last second."""
+        stall = self._stall(worker)
+        assert self._loop is not None
+        if stall is None or self._loop.time() - stall.seen > 1.0:
+            return None
+        return stall
 
     def _dispatch(self, pending: _Pending[W]) -> None:
         if pending.suspect:
@@ -376,6 +473,17 @@ class IsolatingPool(Generic[W]):
         groups = [p for p in inflight if p is not None and not p.future.done()]
         alone = len(groups) == 1
         for pending in groups:
+            if pending.request_id == worker.culprit:  # on the worker's word (_convicted)
+                self.named_by_worker += 1
+                pending.future.set_result(
+                    Response(
+                        success=False,
+                        error=f"the environment worker running this group {reason} (so the "
+                        "worker said); recorded as an error",
+                        fault=CULPRIT,
+                    )
+                )
+                continue
             if alone:
                 # a crash alone may be a fluke (an OOM kill from outside): run it again; past
                 # its own time limit alone, it is what is stuck, as a group that yields is
@@ -411,7 +519,9 @@ class IsolatingPool(Generic[W]):
                 self._workers.remove(worker)
         for pending in groups:
             if not pending.future.done():
-                pending.suspect = True  # beside others: not guilty yet, but runs alone now
+                # beside others: not guilty yet, but runs alone now; beside a culprit its
+                # worker named, the death is explained: runs again as any group
+                pending.suspect = pending.suspect or worker.culprit is None
                 pending.started = None
                 self._dispatch(pending)
         if worker.isolating:

@@ -5,7 +5,9 @@ shared with Ray actors. What is particular to processes is here: a thread outsid
 checks the workers every quarter second (so a blocked loop cannot hide a dead worker): a worker
 that exited (crashed, segfaulted, was killed, ran out of memory), stopped beating, or grew past
 its memory budget is replaced, its groups handled as on any death; a worker that dies while the
-pool starts is replaced as at any other time. Requests travel over a ZeroMQ socket in a 0700
+pool starts is replaced as at any other time. A worker whose loop a group's code holds says
+which group (``verifiers.workers.stall``), so that a group stuck past its limit among others is
+convicted at once rather than found by running them all again alone. Requests travel over a ZeroMQ socket in a 0700
 directory. Closing the pool stops the workers; they also die with the caller however it dies
 (``verifiers.workers.process``).
 
@@ -37,6 +39,7 @@ from verifiers.workers.forked import Template, WorkerProcess, can_fork, fork_her
 from verifiers.workers.isolation import TIMEOUT_GRACE, IsolatingPool, _Pending, _Slot
 from verifiers.workers.process import BEAT, FAILED, READY, read_beat
 from verifiers.workers.protocol import Response, unpack
+from verifiers.workers.stall import Stall, read_stall, stall_path
 
 logger = logging.getLogger("verifiers.workers")
 __all__ = ["TIMEOUT_GRACE", "WORK_DIR_PREFIX", "WorkerPool"]
@@ -346,6 +349,7 @@ class WorkerPool(IsolatingPool[_Worker]):
             "restarts": self.restarts,
             "isolated": self.isolated,
             "isolation_workers": self.isolation_workers,
+            "named_by_worker": self.named_by_worker,
         }
 
     def pids(self) -> list[int]:
@@ -359,6 +363,9 @@ class WorkerPool(IsolatingPool[_Worker]):
         super()._died(worker, reason)
 
     # --- requests --------------------------------------------------------------------------------
+    def _stall(self, worker: _Worker) -> Stall | None:
+        return read_stall(stall_path(worker.heartbeat))
+
     def _isolation_capacity(self) -> int:
         # forked from the template, a worker for suspects costs milliseconds: run them all at
         # once (a fresh interpreter costs a second of CPU: reserve workers instead)

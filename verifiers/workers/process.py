@@ -6,7 +6,9 @@ re-runs the caller's script, guarded or not). It dies with its parent however th
 the kernel's parent-death signal (Linux), and a watcher thread that exits when the parent's pid
 goes away. A heartbeat thread writes the time into a file the pool reads, every 0.2 s; it keeps
 beating while a blocking reward function holds the event loop, so the pool tells a busy worker
-from a dead or hung one.
+from a dead or hung one; and while the loop is held, another thread names the group whose code
+holds it (``verifiers.workers.stall``): the pool convicts that group when it outlives its time
+limit, instead of running it and the groups beside it again alone to find out which it was.
 
 ``python -m verifiers.workers.process PARENT_PID --fork FD`` is a pool's template instead: a
 fresh interpreter too, that imports the worker's modules and the environment's module once, then
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import importlib
 import json
 import os
@@ -274,6 +277,8 @@ def _run(settings: dict[str, Any], env: Any = None) -> None:
 
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from verifiers.workers.stall import stall_path
+
     _beat(settings["heartbeat"])
     if settings.get("release"):
         os.environ["VF_API_VERSION"] = settings["release"]
@@ -284,18 +289,25 @@ def _run(settings: dict[str, Any], env: Any = None) -> None:
             settings["address"],
             settings["identity"].encode(),
             env,
+            stall_path(settings["heartbeat"]),
         )
     )
 
 
 async def _serve(
-    env_id: str, env_args: dict[str, Any], address: str, identity: bytes, env: Any = None
+    env_id: str,
+    env_args: dict[str, Any],
+    address: str,
+    identity: bytes,
+    env: Any = None,
+    stall_file: str | None = None,
 ) -> None:
     import zmq
     import zmq.asyncio
 
     from verifiers.workers.protocol import Response, pack, unpack
     from verifiers.workers.runtime import WorkerRuntime
+    from verifiers.workers.stall import GROUP, LoopWatch
 
     context = zmq.asyncio.Context()
     sock = context.socket(zmq.DEALER)
@@ -312,6 +324,9 @@ async def _serve(
     release = getattr(runtime.env, "release", None)
     await sock.send_multipart([READY, str(release or "").encode()])
     tasks: dict[bytes, asyncio.Task[None]] = {}
+    watch = LoopWatch(stall_file) if stall_file else None
+    if watch is not None:  # says which group's code holds the loop when it stops turning
+        watch.start()
 
     async def answer(request_id: bytes, payload: bytes) -> None:
         try:
@@ -335,8 +350,12 @@ async def _serve(
                 if task is not None:
                     task.cancel()
                 continue
-            tasks[request_id] = asyncio.create_task(answer(request_id, payload))
+            group = contextvars.copy_context()  # its tasks, and theirs, are this request's
+            group.run(GROUP.set, request_id)
+            tasks[request_id] = asyncio.create_task(answer(request_id, payload), context=group)
     finally:
+        if watch is not None:
+            watch.stop()
         for task in tasks.values():
             task.cancel()
         await runtime.close()

@@ -203,7 +203,10 @@ async def serve_until_stopped(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with WorkerPool(env_id, env_args, count) as pool:
+    # launched from a template (as vf-eval's are): its replacements and the workers that run
+    # suspects alone fork in milliseconds, all suspects at once (without one, they ran alone
+    # one after another on a reserved worker, while half the workers ran nothing else)
+    async with WorkerPool(env_id, env_args, count).launch() as pool:
         if on_ready is not None:
             on_ready()
         server = EnvServer(
