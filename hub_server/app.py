@@ -80,6 +80,7 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
     if hub.database.generation_reads is not None:  # its connection, closed on its loop
         app.router.on_shutdown.append(hub.database.generation_reads.aclose)
     app.router.on_shutdown.append(hub.close)
+    app.add_middleware(environmentshub_push.StagedFastPath, hub=hub, views=app.state.views)
     app.add_middleware(environments.SearchFastPath, hub=hub)
     app.add_middleware(web.PageFastPath, hub=hub, views=app.state.views)
     app.add_middleware(simple.IndexFastPath, hub=hub)

@@ -40,8 +40,7 @@ RUN_FIELDS = ("env_version", "env_content_hash", "run_id")
 
 def collect(hub: Hub) -> None:
     """Forget expired open evals and drop their batches' bytes (abandoned, they leave nothing)."""
-    for batch_id in hub.staged_evals.collect():
-        hub.staging.delete(batch_id)
+    hub.staging.delete(*hub.staged_evals.collect())
 
 
 def _environment(hub: Hub, user: Principal | None, env_id: Any) -> EnvironmentRow:
@@ -194,8 +193,7 @@ def finalize(hub: Hub, user: Principal, staged_id: str) -> int:
             metadata,
             Upload("results.jsonl", results),  # type: ignore[arg-type]
         )
-    for batch_id in hub.staged_evals.finish(staged_id, attached.id):
-        hub.staging.delete(batch_id)
+    hub.staging.delete(*hub.staged_evals.finish(staged_id, attached.id))
     return attached.id
 
 

@@ -7,7 +7,10 @@ Staged bytes live in a staging area of their own (a sibling directory of the blo
 sibling prefix in its bucket), never in the content-addressed blob store, so collecting an
 abandoned push can never remove a published blob. They are written without fsync (they are
 nobody's until the last finalize, which checks them against their declared sha256 again and
-stores what it publishes durably, as a native push does). An upload URL is a capability: a
+stores what it publishes durably, as a native push does). A file of at most ``INLINE_MAX``
+bytes (a typical environment's wheel and source archive) is kept in its row instead, written
+in the transaction that marks it uploaded and gone with the row: on S3 that saves a PUT, a GET
+and a DELETE per file, most of what a staged push cost the hub beyond a native one. An upload URL is a capability: a
 ``secrets.token_urlsafe`` token (kept only as its sha256), single-use, valid for
 ``PRIME_HUB_UPLOAD_URL_TTL`` seconds (15 minutes by default), bound to the declared size and
 sha256; a push left unfinished is collected once it expires (twice that). What one user holds
@@ -19,11 +22,12 @@ rate of its requests, 100 MiB a push, kept half an hour).
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 import secrets
 from contextlib import ExitStack
 from datetime import timedelta
-from typing import Any
+from typing import Any, BinaryIO
 
 from hub_server.background.upload_pool import Upload
 from hub_server.db.blobs import file_sha256
@@ -37,6 +41,7 @@ from hub_server.settings import MAX_FILE
 SHA256 = re.compile(r"[0-9a-f]{64}")
 MAX_OPEN_PUSHES = 20  # staged pushes one user may have open (unpublished and unexpired)
 MAX_STAGED_BYTES = 10 * MAX_FILE  # bytes one user may have declared across them
+INLINE_MAX = 256 * 1024  # a staged file this small is kept in its row, not the staging area
 
 
 def url_ttl(hub: Hub) -> timedelta:
@@ -64,7 +69,7 @@ def collect(hub: Hub) -> None:
     with hub.database.transaction() as db:
         rows = db.execute(
             "SELECT f.id FROM staged_files f JOIN staged_pushes p ON p.id = f.push_id "
-            "WHERE p.expires_at < ?",
+            "WHERE p.expires_at < ? AND f.data IS NULL",
             (stamp,),
         ).fetchall()
         db.execute(
@@ -73,8 +78,7 @@ def collect(hub: Hub) -> None:
             (stamp,),
         )
         db.execute("DELETE FROM staged_pushes WHERE expires_at < ?", (stamp,))
-    for row in rows:
-        hub.staging.delete(row["id"])
+    hub.staging.delete(*(row["id"] for row in rows))
 
 
 def open_push(hub: Hub, user: Principal, owner: str, name: str, visibility: str | None) -> str:
@@ -162,7 +166,8 @@ def declare(
             same = (row["filename"], row["sha256"], row["size"]) == (filename, sha256, size)
             if same and row["state"] in ("uploaded", "finalized"):
                 return row["id"], None  # a retried declare: these bytes are already here
-            dropped.append(row["id"])
+            if row["data"] is None:  # (one kept in its row goes with it)
+                dropped.append(row["id"])
             db.execute("DELETE FROM staged_files WHERE id=?", (row["id"],))
         db.execute(
             "INSERT INTO staged_files (id, push_id, kind, filename, sha256, size, upload_hash, "
@@ -179,8 +184,7 @@ def declare(
                 now(url_ttl(hub)),
             ),
         )
-    for old in dropped:
-        hub.staging.delete(old)
+    hub.staging.delete(*dropped)
     return staged_id, token
 
 
@@ -200,20 +204,27 @@ def claim(hub: Hub, token: str) -> Any:
 
 
 def received(hub: Hub, staged: Any, file: Any) -> None:
-    """The PUT's bytes, already checked against the declared size and sha256 (None: refused)."""
+    """The PUT's bytes, already checked against the declared size and sha256 (None: refused):
+    kept in the row when small (``INLINE_MAX``), else in the staging area."""
     if file is None:
         with hub.database.transaction() as db:
             db.execute("DELETE FROM staged_files WHERE id=?", (staged["id"],))
         return
-    hub.staging.put(staged["id"], file)
+    inline = None
+    if file.seek(0, io.SEEK_END) <= INLINE_MAX:
+        file.seek(0)
+        inline = file.read()
+    else:
+        hub.staging.put(staged["id"], file)
     with hub.database.transaction() as db:
         row = db.execute(
-            "UPDATE staged_files SET state='uploaded' WHERE id=? AND state='receiving' "
+            "UPDATE staged_files SET state='uploaded', data=? WHERE id=? AND state='receiving' "
             "RETURNING id",
-            (staged["id"],),
+            (inline, staged["id"]),
         ).fetchone()
-    if row is None:  # declared again, or collected, while its bytes came: they are nobody's
+    if row is None and inline is None:  # declared again, or collected, while its bytes came
         hub.staging.delete(staged["id"])
+    if row is None:
         raise HubError(409, "upload_superseded", "this upload was replaced or expired: push again")
 
 
@@ -221,7 +232,7 @@ def finalize_file(hub: Hub, push: Any, staged_id: str, kind: str) -> Any:
     with hub.database.transaction() as db:
         row = db.execute(
             "UPDATE staged_files SET state='finalized' WHERE id=? AND push_id=? AND kind=? "
-            "AND state IN ('uploaded', 'finalized') RETURNING *",
+            "AND state IN ('uploaded', 'finalized') RETURNING id",
             (staged_id, push["id"], kind),
         ).fetchone()
     if row is None:
@@ -285,8 +296,13 @@ def publish_push(hub: Hub, user: Principal, push: dict[str, Any]) -> str | None:
 def staged_bytes(hub: Hub, files: ExitStack, staged: Any) -> Any:
     """A staged file, open, still the bytes its PUT was checked against: the staging area is
     written without fsync (its bytes are not yet anyone's), so a crash may leave a staged file
-    short or empty; the publish then refuses it rather than judge other bytes."""
-    file = files.enter_context(hub.staging.open(staged["id"]))
+    short or empty; the publish then refuses it rather than judge other bytes (those kept in
+    the row are checked the same way)."""
+    file: BinaryIO = (
+        files.enter_context(io.BytesIO(staged["data"]))
+        if staged["data"] is not None
+        else files.enter_context(hub.staging.open(staged["id"]))
+    )
     if file_sha256(file) != staged["sha256"]:
         raise HubError(
             409,
@@ -298,9 +314,10 @@ def staged_bytes(hub: Hub, files: ExitStack, staged: Any) -> Any:
 
 def forget(hub: Hub, push_id: str, published: str | None = None) -> None:
     with hub.database.transaction() as db:
-        rows = db.execute("SELECT id FROM staged_files WHERE push_id=?", (push_id,)).fetchall()
+        rows = db.execute(
+            "SELECT id FROM staged_files WHERE push_id=? AND data IS NULL", (push_id,)
+        ).fetchall()
         db.execute("DELETE FROM staged_files WHERE push_id=?", (push_id,))
         if published is not None:
             db.execute("UPDATE staged_pushes SET published=? WHERE id=?", (published, push_id))
-    for row in rows:
-        hub.staging.delete(row["id"])
+    hub.staging.delete(*(row["id"] for row in rows))  # one request on S3, not one a file

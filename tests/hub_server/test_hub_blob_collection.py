@@ -5,11 +5,12 @@ clock that makes every blob old); a leased blob is never collected, a lease that
 grace period is, and the push that held it is refused at its commit; a running hub collects
 periodically, so what a deleted version or environment stored leaves the store (listed directly,
 the directory or the bucket) while the hub keeps serving, and its name@version never comes back
-with other bytes."""
+with other bytes. Staged files (a staged push's, beside the blob store) are dropped together."""
 
 from __future__ import annotations
 
 import hashlib
+import io
 import threading
 import time
 
@@ -233,3 +234,28 @@ def test_a_running_hub_collects_what_deleted_versions_and_environments_stored(
             {"url": server.url}, token, "pat", "gone-env", make_wheel("gone-env", "2.0.0")
         )
         assert fresh.status_code == 201, fresh.text
+
+
+def test_staged_files_deleted_together_are_all_gone_and_the_rest_kept(
+    tmp_path, fresh_backend, monkeypatch
+):
+    """Dropping a push's staged files is one call (one DeleteObjects request per thousand keys
+    on S3, not one a file): every file named goes, across batches (two keys a batch here),
+    one never stored is no error, and a file not named is kept."""
+    from hub_server.db import blobs
+
+    monkeypatch.setattr(blobs, "S3_DELETE_BATCH", 2)
+    hub = open_hub(fresh_backend, tmp_path / "data")
+    try:
+        staged = [f"staged-file-{i:05d}" for i in range(5)]
+        for staged_id in [*staged, "kept-staged-file"]:
+            hub.staging.put(staged_id, io.BytesIO(staged_id.encode()))
+        assert sorted(hub.staging.names()) == sorted([*staged, "kept-staged-file"])
+        hub.staging.delete(*staged, "never-staged-file")
+        assert hub.staging.names() == ["kept-staged-file"]
+        with hub.staging.open("kept-staged-file") as kept:
+            assert kept.read() == b"kept-staged-file"
+        hub.staging.delete()  # nothing named: nothing asked of the store
+        assert hub.staging.names() == ["kept-staged-file"]
+    finally:
+        hub.close()

@@ -21,6 +21,7 @@ import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,6 +29,7 @@ from support.hubs import new_user, serving
 from support.hubs import prime as native_prime
 
 from hub_server.db.blobs import StagingArea
+from hub_server.services.staging import INLINE_MAX
 from hub_server.testing import BackendUnavailable, official_prime_venv
 from hub_server.testing import OfficialPrime as Official
 
@@ -191,8 +193,8 @@ def test_reads_install_pull_and_deletes(official, hub, tmp_path):
 
 
 @contextlib.contextmanager
-def staging_of(hub) -> Iterator[StagingArea]:
-    """The hub's staging area (beside its blob store), opened here on the same store."""
+def store_of(hub) -> Iterator[Any]:
+    """The hub's store (its database, blob store and staging area), opened here as a ``Hub``."""
     from hub_server.services.hub import Hub
 
     backend = hub["backend"]
@@ -202,15 +204,24 @@ def staging_of(hub) -> Iterator[StagingArea]:
     endpoint = flags[flags.index("--s3-endpoint") + 1] if "--s3-endpoint" in flags else None
     opened = Hub(hub["data"], db=db, blobs=blobs, s3_endpoint=endpoint, upload_workers=0)
     try:
-        yield opened.staging
+        yield opened
     finally:
         opened.close()
 
 
+@contextlib.contextmanager
+def staging_of(hub) -> Iterator[StagingArea]:
+    """The hub's staging area (beside its blob store), opened here on the same store."""
+    with store_of(hub) as opened:
+        yield opened.staging
+
+
 def staged_names(hub) -> list[str]:
-    """What the hub holds staged now."""
-    with staging_of(hub) as staging:
-        return staging.names()
+    """What the hub holds staged now: the files in its staging area, and the small ones kept
+    in their rows (``staging.INLINE_MAX``)."""
+    with store_of(hub) as opened, opened.database.read() as db:
+        rows = db.execute("SELECT id FROM staged_files WHERE data IS NOT NULL").fetchall()
+        return sorted([*opened.staging.names(), *(row["id"] for row in rows)])
 
 
 def scaffolded(root: Path, name: str) -> Path:
@@ -519,28 +530,107 @@ def test_a_team_members_staged_push_cannot_make_a_private_environment_public(hub
     assert native(hub, f"{team}/crew-words", member).json()["latest_version"] == "1.1.0"
 
 
-def test_staged_bytes_lost_before_the_last_finalize_are_refused_and_nothing_is_published(hub):
+@pytest.mark.parametrize("kept", ["row", "staging area"])
+def test_staged_bytes_lost_before_the_last_finalize_are_refused_and_nothing_is_published(hub, kept):
     """The staging area is written without fsync (its bytes are nobody's yet), so a crash may
     leave a staged file other than its PUT was checked against: the last finalize refuses it
-    by its declared sha256 (here a valid wheel that would publish) instead of judging it."""
-    nina = new_user(hub, "nina-lost")
+    by its declared sha256 (here a valid wheel that would publish) instead of judging it. A
+    small file kept in its row is checked the same way."""
+    nina = new_user(hub, f"nina-lost-{kept[0]}")
     api = f"{hub['url']}/api/v1/environmentshub"
-    (wheel_name, wheel), (_, source) = package("lost-env", "1.0.0", "X = 1\n")
+    padding = "" if kept == "row" else "#" * INLINE_MAX  # a wheel too large for its row
+    (wheel_name, wheel), (_, source) = package("lost-env", "1.0.0", "X = 1\n" + padding)
     push = httpx.post(f"{api}/resolve", json={"name": "lost-env"}, headers=bearer(nina))
     push_id = push.json()["data"]["id"]
     wheel_id = stage(api, nina, push_id, "wheels", wheel_name, wheel)
     finalized = httpx.post(f"{api}/{push_id}/wheels/{wheel_id}/finalize", headers=bearer(nina))
     assert finalized.is_success, finalized.text
-    (_, other), _ = package("lost-env", "1.0.0", "X = 2\n")
-    with staging_of(hub) as staging:  # not the bytes the PUT sent
-        staging.put(wheel_id, io.BytesIO(other))
+    (_, other), _ = package("lost-env", "1.0.0", "X = 2\n" + padding)
+    with store_of(hub) as store:  # not the bytes the PUT sent
+        if kept == "row":
+            with store.database.transaction() as db:
+                db.execute("UPDATE staged_files SET data=? WHERE id=?", (other, wheel_id))
+        else:
+            store.staging.put(wheel_id, io.BytesIO(other))
     source_id = stage(api, nina, push_id, "versions", "lost-env-1.0.0.tar.gz", source)
     refused = httpx.post(  # the hub's first publish: its upload workers start (60 s)
         f"{api}/{push_id}/versions/{source_id}/finalize", headers=bearer(nina), timeout=60
     )
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "upload_missing"
     assert "was lost: push again" in refused.json()["detail"]
-    assert native(hub, "nina-lost/lost-env").status_code == 404, "nothing was published"
+    assert native(hub, f"nina-lost-{kept[0]}/lost-env").status_code == 404, "nothing published"
+
+
+def test_a_small_staged_file_is_kept_in_its_row_a_large_one_in_the_staging_area(hub):
+    """A staged file of at most ``INLINE_MAX`` bytes is kept in its row (on S3: no PUT, GET or
+    DELETE of its own), a larger one in the staging area; the last finalize publishes both
+    kinds, byte for byte, and leaves nothing staged in either place."""
+    owen = new_user(hub, "owen-sizes")
+    api = f"{hub['url']}/api/v1/environmentshub"
+    (wheel_name, wheel), (_, source) = package("sized-env", "1.0.0", "X = 1\n" + "#" * INLINE_MAX)
+    push_id = httpx.post(f"{api}/resolve", json={"name": "sized-env"}, headers=bearer(owen))
+    push_id = push_id.json()["data"]["id"]
+    wheel_id = stage(api, owen, push_id, "wheels", wheel_name, wheel)
+    source_id = stage(api, owen, push_id, "versions", "sized-env-1.0.0.tar.gz", source)
+    assert len(wheel) > INLINE_MAX >= len(source)
+    with staging_of(hub) as staging:
+        assert wheel_id in staging.names() and source_id not in staging.names()
+    assert source_id in staged_names(hub), "the source archive is kept in its row"
+    finalized = httpx.post(f"{api}/{push_id}/wheels/{wheel_id}/finalize", headers=bearer(owen))
+    assert finalized.is_success, finalized.text
+    published = httpx.post(
+        f"{api}/{push_id}/versions/{source_id}/finalize", headers=bearer(owen), timeout=60
+    )
+    assert published.status_code == 200, published.text
+    assert not {wheel_id, source_id} & set(staged_names(hub)), "nothing of the push is staged"
+    version = native(hub, "owen-sizes/sized-env/versions/1.0.0", owen).json()
+    files = {f["filename"]: f for f in version["files"]}
+    assert files[wheel_name]["sha256"] == hashlib.sha256(wheel).hexdigest()
+    pulled = httpx.get(
+        f"{hub['url']}/files/owen-sizes/sized-env/{wheel_name}", headers=bearer(owen)
+    )
+    assert pulled.content == wheel
+
+
+def test_a_staged_request_the_fast_path_cannot_read_gets_the_routes_own_answer(hub):
+    """The staged push's requests are answered by a fast path; a body it cannot read (not JSON,
+    not the route's model, a media type the framework does not read as JSON) is replayed to the
+    route, which refuses it as it always has, naming the field; a good one then succeeds."""
+    pia = new_user(hub, "pia-bodies")
+    api = f"{hub['url']}/api/v1/environmentshub"
+    missing = httpx.post(f"{api}/resolve", json={"nam": "x"}, headers=bearer(pia))
+    assert missing.status_code == 422 and missing.json()["error"]["code"] == "invalid_request"
+    assert "body.name" in missing.json()["detail"]
+    broken = httpx.post(
+        f"{api}/resolve",
+        content=b'{"name": ',
+        headers={**bearer(pia), "Content-Type": "application/json"},
+    )
+    assert broken.status_code == 422 and broken.json()["error"]["code"] == "invalid_request"
+    as_text = httpx.post(
+        f"{api}/resolve",
+        content=b'{"name": "x"}',
+        headers={**bearer(pia), "Content-Type": "text/plain"},
+    )
+    assert as_text.status_code == 422, "the framework reads only JSON media types as JSON"
+    push = httpx.post(f"{api}/resolve", json={"name": "bodies-env"}, headers=bearer(pia))
+    assert push.status_code == 200, push.text
+    push_id = push.json()["data"]["id"]
+    no_size = {"filename": "bodies_env-1.0.0-py3-none-any.whl", "sha256": "0" * 64}
+    unsized = httpx.post(f"{api}/{push_id}/wheels", json=no_size, headers=bearer(pia))
+    assert unsized.status_code == 400 and unsized.json()["error"]["code"] == "invalid_size"
+    wrong_type = httpx.post(
+        f"{api}/{push_id}/wheels", json={**no_size, "size": "many"}, headers=bearer(pia)
+    )
+    assert wrong_type.status_code == 422 and "body.size" in wrong_type.json()["detail"]
+    read_only = httpx.post(  # the guard's principal, the scopes checked by the same function
+        f"{hub['url']}/api/v1/tokens", json={"name": "ro", "scopes": ["read"]}, headers=bearer(pia)
+    )
+    assert read_only.status_code in (200, 201), read_only.text
+    refused = httpx.post(
+        f"{api}/resolve", json={"name": "bodies-env"}, headers=bearer(read_only.json()["token"])
+    )
+    assert refused.status_code == 403, refused.text
 
 
 def stage(api: str, token: str, push_id: str, route: str, filename: str, body: bytes) -> str:
