@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,18 @@ def _descends(pid: int, ancestors: set[int], parents: dict[int, int]) -> bool:
             return True
         pid, seen = parents[pid], seen + 1
     return False
+
+
+def named(pids: Iterable[int], name: str) -> list[int]:
+    """The processes among ``pids`` whose command is ``name`` (one that exits meanwhile is not)."""
+    found = []
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
+                found.append(pid)
+        except OSError:
+            continue
+    return found
 
 
 def wait_until_no_sandboxes(timeout: float = 5.0) -> list[int]:
