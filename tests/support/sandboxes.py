@@ -95,7 +95,9 @@ def named(pids: Iterable[int], name: str) -> list[int]:
     return found
 
 
-def wait_until_no_sandboxes(timeout: float = 5.0) -> list[int]:
+def wait_until_no_sandboxes(timeout: float = 30.0) -> list[int]:
+    """The sandbox processes still running once none are, or ``timeout`` seconds passed (a
+    bound on a hang: a sandbox killed on a loaded machine may take a while to be reaped)."""
     deadline = time.monotonic() + timeout
     while (pids := sandbox_pids()) and time.monotonic() < deadline:
         time.sleep(0.05)
