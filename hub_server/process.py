@@ -39,13 +39,14 @@ class HubProcess:
 def start_hub(
     data_dir: Path,
     port: int | None = None,
-    timeout: float = 30.0,
+    timeout: float = 120.0,
     backend: list[str] | None = None,
     extra: list[str] | None = None,
     sdk: bool = False,
 ) -> HubProcess:
     """``backend``: the serve flags of a storage backend (``--db URL --blobs URL ...``); no SDK
-    wheel is built unless ``sdk`` (each build costs seconds of CPU)."""
+    wheel is built unless ``sdk`` (each build costs seconds of CPU). ``timeout`` bounds a hub
+    that never answers, not how fast one starts: on two busy cores a start takes many seconds."""
     port = port or free_port()
     cmd = [
         sys.executable,

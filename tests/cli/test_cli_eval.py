@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.eval_runs import interrupt_partway
+from support.eval_runs import answers_then_holds, interrupt_partway
 
 from verifiers.cli.eval import main
 from verifiers.results import read_rows
@@ -317,7 +317,7 @@ def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig, where,
     alone (``vf-eval ENV --resume RUN``) continues exactly it, where it ran, and its rows and
     metadata equal an uninterrupted run's."""
     monkeypatch.setenv("VF_TEST_KEY", "k")
-    server.set_handler(lambda req: Reply(content=reverse_policy(req), delay=0.05))
+    server.set_handler(answers_then_holds(reverse_policy, 20))  # 10 groups, then it waits
     identity = ("-b", server.base_url, "-k", "VF_TEST_KEY", "--split", "train", "--seed", "3")
     in_process = ("--no-env-workers",) if where == "in process" else ()
     sizes = ("-n", "30", "-r", "2", "-c", "2", *in_process)

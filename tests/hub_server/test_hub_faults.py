@@ -169,11 +169,17 @@ def test_the_collector_removes_only_old_unreferenced_blobs(tmp_path, fresh_backe
     try:
         orphan = hub.blobs.put(b"bytes no row refers to")
         assert collect_orphan_blobs(hub, grace_s=3600) == []  # young: left alone
-        time.sleep(1.1)
+        # A store's times may be whole seconds (S3's LastModified, moto's too): the blob is
+        # stored again 2 s later and judged by the clock as it was just before that, with 1.5 s
+        # of grace. Stored again, it is young, however long the collector takes to look; not
+        # stored again, it would be old. (Judged by the real clock, a write late in a second
+        # read as a second old.)
+        time.sleep(2.0)
+        before = time.time()
         hub.blobs.put(b"bytes no row refers to")  # stored again: young again
-        assert collect_orphan_blobs(hub, grace_s=1.0) == []
-        time.sleep(1.1)
-        assert collect_orphan_blobs(hub, grace_s=1.0) == [orphan]
+        assert collect_orphan_blobs(hub, grace_s=1.5, clock=lambda: before) == []
+        later = time.time() + 10  # once older than its grace, it goes
+        assert collect_orphan_blobs(hub, grace_s=1.5, clock=lambda: later) == [orphan]
         assert not hub.blobs.exists(orphan)
         assert collect_orphan_blobs(hub, grace_s=0) == []  # the published wheel's blobs stay
         assert hub.blobs.exists(hashlib.sha256(kept[1]).hexdigest())

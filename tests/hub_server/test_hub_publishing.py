@@ -280,9 +280,11 @@ def test_killing_the_server_mid_upload_leaves_no_partial_version(tmp_path, fresh
         f"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: {len(body)}\r\n\r\n".encode()
     )
     sock.sendall(body[: len(body) // 2])  # half the upload, then the server dies
-    time.sleep(0.3)
-    workers = descendants(server.process.pid)
-    assert len(workers) >= 2  # the upload workers (with the fork server and resource tracker)
+    deadline = time.monotonic() + 60
+    # the upload workers (with the fork server and resource tracker)
+    while len(workers := descendants(server.process.pid)) < 2:
+        assert time.monotonic() < deadline, workers
+        time.sleep(0.05)
     server.kill()
     sock.close()
     deadline = time.monotonic() + 10  # nothing of the hub's outlives it, holding the store open

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.eval_runs import answers_then_holds
 
 import verifiers as vf
 from verifiers.errors import ResumeError
@@ -154,7 +155,8 @@ RUNNER = textwrap.dedent(
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_killed_run_resumes_without_losing_or_duplicating(server, tmp_path, sig):
-    server.set_handler(lambda req: Reply(content=req["messages"][-1]["content"], delay=0.03))
+    # 10 groups answered, then the model waits: the run is still going when the stop lands
+    server.set_handler(answers_then_holds(lambda req: req["messages"][-1]["content"], 20))
     run = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-c", RUNNER, server.base_url, str(run)], stderr=subprocess.PIPE, text=True

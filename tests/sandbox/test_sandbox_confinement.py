@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from support.sandboxes import available_modes, still_works, wait_until_no_sandboxes
+from support.sandboxes import available_modes, named, still_works, wait_until_no_sandboxes
 
 from verifiers.sandbox import LocalSandboxProvider, SandboxError, SandboxLimits
 from verifiers.sandbox.base import SandboxUnavailableError
@@ -183,18 +183,6 @@ async def test_memory_is_budgeted_per_sandbox_not_per_process():
     assert wait_until_no_sandboxes() == []
 
 
-def _named(pids: set[int], name: str) -> list[int]:
-    """The processes among ``pids`` whose command is ``name`` (one that exits meanwhile is not)."""
-    found = []
-    for pid in pids:
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
-                found.append(pid)
-        except OSError:
-            continue
-    return found
-
-
 @pytest.mark.skipif(
     __import__("verifiers.sandbox.budget", fromlist=["x"]).available_kind() == "rlimits",
     reason="no writable cgroup hierarchy here: budgets are per-process rlimits",
@@ -209,7 +197,7 @@ async def test_every_process_of_a_sandbox_is_in_its_budget(sandbox):
     try:
         for _ in range(200):
             tree = {sandbox.process.pid, *descendants(sandbox.process.pid)}
-            sleeping = _named(tree, "sleep")
+            sleeping = named(tree, "sleep")
             if len(sleeping) == 2:
                 break
             await asyncio.sleep(0.02)

@@ -89,7 +89,7 @@ def test_no_sandbox_survives_ctrl_c_or_parent_death(server, sig):
         time.sleep(0.05)
     os.kill(proc.pid, sig)
     proc.wait(timeout=30)
-    assert wait_until_no_sandboxes(timeout=10) == []
+    assert wait_until_no_sandboxes() == []
     # what a killed process could not clean (its dirs and disks) goes with the next sandbox
     from verifiers.sandbox.local import _remove_stale_dirs
 

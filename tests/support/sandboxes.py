@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,21 @@ def _descends(pid: int, ancestors: set[int], parents: dict[int, int]) -> bool:
     return False
 
 
-def wait_until_no_sandboxes(timeout: float = 5.0) -> list[int]:
+def named(pids: Iterable[int], name: str) -> list[int]:
+    """The processes among ``pids`` whose command is ``name`` (one that exits meanwhile is not)."""
+    found = []
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def wait_until_no_sandboxes(timeout: float = 30.0) -> list[int]:
+    """The sandbox processes still running once none are, or ``timeout`` seconds passed (a
+    bound on a hang: a sandbox killed on a loaded machine may take a while to be reaped)."""
     deadline = time.monotonic() + timeout
     while (pids := sandbox_pids()) and time.monotonic() < deadline:
         time.sleep(0.05)

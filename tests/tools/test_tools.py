@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import threading
 import time
 from typing import Literal
 
@@ -201,20 +202,36 @@ async def test_by_default_tools_run_as_the_classic_sdk_runs_them(server, client)
 
 
 async def test_parallel_calls_run_concurrently(server, client):
+    """Six calls in one turn, three sync (threads) and three async: each waits until all six
+    have begun, so they answer only if all six were in flight at once (one after another, the
+    first would wait alone until the deadline and answer -1)."""
+    deadline, loop = time.monotonic() + 30, asyncio.get_running_loop()
+    begun, lock, all_in, all_in_here = [0], threading.Lock(), threading.Event(), asyncio.Event()
+
+    def begin() -> None:
+        with lock:
+            begun[0] += 1
+            if begun[0] == 6:
+                all_in.set()
+                loop.call_soon_threadsafe(all_in_here.set)
+
     def slow_sync(n: int) -> int:
-        """Sleeps."""
-        time.sleep(0.3)
-        return n
+        """Waits for the other calls."""
+        begin()
+        return n if all_in.wait(max(0.0, deadline - time.monotonic())) else -1
 
     async def slow_async(n: int) -> int:
-        """Sleeps asynchronously."""
-        await asyncio.sleep(0.3)
+        """Waits for the other calls asynchronously."""
+        begin()
+        try:
+            await asyncio.wait_for(all_in_here.wait(), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            return -1
         return n
 
     env = vf.ToolEnv(
         tools=[slow_sync, slow_async], dataset=[{"question": "q"}], parallel_tool_calls=True
     )
-    start = time.perf_counter()
     replies, _ = await tool_messages(
         server,
         client,
@@ -222,7 +239,6 @@ async def test_parallel_calls_run_concurrently(server, client):
         *[("slow_sync", {"n": i}) for i in range(3)],
         *[("slow_async", {"n": i}) for i in range(3)],
     )
-    assert time.perf_counter() - start < 1.5  # six 0.3 s calls: 1.8 s one after another
     assert [r["content"] for r in replies] == ["0", "1", "2", "0", "1", "2"]
 
 

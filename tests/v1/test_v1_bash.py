@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.sandboxes import sandbox_pids, wait_until_no_sandboxes
+from support.sandboxes import named, sandbox_pids, wait_until_no_sandboxes
 
 import verifiers.v1 as vf
 from verifiers.cli.eval import main
@@ -166,8 +166,10 @@ async def test_a_cancelled_rollout_leaves_no_sandbox(server):
     server.set_handler(policy)
     rollout = asyncio.ensure_future(bash_agent(server).run(task()))
     assert await asyncio.to_thread(asked.wait, 30)  # the model was asked, the sleep follows
-    await asyncio.sleep(1.0)
-    assert sandbox_pids()  # the rollout's sandbox is running the sleep
+    deadline = time.monotonic() + 60
+    while not named(sandbox_pids(), "sleep"):  # the rollout's sandbox is running the sleep
+        assert time.monotonic() < deadline and not rollout.done(), sandbox_pids()
+        await asyncio.sleep(0.05)
     rollout.cancel()
     with pytest.raises(asyncio.CancelledError):
         await rollout

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.eval_runs import interrupt_partway
+from support.eval_runs import answers_then_holds, interrupt_partway
 from support.v1_calc import calc_policy, call, install_calc
 
 import verifiers.v1 as vf
@@ -325,7 +325,7 @@ def test_an_interrupted_v1_run_resumes_with_each_rollout_once_in_rows_and_traces
     (root / "sums_v1").mkdir(parents=True)
     (root / "sums_v1" / "__init__.py").write_text(questions + SUMS_V1)
     monkeypatch.setenv("PYTHONPATH", f"{root}:{os.environ.get('PYTHONPATH', '')}")
-    server.set_handler(lambda request: Reply(content="5", delay=0.1))
+    server.set_handler(answers_then_holds(lambda request: "5", 12))  # 6 groups, then it waits
     cmd = [sys.executable, "-m", "verifiers.cli.eval", "sums-v1", "-b", server.base_url]
     cmd += ["-m", "test-model", "-n", "12", "-r", "2", "-c", "4", "--env-workers", "2"]
     _, _, run = interrupt_partway(cmd, tmp_path / "cut", 6, sig)

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ import pytest
 import verifiers.v1 as vf
 from verifiers.cli.eval import main
 from verifiers.results import read_rows
-from verifiers.testing import Reply
+from verifiers.testing import STALLED_S, Reply
 from verifiers.v1.cli.eval.runner import run_eval, run_eval_server
 from verifiers.v1.configs.cli.eval import EvalConfig
 from verifiers.v1.configs.serve import StaticPoolConfig
@@ -269,8 +270,17 @@ def test_vf_eval_env_workers_start_a_shared_toolset_once_per_worker(server, shar
 def test_a_killed_env_worker_takes_its_shared_tool_server_with_it(server, shared_pad, tmp_path):
     """SIGKILL of the worker holding the server mid-run: the server dies with it (no orphan),
     the pool reruns the groups in new workers, each of which starts its own, and the run
-    completes with every server gone."""
-    server.set_handler(roundtrips_its_word)
+    completes with every server gone. The model holds each answer after a tool result until
+    the worker is killed: its groups cannot have finished first, however late the test looks."""
+    killed = threading.Event()
+
+    def holds_until_killed(request: dict) -> Reply | str:
+        reply = roundtrips_its_word(request)
+        if isinstance(reply, str) and not killed.is_set():  # the dead worker's: never answered
+            return Reply(content=reply, delay=STALLED_S)
+        return reply
+
+    server.set_handler(holds_until_killed)
     setups, out = tmp_path / "setups", tmp_path / "out"
     argv = [sys.executable, "-m", "verifiers.cli.eval"]
     argv += eval_argv(server.base_url, setups, out, "--env-workers=1")
@@ -285,6 +295,7 @@ def test_a_killed_env_worker_takes_its_shared_tool_server_with_it(server, shared
         worker = int(open(f"/proc/{first}/stat").read().rsplit(")", 1)[1].split()[1])
         assert worker not in (run.pid, os.getpid())  # the server is the worker's child
         os.kill(worker, signal.SIGKILL)
+        killed.set()
         wait_gone({first})
         _, err = run.communicate(timeout=240)
         assert run.returncode == 0, err.decode()

@@ -17,6 +17,7 @@ import importlib.util
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import httpx
@@ -113,6 +114,13 @@ def served(tmp_path_factory):
     app.add_api_route("/v1/completions", completions, methods=["POST"])
     app.state.engine_client = engine
     app.middleware("http")(vllm_routes.weight_routes)  # what vLLM does with --middleware
+    arrived: list[str] = []  # the path of each request as it reaches the server, held or not
+
+    async def note_arrival(request: Request, call_next):
+        arrived.append(request.url.path)
+        return await call_next(request)
+
+    app.middleware("http")(note_arrival)  # added last: outside vLLM's, so it sees them first
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -122,7 +130,9 @@ def served(tmp_path_factory):
     deadline = time.monotonic() + 10
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.02)
-    yield SimpleNamespace(url=f"http://127.0.0.1:{port}/v1", worker=worker, engine=engine, app=app)
+    yield SimpleNamespace(
+        url=f"http://127.0.0.1:{port}/v1", worker=worker, engine=engine, app=app, arrived=arrived
+    )
     server.should_exit = True
     thread.join(10)
 
@@ -173,22 +183,36 @@ def test_filesystem_updates_load_through_the_worker(served, tmp_path):
     assert served_version(served.url) == 5  # a failed load changes nothing
 
 
-def test_new_weights_wait_for_the_prefix_cache_reset_and_requests_wait_with_them(served, tmp_path):
+def test_new_weights_wait_for_the_prefix_cache_reset_and_requests_wait_with_them(
+    served, tmp_path, monkeypatch
+):
     """vLLM refuses to reset while requests run: the update retries, and a completion that
-    arrives meanwhile is held until the reset has happened (never served old-weights KV)."""
+    arrives meanwhile is held until the reset has happened (never served old-weights KV). The
+    engine refuses until that completion has reached the server, however slowly it comes."""
     import concurrent.futures
 
+    monkeypatch.setattr(vllm_routes, "RESET_RETRY_S", 600.0)  # refused: never forced here
     trainer = Trainer(tiny_llama(seed=0), TrainerConfig())
     trainer.version = 1
-    served.engine.refusals = 6  # ~0.3 s of refusals
+    refusing = 10**9
+    served.engine.refusals = refusing
     transport = FilesystemTransport(served.url, tmp_path / "w", secret=SECRET)
+
+    def wait_until(condition: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 60
+        while not condition():
+            assert time.monotonic() < deadline and not update.done(), what
+            time.sleep(0.01)
+
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         update = pool.submit(transport.push, trainer)
-        time.sleep(0.15)  # the update is retrying its reset now
-        during = pool.submit(served_version, served.url)
+        wait_until(lambda: served.engine.refusals < refusing, "the update never tried a reset")
+        during = pool.submit(served_version, served.url)  # the update is retrying its reset now
+        wait_until(lambda: "/v1/completions" in served.arrived, "the completion never arrived")
+        served.engine.refusals = 0  # the running requests finished: the next reset is done
         assert update.result(timeout=30) == 1
         assert during.result(timeout=30) == 1  # held back, then served by the new weights
-    assert served.engine.prefix_cache_resets == 1 and served.engine.refusals <= 0
+    assert served.engine.prefix_cache_resets == 1 and served.engine.forced == 0
 
 
 def test_a_reset_refused_too_long_is_forced(served, tmp_path, monkeypatch):

@@ -346,7 +346,10 @@ class ModelServer:
             api_key  # when set, requests without "Authorization: Bearer <api_key>" get 401
         )
         self.host = host
-        self.port = port or _free_port(host)
+        # port 0: a port bound here and held until the server listens on it, so no other
+        # process (another test worker's server, an outgoing connection) can take it meanwhile
+        self._socket: socket.socket | None = None if port else _bound_socket(host, 0)
+        self.port = self._socket.getsockname()[1] if self._socket else port
         self.model_name = model_name
         self.queue: collections.deque[Reply | str] = collections.deque()
         self.requests: list[dict[str, Any]] = []
@@ -489,8 +492,11 @@ class ModelServer:
             backlog=4096,
         )
         self._server = uvicorn.Server(config)
+        if self._socket is not None and self._socket.fileno() == -1:  # closed by a stop()
+            self._socket = _bound_socket(self.host, self.port)
+        sockets = [self._socket] if self._socket is not None else None
         self._thread = threading.Thread(
-            target=self._server.run, name="vf-test-model-server", daemon=True
+            target=self._server.run, args=(sockets,), name="vf-test-model-server", daemon=True
         )
         self._thread.start()
         deadline = time.monotonic() + 10
@@ -507,6 +513,8 @@ class ModelServer:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self._socket is not None:
+            self._socket.close()  # uvicorn closed it if it served; never started, it is ours
         self._server = self._thread = None
         self._stop_event = self._loop = None
 
@@ -544,7 +552,13 @@ class _Dropped:
         raise ConnectionAbortedError("injected dropped connection")
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def _bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (0: a free port), for uvicorn to listen on."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn's own bind does
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
