@@ -1,4 +1,5 @@
-"""vf-env-server's gate relays through asyncio protocols (transport to transport, no streams):
+"""vf-env-server's gate relays through asyncio protocols (transport to transport, no streams)
+on the server's event loop:
 a real CurveZMQ ROUTER behind a real gate on loopback, a DEALER through it. What the relay must
 keep: messages whole both ways, the handshake deadline, both sides closed when one ends, and
 the bookkeeping of relays and half-handshakes back to zero."""
@@ -18,7 +19,7 @@ import zmq
 import zmq.asyncio
 
 from verifiers.workers.auth import listening_socket, secure_client, secure_server
-from verifiers.workers.gate import Gate, GateThread, PeerBudgets
+from verifiers.workers.gate import Gate, PeerBudgets
 
 SECRET = "a-secret-for-the-gate-relay-tests-0123456789"
 HANDSHAKE_S = 1.0
@@ -50,14 +51,14 @@ async def gated(tmp_path: Path) -> AsyncIterator[Gated]:
     upstream = tmp_path / "router"
     router.bind(f"ipc://{upstream}")
     gate = Gate(str(upstream), PeerBudgets(), handshake_s=HANDSHAKE_S)
-    thread = GateThread(gate)
     listener = listening_socket("127.0.0.1", 0)
     port = listener.getsockname()[1]
-    await thread.start(listener)
+    server = await gate.start(listener)
     try:
         yield Gated(gate, port, router, context)
     finally:
-        await thread.stop()
+        server.close()
+        gate.close_all()
         router.close()
         auth.stop()
         context.term()
@@ -99,13 +100,16 @@ async def test_a_connection_that_never_finishes_its_handshake_is_closed_at_its_d
     """A client that sends a greeting and then nothing holds its relay only until the handshake
     deadline: then both of its sides are closed and its peer's half-handshake is given back;
     a caller then gets through."""
-    raw = socket.create_connection(("127.0.0.1", gated.port))
+    loop = asyncio.get_running_loop()
+    raw = socket.socket()
+    raw.setblocking(False)  # the gate runs on this loop
     try:
-        raw.sendall(b"\xff" + b"\0" * 8 + b"\x7f")  # a ZMTP greeting's signature, then silence
-        # closed by the gate: libzmq's own handshake limit (ZMQ_HANDSHAKE_IVL) is 30 s
-        raw.settimeout(20)
-        while raw.recv(4096):  # the server's greeting, relayed; then the close
-            pass
+        await loop.sock_connect(raw, ("127.0.0.1", gated.port))
+        await loop.sock_sendall(raw, b"\xff" + b"\0" * 8 + b"\x7f")  # a greeting's signature
+        # then silence, closed by the gate: libzmq's own handshake limit is 30 s
+        async with asyncio.timeout(20):
+            while await loop.sock_recv(raw, 4096):  # the server's greeting; then the close
+                pass
         assert await until(lambda: gated.gate.pending == 0 and gated.gate.relays == 0)
         assert all(peer.pending == 0 for peer in gated.gate.budgets.peers.values())
     finally:

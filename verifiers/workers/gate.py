@@ -14,15 +14,18 @@ peer holds at most ``max_pending`` connections that have not finished the handsh
 at most ``handshake_s``. Other peers, and callers that completed a handshake, are untouched.
 The gate relays no more connections than the process has descriptors for (libzmq's IPC
 listener aborts the process when ``accept`` meets EMFILE), at most half of them mid-handshake:
-past that, new ones are closed. Bytes go from transport to transport (asyncio protocols, no
-streams): an 8 MiB message costs the gate's thread ~15-20% less CPU than through streams.
+past that, new ones are closed.
+
+Bytes go from transport to transport (asyncio protocols: a callback and a ``send`` per read,
+no streams), on the server's own event loop. On a thread of its own, through streams, the gate
+cost a one-rollout group ~90 us of CPU (~15% of the server's), mostly handing the GIL back and
+forth with the loop; here it costs what the socket calls do (``benchmarks/env_workers.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -361,38 +364,3 @@ def _first_command(buffer: bytearray) -> tuple[int, bytes | None] | None:
     if len(buffer) < 1 + size_len + size:
         return None
     return 1 + size_len + size, bytes(buffer[1 + size_len : 1 + size_len + size])
-
-
-class GateThread:
-    """A :class:`Gate` on its own thread and event loop. Relaying is mostly socket calls, which
-    release the GIL, so it runs beside the server's loop instead of taking turns with it: on the
-    server's loop, pipelined health requests went 3-5x slower than without a gate; here they go
-    as fast (benchmarks in SECURITY.md)."""
-
-    def __init__(self, gate: Gate) -> None:
-        self.gate, self.loop = gate, asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="vf-gate", daemon=True)
-        self.server: asyncio.Server | None = None
-
-    async def start(self, listener: Any) -> None:
-        self.thread.start()
-        started = asyncio.run_coroutine_threadsafe(self.gate.start(listener), self.loop)
-        self.server = await asyncio.wrap_future(started)
-
-    async def stop(self) -> None:
-        """Stop listening, end every relay, and the thread with them."""
-        if self.thread.is_alive():
-            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close(), self.loop))
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            await asyncio.to_thread(self.thread.join, 10)
-        if not self.thread.is_alive():
-            self.loop.close()
-
-    async def _close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-        self.gate.close_all()
-        relays = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-        for task in relays:
-            task.cancel()
-        await asyncio.gather(*relays, return_exceptions=True)

@@ -129,16 +129,17 @@ class EnvServer:
         """``router`` on a Unix socket in a private directory, behind the per-peer gate
         listening on ``host:port``; returns what closes them."""
         from verifiers.workers.auth import listening_socket
-        from verifiers.workers.gate import Gate, GateThread
+        from verifiers.workers.gate import Gate
 
         private = socket_dir(SOCKET_DIR_PREFIX, "router")  # 0700: the gate's alone
         upstream = os.path.join(private, "router")
         router.bind(f"ipc://{upstream}")
-        gate = GateThread(Gate(upstream, self.budgets))
-        await gate.start(listening_socket(self.host, self.port))
+        gate = Gate(upstream, self.budgets)
+        listener = await gate.start(listening_socket(self.host, self.port))
 
         async def close() -> None:
-            await gate.stop()
+            listener.close()
+            gate.close_all()
             shutil.rmtree(private, ignore_errors=True)
 
         return close
