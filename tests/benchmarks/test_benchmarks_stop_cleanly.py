@@ -20,7 +20,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
-BENCHMARKS = sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem != "stop_cleanly")
+HELPERS = {"stop_cleanly", "cpu_ab"}  # modules the benchmarks beside them import
+BENCHMARKS = sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem not in HELPERS)
 SMALL = {  # arguments that keep a run short; the stop comes long before the end anyway
     "hub": ["--envs", "300", "--seconds", "4"],
     "env_workers": ["--quick"],

@@ -105,3 +105,28 @@ async def test_a_client_config_too_large_to_validate_whole_is_refused_and_a_real
     validated = await parse_request_in_steps(request(client_config=real))
     assert validated == parse_request(request(client_config=real))
     assert STEP_ENTRIES < WHOLE_ENTRIES
+
+
+def test_a_small_frame_is_read_without_hooks_as_the_bounded_decode_reads_it():
+    """A frame of at most ``SMALL_FRAME`` bytes (most requests) is decoded without the charging
+    hooks (they cost a small request's decode 2x): it gives the request the bounded decode
+    gives, still refuses an extension type, and the costliest frame of that size (all empty
+    maps) is one the bounded decode accepts too, so skipping the charge refuses nothing less."""
+    from verifiers.workers.protocol import (
+        SMALL_FRAME,
+        DecodeCostError,
+        pack,
+        read_request,
+        unpack_bounded,
+        unpack_small,
+    )
+
+    frame = pack(request(members=[{"rollout_index": i} for i in range(8)]))
+    assert len(frame) <= SMALL_FRAME
+    assert asyncio.run(read_request(frame)) == parse_request(unpack_bounded(frame))
+    with pytest.raises(DecodeCostError, match="extension type"):
+        asyncio.run(read_request(b"\x92\xd4\x05\x00\x01"))
+    maps = b"\xdd" + (SMALL_FRAME - 5).to_bytes(4, "big") + b"\x80" * (SMALL_FRAME - 5)
+    assert unpack_small(maps) == unpack_bounded(maps)
+    with pytest.raises(ValueError, match="not small"):
+        unpack_small(maps + b"\x80" * 8)

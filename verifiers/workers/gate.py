@@ -15,13 +15,17 @@ at most ``handshake_s``. Other peers, and callers that completed a handshake, ar
 The gate relays no more connections than the process has descriptors for (libzmq's IPC
 listener aborts the process when ``accept`` meets EMFILE), at most half of them mid-handshake:
 past that, new ones are closed.
+
+Bytes go from transport to transport (asyncio protocols: a callback and a ``send`` per read,
+no streams), on the server's own event loop. On a thread of its own, through streams, the gate
+cost a one-rollout group ~90 us of CPU (~15% of the server's), mostly handing the GIL back and
+forth with the loop; here it costs what the socket calls do (``benchmarks/env_workers.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -36,7 +40,6 @@ MAX_HANDSHAKE_COMMAND = 1024
 """A handshake command is a few hundred bytes (HELLO 200); a larger first frame is not one."""
 COMMAND, LONG = 0x04, 0x02
 """ZMTP frame flags: a command, and a size of 8 bytes rather than 1."""
-RELAY_CHUNK = 1 << 18
 
 
 def peer_key(address: Any, local: Any = None) -> str:
@@ -131,16 +134,19 @@ class Gate:
         # at most half of them mid-handshake, so callers through keep room to reconnect
         self.relays, self.max_relays = 0, descriptors_to_spare(3)
         self.pending, self.warned = 0, -60.0
+        self.live: set[_Relay] = set()
 
     async def start(self, listener: Any) -> asyncio.Server:
         from verifiers.processes.open_files import ACCEPT_BURST
 
-        return await asyncio.start_server(
-            self._connection, sock=listener, limit=RELAY_CHUNK, backlog=ACCEPT_BURST
+        return await asyncio.get_running_loop().create_server(
+            lambda: _FromClient(self), sock=listener, backlog=ACCEPT_BURST
         )
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        key = peer_key(writer.get_extra_info("peername"), writer.get_extra_info("sockname"))
+    def admit(self, transport: asyncio.Transport) -> _Relay | None:
+        """A relay for a connection just accepted, or ``None`` (it is aborted) when its peer
+        has no token or too many connections mid-handshake, or the gate is full."""
+        key = peer_key(transport.get_extra_info("peername"), transport.get_extra_info("sockname"))
         peer = self.budgets.admits(key, time.monotonic())
         full = self.relays >= self.max_relays or self.pending >= self.max_relays // 2
         if peer is None or full:
@@ -153,145 +159,208 @@ class Gate:
                     self.pending,
                     self.max_relays,
                 )
-            writer.transport.abort()
-            return
+            transport.abort()
+            return None
+        return _Relay(self, key, peer, transport)
+
+    def close_all(self) -> None:
+        """End every relay, both of its connections at once."""
+        for relay in list(self.live):
+            relay.close(flush=False)
+
+
+class _Relay:
+    """One admitted connection: the client's transport and the ROUTER's, relayed by the two
+    protocols below. It counts as mid-handshake (its peer's and the gate's) until the server's
+    READY, and is closed if that has not come within ``handshake_s``. When either side ends,
+    both are closed: at once before the handshake went through, else after what is already
+    buffered for the other side is written (``handshake_s`` at most)."""
+
+    def __init__(self, gate: Gate, key: str, peer: Peer, client: asyncio.Transport) -> None:
+        self.gate, self.key, self.peer, self.client = gate, key, peer, client
+        self.upstream: asyncio.Transport | None = None
+        self.ready = self.charged = self.closed = False
+        loop = asyncio.get_running_loop()
+        self.deadline = loop.call_later(gate.handshake_s, self.close, False)
         peer.pending += 1
-        self.relays += 1
-        self.pending += 1
-        ready, charged = asyncio.Event(), asyncio.Event()
-        upstream: asyncio.StreamWriter | None = None
+        gate.pending += 1
+        gate.relays += 1
+        gate.live.add(self)
+        client.pause_reading()  # until the ROUTER's end is open
+        self.connecting = loop.create_task(self._connect())
+
+    async def _connect(self) -> None:
         try:
-            up_reader, upstream = await asyncio.open_unix_connection(
-                self.upstream, limit=RELAY_CHUNK
+            await asyncio.get_running_loop().create_unix_connection(
+                lambda: _FromServer(self), self.gate.upstream
             )
-            pumps = [
-                asyncio.ensure_future(self._from_client(key, peer, reader, upstream, charged)),
-                asyncio.ensure_future(self._from_server(peer, up_reader, writer, ready, charged)),
-            ]
-            try:
-                waiting = asyncio.ensure_future(ready.wait())
-                done, _ = await asyncio.wait(
-                    [*pumps, waiting], timeout=self.handshake_s, return_when="FIRST_COMPLETED"
-                )
-                waiting.cancel()
-                if ready.is_set() and not any(p in done for p in pumps):
-                    await asyncio.wait(pumps, return_when="FIRST_COMPLETED")
-            finally:
-                for pump in pumps:
-                    pump.cancel()
-                await asyncio.gather(*pumps, return_exceptions=True)
         except OSError as exc:  # out of descriptors, or the server is going away
-            logger.debug("could not relay a connection from %s: %s", key, exc)
-        finally:
-            self.relays -= 1
-            if not ready.is_set():
-                peer.pending -= 1
-                self.pending -= 1
-            writer.transport.abort()
-            if upstream is not None:
-                upstream.transport.abort()
+            logger.debug("could not relay a connection from %s: %s", self.key, exc)
+            self.close(flush=False)
 
-    async def _from_client(
-        self,
-        key: str,
-        peer: Peer,
-        reader: asyncio.StreamReader,
-        upstream: asyncio.StreamWriter,
-        charged: asyncio.Event,
-    ) -> None:
-        """The greeting, then the first command: a HELLO is a guess, charged before it is sent."""
-        await _relay_greeting(reader, upstream)
-        head = await reader.readexactly(2)
-        size_bytes = head[1:]
-        if head[0] & LONG:
-            size_bytes += await reader.readexactly(7)
-        size = int.from_bytes(size_bytes, "big")
-        first = head[:1] + size_bytes
-        if head[0] & COMMAND and size <= MAX_HANDSHAKE_COMMAND:
-            first += await reader.readexactly(size)
-            if first[len(size_bytes) + 1 :].startswith(b"\x05HELLO"):
-                if not self.budgets.spend(key, peer, time.monotonic()):
-                    return  # no token left: the guess is never made
-                charged.set()
-        upstream.write(first)
-        await _relay(reader, upstream)
+    def opened(self, upstream: asyncio.Transport) -> None:
+        """The ROUTER's end is open: the client is read from now on."""
+        self.upstream = upstream
+        if self.closed:
+            upstream.abort()
+        else:
+            self.client.resume_reading()
 
-    async def _from_server(
-        self,
-        peer: Peer,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        ready: asyncio.Event,
-        charged: asyncio.Event,
-    ) -> None:
-        """Relayed as it comes, read until the server's READY: the handshake went through."""
-        await _relay_greeting(reader, writer)
-        while True:
-            head = await reader.readexactly(2)
-            size_bytes = head[1:] + (await reader.readexactly(7) if head[0] & LONG else b"")
-            size = int.from_bytes(size_bytes, "big")
-            writer.write(head[:1] + size_bytes)
-            if not head[0] & COMMAND or size > MAX_HANDSHAKE_COMMAND:
-                break  # not a handshake: relay it, never counting the connection as through
-            body = await reader.readexactly(size)
-            writer.write(body)
-            if body.startswith(b"\x05READY"):
-                peer.pending -= 1
-                self.pending -= 1
-                ready.set()
-                if charged.is_set():
-                    self.budgets.succeeded(peer)
-                break
-        await _relay(reader, writer)
+    def spend(self) -> bool:
+        """The client's HELLO (a guess of the secret): its peer's token, or ``False``."""
+        self.charged = self.gate.budgets.spend(self.key, self.peer, time.monotonic())
+        return self.charged
+
+    def through(self) -> None:
+        """The server's READY: the handshake went through (and its token comes back)."""
+        self.ready = True
+        self.deadline.cancel()
+        self.peer.pending -= 1
+        self.gate.pending -= 1
+        if self.charged:
+            self.gate.budgets.succeeded(self.peer)
+
+    def close(self, flush: bool = True) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.deadline.cancel()
+        self.connecting.cancel()  # nothing once connected
+        self.gate.relays -= 1
+        self.gate.live.discard(self)
+        if not self.ready:
+            self.peer.pending -= 1
+            self.gate.pending -= 1
+        loop = asyncio.get_running_loop()
+        for transport in (self.client, self.upstream):
+            if transport is None:
+                continue
+            if flush and self.ready and transport.get_write_buffer_size():
+                transport.close()  # written first, then closed
+                loop.call_later(self.gate.handshake_s, transport.abort)
+            else:
+                transport.abort()
 
 
-class GateThread:
-    """A :class:`Gate` on its own thread and event loop. Relaying is mostly socket calls, which
-    release the GIL, so it runs beside the server's loop instead of taking turns with it: on the
-    server's loop, pipelined health requests went 3-5x slower than without a gate; here they go
-    as fast (benchmarks in SECURITY.md)."""
+class _Side(asyncio.Protocol):
+    """One connection of a relay. Its data goes to the other connection (``other``); the other
+    is not read while this one's send buffer is full, so a side that does not read holds at
+    most a buffer's worth of the other's data."""
+
+    relay: _Relay
+
+    def other(self) -> asyncio.Transport | None:
+        raise NotImplementedError
+
+    def pause_writing(self) -> None:
+        if (other := self.other()) is not None:
+            other.pause_reading()
+
+    def resume_writing(self) -> None:
+        if (other := self.other()) is not None and not self.relay.closed:
+            other.resume_reading()
+
+    def eof_received(self) -> bool | None:
+        self.relay.close()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if hasattr(self, "relay"):  # (a connection the gate turned away has none)
+            self.relay.close()
+
+
+class _FromClient(_Side):
+    """The client's connection: its greeting relayed as it comes, its first command held until
+    it is whole (a HELLO is charged first: with no token left it is never sent), then
+    everything relayed untouched."""
 
     def __init__(self, gate: Gate) -> None:
-        self.gate, self.loop = gate, asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="vf-gate", daemon=True)
-        self.server: asyncio.Server | None = None
+        self.gate = gate
+        self.greeting_left = GREETING_BYTES
+        self.held = bytearray()
+        self.piping = False
 
-    async def start(self, listener: Any) -> None:
-        self.thread.start()
-        started = asyncio.run_coroutine_threadsafe(self.gate.start(listener), self.loop)
-        self.server = await asyncio.wrap_future(started)
+    def other(self) -> asyncio.Transport | None:
+        return self.relay.upstream
 
-    async def stop(self) -> None:
-        """Stop listening, end every relay, and the thread with them."""
-        if self.thread.is_alive():
-            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close(), self.loop))
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            await asyncio.to_thread(self.thread.join, 10)
-        if not self.thread.is_alive():
-            self.loop.close()
+    def connection_made(self, transport: Any) -> None:
+        relay = self.gate.admit(transport)
+        if relay is not None:
+            self.relay = relay
 
-    async def _close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-        relays = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-        for task in relays:
-            task.cancel()
-        await asyncio.gather(*relays, return_exceptions=True)
-
-
-async def _relay_greeting(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """A greeting is sent in parts, each side waiting for the other's first bytes: relayed as
-    it comes, up to its end."""
-    left = GREETING_BYTES
-    while left:
-        data = await reader.read(left)
-        if not data:
-            raise asyncio.IncompleteReadError(b"", left)
-        writer.write(data)
-        left -= len(data)
+    def data_received(self, data: bytes) -> None:
+        upstream = self.relay.upstream
+        assert upstream is not None, "the client is read once the ROUTER's end is open"
+        if self.piping:
+            upstream.write(data)
+            return
+        if self.greeting_left:
+            greeting = data[: self.greeting_left]
+            upstream.write(greeting)
+            self.greeting_left -= len(greeting)
+            data = data[len(greeting) :]
+        self.held += data
+        first = _first_command(self.held)
+        if first is None:
+            return  # not whole yet
+        _, body = first
+        if body is not None and body.startswith(b"\x05HELLO") and not self.relay.spend():
+            self.relay.close(flush=False)  # no token left: the guess is never made
+            return
+        self.piping = True
+        upstream.write(bytes(self.held))
+        self.held = bytearray()
 
 
-async def _relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    while data := await reader.read(RELAY_CHUNK):
-        writer.write(data)
-        await writer.drain()
+class _FromServer(_Side):
+    """The ROUTER's connection: relayed as it comes, watched up to the server's READY (the
+    handshake went through), or a frame that is no handshake command (then the connection never
+    counts as through, and the deadline closes it)."""
+
+    def __init__(self, relay: _Relay) -> None:
+        self.relay = relay
+        self.greeting_left = GREETING_BYTES
+        self.seen = bytearray()
+        self.watching = True
+
+    def other(self) -> asyncio.Transport:
+        return self.relay.client
+
+    def connection_made(self, transport: Any) -> None:
+        self.relay.opened(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.relay.client.write(data)
+        if not self.watching:
+            return
+        if self.greeting_left:
+            skipped = min(self.greeting_left, len(data))
+            self.greeting_left -= skipped
+            data = data[skipped:]
+        self.seen += data
+        while (command := _first_command(self.seen)) is not None:
+            length, body = command
+            if body is None or body.startswith(b"\x05READY"):
+                self.watching = False  # past the handshake (through, or not one: never)
+                self.seen = bytearray()
+                if body is not None:
+                    self.relay.through()
+                return
+            del self.seen[:length]
+
+
+def _first_command(buffer: bytearray) -> tuple[int, bytes | None] | None:
+    """The ZMTP frame at the start of ``buffer``, once there is enough of it to tell: a small
+    command's length and body; any other frame (a message, or a command too large to be a
+    handshake's) its header's length and ``None``. ``None`` while more bytes are needed."""
+    if len(buffer) < 2:
+        return None
+    size_len = 8 if buffer[0] & LONG else 1
+    if len(buffer) < 1 + size_len:
+        return None
+    size = int.from_bytes(buffer[1 : 1 + size_len], "big")
+    if not buffer[0] & COMMAND or size > MAX_HANDSHAKE_COMMAND:
+        return 1 + size_len, None
+    if len(buffer) < 1 + size_len + size:
+        return None
+    return 1 + size_len + size, bytes(buffer[1 + size_len : 1 + size_len + size])

@@ -158,7 +158,10 @@ async def parse_request_in_steps(
 
 
 async def read_request(payload: bytes) -> RunGroupRequest | RunRolloutRequest | HealthRequest:
-    """A request frame a peer sent, decoded and validated in steps (what a server does)."""
+    """A request frame a peer sent, decoded and validated in steps (what a server does); a
+    small one (``SMALL_FRAME``) at once, with no per-container hook."""
+    if len(payload) <= SMALL_FRAME:
+        return parse_request(unpack_small(payload))
     seen = [0]
     data = await unpack_bounded_in_steps(payload, seen)
     return await parse_request_in_steps(data, seen[0])
@@ -210,6 +213,25 @@ def unpack_bounded(data: bytes, seen: list[int] | None = None) -> Any:
     (~27x its wire size, ~1 us each, so 64 MiB of them held the event loop ~40 s and took 2 GB);
     a timestamp (extension -1, which msgpack decodes itself) is read as the float it stands for."""
     return msgpack.unpackb(data, **_bounded(len(data), seen))
+
+
+SMALL_FRAME = STEP_ENTRIES
+"""A frame of at most this many bytes cannot pass the decode bound: it holds at most that many
+containers and entries (each takes a byte at least), charged at most ``MAP_BYTES`` +
+``ENTRY_BYTES`` each, ~416 KiB in all, under ``DECODED_FLOOR``; nor more entries than
+``STEP_ENTRIES``, so it is validated at once. Such frames (most requests: a group of a few rows)
+are decoded without the charging hooks, a Python call per list and map, which cost a small
+request's decode 2x (~10 us of ~0.5 ms of server CPU per group)."""
+
+
+def unpack_small(data: bytes) -> Any:
+    """``unpack_bounded`` of a frame of at most ``SMALL_FRAME`` bytes (extension types refused
+    as there), with nothing to charge."""
+    if len(data) > SMALL_FRAME:
+        raise ValueError(f"a {len(data)}-byte frame is not small: unpack_bounded it")
+    return msgpack.unpackb(
+        data, raw=False, strict_map_key=False, ext_hook=_refuse_extension, timestamp=1
+    )
 
 
 DECODE_STEP_BYTES = 1 << 16
@@ -266,16 +288,17 @@ def _bounded(size: int, seen: list[int] | None = None) -> dict[str, Any]:
         entries[0] += len(mapping)
         return mapping
 
-    def on_extension(code: int, payload: bytes) -> Any:
-        raise DecodeCostError(
-            f"this message holds a msgpack extension type ({code}), which no request carries: refused"
-        )
-
     return {
         "raw": False,
         "strict_map_key": False,
         "list_hook": on_list,
         "object_hook": on_map,
-        "ext_hook": on_extension,
+        "ext_hook": _refuse_extension,
         "timestamp": 1,
     }
+
+
+def _refuse_extension(code: int, payload: bytes) -> Any:
+    raise DecodeCostError(
+        f"this message holds a msgpack extension type ({code}), which no request carries: refused"
+    )

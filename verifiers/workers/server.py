@@ -24,7 +24,7 @@ import logging
 import os
 import shutil
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from verifiers.processes.socket_dirs import socket_dir
@@ -90,19 +90,14 @@ class EnvServer:
         import zmq
         import zmq.asyncio
 
-        from verifiers.workers.auth import listening_socket, secure_server
-        from verifiers.workers.gate import Gate, GateThread
+        from verifiers.workers.auth import secure_server
 
         context = zmq.asyncio.Context()
         router = context.socket(zmq.ROUTER)
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
         auth = secure_server(router, context, self.secret) if self.secret is not None else None
-        private = socket_dir(SOCKET_DIR_PREFIX, "router")  # 0700: the gate's alone
-        upstream = os.path.join(private, "router")
-        router.bind(f"ipc://{upstream}")
-        gate = GateThread(Gate(upstream, self.budgets))
-        await gate.start(listening_socket(self.host, self.port))
+        close_front_door = await self._open_front_door(router)
         logger.info("serving %s on tcp://%s:%d", self.pool.env_id, self.host, self.port)
         try:
             while not stop.is_set():
@@ -122,14 +117,36 @@ class EnvServer:
                     task = asyncio.create_task(self._answer(router, caller, request_id, payload))
                     self._tasks[(caller, request_id)] = task
         finally:
-            await gate.stop()
+            await close_front_door()
             for task in self._tasks.values():
                 task.cancel()
             router.close()
-            shutil.rmtree(private, ignore_errors=True)
             if auth is not None:
                 auth.stop()
             context.term()
+
+    async def _open_front_door(self, router: Any) -> Callable[[], Awaitable[None]]:
+        """``router`` on a Unix socket in a private directory, behind the per-peer gate
+        listening on ``host:port``; returns what closes them."""
+        from verifiers.workers.auth import listening_socket
+        from verifiers.workers.gate import Gate
+
+        private = socket_dir(SOCKET_DIR_PREFIX, "router")  # 0700: the gate's alone
+        upstream = os.path.join(private, "router")
+        router.bind(f"ipc://{upstream}")
+        gate = Gate(upstream, self.budgets)
+        listener = await gate.start(listening_socket(self.host, self.port))
+
+        async def close() -> None:
+            listener.close()
+            gate.close_all()
+            shutil.rmtree(private, ignore_errors=True)
+
+        return close
+
+    async def _read_request(self, payload: bytes) -> Any:
+        """A request frame decoded within its cost bound and validated in steps."""
+        return await read_request(payload)
 
     def _health(self) -> dict[str, Any]:
         """A health probe's answer: unhealthy once the pool gave up (its workers kept dying),
@@ -142,7 +159,7 @@ class EnvServer:
 
     async def _answer(self, router: Any, caller: bytes, request_id: bytes, payload: bytes) -> None:
         try:
-            request = await read_request(payload)
+            request = await self._read_request(payload)
             if self.secret is None and hasattr(request, "client_config"):
                 request = request.model_copy(
                     update={"client_config": keyless(request.client_config)}

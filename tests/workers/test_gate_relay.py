@@ -1,0 +1,143 @@
+"""vf-env-server's gate relays through asyncio protocols (transport to transport, no streams)
+on the server's event loop:
+a real CurveZMQ ROUTER behind a real gate on loopback, a DEALER through it. What the relay must
+keep: messages whole both ways, the handshake deadline, both sides closed when one ends, and
+the bookkeeping of relays and half-handshakes back to zero."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+import zmq.asyncio
+
+from verifiers.workers.auth import listening_socket, secure_client, secure_server
+from verifiers.workers.gate import Gate, PeerBudgets
+
+SECRET = "a-secret-for-the-gate-relay-tests-0123456789"
+HANDSHAKE_S = 1.0
+
+
+@dataclass
+class Gated:
+    """A ROUTER behind a gate: the gate, its TCP port and the ROUTER socket."""
+
+    gate: Gate
+    port: int
+    router: Any
+    context: Any
+
+    def dealer(self) -> Any:
+        dealer = self.context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        secure_client(dealer, SECRET)
+        dealer.connect(f"tcp://127.0.0.1:{self.port}")
+        return dealer
+
+
+@pytest.fixture
+async def gated(tmp_path: Path) -> AsyncIterator[Gated]:
+    context = zmq.asyncio.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    auth = secure_server(router, context, SECRET)
+    upstream = tmp_path / "router"
+    router.bind(f"ipc://{upstream}")
+    gate = Gate(str(upstream), PeerBudgets(), handshake_s=HANDSHAKE_S)
+    listener = listening_socket("127.0.0.1", 0)
+    port = listener.getsockname()[1]
+    server = await gate.start(listener)
+    try:
+        yield Gated(gate, port, router, context)
+    finally:
+        server.close()
+        gate.close_all()
+        router.close()
+        auth.stop()
+        context.term()
+
+
+async def until(check: Callable[[], bool], within: float = 30.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        await asyncio.sleep(0.02)
+    return check()
+
+
+async def test_large_messages_after_the_handshake_are_relayed_whole_both_ways(gated):
+    """8 MiB each way, several in flight: every byte arrives, in order, and the connection
+    counts as through (not mid-handshake)."""
+    dealer = gated.dealer()
+    try:
+        payloads = [bytes([i]) * (8 << 20) + b"end %d" % i for i in range(3)]
+        for payload in payloads:
+            await dealer.send(payload)
+        for payload in payloads:
+            assert await gated.router.poll(60_000)
+            caller, received = await gated.router.recv_multipart()
+            assert received == payload
+            await gated.router.send_multipart([caller, received[::-1]])
+        for payload in payloads:
+            assert await dealer.poll(60_000)
+            assert await dealer.recv() == payload[::-1]
+        assert gated.gate.relays == 1 and gated.gate.pending == 0
+    finally:
+        dealer.close()
+    # the caller went: both sides closed, nothing left counted
+    assert await until(lambda: gated.gate.relays == 0 and not gated.gate.live)
+
+
+async def test_a_connection_that_never_finishes_its_handshake_is_closed_at_its_deadline(gated):
+    """A client that sends a greeting and then nothing holds its relay only until the handshake
+    deadline: then both of its sides are closed and its peer's half-handshake is given back;
+    a caller then gets through."""
+    loop = asyncio.get_running_loop()
+    raw = socket.socket()
+    raw.setblocking(False)  # the gate runs on this loop
+    try:
+        await loop.sock_connect(raw, ("127.0.0.1", gated.port))
+        await loop.sock_sendall(raw, b"\xff" + b"\0" * 8 + b"\x7f")  # a greeting's signature
+        # then silence, closed by the gate: libzmq's own handshake limit is 30 s
+        async with asyncio.timeout(20):
+            while await loop.sock_recv(raw, 4096):  # the server's greeting; then the close
+                pass
+        assert await until(lambda: gated.gate.pending == 0 and gated.gate.relays == 0)
+        assert all(peer.pending == 0 for peer in gated.gate.budgets.peers.values())
+    finally:
+        raw.close()
+    dealer = gated.dealer()
+    try:
+        await dealer.send(b"hello")
+        assert await gated.router.poll(30_000)
+        assert (await gated.router.recv_multipart())[1] == b"hello"
+    finally:
+        dealer.close()
+
+
+async def test_when_the_server_side_closes_the_client_side_is_closed_too(gated):
+    """The ROUTER's end going (the server stopping) closes the caller's connection: the relay
+    holds neither side after it."""
+    dealer = gated.dealer()
+    monitor = dealer.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+    try:
+        await dealer.send(b"hi")
+        assert await gated.router.poll(30_000)
+        await gated.router.recv_multipart()
+        assert gated.gate.relays == 1
+        gated.router.unbind(gated.router.getsockopt(zmq.LAST_ENDPOINT))
+        gated.router.close()
+        assert await monitor.poll(30_000)  # the caller saw its connection end
+        assert await until(lambda: gated.gate.relays == 0 and not gated.gate.live)
+    finally:
+        dealer.disable_monitor()
+        monitor.close(linger=0)
+        dealer.close()
