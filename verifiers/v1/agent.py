@@ -94,13 +94,11 @@ class Segment:
 
 
 _MESSAGE = TypeAdapter(Message)
-_DEFAULT_ENDPOINT = EvalClientConfig()
-"""The endpoint of a seat that names none (the run's ``base_url``), one for every agent."""
+_DEFAULT_ENDPOINT = EvalClientConfig()  # a seat's that names none (only read): one for all
 _RECORDED_CONFIGS_CACHED = 256
 
 
-def _overrides(task: Task, hook: str) -> bool:
-    """Whether ``task``'s class replaces ``Task``'s own ``hook`` (which does nothing)."""
+def _overrides(task: Task, hook: str) -> bool:  # ``Task``'s own ``hook`` does nothing
     return getattr(type(task), hook, None) is not getattr(Task, hook)
 
 
@@ -215,9 +213,9 @@ class Agent:
             **context.sampling,  # type: ignore[dict-item]  # a dict after __post_init__
             **(config.sampling.model_dump(exclude_none=True) if config.sampling else {}),
         }
+        # the seat's config as its traces record it, by config and sampling (an env shares
+        # one such cache among the agents of its episodes: ``Env.agents``)
         self._recorded_configs: dict[tuple[int, str], tuple[AgentConfig, AgentConfig]] = {}
-        """The seat's config as its traces record it, by config and sampling (an env shares
-        one such cache among the agents it makes for its episodes: ``Env.agents``)."""
 
     def new_trace(self, task: Task) -> Trace:
         trace: Trace = Trace(
