@@ -32,7 +32,7 @@ from verifiers.v1.state import state_cls
 from verifiers.v1.task import Task, scores_in_runtime
 from verifiers.v1.toolset import BoundTool
 from verifiers.v1.trace import Trace
-from verifiers.v1.trace_parts import AgentInfo, RunInfo, TraceTask
+from verifiers.v1.trace_parts import AgentInfo, RunInfo, trace_task
 from verifiers.v1.types import (
     AssistantMessage,
     Message,
@@ -94,6 +94,12 @@ class Segment:
 
 
 _MESSAGE = TypeAdapter(Message)
+_DEFAULT_ENDPOINT = EvalClientConfig()  # a seat's that names none (only read): one for all
+_RECORDED_CONFIGS_CACHED = 256
+
+
+def _overrides(task: Task, hook: str) -> bool:  # ``Task``'s own ``hook`` does nothing
+    return getattr(type(task), hook, None) is not getattr(Task, hook)
 
 
 class Interaction:
@@ -200,30 +206,44 @@ class Agent:
         harness = config.harness
         self.harness = harness_for(harness.id if harness is not None else "null")(harness)
         check_runtime(config.runtime)
-        client = config.client or context.client or EvalClientConfig()
+        client = config.client or context.client or _DEFAULT_ENDPOINT
         self.endpoint: BaseClientConfig = client
         self.model = config.model or context.model
         self.sampling: dict[str, Any] = {
             **context.sampling,  # type: ignore[dict-item]  # a dict after __post_init__
             **(config.sampling.model_dump(exclude_none=True) if config.sampling else {}),
         }
+        # the seat's config as its traces record it, by config and sampling (an env shares
+        # one such cache among the agents of its episodes: ``Env.agents``)
+        self._recorded_configs: dict[tuple[int, str], tuple[AgentConfig, AgentConfig]] = {}
 
     def new_trace(self, task: Task) -> Trace:
         trace: Trace = Trace(
-            task=TraceTask(type=type(task).__name__, data=task.data),
-            # the seat as it ran: the run's sampling under the seat's own
+            task=trace_task(task),
             agent=AgentInfo(
-                config=self.config.model_copy(
-                    update={"sampling": SamplingConfig.model_validate(self.sampling)}
-                ),
-                name=self.name,
-                trainable=self.trainable,
+                config=self.recorded_config(), name=self.name, trainable=self.trainable
             ),
             state=state_cls(type(task))(),
         )
         if self.context.run is not None:
             trace.record_run(self.context.run)
         return trace
+
+    def recorded_config(self) -> AgentConfig:
+        """The seat as it ran, what its traces record: the run's sampling under the seat's
+        own. Made once per config and sampling and shared by the traces that ran so (a copy
+        and a validation per trace were a visible share of a v1 rollout's CPU and objects)."""
+        key = (id(self.config), repr(self.sampling))
+        cached = self._recorded_configs.get(key)
+        if cached is not None and cached[0] is self.config:  # the entry keeps its id unique
+            return cached[1]
+        if len(self._recorded_configs) >= _RECORDED_CONFIGS_CACHED:  # sampling set per call
+            self._recorded_configs.clear()
+        recorded = self.config.model_copy(
+            update={"sampling": SamplingConfig.model_validate(self.sampling)}
+        )
+        self._recorded_configs[key] = (self.config, recorded)
+        return recorded
 
     async def open_tools(self, task: Task, stack: AsyncExitStack) -> list[BoundTool]:
         """The rollout's tools: the taskset's shared toolsets, then the task's; an MCP server
@@ -293,7 +313,8 @@ class Agent:
                     if isolation := getattr(runtime, "mode", None):
                         trace.info["runtime_isolation"] = isolation  # bwrap or landlock
                 # by parameter name, as upstream's ``invoke``: ``setup(self, runtime)`` is valid
-                await call_all([task.setup], {"trace": trace, "runtime": runtime})
+                if _overrides(task, "setup"):  # the base hook does nothing: not called
+                    await call_all([task.setup], {"trace": trace, "runtime": runtime})
                 trace.timing.setup.end = trace.timing.agent.start = time.time()
                 started = True
             except Exception as e:
@@ -328,7 +349,8 @@ class Agent:
             trace.stop("user_closed")
         try:
             trace.timing.finalize.start = time.time()
-            await call_all([task.finalize], {"trace": trace, "runtime": runtime})
+            if _overrides(task, "finalize"):
+                await call_all([task.finalize], {"trace": trace, "runtime": runtime})
             trace.timing.finalize.end = trace.timing.scoring.start = time.time()
             await task.score(trace, runtime)
             trace.timing.scoring.end = time.time()

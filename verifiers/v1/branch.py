@@ -5,14 +5,17 @@ the sampled-token mask, logprobs and advantages spread onto every token, and the
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import BaseModel, Field
 
 from verifiers.v1.multimodal import MultiModalData
 from verifiers.v1.nodes import MessageNode
 from verifiers.v1.trace_parts import ModelCall
 from verifiers.v1.types import KeptTokens, Messages, Usage
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class Branch(BaseModel):
@@ -72,6 +75,8 @@ class Branch(BaseModel):
         nodes = [node for node in self.nodes if node.token_ids]
         if not nodes or any(node.routed_experts is None for node in nodes):
             return None
+        import numpy as np  # only here: a run without routing arrays never imports it
+
         merged = np.concatenate([node.routed_experts for node in nodes], axis=0)
         return merged if merged.shape[0] == len(self.token_ids) else None
 
@@ -80,6 +85,8 @@ class Branch(BaseModel):
         """Kept-set sizes per token (0 where none) and all kept ids, in token order."""
         if all(node.kept_tokens is None for node in self.nodes):
             return None
+        import numpy as np  # only here: a run without kept-token masks never imports it
+
         ids: list[np.ndarray] = []
         counts: list[np.ndarray] = []
         for node in self.nodes:

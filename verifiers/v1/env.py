@@ -21,7 +21,7 @@ from verifiers.v1.configs.env import EnvConfig, SingleAgentEnvConfig, agent_conf
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.task import Task
 from verifiers.v1.taskset import Taskset
-from verifiers.v1.trace_parts import Error, TraceTask
+from verifiers.v1.trace_parts import Error, trace_task
 
 EnvConfigT = TypeVar("EnvConfigT", bound=EnvConfig, default=EnvConfig)
 
@@ -45,12 +45,14 @@ class Env(Generic[EnvConfigT]):
         shared = self._shared_toolsets
         if shared is None:  # outside ``serving``: a shared toolset is launched per rollout
             shared = type(self.taskset).toolsets(self.taskset.config)
-        return Agents(
-            {
-                name: Agent(name, config, context, shared)
-                for name, config in agent_configs(self.config).items()
-            }
-        )
+        # each seat's config as its traces record it, made once for this env's episodes
+        # (``Agent.recorded_config``; here, not in ``__init__``, which a subclass may replace)
+        recorded = self.__dict__.setdefault("_recorded_configs", {})
+        agents: dict[str, Agent] = {}
+        for name, config in agent_configs(self.config).items():
+            agent = agents[name] = Agent(name, config, context, shared)
+            agent._recorded_configs = recorded
+        return Agents(agents)
 
     @asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:
@@ -79,10 +81,7 @@ class Env(Generic[EnvConfigT]):
 
     def new_episode(self, task: Task) -> Episode[Any, Any, Any]:
         """An empty episode of ``task`` in this env (no traces yet, not ok)."""
-        return Episode(
-            env=EnvInfo(id=self.config.env_id),
-            task=TraceTask(type=type(task).__name__, data=task.data),
-        )
+        return Episode(env=EnvInfo(id=self.config.env_id), task=trace_task(task))
 
     async def run_episode(self, task: Task, context: ModelContext) -> Episode[Any, Any, Any]:
         """One episode: ``setup``, ``run``, then ``finalize`` over every agent's trace; a hook

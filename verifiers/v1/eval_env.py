@@ -36,6 +36,7 @@ from verifiers.v1.configs.env import agent_configs
 from verifiers.v1.episode import TRACES_FILE, Episode
 from verifiers.v1.errors import RolloutError
 from verifiers.v1.held_serving import HeldServing
+from verifiers.v1.nodes import leaf_ids
 from verifiers.v1.trace import TRUNCATING_STOPS, Trace
 from verifiers.v1.trace_parts import Error
 from verifiers.v1.utils.loaders import load_environment, resolve_env_config
@@ -72,13 +73,18 @@ def trajectory(episode: Episode) -> list[dict[str, Any]]:
     return steps
 
 
-def _step(trace: Trace, reply_id: int, truncated: bool) -> dict[str, Any]:
+def _path(trace: Trace, node_id: int | None) -> list[int]:
+    """The node ids from the graph's root to ``node_id`` (none for None)."""
     path: list[int] = []
-    nid: int | None = trace.nodes[reply_id].parent
-    while nid is not None:
-        path.append(nid)
-        nid = trace.nodes[nid].parent
+    while node_id is not None:
+        path.append(node_id)
+        node_id = trace.nodes[node_id].parent
     path.reverse()
+    return path
+
+
+def _step(trace: Trace, reply_id: int, truncated: bool) -> dict[str, Any]:
+    path = _path(trace, trace.nodes[reply_id].parent)
     reply = trace.nodes[reply_id]
     tokens = None
     if True in reply.mask:
@@ -297,9 +303,10 @@ class TasksetEnvironment(Environment):
         self.record_calls(state, episode)
         state["trajectory"] = trajectory(episode)
         traces = episode.traces
-        if traces:
-            branches = traces[-1].branches  # a property: the graph walked once
-            path = branches[-1].messages if branches else []
+        if traces:  # the last branch's messages (``Trace.branches[-1]`` without building all)
+            leaves = leaf_ids(traces[-1].nodes)
+            nodes = traces[-1].nodes
+            path = [nodes[n].message for n in _path(traces[-1], leaves[-1])] if leaves else []
             # the prompt is what came before the first reply (a harness may have added to it)
             prompt_len = next(
                 (i for i, m in enumerate(path) if m.role == "assistant"), len(state["prompt"])

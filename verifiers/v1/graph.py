@@ -16,14 +16,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-import numpy as np
-
 from verifiers.v1.multimodal import MultiModalData
-from verifiers.v1.nodes import MessageNode, leaf_ids
+from verifiers.v1.nodes import MessageNode, leaf_ids, new_node
 from verifiers.v1.types import (
     AssistantMessage,
     KeptTokens,
@@ -203,10 +200,9 @@ def _commit(turn: PendingTurn, response: Response) -> int:
         end = span[1] if span else cursor
         node_tokens = prompt_ids[cursor:end]
         trace.nodes.append(
-            MessageNode.model_construct(  # every factory field given: pydantic's
-                parent=parent,  # ``model_construct`` reads a factory's signature per call
-                message=message,
-                timestamp=time.time(),
+            new_node(
+                parent,
+                message,
                 token_ids=node_tokens,
                 mask=[False] * len(node_tokens),
                 is_content=is_content[cursor:end] if is_content is not None else [],
@@ -220,17 +216,16 @@ def _commit(turn: PendingTurn, response: Response) -> int:
     generation_prompt = prompt_ids[cursor:]
     completion = tokens.completion_ids if tokens else []
     trace.nodes.append(
-        MessageNode.model_construct(
-            parent=parent,
-            message=response.message,
-            sampled=True,
-            timestamp=time.time(),
+        new_node(
+            parent,
+            response.message,
             token_ids=[*generation_prompt, *completion],
             mask=[False] * len(generation_prompt) + [True] * len(completion),
             is_content=[False] * len(generation_prompt) + [True] * len(completion)
             if is_content is not None
             else [],
             logprobs=tokens.completion_logprobs if tokens else [],
+            sampled=True,
         )
     )
     assistant_id = len(trace.nodes) - 1
@@ -291,6 +286,8 @@ def _attach_routing(trace: Trace, new_nodes: list[int], path_len: int, payload: 
     """Each new node's rows of the turn's MoE routing array (which starts at prompt position
     ``start``). A node whose rows are not all there is left without; the engine's missing
     last position (no forward pass follows it) is filled with the row before it."""
+    import numpy as np  # only for a turn that carries routing (see ``verifiers.v1.nodes``)
+
     array = np.frombuffer(
         base64.b64decode(payload["data"]), dtype=np.dtype(payload.get("dtype", "uint8"))
     ).reshape(payload["shape"])
@@ -308,6 +305,8 @@ def _attach_routing(trace: Trace, new_nodes: list[int], path_len: int, payload: 
 
 def _attach_kept(trace: Trace, assistant_id: int, payload: KeptTokens) -> None:
     """The turn's kept-token masks onto its reply, when they match its sampled tokens."""
+    import numpy as np  # only for a turn that carries kept tokens
+
     counts = np.frombuffer(base64.b64decode(payload.counts), dtype=np.int32)
     ids = np.frombuffer(base64.b64decode(payload.ids), dtype=np.int32)
     node = trace.nodes[assistant_id]

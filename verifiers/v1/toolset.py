@@ -102,7 +102,20 @@ def _tool_parts(fn: Callable[..., Any]) -> tuple[dict[str, Any], TypeAdapter[Any
         schema = model.model_json_schema()
         schema.pop("title", None)
         parts = _parts[func] = (schema, TypeAdapter(model))
-    return copy.deepcopy(parts[0]), parts[1]
+    return _copy_schema(parts[0]), parts[1]
+
+
+def _copy_schema(value: Any) -> Any:
+    """A deep copy of a JSON schema (dicts, lists and scalars; anything else by
+    ``copy.deepcopy``): each rollout's tools get their own, and ``copy.deepcopy``'s memo
+    made this copy most of a tool rollout's toolset CPU."""
+    if type(value) is dict:
+        return {k: _copy_schema(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copy_schema(v) for v in value]
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    return copy.deepcopy(value)
 
 
 def _schema_model(fn: Callable[..., Any]) -> type[Any]:

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import Annotated, Generic, Literal
+from typing import Annotated, Any, Generic, Literal
 
 from pydantic import BaseModel, Field
 from typing_extensions import TypeVar
@@ -61,7 +62,10 @@ class VersionInfo(BaseModel):
     commit: str | None = None
 
 
+@functools.cache
 def current_version() -> VersionInfo:
+    """The SDK release, one record for every trace of the process (a record per trace was
+    two more objects each in-flight rollout held for the collector to walk)."""
     from verifiers import __version__
 
     return VersionInfo(version=__version__)
@@ -85,6 +89,22 @@ class TraceTask(BaseModel, Generic[DataT]):
     type: str
     """The task class's name."""
     data: DataT
+
+
+def trace_task(task: Any) -> TraceTask[Any]:
+    """``task``'s record on its episodes and traces (class name and data), made once per
+    task and shared by them: the data is frozen, and a record per episode and per trace was
+    a v1 rollout's objects that every garbage collection of a run walked. A copy of the
+    task with other data (``with_system_prompt``) gets its own."""
+    cached = getattr(task, "_vf_trace_task", None)
+    if cached is not None and cached.data is task.data and cached.type == type(task).__name__:
+        return cached
+    record: TraceTask[Any] = TraceTask(type=type(task).__name__, data=task.data)
+    try:
+        task._vf_trace_task = record
+    except AttributeError:  # a task class with slots: a record each time
+        pass
+    return record
 
 
 class Reward(BaseModel):

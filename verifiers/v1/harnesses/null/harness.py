@@ -63,9 +63,30 @@ def turn_tokens(completion: Any) -> TurnTokens | None:
     )
 
 
+_SAMPLING_RECORDS: dict[str, Sampling] = {}
+_SAMPLING_RECORDS_CACHED = 256
+
+
+def _sampling_record(sampling: dict[str, Any]) -> Sampling:
+    """A model call's sampling as its ``ModelCall`` records it, validated once per distinct
+    sampling and shared by the calls made with it (a run's calls all sample alike; a record
+    per call was a visible share of a v1 rollout's CPU and objects)."""
+    key = repr(sampling)
+    record = _SAMPLING_RECORDS.get(key)
+    if record is None:
+        if len(_SAMPLING_RECORDS) >= _SAMPLING_RECORDS_CACHED:
+            _SAMPLING_RECORDS.clear()
+        record = _SAMPLING_RECORDS[key] = Sampling.model_validate(sampling)
+    return record
+
+
+_DEFAULT_CONFIG = NullHarnessConfig()
+"""The config of a seat that sets no harness, one for every rollout (it is only read)."""
+
+
 class NullHarness:
     def __init__(self, config: HarnessConfig | None = None) -> None:
-        self.config = config or NullHarnessConfig()
+        self.config = config or _DEFAULT_CONFIG
 
     def sandbox_limits(self) -> SandboxLimits | None:
         """The limits of the box each rollout gets (None: this harness runs in-process)."""
@@ -100,7 +121,7 @@ class NullHarness:
         call = ModelCall(
             model=model,
             endpoint="/chat/completions",
-            sampling=Sampling.model_validate(sampling),
+            sampling=_sampling_record(sampling),
             time=TimeSpan(start=time.time()),
         )
         trace.calls.append(call)
