@@ -495,11 +495,11 @@ def test_a_team_members_staged_push_cannot_make_a_private_environment_public(hub
     """Prime's staged push asks for a visibility at its resolve; a plain member of the team
     asking for PUBLIC on the team's private environment is refused at the last finalize, as the
     native push is (only the team's owners change it), and the same push without it publishes."""
-    owner, member = new_user(hub, "tess"), new_user(hub, "theo")
-    team = "tess-crew"
+    owner, member = new_user(hub, "vera"), new_user(hub, "vick")
+    team = "vera-crew"
     assert httpx.post(f"{hub['url']}/api/v1/teams", json={"name": team}, headers=bearer(owner))
     added = httpx.post(
-        f"{hub['url']}/api/v1/teams/{team}/members", json={"user": "theo"}, headers=bearer(owner)
+        f"{hub['url']}/api/v1/teams/{team}/members", json={"user": "vick"}, headers=bearer(owner)
     )
     assert added.status_code == 201, added.text
     publish(hub, owner, team, "crew-words", "1.0.0", "X = 1\n", visibility="private")

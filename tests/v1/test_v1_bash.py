@@ -144,7 +144,9 @@ async def test_commands_cannot_read_or_write_the_host(server, tmp_path):
 
 
 async def test_a_crashed_sandbox_is_an_error_on_that_rollout_only(server):
-    server.set_handler(script("kill -9 $PPID"))
+    # the command stops its sandbox's worker (SIGINT: a worker forked from the zygote is its
+    # namespace's pid 1, which a SIGKILL from inside cannot stop)
+    server.set_handler(script("kill -INT $PPID"))
     agent = bash_agent(server)
     crashed = await agent.run(task())
     assert not crashed.ok and crashed.stop_condition == "error"
