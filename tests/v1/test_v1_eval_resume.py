@@ -92,7 +92,7 @@ async def test_a_resumed_run_reruns_only_its_failed_and_torn_rollouts(
     # a complete run resumed: nothing owed, nothing asked, the same episodes
     server.requests.clear()
     again = await evaluate(config.model_copy(update={"resume": out}))
-    assert not server.requests and [e.id for e in again] == [e.id for e in resumed]
+    assert not server.requests and {e.id for e in again} == {e.id for e in resumed}
     assert len(saved(out)) == 6
 
 

@@ -1923,9 +1923,10 @@ async def test_a_remote_server_that_fails_its_groups_is_down_after_two_overturne
     assert described["down_reasons"][address].startswith(
         f"condemned {MAX_OVERTURNED} groups in a row that another server ran fine"
     )
-    # two verdicts checked elsewhere (a third may have been on its way), and the groups it
-    # still held run on the healthy server
-    assert MAX_OVERTURNED <= described["rechecked"] <= MAX_OVERTURNED + 1
+    # at least two verdicts checked elsewhere (its pool forks its suspects from a template and
+    # runs them alone at once, so more verdicts may arrive before the second is overturned; each
+    # is a group that runs once more anyway), and the groups it still held run on the healthy one
+    assert MAX_OVERTURNED <= described["rechecked"] <= 80
     assert described["rerun"] >= 1
 
 
