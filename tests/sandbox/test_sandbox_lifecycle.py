@@ -137,7 +137,7 @@ def test_the_cleanup_of_dead_sandboxes_touches_no_link_and_no_other_users_direct
         swapped = Path(tempfile.gettempdir()) / f"{name}.swapped1"
         swapped.symlink_to(target)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("verifiers.sandbox.local.abandoned", lambda *_: [swapped])
+            patch.setattr("verifiers.sandbox.local.abandoned", lambda *_, **__: [swapped])
             _remove_stale_dirs()
         assert os.path.ismount(target / "work") and (target / "work" / "kept").exists()
         # legitimate: this user's directory of a dead process goes
@@ -188,3 +188,37 @@ def test_leftovers_are_judged_only_where_nobody_else_could_have_named_them(
     shared.chmod(0o777)
     assert abandoned(shared, r"\.run-", any_maker=True) == []
     shared.chmod(0o755)
+
+
+@pytest.mark.parametrize("window", ["start", "destroy"])
+def test_a_stop_between_a_directory_and_its_cleanup_leaves_no_directory(tmp_path, window):
+    """SIGINT's ``SystemExit`` (benchmarks/stop_cleanly.py) can land after a start made its
+    directory but before the sandbox is registered for the exit hook, or after a destroy took it
+    off that list but before its files went: the exit hook still removes what this process made."""
+    scratch = tmp_path / "t"
+    scratch.mkdir()
+    script = textwrap.dedent(
+        f"""
+        import asyncio, sys
+        from verifiers.sandbox import LocalSandboxProvider, local
+
+        async def main():
+            provider = LocalSandboxProvider(mode="unsafe", pool_size=0)
+            if {window!r} == "start":
+                local.package_dirs = lambda packages: sys.exit(3)  # just after the claim
+            else:
+                local.LocalSandbox._remove_files = lambda self: sys.exit(3)  # just before
+            box = await provider.create()
+            await box.destroy()
+
+        asyncio.run(main())
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "TMPDIR": str(scratch)},
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 3, proc.stderr.decode()[-2000:]
+    assert list(scratch.iterdir()) == []

@@ -44,14 +44,19 @@ def staging_dir(name: str, parent: Path) -> Path:
     return owned_dir(f".{name}-", parent)
 
 
-def abandoned(parent: Path, prefix: str, *, any_maker: bool = False) -> list[Path]:
+def abandoned(
+    parent: Path, prefix: str, *, any_maker: bool = False, exiting: bool = False
+) -> list[Path]:
     """The directories in ``parent`` that ``owned_dir`` made for a process of this machine that
     is gone: ``prefix`` is a regular expression for the part before the maker. Only this user's
     real directories, and none where others could have renamed one (see the module docstring).
     A parent that cannot be read yields nothing: cleaning up never fails the caller.
 
     ``any_maker``: the caller holds a lock that every maker held while alive (a run directory's),
-    so each such directory is abandoned, whatever machine or boot made it."""
+    so each such directory is abandoned, whatever machine or boot made it.
+
+    ``exiting``: this process is ending, so the directories it made are abandoned too (a stop
+    that lands between a directory's making and its owner's cleanup being registered)."""
     pattern = re.compile(prefix + _MAKER_AND_RANDOM)
     try:
         if not _others_cannot_rename_in(parent.stat()):
@@ -68,7 +73,8 @@ def abandoned(parent: Path, prefix: str, *, any_maker: bool = False) -> list[Pat
             info = entry.lstat()
         except OSError:
             continue
-        if _ours(info) and (any_maker or not running(int(named["pid"]))):
+        pid = int(named["pid"])
+        if _ours(info) and (any_maker or (exiting and pid == os.getpid()) or not running(pid)):
             found.append(entry)
     return found
 

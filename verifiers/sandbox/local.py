@@ -82,6 +82,7 @@ __all__ = ["LocalSandbox", "SandboxUnavailableError"]
 # Held strongly until destroyed: a sandbox whose object is gone would leave its process running
 # with nothing to kill it (the exit hook walks this set).
 _live: set[LocalSandbox] = set()
+_made_dirs = False  # this process made a sandbox directory: the exit hook sweeps for its own
 
 
 class LocalSandbox(Sandbox):
@@ -132,6 +133,8 @@ class LocalSandbox(Sandbox):
             self._uid_claim = UidClaim()
             self.uid = self._uid_claim.uid
         _remove_stale_dirs_once()
+        global _made_dirs
+        _made_dirs = True  # before the directory: the exit hook then looks for it
         self.host_dir = owned_dir(HOST_DIR_PREFIX)  # 0700
         self.workdir_host = self.host_dir / "work"
         self.tmp_host = self.host_dir / "tmp"
@@ -508,13 +511,13 @@ def _kill_uid(uid: int) -> None:
                 pass
 
 
-def _remove_stale_dirs() -> None:
-    """Directories (and disks) of sandboxes whose process died without cleaning up (SIGKILL):
-    only this user's (``abandoned``), and each unmounted through a descriptor held on the
-    directory that was judged (as root, a name another user swapped for a link in ``/tmp``
-    would otherwise have a mount it points at unmounted)."""
+def _remove_stale_dirs(exiting: bool = False) -> None:
+    """Directories (and disks) of sandboxes whose process died without cleaning up (SIGKILL),
+    and at exit this process's own: only this user's (``abandoned``), and each unmounted
+    through a descriptor held on the directory that was judged (as root, a name another user
+    swapped for a link in ``/tmp`` would otherwise have a mount it points at unmounted)."""
     temp = Path(tempfile.gettempdir())
-    for entry in abandoned(temp, HOST_DIR_PREFIX):
+    for entry in abandoned(temp, HOST_DIR_PREFIX, exiting=exiting):
         with pinned(entry) as fd:
             if fd is None:
                 continue
@@ -562,6 +565,11 @@ def _kill_all_sandboxes() -> None:
     for sandbox in list(_live):
         sandbox._kill()
         sandbox._remove_files()
+    # and every directory this process made whose sandbox was not (or no longer) in ``_live``:
+    # a SIGINT's SystemExit may land between a start's ``_claim`` and its spawn, or between a
+    # destroy's ``_live.discard`` and its file removal
+    if _made_dirs:
+        _remove_stale_dirs(exiting=True)
 
 
 def _pipes(
