@@ -418,13 +418,19 @@ def test_datasets_are_capped_in_number_and_in_decoded_size(hub):
     assert over.status_code == 403 and code(over) == "dataset_quota"
 
 
-def test_a_team_member_can_be_removed_and_may_publish_but_not_yank(hub):
+def team_with_member(hub) -> tuple[str, HubClient, str, str, str]:
+    """A new team: its name, its owner's client and token, and a plain member's name and token."""
     _, owner = user(hub, "own")
     member_name, member = user(hub, "mem")
     team = f"team{uuid.uuid4().hex[:8]}"
     admin = HubClient(hub["url"], owner)
     admin.create_team(team)
     admin.add_team_member(team, member_name)
+    return team, admin, owner, member_name, member
+
+
+def test_a_team_member_can_be_removed_and_may_publish_but_not_yank(hub):
+    team, admin, owner, member_name, member = team_with_member(hub)
     assert publish(hub, member, team, "crew-env", wheel("crew-env")).status_code == 201
     yank = httpx.post(
         f"{hub['url']}/api/v1/environments/{team}/crew-env/versions/1.0.0/yank",
@@ -454,12 +460,7 @@ def test_a_team_member_cannot_change_an_environments_visibility_but_still_publis
     `--visibility public` (Prime's staged push passes the same service: test_official_prime.py).
     Now refused; a push that keeps the visibility, or names the one it has, publishes, and the
     team's owner changes it."""
-    _, owner = user(hub, "own")
-    member_name, member = user(hub, "mem")
-    team = f"team{uuid.uuid4().hex[:8]}"
-    admin = HubClient(hub["url"], owner)
-    admin.create_team(team)
-    admin.add_team_member(team, member_name)
+    team, _, owner, _, member = team_with_member(hub)
     made = publish(hub, owner, team, "quiet-env", wheel("quiet-env"), visibility="private")
     assert made.status_code == 201, made.text
     flip = publish(hub, member, team, "quiet-env", wheel("quiet-env", "1.1.0"), visibility="public")
