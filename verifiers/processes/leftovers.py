@@ -15,10 +15,12 @@ victim's directory to a leftover's name.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import re
 import shutil
+import signal
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -32,9 +34,42 @@ _MAKER_AND_RANDOM = r"(?P<machine>[0-9a-f]{12})-(?P<pid>[0-9]{1,7})\.[a-z0-9_]{8
 STAGING = r"\..+-"
 
 
+# (maker pid, path, device, inode) of every directory ``owned_dir`` made: what is still there,
+# unchanged, when its maker exits is removed then
+_made: list[tuple[int, Path, int, int]] = []
+_STOPS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
 def owned_dir(prefix: str, parent: Path | None = None) -> Path:
-    """A new 0700 directory under ``parent`` (the temp dir by default) named for this process."""
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{machine_key()}-{os.getpid()}.", dir=parent))
+    """A new 0700 directory under ``parent`` (the temp dir by default) named for this process,
+    removed when this process exits if its owner has not removed or renamed it by then: a
+    signal turned into an exception (Ctrl-C, a benchmark's SIGTERM) may land between the
+    directory's making and its owner's cleanup. Stop signals are held while it is made and
+    recorded, so no such exception lands between those two either."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        path = Path(tempfile.mkdtemp(prefix=f"{prefix}{machine_key()}-{os.getpid()}.", dir=parent))
+        info = path.lstat()
+        _made.append((os.getpid(), path, info.st_dev, info.st_ino))
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    return path
+
+
+@atexit.register
+def _remove_made_here() -> None:
+    """This process's directories still in place (a forked child's exit leaves its parent's;
+    a name now holding something else, such as a link or the tmpfs a sandbox mounted there,
+    is left alone)."""
+    for pid, path, device, inode in _made:
+        if pid != os.getpid():
+            continue
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) == (device, inode) and stat.S_ISDIR(info.st_mode):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def staging_dir(name: str, parent: Path) -> Path:

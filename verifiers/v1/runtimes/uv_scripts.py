@@ -13,7 +13,6 @@ when it cannot be reached, preparing the script fails saying so.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import hashlib
 import os
 import re
@@ -67,10 +66,10 @@ def script_dependencies(script: bytes) -> list[str]:
 @cache
 def cache_root() -> Path:
     """This process's directory of script environments: made fresh (so nobody else planted
-    anything in it), readable by the sandboxes' uids, removed when the process exits."""
+    anything in it), readable by the sandboxes' uids, removed when the process exits (as
+    every ``owned_dir`` is)."""
     root = owned_dir(CACHE_PREFIX)
     root.chmod(0o755)
-    atexit.register(shutil.rmtree, root, ignore_errors=True)
     return root
 
 
