@@ -34,6 +34,21 @@ def safe(text: object) -> str:
     return escape(plain(text))
 
 
+class TextFormatter(logging.Formatter):
+    """Log lines without terminal sequences: a record may quote what an endpoint, a model or a
+    caller sent (an endpoint's error message, logged by ``vf-eval -v``, carried an OSC 52)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return plain(super().format(record))
+
+
+def log_to_stderr(level: int, fmt: str, *, force: bool = False) -> None:
+    """``logging.basicConfig(level=..., format=...)`` through a :class:`TextFormatter`."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TextFormatter(fmt))
+    logging.basicConfig(level=level, handlers=[handler], force=force)
+
+
 # libraries whose debug lines are transport noise: -v shows rollouts, not sockets
 NOISY_LOGGERS = ("httpx", "httpcore", "aiohttp", "urllib3", "asyncio", "filelock", "fsspec")
 
@@ -44,7 +59,7 @@ def setup_logging(
     """Send ``verifiers.*`` log records at ``level`` to stderr (replacing earlier handlers)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        logging.Formatter(
+        TextFormatter(
             fmt=log_format or "%(asctime)s - %(name)s - %(levelname)s - %(message)s",
             datefmt=date_format or "%Y-%m-%d %H:%M:%S",
         )

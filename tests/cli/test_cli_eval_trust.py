@@ -164,7 +164,7 @@ def one_rollout(server: ModelServer, output: Path) -> list[str]:
 
 def test_a_hostile_endpoint_reaches_the_terminal_only_as_text(tmp_path):
     """The model id an endpoint lists, the completions it sends (shown by ``-v``) and its error
-    messages are printed without their terminal sequences and as text, never as Rich markup;
+    messages (said at the end, and logged by ``-v``) are printed without their terminal sequences and as text, never as Rich markup;
     the run itself is unchanged: the completion is saved as the model wrote it."""
     hostile_id = f"[/bold]{TITLE}m"
     with ModelServer(model_name=hostile_id) as server:
@@ -184,7 +184,7 @@ def test_a_hostile_endpoint_reaches_the_terminal_only_as_text(tmp_path):
 
         server.set_handler(lambda request: Reply(status=400, error=f"bad {CLIPBOARD}[/red] x"))
         failed = subprocess.run(
-            one_rollout(server, tmp_path / "failed"),
+            [*one_rollout(server, tmp_path / "failed"), "-v"],  # -v: the error is logged too
             capture_output=True,
             text=True,
             timeout=180,

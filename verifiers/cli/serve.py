@@ -88,7 +88,9 @@ class ServeSettings(CommandSettings):
 @command("vf-serve")
 def main(argv: list[str] | None = None) -> int:
     args = parse_settings(ServeSettings, argv, "vf-serve", __doc__)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from verifiers.logging_setup import log_to_stderr
+
+    log_to_stderr(logging.INFO, "%(asctime)s %(name)s %(levelname)s %(message)s")
     from verifiers.processes.open_files import raise_open_files_limit
 
     raise_open_files_limit()  # many clients' connections must not exhaust descriptors

@@ -38,7 +38,7 @@ from verifiers.cli.eval.settings import DEFAULT_API, EvalSettings, explicit, par
 from verifiers.cli.eval.start import load_and_launch
 from verifiers.cli.run_identity import RunIdentity, differences
 from verifiers.cli.usage import command, say_usage_error
-from verifiers.logging_setup import safe
+from verifiers.logging_setup import log_to_stderr, safe
 
 if TYPE_CHECKING:
     from verifiers.workers.runner import EnvWorkers
@@ -49,9 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()  # the time to the first rollout is counted from here (-v)
     args = parse_args(argv)
     console = Console(stderr=True)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
+    log_to_stderr(
+        logging.DEBUG if args.verbose else logging.WARNING, "%(levelname)s %(name)s: %(message)s"
     )
     from verifiers.logging_setup import NOISY_LOGGERS
 
