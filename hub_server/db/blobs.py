@@ -79,7 +79,9 @@ class LocalBlobStore(_Bytes):
         try:
             os.utime(path)  # there already: now young, so the collector leaves it to this push
         except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            # 0700 whatever the root's mode: a --blobs dir the user already had (0755) let
+            # every local user list private wheels' hashes, sizes and upload times
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent)
             with os.fdopen(fd, "wb") as out:
                 file.seek(0)
