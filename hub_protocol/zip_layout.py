@@ -10,7 +10,9 @@ another). So the whole layout is checked before a member is read: the entries ar
 from byte 0, each local header names the member the central directory names, with its
 compression, the central directory follows the last entry, and the end record ends the file.
 Members are stored or deflated (what wheels use; other methods are readers' differences too) and
-never encrypted.
+never encrypted. No header carries an extra field that renames its member or makes it a link
+(Info-ZIP's Unicode Path, ASi Unix): Python ignores them, uv and ``unzip`` do not, and a member
+Python read as ``…dist-info/licenses/NOTICE`` was installed by uv as ``aaa_evil.pth``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ DESCRIPTOR_SIGNATURE = b"PK\x07\x08"
 METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
 ENCRYPTED, HAS_DESCRIPTOR, UTF8_NAME = 0x1, 0x8, 0x800
 ZIP64_EXTRA = 0x0001
+# extra fields some readers act on and Python's zipfile ignores: a second name, a link target
+READER_DEPENDENT_EXTRAS = {
+    0x7075: "a Unicode Path field (a second name)",
+    0x756E: "an ASi Unix field",
+}
 
 
 class ZipLayoutError(ValueError):
@@ -108,11 +115,19 @@ def _entry_end(data: bytes, info: zipfile.ZipInfo) -> int:
             "stored or deflated"
         )
     extra = data[name_start + name_length : name_start + name_length + extra_length]
+    ignored = sorted(
+        (_extra_fields(extra) | _extra_fields(info.extra)) & READER_DEPENDENT_EXTRAS.keys()
+    )
+    if ignored:
+        raise ZipLayoutError(
+            f"{info.orig_filename!r} carries {READER_DEPENDENT_EXTRAS[ignored[0]]}, which "
+            "installers read and Python's zipfile does not: readers would see different members"
+        )
     end = name_start + name_length + extra_length + info.compress_size
     if flags & HAS_DESCRIPTOR:
         if data[end : end + 4] == DESCRIPTOR_SIGNATURE:
             end += 4
-        end += 20 if _has_zip64_extra(extra) else 12  # crc32 and the two sizes
+        end += 20 if ZIP64_EXTRA in _extra_fields(extra) else 12  # crc32 and the two sizes
     return end
 
 
@@ -122,11 +137,11 @@ def _central_name(info: zipfile.ZipInfo) -> bytes:
     return info.orig_filename.encode("utf-8" if info.flag_bits & UTF8_NAME else "cp437")
 
 
-def _has_zip64_extra(extra: bytes) -> bool:
-    position = 0
+def _extra_fields(extra: bytes) -> set[int]:
+    """The ids of the fields in a header's extra data."""
+    found, position = set(), 0
     while position + 4 <= len(extra):
         field, size = struct.unpack_from("<2H", extra, position)
-        if field == ZIP64_EXTRA:
-            return True
+        found.add(field)
         position += 4 + size
-    return False
+    return found

@@ -148,17 +148,21 @@ def build_parser(prog: str = "prime hub") -> argparse.ArgumentParser:
 
 
 def own_storage(settings: HubSettings) -> None:
-    """The hub's data dir (made 0700 when missing), a ``file:///`` blob dir and a ``sqlite:///``
-    file are the user's own (``verifiers.processes.own_dir``): in one another user made first,
-    or under a directory they may change, the stored accounts and wheels would be theirs to
-    read or plant."""
+    """The hub's data dir (made 0700 when missing), a ``file:///`` blob dir with its staging
+    dir beside it, and a ``sqlite:///`` file are the user's own (``verifiers.processes.own_dir``):
+    in one another user made first, or under a directory they may change, the stored accounts
+    and wheels would be theirs to read or plant. (``--blobs file:///tmp/b`` staged pushes in a
+    ``/tmp/b.staging`` another user had made, and could delete or swap.)"""
     from urllib.parse import urlsplit
 
+    from hub_server.db.blobs import local_staging_dir
     from verifiers.processes.own_dir import foreign_file_problem, own_dir
 
     problems = [own_dir(settings.data_dir, flag_name("data_dir"), 0o700)]
     if settings.blobs and urlsplit(settings.blobs).scheme == "file":
-        problems.append(own_dir(Path(urlsplit(settings.blobs).path), "--blobs", 0o700))
+        blobs = Path(urlsplit(settings.blobs).path)
+        problems.append(own_dir(blobs, "--blobs", 0o700))
+        problems.append(own_dir(local_staging_dir(blobs), "--blobs (its staging dir)", 0o700))
     if settings.db and settings.db.startswith("sqlite:///"):
         problems.append(foreign_file_problem(Path(settings.db.removeprefix("sqlite:///")), "--db"))
     for problem in problems:

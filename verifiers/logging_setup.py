@@ -1,4 +1,5 @@
-"""``vf.setup_logging``: one handler for the ``verifiers`` loggers, and a sample printer.
+"""``vf.setup_logging``: one handler for the ``verifiers`` loggers, a sample printer, and the
+terminal text filter for what others wrote (model output, an endpoint's model id, the hub's text).
 
 Importing the SDK configures nothing (a library must not); CLIs and users call this.
 """
@@ -6,10 +7,47 @@ Importing the SDK configures nothing (a library must not); CLIs and users call t
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+# ESC-introduced sequences (CSI, OSC terminated by BEL or ST, and two-byte escapes), C1 controls,
+# and every other C0 control except newline and tab. Untrusted text could otherwise set the
+# clipboard (OSC 52), plant a hyperlink (OSC 8), retitle the window or rewrite earlier output.
+_SEQUENCES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x80-\x9f]"
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def plain(text: object) -> str:
+    """``text`` with terminal control sequences removed: for untrusted text printed as is."""
+    return _CONTROLS.sub("", _SEQUENCES.sub("", str(text)))
+
+
+def safe(text: object) -> str:
+    """``text`` safe inside Rich markup: no control sequences, no live markup (``[/bold]``)."""
+    from rich.markup import escape
+
+    return escape(plain(text))
+
+
+class TextFormatter(logging.Formatter):
+    """Log lines without terminal sequences: a record may quote what an endpoint, a model or a
+    caller sent (an endpoint's error message, logged by ``vf-eval -v``, carried an OSC 52)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return plain(super().format(record))
+
+
+def log_to_stderr(level: int, fmt: str, *, force: bool = False) -> None:
+    """``logging.basicConfig(level=..., format=...)`` through a :class:`TextFormatter`."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TextFormatter(fmt))
+    logging.basicConfig(level=level, handlers=[handler], force=force)
+
 
 # libraries whose debug lines are transport noise: -v shows rollouts, not sockets
 NOISY_LOGGERS = ("httpx", "httpcore", "aiohttp", "urllib3", "asyncio", "filelock", "fsspec")
@@ -21,7 +59,7 @@ def setup_logging(
     """Send ``verifiers.*`` log records at ``level`` to stderr (replacing earlier handlers)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        logging.Formatter(
+        TextFormatter(
             fmt=log_format or "%(asctime)s - %(name)s - %(levelname)s - %(message)s",
             datefmt=date_format or "%Y-%m-%d %H:%M:%S",
         )
@@ -59,7 +97,6 @@ def print_prompt_completions_sample(
     (0.1.x) and ``(prompts, completions, errors, rewards, step, num_samples=1)`` (0.1.11+).
     """
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     names: tuple[str, ...]
@@ -84,5 +121,5 @@ def print_prompt_completions_sample(
         reward = f"{float(rewards[i]):.3f}" if i < len(rewards) else "-"
         if errors and i < len(errors) and errors[i]:
             reward += f" (error: {errors[i]})"
-        table.add_row(escape(str(prompt)), escape(str(completion)), escape(reward))
+        table.add_row(safe(prompt), safe(completion), safe(reward))
     Console().print(table)

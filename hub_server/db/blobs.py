@@ -79,7 +79,9 @@ class LocalBlobStore(_Bytes):
         try:
             os.utime(path)  # there already: now young, so the collector leaves it to this push
         except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            # 0700 whatever the root's mode: a --blobs dir the user already had (0755) let
+            # every local user list private wheels' hashes, sizes and upload times
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent)
             with os.fdopen(fd, "wb") as out:
                 file.seek(0)
@@ -205,6 +207,12 @@ STAGED_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
 S3_DELETE_BATCH = 1000  # the most keys one DeleteObjects request takes
 
 
+def local_staging_dir(root: Path) -> Path:
+    """Where a ``file:///`` blob store's staged bytes live: ``ROOT.staging`` beside it, which
+    ``prime hub serve`` checks is the user's own as it checks ``ROOT``."""
+    return root.with_name(root.name + ".staging")
+
+
 class StagingArea:
     """Staged bytes by staged-file id, beside (never inside) the hub's blob store."""
 
@@ -212,7 +220,7 @@ class StagingArea:
         self.local: Path | None = None
         self.s3: S3BlobStore | None = None
         if isinstance(blobs, LocalBlobStore):
-            self.local = blobs.root.with_name(blobs.root.name + ".staging")
+            self.local = local_staging_dir(blobs.root)
             self.local.mkdir(mode=0o700, parents=True, exist_ok=True)
         elif isinstance(blobs, S3BlobStore):
             self.s3 = blobs

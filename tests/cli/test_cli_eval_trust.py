@@ -11,7 +11,7 @@ from pathlib import Path
 
 from verifiers.cli.eval import main
 from verifiers.processes.server import free_port
-from verifiers.testing import ModelServer, last_user_text
+from verifiers.testing import ModelServer, Reply, last_user_text
 from verifiers.testing.commands import cli
 
 SECRET = "s3cret-shared-by-both-sides"
@@ -146,3 +146,49 @@ def test_an_owner_or_version_id_is_checked_before_any_code_of_the_package_runs(s
     done = vf_eval("sidefx-env@1.0.0")  # the version installed: loaded, its code runs
     assert done.returncode == 0, done.stderr[-2000:]
     assert log.read_text().startswith("imported in ")
+
+
+# What a hostile endpoint can send vf-eval's terminal: an OSC 52 sets the clipboard (a command to
+# paste), an OSC 8 plants a hyperlink, an OSC 0 retitles the window; ``[/bold]`` in a model id
+# crashed vf-eval (Rich's MarkupError) after its run dir was made.
+CLIPBOARD = "\x1b]52;c;ZWNobyBwd25lZAo=\x1b\\"
+LINK = "\x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\"
+TITLE = "\x1b]0;OWNED\x07"
+
+
+def one_rollout(server: ModelServer, output: Path) -> list[str]:
+    """vf-eval's argv for one reverse-text rollout against ``server``, saved under ``output``."""
+    flags = ["-n", "1", "-r", "1", "--output-dir", str(output)]
+    return [cli("vf-eval"), "reverse-text", "-b", server.base_url, *flags]
+
+
+def test_a_hostile_endpoint_reaches_the_terminal_only_as_text(tmp_path):
+    """The model id an endpoint lists, the completions it sends (shown by ``-v``) and its error
+    messages (said at the end, and logged by ``-v``) are printed without their terminal sequences and as text, never as Rich markup;
+    the run itself is unchanged: the completion is saved as the model wrote it."""
+    hostile_id = f"[/bold]{TITLE}m"
+    with ModelServer(model_name=hostile_id) as server:
+        server.set_handler(lambda request: f"{CLIPBOARD}{LINK}<answer>x</answer>")
+        ran = subprocess.run(
+            [*one_rollout(server, tmp_path / "ok"), "-v"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        out = ran.stdout + ran.stderr
+        assert "\x1b]" not in out and "\x07" not in out, repr(out[-2000:])
+        assert "· [/bold]m" in out and "click<answer>x</answer>" in out  # said, as text
+        (row,) = run_rows(tmp_path / "ok")
+        assert row["completion"][-1]["content"] == f"{CLIPBOARD}{LINK}<answer>x</answer>"
+
+        server.set_handler(lambda request: Reply(status=400, error=f"bad {CLIPBOARD}[/red] x"))
+        failed = subprocess.run(
+            [*one_rollout(server, tmp_path / "failed"), "-v"],  # -v: the error is logged too
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    out = failed.stdout + failed.stderr
+    assert failed.returncode == 1, out  # every rollout failed: said, with the endpoint's words
+    assert "\x1b]" not in out and "bad [/red] x" in out, repr(out[-2000:])

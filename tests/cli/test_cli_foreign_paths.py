@@ -242,6 +242,31 @@ def test_prime_hub_serve_refuses_a_data_dir_another_user_made(shared):
     assert sorted(p.name for p in shared.theirs.iterdir()) == ["dir-link", "file-link", "mine"]
 
 
+def test_a_staging_dir_beside_the_blob_dir_that_another_user_made_is_refused(shared, capsys):
+    """A ``file:///`` blob store stages the official client's pushes in ``BLOBS.staging``
+    beside it: an outside attack made ``/tmp/b.staging`` (0777, uid 65534's) before the user
+    ran ``prime hub serve --blobs file:///tmp/b``, and the hub staged a private push's bytes
+    there, for uid 65534 to delete or swap. That dir, or a link there, is refused as the blob
+    dir itself is, before anything is written; a blob dir whose staging dir is new works, both
+    made 0700."""
+    as_nobody(
+        f"mkdir b.staging && chmod 777 b.staging && ln -s {shared.victim} c.staging", shared.root
+    )
+    victim_before = sorted(p.name for p in shared.victim.iterdir())
+    for blobs, said in (("b", "belongs to uid 65534"), ("c", "is not a directory of its own")):
+        argv = ["hub", "create-user", "alice", "--data-dir", str(shared.root / f"hub-{blobs}")]
+        assert prime([*argv, "--blobs", f"file://{shared.root / blobs}"]) == 2
+        refusal = capsys.readouterr().err.replace("\n", "")
+        assert said in refusal and f"{blobs}.staging" in refusal, refusal
+        assert not (shared.root / f"hub-{blobs}" / "hub.sqlite3").exists()
+    assert not list((shared.root / "b.staging").iterdir())
+    assert sorted(p.name for p in shared.victim.iterdir()) == victim_before
+    argv = ["hub", "create-user", "alice", "--data-dir", str(shared.root / "hub")]
+    assert prime([*argv, "--blobs", f"file://{shared.root / 'blobs'}"]) == 0
+    for made in ("blobs", "blobs.staging"):
+        assert (shared.root / made).stat().st_mode & 0o777 == 0o700
+
+
 def test_a_link_or_fifo_planted_after_the_check_is_not_written_through(shared):
     """The window between the check and the write: ``write_own_file`` opens without following
     a link, never waits on a FIFO and never truncates a file that is not the user's."""

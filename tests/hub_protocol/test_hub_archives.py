@@ -7,13 +7,17 @@ process on loopback, on both storage backends; the legitimate upload works after
 
 from __future__ import annotations
 
+import functools
 import io
 import random
 import struct
 import subprocess
 import sys
 import tarfile
+import threading
 import zipfile
+import zlib
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -79,6 +83,28 @@ def bzip2_member() -> bytes:
     return buf.getvalue()
 
 
+def with_extra(data: bytes, member: str, field: int, payload: bytes) -> bytes:
+    """``data`` with ``member`` carrying the extra field ``field`` in both of its headers."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(buf, "w") as out:
+        for info in source.infolist():
+            if info.filename == member:
+                info.extra = struct.pack("<2H", field, len(payload)) + payload
+            out.writestr(info, source.read(info))
+    return buf.getvalue()
+
+
+NOTICE = "arc_env-1.0.0.dist-info/licenses/NOTICE"
+
+
+def renamed_by_unicode_path(new_name: bytes) -> bytes:
+    """A wheel whose NOTICE (all Python's zipfile reads) carries Info-ZIP's Unicode Path field
+    naming ``new_name``, which uv and ``unzip`` use as the member's name instead."""
+    data = package(members=((NOTICE, b"import os\n"),))[1]
+    crc = struct.pack("<I", zlib.crc32(NOTICE.encode()))
+    return with_extra(data, NOTICE, 0x7075, b"\x01" + crc + new_name)
+
+
 CLEAN = package()[1]
 INIT = b"arc_env/__init__.py"
 NOT_UTF8 = b"arc_env/__init__\xff\xfe\xfd"  # as long as INIT: the rest of the zip stays put
@@ -113,6 +139,15 @@ WHEEL_TRICKS = {
     "same-path-spelled-twice": (
         package(members=(("arc_env/a.py", b"1"), ("arc_env//a.py", b"2")))[1],
         "duplicate_member",
+    ),
+    # a second name that Python ignores and uv installs under (a fourth attack pass)
+    "unicode-path-extra": (renamed_by_unicode_path(b"zz_evil.pth"), "invalid_archive"),
+    # a Unix mode and link target that Python ignores
+    "asi-unix-extra": (
+        with_extra(
+            CLEAN, INIT.decode(), 0x756E, b"\0" * 4 + struct.pack("<H", 0o120777) + b"\0" * 8
+        ),
+        "invalid_archive",
     ),
 }
 
@@ -167,6 +202,38 @@ def test_metadata_installers_cannot_parse_is_refused(hub, trick):
         members=((ENTRY_POINTS, b"[console_scripts]\narc-env = arc_env.cli:main [cli]\n"),),
     )
     assert publish(hub, token, owner, "arc-env", fine).status_code == 201
+
+
+def test_uv_installs_a_member_under_the_name_its_unicode_path_field_gives(tmp_path):
+    """Why the hub refuses the field: the member Python's zipfile reads as a licence file, uv
+    installs from an index (streaming the local headers) as a ``.pth``, code run at every start
+    of the interpreter. Before the fix such a wheel published, and the official client's plain
+    ``uv pip install`` from the hub's index ran it."""
+    from uv import find_uv_bin
+
+    served = tmp_path / "index"
+    served.mkdir()
+    wheel = served / "arc_env-1.0.0-py3-none-any.whl"
+    wheel.write_bytes(renamed_by_unicode_path(b"zz_evil.pth"))
+    assert NOTICE in zipfile.ZipFile(wheel).namelist()
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(served))
+    with ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        links = f"http://127.0.0.1:{server.server_address[1]}/"
+        into = ["--python", sys.executable, "--target", str(tmp_path / "site")]
+        source = ["--no-config", "--no-cache", "--no-index", "--no-deps", "--find-links", links]
+        installed = subprocess.run(
+            [find_uv_bin(), "pip", "install", *source, *into, "arc-env"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        server.shutdown()
+    assert installed.returncode == 0, installed.stderr
+    assert (tmp_path / "site" / "zz_evil.pth").read_bytes() == b"import os\n"
+    with pytest.raises(UnsafeArchiveError, match="Unicode Path") as refused:
+        inspect_wheel(wheel.read_bytes())
+    assert refused.value.code == "invalid_archive"
 
 
 def test_wheels_other_zip_writers_make_still_publish(hub):

@@ -648,3 +648,23 @@ def test_the_embedded_stores_are_private_to_the_hubs_user(tmp_path):
     assert (
         stat.S_IMODE(data.stat().st_mode) == stat.S_IMODE((data / "files").stat().st_mode) == 0o700
     )
+
+
+def test_a_blob_dir_the_user_already_had_lists_nothing_to_others(tmp_path):
+    """``--blobs file:///DIR`` may name a directory of the user's that others may read (0755,
+    which the own-dir check accepts): its shard directories were 0755, so any local user listed
+    the sha256, size and upload time of every private wheel. They are 0700, the files 0600, and
+    the store reads back what it wrote."""
+    import stat
+
+    from hub_server.db.blobs import LocalBlobStore
+
+    root = tmp_path / "blobs"
+    root.mkdir(mode=0o755)
+    root.chmod(0o755)
+    store = LocalBlobStore(root)
+    key = store.put(b"a private wheel")
+    (shard,) = root.iterdir()
+    assert stat.S_IMODE(shard.stat().st_mode) == 0o700
+    assert stat.S_IMODE((shard / key).stat().st_mode) == 0o600
+    assert store.get(key) == b"a private wheel"

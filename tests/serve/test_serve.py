@@ -717,6 +717,52 @@ def test_the_api_key_comes_from_a_file_or_the_environment_not_the_command_line(
     assert refused.returncode == 2 and "chmod 600" in refused.stderr
 
 
+def test_another_process_cannot_take_the_port_of_a_server_being_started(tiny_dir, tmp_path):
+    """``start_server`` (vf-eval's built-in model, vf-rl's inference server) chose a free port
+    and the child bound it once its interpreter had started: an outside attack (uid 65534)
+    read ``--port N`` from the child's argv in /proc, bound N first and answered ``/health``,
+    and vf-eval sent its prompts there and scored the answers. Now the launcher holds the port
+    from before the child starts and hands it the listening socket: whoever reads the argv and
+    binds the port is refused, and the server the launcher started is the one that answers."""
+    import errno
+    import os
+    import socket
+
+    marker = f"held-{os.getpid()}"
+    tried: list[int] = []
+
+    def attacker() -> None:  # what a local process sees: argv in /proc, then a bind
+        while not tried:
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if marker.encode() in argv and b"--port" in argv:
+                    port = int(argv[argv.index(b"--port") + 1])
+                    with socket.socket() as s:
+                        try:
+                            s.bind(("127.0.0.1", port))
+                        except OSError as exc:
+                            tried.append(exc.errno)
+                        else:
+                            tried.append(0)  # bound: the port was free for the taking
+                    return
+
+    watcher = threading.Thread(target=attacker, daemon=True)
+    watcher.start()
+    extra = ["--dtype", "float32", "--served-model-name", marker]
+    with start_server(str(tiny_dir), log_path=tmp_path / "s.log", extra_args=extra) as server:
+        watcher.join(timeout=60)
+        assert tried == [errno.EADDRINUSE]
+        served = httpx.get(f"{server.base_url}/models").json()["data"]
+        assert [m["id"] for m in served] == [marker]
+        hello = [{"role": "user", "content": "hi"}]
+        payload = {"model": marker, "messages": hello, "max_tokens": 2}
+        answer = httpx.post(f"{server.base_url}/chat/completions", json=payload, timeout=60)
+        assert answer.status_code == 200, answer.text
+
+
 def test_a_busy_port_is_found_before_the_model_loads(tiny_dir):
     import socket
     import subprocess

@@ -17,6 +17,7 @@ from rich.progress import (
 from rich.table import Table
 
 from verifiers.heartbeat import Heartbeat
+from verifiers.logging_setup import plain, safe
 from verifiers.results.schema import RunMetadata
 
 
@@ -124,14 +125,18 @@ def remaining_time(left: int, per_s: float) -> str:
 
 
 def summary_table(meta: RunMetadata, wall_s: float) -> Table:
+    """The run's summary; names an endpoint or a worker supplied (the model id, error types) are
+    shown as text, never as markup or terminal sequences (a model id ``[/bold]`` crashed vf-eval)."""
     s = meta.summary
-    table = Table(title=f"{meta.env_id} · {meta.model}", show_header=True, header_style="bold")
+    table = Table(
+        title=f"{safe(meta.env_id)} · {safe(meta.model)}", show_header=True, header_style="bold"
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
     if s.avg_reward is not None:
         table.add_row("reward (mean ± std)", f"{s.avg_reward:.4f} ± {s.std_reward:.4f}")
     for name, value in s.avg_metrics.items():
-        table.add_row(f"  {name}", f"{value:.4f}")
+        table.add_row(f"  {safe(name)}", f"{value:.4f}")
     for k, value in s.pass_at_k.items():
         table.add_row(f"pass@{k}", f"{value:.4f}")
     table.add_row(
@@ -142,13 +147,13 @@ def summary_table(meta: RunMetadata, wall_s: float) -> Table:
         str(s.num_errors)
         if not s.errors_by_type
         else f"{s.num_errors} ("
-        + ", ".join(f"{k}: {v}" for k, v in s.errors_by_type.items())
+        + ", ".join(f"{safe(k)}: {v}" for k, v in s.errors_by_type.items())
         + ")",
     )
     if s.reward_errors_by_function:
         table.add_row(
             "reward function errors",
-            ", ".join(f"{k}: {v}" for k, v in s.reward_errors_by_function.items()),
+            ", ".join(f"{safe(k)}: {v}" for k, v in s.reward_errors_by_function.items()),
         )
     if meta.release:
         members = getattr(meta, "member_releases", None) or {}
@@ -174,6 +179,8 @@ def summary_table(meta: RunMetadata, wall_s: float) -> Table:
 
 
 def show_examples(console: Console, states: list[Any], limit: int = 3) -> None:
+    """The first rollouts' completions (``-v``), as text: what the model wrote reaches the
+    terminal without its control sequences (an OSC 52 in a completion set the clipboard)."""
     for state in states[:limit]:
         completion = state.get("completion")
         text = (
@@ -188,7 +195,7 @@ def show_examples(console: Console, states: list[Any], limit: int = 3) -> None:
         console.rule(
             f"example {state.get('example_id')} · rollout {state.get('rollout_index')} · reward {state.get('reward') or 0:.3f}"
         )
-        console.print(text[:2000], markup=False, highlight=False)
+        console.print(plain(text[:2000]), markup=False, highlight=False)
 
 
 def print_saved(stdout: Console, results_path: str) -> None:

@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     from verifiers.workers.auth import DEFAULT_SECRET_FILE, load_secret
 
     args = parse_settings(EnvServerSettings, argv, "vf-env-server", __doc__)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from verifiers.logging_setup import log_to_stderr
+
+    log_to_stderr(logging.INFO, "%(levelname)s %(name)s: %(message)s")
     from verifiers.processes.open_files import raise_open_files_limit
 
     raise_open_files_limit()  # a stranger's connection flood must not exhaust descriptors

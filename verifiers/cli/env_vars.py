@@ -41,6 +41,7 @@ LIBRARY_VARIABLES: dict[str, str] = {
 INTERNAL_VARIABLES = frozenset(
     {
         "VF_PARENT_PID",  # set by the SDK for a child it starts (verifiers.processes)
+        "VF_SERVE_LISTEN_FD",  # set by the SDK for a vf-serve it starts (verifiers.processes)
         "VF_ENV_WORKER_API_KEY",  # set inside an environment worker (verifiers.workers.runner)
         "VF_NO_API_KEY",  # the name a client config gives when it has no key; never set
         "RANK",  # set by torchrun

@@ -88,7 +88,9 @@ class ServeSettings(CommandSettings):
 @command("vf-serve")
 def main(argv: list[str] | None = None) -> int:
     args = parse_settings(ServeSettings, argv, "vf-serve", __doc__)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from verifiers.logging_setup import log_to_stderr
+
+    log_to_stderr(logging.INFO, "%(asctime)s %(name)s %(levelname)s %(message)s")
     from verifiers.processes.open_files import raise_open_files_limit
 
     raise_open_files_limit()  # many clients' connections must not exhaust descriptors
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         raise UsageError(f"--api-key-file: {exc}") from exc
     try:  # the port first: a busy one fails now, not after the model loaded
-        listener = bind(args.host, args.port)
+        listener = inherited_listener(args.port) or bind(args.host, args.port)
     except OSError as exc:
         raise UsageError(
             f"cannot listen on {args.host}:{args.port} ({exc.strerror}); "
@@ -173,6 +175,23 @@ def api_key_of(args: ServeSettings) -> str | None:
             file=sys.stderr,
         )
     return args.api_key or None
+
+
+def inherited_listener(port: int) -> socket.socket | None:
+    """The listening socket ``start_server`` made for this child (``LISTEN_FD_ENV``), if any:
+    the launcher held the port from before this process started."""
+    import os
+
+    from verifiers.processes.server import LISTEN_FD_ENV
+
+    fd = os.environ.pop(LISTEN_FD_ENV, None)
+    if fd is None:
+        return None
+    listener = socket.socket(fileno=int(fd))
+    if listener.getsockname()[1] != port:
+        listener.close()
+        raise OSError(0, f"the inherited listener is not on port {port}")
+    return listener
 
 
 def bind(host: str, port: int) -> socket.socket:

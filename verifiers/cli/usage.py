@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from verifiers.errors import UsageError
+from verifiers.logging_setup import plain, safe
 
 USAGE_EXIT = 2  # a usage error's exit status (argparse's)
 
@@ -30,12 +31,10 @@ def say_usage_error(prog: str, exc: UsageError, console: Any = None) -> int:
     if exc.usage is not None:
         sys.stderr.write(exc.usage)
         sys.stderr.write(f"{prog}: error: {exc}\n")
-    elif console is not None:
-        from rich.markup import escape
-
-        console.print(f"[red]{prog}:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    elif console is not None:  # a message may quote what an endpoint or a file said: as text
+        console.print(f"[red]{prog}:[/red] {safe(exc)}", highlight=False, soft_wrap=True)
     else:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        print(f"{prog}: {plain(exc)}", file=sys.stderr)
     return USAGE_EXIT
 
 

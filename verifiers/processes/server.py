@@ -20,6 +20,10 @@ from verifiers.processes.die_with_parent import guarded
 # verifiers.weights.access, which re-exports them).
 SECRET_ENV = "VF_WEIGHTS_SECRET"
 TRUSTED_ENV = "VF_TRUSTED_WEIGHTS_DIRS"
+# The descriptor of the listening socket the launcher made and hands a vf-serve child: the port is
+# held from before the child starts, so no other local process can bind it first (one did, while
+# the child started, and vf-eval sent its prompts to it and scored its answers).
+LISTEN_FD_ENV = "VF_SERVE_LISTEN_FD"
 
 
 @dataclass
@@ -58,6 +62,19 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def listening_socket(host: str = "127.0.0.1") -> socket.socket:
+    """A socket listening on a free port of ``host``, to hand to a server child (no window in
+    which the port is free for another process, as :func:`free_port`'s has)."""
+    listener = socket.socket()
+    try:
+        listener.bind((host, 0))
+        listener.listen(2048)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
 def start_server(
     model: str,
     *,
@@ -73,12 +90,14 @@ def start_server(
     ``weights_secret`` turns the weight-update routes on (handed over in the child's environment,
     never its argv); ``trusted_weights_dirs`` are where ``/v1/weights/load`` may read.
     """
-    port = free_port()
+    listener = listening_socket()
+    port = listener.getsockname()[1]
     # A trainer beside the server passes {"OMP_WAIT_POLICY": "PASSIVE"}: two processes with
     # spinning OpenMP threads slow each other down many times over. A light client (vf-eval)
     # does not, and spinning is ~25% faster for the server alone.
     env = {**os.environ, **(env_overrides or {})}
     env.pop(SECRET_ENV, None)
+    env[LISTEN_FD_ENV] = str(listener.fileno())
     if weights_secret is not None:
         env[SECRET_ENV] = weights_secret
     if trusted_weights_dirs:
@@ -94,7 +113,15 @@ def start_server(
         str(port),
         *(extra_args or []),
     ]
-    server = launch(cmd, port=port, log_path=log_path, env=env, timeout=timeout)
+    with listener:  # the child has its own copy of the descriptor
+        server = launch(
+            cmd,
+            port=port,
+            log_path=log_path,
+            env=env,
+            timeout=timeout,
+            pass_fds=(listener.fileno(),),
+        )
     server.weights_secret = weights_secret
     return server
 
@@ -107,6 +134,7 @@ def launch(
     env: dict[str, str],
     timeout: float,
     model: str | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> ServerProcess:
     """Start an OpenAI-compatible server (vf-serve, vLLM) on 127.0.0.1:``port``; ready when
     ``/health`` answers 200. The served name comes from /health (vf-serve) or ``model``.
@@ -123,6 +151,7 @@ def launch(
         stderr=subprocess.STDOUT,
         env={**env, **parent},
         start_new_session=True,
+        pass_fds=pass_fds,
     )
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + timeout

@@ -268,12 +268,13 @@ def _run(settings: dict[str, Any], env: Any = None) -> None:
 
     # the caller's level (vf-eval -v: debug), to the stderr the worker shares with it; forced:
     # a worker forked from the caller inherits its handlers, without the worker's name
-    logging.basicConfig(
-        level=int(settings.get("log_level") or logging.WARNING),
-        format=f"%(levelname)s %(name)s [worker {settings['identity']}]: %(message)s",
+    from verifiers.logging_setup import NOISY_LOGGERS, log_to_stderr
+
+    log_to_stderr(
+        int(settings.get("log_level") or logging.WARNING),
+        f"%(levelname)s %(name)s [worker {settings['identity']}]: %(message)s",
         force=True,
     )
-    from verifiers.logging_setup import NOISY_LOGGERS
 
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -38,6 +38,7 @@ from verifiers.cli.eval.settings import DEFAULT_API, EvalSettings, explicit, par
 from verifiers.cli.eval.start import load_and_launch
 from verifiers.cli.run_identity import RunIdentity, differences
 from verifiers.cli.usage import command, say_usage_error
+from verifiers.logging_setup import log_to_stderr, safe
 
 if TYPE_CHECKING:
     from verifiers.workers.runner import EnvWorkers
@@ -48,9 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()  # the time to the first rollout is counted from here (-v)
     args = parse_args(argv)
     console = Console(stderr=True)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
+    log_to_stderr(
+        logging.DEBUG if args.verbose else logging.WARNING, "%(levelname)s %(name)s: %(message)s"
     )
     from verifiers.logging_setup import NOISY_LOGGERS
 
@@ -221,7 +221,9 @@ def _run(
     rows = env.dataset_rows(split, n=n, seed=seed)
     total = len(rows) * r
     console.print(
-        f"[bold]{env.env_id}[/bold]: {len(rows)} examples × {r} rollouts on [bold]{endpoint.model}[/bold] ({endpoint.base_url})"
+        f"[bold]{safe(env.env_id)}[/bold]: {len(rows)} examples × {r} rollouts on "
+        f"[bold]{safe(endpoint.model)}[/bold] ({safe(endpoint.base_url)})",
+        highlight=False,
     )
     if results_path:  # said before the first rollout: what a stop costs
         console.print(
@@ -300,7 +302,7 @@ def _run(
         first = rebuild_error(failed[0]["error"])
         console.print(
             f"[red]vf-eval:[/red] every rollout failed ({len(failed)}); the first: "
-            f"{escape(type(first).__name__)}: {escape(str(first))}",
+            f"{safe(type(first).__name__)}: {safe(first)}",
             highlight=False,
             soft_wrap=True,
         )
