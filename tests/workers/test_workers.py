@@ -62,6 +62,8 @@ def behaviour(completion, answer, info) -> float:
         ctypes.string_at(0)
     if kind == "exit":
         os._exit(3)
+    if kind == "kill":  # as a kill from outside looks (the OOM killer's SIGKILL)
+        os.kill(os.getpid(), 9)
     if kind == "grow":  # a leak that holds on (each page written, so resident)
         held = b"x" * (int(info["mb"]) * 2**20)
         time.sleep(30)
@@ -1162,11 +1164,38 @@ async def test_one_crashing_example_costs_only_its_own_rollouts(
     assert [example for example, _ in failed] == [17, 17]
     assert all("exited with code 3" in e["message"] and "alone" in e["message"] for _, e in failed)
     assert len(out.state) == 80 and out.reward.count(2.0) == 78
-    if not launched:  # alone twice (the culprit), after once beside others unless it ran alone
-        assert restarts in (2, 3) and described["isolation_workers"] == 0
-    else:  # the culprit died alone twice on workers of its own: no pool worker is restarted
-        assert restarts in (0, 1) and described["isolation_workers"] >= 2
-        assert described["isolated"] >= 2
+    # its exit alone is its own doing: the culprit at its first death alone (it took two)
+    assert all("alone exited with code 3, 1 time(s)" in e["message"] for _, e in failed)
+    if not launched:  # alone once (the culprit), after once beside others unless it ran alone
+        assert restarts in (1, 2) and described["isolation_workers"] == 0
+    else:  # the culprit died alone on a worker of its own: no pool worker is restarted
+        assert restarts in (0, 1) and described["isolation_workers"] >= 1
+        assert described["isolated"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "cause", "deaths_alone"),
+    [("exit", "exited with code 3", 1), ("segfault", "SIGSEGV", 1), ("kill", "SIGKILL", 2)],
+)
+async def test_a_group_whose_own_code_kills_its_worker_alone_is_convicted_at_once(
+    server, flags, kind, cause, deaths_alone
+):
+    """An exit or a segfault comes from the group's own code: alone, it is the culprit at its
+    first death (a second run alone cost a crasher's conviction one more death). A SIGKILL may
+    come from outside (the OOM killer, an operator): a group whose worker is so killed alone
+    runs alone once more before it is convicted, so that one stray kill never makes an innocent
+    group an error."""
+    data = rows(*({"kind": kind} if i == 1 else {} for i in range(4)))
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    async with WorkerPool("vf-worker-probe", {"rows": data}, 1) as pool:
+        out = await env.evaluate(server.base_url, "m", env_workers=pool, max_concurrent=1)
+        restarts = pool.restarts
+    failed = [(s["example_id"], s["error"]["message"]) for s in out.state if s.get("error")]
+    assert [example for example, _ in failed] == [1]
+    assert f"alone {'was killed by ' if kind != 'exit' else ''}{cause}" in failed[0][1]
+    assert f"{deaths_alone} time(s)" in failed[0][1]
+    assert restarts == deaths_alone  # -c 1: every group ran alone
+    assert sorted(out.reward) == [0.0, 2.0, 2.0, 2.0]
 
 
 async def test_workers_that_die_on_every_group_are_not_restarted_forever(server, flags):

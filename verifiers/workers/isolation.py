@@ -8,7 +8,8 @@ last attempt is spent: at once, each on a worker started for it, where workers s
 (forked from a template: ``_isolation_capacity``), else one at a time on a worker reserved for
 them (the others keep running the rest). A suspect that killed a worker alone goes first. A
 group that kills a worker while it runs alone has a strike; one with more strikes than
-``retries`` is the culprit and is answered with an error naming the cause (exit code, signal),
+``retries``, or whose worker's death alone was its own doing (an exit, a segfault:
+``_own_doing``), is the culprit and is answered with an error naming the cause (exit code, signal),
 which the caller records on each of its rollouts (``fault``: ``CULPRIT``). A group that runs
 past its timeout (plus a grace period for the worker to answer it) gets its worker killed and
 replaced, since a worker that cannot answer is stuck; stuck while alone, it is the culprit at
@@ -145,6 +146,13 @@ class IsolatingPool(Generic[W]):
     def _withdraw(self, worker: W, pending: _Pending[W]) -> None:
         """Tell ``worker`` its caller no longer waits for ``pending``."""
         raise NotImplementedError
+
+    def _own_doing(self, worker: W) -> bool:
+        """Whether ``worker``'s death was its own code's doing (an exit, a segfault), as no
+        signal from outside is: a group that dies so alone is the culprit at once, where a
+        death a kill from outside may explain (SIGKILL, as the OOM killer sends) is run alone
+        once more. A kind that cannot tell answers False."""
+        return False
 
     def _stall(self, worker: W) -> Stall | None:
         """What ``worker`` says holds its event loop now, if it says (``verifiers.workers.stall``;
@@ -448,8 +456,10 @@ class IsolatingPool(Generic[W]):
             self._withdraw(worker, pending)
 
     def _flush_waiting(self) -> None:
-        if self._suspects:
-            self._run_suspects()
+        # also with no suspect left: a reserved worker is then released (a replacement of a
+        # reserved worker whose last suspect was convicted as it died stayed reserved, and
+        # with one worker the ordinary groups waited forever)
+        self._run_suspects()
         waiting, self._waiting = self._waiting, []
         for pending in waiting:
             if not pending.future.done():
@@ -485,11 +495,14 @@ class IsolatingPool(Generic[W]):
                 )
                 continue
             if alone:
-                # a crash alone may be a fluke (an OOM kill from outside): run it again; past
-                # its own time limit alone, it is what is stuck, as a group that yields is
-                # answered at its timeout with no retry
+                # a kill alone may be a fluke (an OOM kill from outside): run it again; an exit
+                # or a segfault alone is its own code's doing, and past its own time limit
+                # alone it is what is stuck (a group that yields is answered at its timeout
+                # with no retry): the culprit at once
                 pending.attempts += 1
-            if pending.attempts > self.retries or (alone and worker.stuck):
+            if pending.attempts > self.retries or (
+                alone and (worker.stuck or self._own_doing(worker))
+            ):
                 pending.future.set_result(
                     Response(
                         success=False,

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -45,6 +46,11 @@ logger = logging.getLogger("verifiers.workers")
 __all__ = ["TIMEOUT_GRACE", "WORK_DIR_PREFIX", "WorkerPool"]
 WORK_DIR_PREFIX = "vf-workers-"
 _ids = itertools.count()
+# signals a process's own code raises (a bad access, an abort), never sent to it from outside
+# as a matter of course
+_FAULT_SIGNALS = frozenset(
+    int(s) for s in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT)
+)
 
 
 @dataclass(kw_only=True)
@@ -67,8 +73,9 @@ class WorkerPool(IsolatingPool[_Worker]):
 
     Args:
         release: the classic release the environment is built with (``verifiers.classic``).
-        retries: how many more times a group that killed a worker while running alone is run
-            again (alone) before it is the culprit.
+        retries: how many more times a group whose worker was killed (SIGKILL, SIGTERM)
+            while it ran alone is run again (alone) before it is the culprit; one whose worker
+            exited or segfaulted alone is the culprit at once (its own code's doing).
         hang_timeout: seconds without a heartbeat after which a worker is killed as hung.
         max_deaths_in_a_row: worker deaths with no group answered in between after which
             the pool stops restarting workers; default ``$VF_WORKER_MAX_DEATHS``, else
@@ -366,6 +373,12 @@ class WorkerPool(IsolatingPool[_Worker]):
     def _stall(self, worker: _Worker) -> Stall | None:
         return read_stall(stall_path(worker.heartbeat))
 
+    def _own_doing(self, worker: _Worker) -> bool:
+        # an exit (any code) or a fault signal comes from the worker's own code; SIGKILL,
+        # SIGTERM and the like may come from outside (the OOM killer, an operator)
+        code = worker.process.poll()
+        return code is not None and (code >= 0 or -code in _FAULT_SIGNALS)
+
     def _isolation_capacity(self) -> int:
         # forked from the template, a worker for suspects costs milliseconds: run them all at
         # once (a fresh interpreter costs a second of CPU: reserve workers instead)
@@ -500,8 +513,6 @@ def default_memory_limit_mb(workers: int) -> int:
 
 def _describe_exit(code: int) -> str:
     if code < 0:
-        import signal
-
         with contextlib.suppress(ValueError):
             return f"was killed by {signal.Signals(-code).name}"
         return f"was killed by signal {-code}"
