@@ -111,8 +111,7 @@ class WorkerPool(IsolatingPool[_Worker]):
         self._watcher: threading.Thread | None = None
         # processes started by launch(), before start() had an event loop to wait on them
         self._launched: list[tuple[int, bytes, WorkerProcess, str]] = []
-        self._template: Template | None = None  # what launch() forked them from
-        self._forked_here = False  # fork(): the first workers came from this process
+        self._template: Template | None = None  # what later workers are forked from
 
     # --- lifecycle -------------------------------------------------------------------------------
     def launch(self) -> WorkerPool:
@@ -145,15 +144,17 @@ class WorkerPool(IsolatingPool[_Worker]):
         """Fork the workers from this process, which has just loaded ``env`` as this pool's
         environment (vf-eval does, when ``forked.fork_safe``): each serves its copy of it, so
         a worker costs no interpreter start, import or load, only the fork (milliseconds).
-        ``start()`` then waits for them as for launched ones. At the first death a template is
-        started (``_died``), so that replacements and the workers that run suspects alone fork
-        from it in milliseconds from then on, as in a launched pool."""
-        self._forked_here = True
+        ``start()`` then waits for them as for launched ones. A template is forked beside them
+        (``forked.fork_here``), so that replacements and the workers that run suspects alone
+        fork from it in milliseconds, as in a launched pool (a template started at the first
+        death cost seconds in which that worker's groups waited)."""
         self._prepare()
         release = getattr(env, "release", None)
         self.release = str(release) if release is not None else None
         slots = [(slot, *self._new_identity(slot)) for slot in range(self.num_workers)]
-        children = fork_here(self._settings(), [(i, beat) for _, i, beat in slots], env)
+        children, self._template = fork_here(
+            self._settings(), [(i, beat) for _, i, beat in slots], env
+        )
         self._launched = [
             (slot, identity.encode(), children[identity], beat) for slot, identity, beat in slots
         ]
@@ -361,13 +362,6 @@ class WorkerPool(IsolatingPool[_Worker]):
 
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if not w.dead]
-
-    def _died(self, worker: _Worker, reason: str) -> None:
-        if self._forked_here and self._template is None and not self._closing and can_fork():
-            # a run that lost a worker may lose more: from now on replacements and suspects'
-            # workers fork from a template (its load is paid once, here, not in each of them)
-            self._template = Template(self._settings(), [])
-        super()._died(worker, reason)
 
     # --- requests --------------------------------------------------------------------------------
     def _stall(self, worker: _Worker) -> Stall | None:
