@@ -14,7 +14,7 @@ process of its own. Three runs of the same size, each a fresh ``vf-eval``:
   truncated, seeded), which retries absorb; chosen examples misbehave in the environment
   (``os._exit``, a segfault, a hang past ``--group-timeout``, a memory blow-up past
   ``VF_WORKER_MEMORY_MB``, an exception in a reward, a sync tool that never returns); and worker
-  processes (``verifiers.workers.process``, children of vf-eval) are SIGKILLed at random moments;
+  processes (named ``vf-env-worker``, under vf-eval) are SIGKILLed at random moments;
 - **phase 2**: the same faults, and ``vf-eval`` itself SIGTERMed or SIGKILLed mid-run and
   continued with ``--resume`` until it finishes.
 
@@ -187,9 +187,12 @@ def vf_eval() -> list[str]:
 
 
 def worker_pids(parent: int) -> list[int]:
-    """vf-eval's environment workers: the processes under it running
-    ``verifiers.workers.process``, but for the template they are forked from (vf-eval's child
-    with ``--fork``: killing it kills every worker at once)."""
+    """vf-eval's environment workers: the processes under it named as workers (those forked
+    from vf-eval itself keep its command line; before they were named, they were never
+    killed), but not the template they are forked from (killing it kills every worker at
+    once)."""
+    from verifiers.workers.process import WORKER_NAME
+
     try:
         children = psutil.Process(parent).children(recursive=True)
     except psutil.Error:
@@ -197,9 +200,7 @@ def worker_pids(parent: int) -> list[int]:
     pids = []
     for child in children:
         try:
-            command = child.cmdline()
-            template = "--fork" in command and child.ppid() == parent
-            if "verifiers.workers.process" in " ".join(command) and not template:
+            if child.name() == WORKER_NAME:
                 pids.append(child.pid)
         except psutil.Error:
             continue

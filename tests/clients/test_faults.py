@@ -85,12 +85,16 @@ def test_retry_after_parses_seconds_and_http_dates():
     assert 25 < parse_retry_after(later) <= 30
 
 
-def test_backoff_grows_exponentially_with_bounded_jitter():
+def test_the_first_retry_comes_soon_and_later_ones_back_off_exponentially_with_bounded_jitter():
+    """A one-off blip is over at once: the first retry waits ``first_delay``; a server that
+    stays down is given the exponential backoff from the second retry on."""
     policy = RetryPolicy(initial_delay=1.0, multiplier=2.0, max_delay=10.0, jitter=0.25)
-    for attempt, base in [(0, 1.0), (1, 2.0), (2, 4.0), (5, 10.0)]:
+    for attempt, base in [(0, 0.05), (1, 2.0), (2, 4.0), (5, 10.0)]:
         delay = policy.delay(attempt)
         assert base <= delay <= base * 1.25
     assert policy.delay(0, retry_after=60) == 10.0  # capped
+    assert policy.delay(0, retry_after=0.3) == 0.3  # the server's word wins
+    assert RetryPolicy(initial_delay=0.01).delay(0) <= 0.0125  # never later than initial_delay
 
 
 async def test_empty_reply_is_an_error_and_not_retried(server, client):

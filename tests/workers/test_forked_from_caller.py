@@ -84,17 +84,18 @@ def test_vf_eval_forks_its_workers_from_itself_and_a_segfault_costs_only_its_rol
 ):
     """The environment is imported and loaded once, by vf-eval; the rewards run in its forked
     workers (never in vf-eval), and the worker a reward segfaults is replaced: the run ends
-    normally with that rollout's error alone. The death starts a template, so the suspects run
-    at once on workers forked from it (before, a pool forked from vf-eval had none: suspects
-    waited in a row for one reserved worker). ``-v`` says how the workers started and when the
-    first rollout finished."""
+    normally with that rollout's error alone. A template forked from vf-eval beside the
+    workers forks the replacement and the workers for suspects, so even after the death no
+    process but vf-eval imported the environment (a template started at the first death
+    imported it again, seconds in which the dead worker's groups waited). ``-v`` says how the
+    workers started and when the first rollout finished."""
     done, pid = _vf_eval(server, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 env worker(s) forked from this process with its loaded environment" in done.stderr
     assert re.search(r"first rollout finished \d+\.\d\d s after start", done.stderr)
     marks = tmp_path / "flags"
     scored, loaded = _pids(marks, "scored"), _pids(marks, "loaded")
-    assert pid in loaded and pid in _pids(marks, "imported") and pid not in scored
+    assert loaded == {pid} and _pids(marks, "imported") == {pid} and pid not in scored
     assert scored - loaded, (scored, loaded)  # a forked worker scored without loading it
     rows = sorted(_rows(tmp_path / "out"), key=lambda r: r["example_id"])
     assert [r["reward"] for r in rows] == [1.0, 0.0, 1.0, 1.0]

@@ -16,6 +16,7 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
 
 
 def arm_parent_death_signal(parent_pid: int, sig: int = signal.SIGTERM) -> bool:
@@ -25,6 +26,14 @@ def arm_parent_death_signal(parent_pid: int, sig: int = signal.SIGTERM) -> bool:
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
     return os.getppid() == parent_pid
+
+
+def name_process(name: str) -> None:
+    """Give this process ``name`` (at most 15 bytes) as its command name, what ``ps``, ``top``
+    and ``psutil.Process.name()`` show (Linux; elsewhere nothing)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
 def guarded(command: list[str], *, kill: bool = False) -> tuple[list[str], dict[str, str]]:

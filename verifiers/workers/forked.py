@@ -25,9 +25,15 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
-from verifiers.workers.process import import_worker_modules, serve_forked
+from verifiers.processes.die_with_parent import arm_parent_death_signal, name_process
+from verifiers.workers.process import (
+    TEMPLATE_NAME,
+    fork_asked_for,
+    import_worker_modules,
+    serve_forked,
+)
 
 
 class WorkerProcess(Protocol):
@@ -113,9 +119,12 @@ class ChildProcess:
 
 def fork_here(
     settings: dict[str, Any], workers: list[tuple[str, str]], env: Any
-) -> dict[str, ChildProcess]:
+) -> tuple[dict[str, ChildProcess], Template]:
     """Fork one worker per ``(identity, heartbeat)`` from this process, each serving its copy
-    of ``env`` (``verifiers.workers.process.serve_forked``); call only when ``fork_safe``.
+    of ``env`` (``verifiers.workers.process.serve_forked``), and a template beside them that
+    forks more such workers when asked (replacements, workers for suspects: a fork each, where
+    a template started at the first death cost an interpreter's start, import and load, seconds
+    in which the dead worker's groups waited); call only when ``fork_safe``.
     What a worker imports to serve is imported here first, once for all of them.
     Objects that exist now are frozen out of the collector first, so the workers' collections
     do not write to (and copy) every page they share with this process."""
@@ -128,9 +137,37 @@ def fork_here(
             if pid == 0:
                 serve_forked({**settings, "identity": identity, "heartbeat": heartbeat}, env)
             children[identity] = ChildProcess(pid)
+        template = Template.forked_here(settings, env)
     finally:
         gc.unfreeze()
-    return children
+    return children, template
+
+
+def _serve_as_template(settings: dict[str, Any], env: Any, report_fd: int) -> None:
+    """The template forked from the caller (``Template.forked_here``), its requests on fd 0:
+    each worker it forks serves its copy of ``env`` as the first workers do, and dies with the
+    template, which dies with the caller. Never returns into the caller's code."""
+    code = 1
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # its workers' ends are still to report
+        if not arm_parent_death_signal(int(settings["parent_pid"]), signal.SIGKILL):
+            return
+        name_process(TEMPLATE_NAME)
+        report = os.fdopen(report_fd, "w", buffering=1)
+        template = os.getpid()
+
+        def fork(worker: dict[str, Any]) -> None:
+            pid = os.fork()
+            if pid == 0:
+                os.close(report_fd)  # the template's report is its own
+                serve_forked({**settings, **worker, "parent_pid": template}, env)
+            report.write(f"forked {worker['identity']} {pid}\n")
+
+        fork_asked_for(fork, report, b"")
+        code = 0
+    finally:
+        os._exit(code)
 
 
 class ForkedProcess:
@@ -186,7 +223,7 @@ class Template:
     def __init__(self, settings: dict[str, Any], workers: list[tuple[str, str]]) -> None:
         read_fd, write_fd = os.pipe()
         try:
-            self.process = subprocess.Popen(
+            process = subprocess.Popen(
                 [
                     sys.executable,
                     "-m",
@@ -203,13 +240,38 @@ class Template:
             raise
         finally:
             os.close(write_fd)
+        assert process.stdin is not None
+        self._attach(process, process.stdin, read_fd, workers)
+        listed = [{"identity": identity, "heartbeat": beat} for identity, beat in workers]
+        process.stdin.write(json.dumps({**settings, "workers": listed}).encode() + b"\n")
+        process.stdin.flush()  # kept open: later workers are asked for on it (fork())
+
+    @classmethod
+    def forked_here(cls, settings: dict[str, Any], env: Any) -> Template:
+        """A template forked from this process, which has loaded ``env`` (``fork_here``, under
+        its conditions): it costs a fork, and the workers it forks cost a fork each."""
+        ask_read, ask_write = os.pipe()
+        report_read, report_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(ask_write)
+            os.close(report_read)
+            os.dup2(ask_read, 0)
+            os.close(ask_read)
+            _serve_as_template(settings, env, report_write)
+        os.close(ask_read)
+        os.close(report_write)
+        template = cls.__new__(cls)
+        template._attach(ChildProcess(pid), os.fdopen(ask_write, "wb"), report_read, [])
+        return template
+
+    def _attach(
+        self, process: WorkerProcess, stdin: IO[bytes], read_fd: int, workers: list[tuple[str, str]]
+    ) -> None:
+        self.process, self._stdin = process, stdin
         self.changed = threading.Condition()
         self._ended = False  # the template process ended (reported by its pipe's end)
         self.workers = {identity: ForkedProcess(self, identity) for identity, _ in workers}
-        listed = [{"identity": identity, "heartbeat": beat} for identity, beat in workers]
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps({**settings, "workers": listed}).encode() + b"\n")
-        self.process.stdin.flush()  # kept open: later workers are asked for on it (fork())
         self._reader = threading.Thread(
             target=self._read, args=(read_fd,), name="vf-worker-template", daemon=True
         )
@@ -249,9 +311,9 @@ class Template:
         """One more worker, forked (milliseconds, where a fresh interpreter costs a second of
         CPU); None when the template is gone (killed: its workers died with it), and a fresh
         interpreter must do."""
-        stdin = self.process.stdin
+        stdin = self._stdin
         with self.changed:
-            if stdin is None or stdin.closed or self._ended:
+            if stdin.closed or self._ended:
                 return None
             worker = self.workers[identity] = ForkedProcess(self, identity)
         line = json.dumps({"identity": identity, "heartbeat": heartbeat}).encode() + b"\n"
@@ -266,9 +328,8 @@ class Template:
 
     def stop(self) -> None:
         """End the template (its workers were stopped first: their ends are reported)."""
-        if self.process.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.process.stdin.close()
+        with contextlib.suppress(OSError):
+            self._stdin.close()
         if self.process.poll() is None:
             self.process.terminate()
         try:

@@ -3,12 +3,14 @@ workers are (processes on this machine, ``verifiers.workers.pool``; Ray actors,
 ``verifiers.workers.ray_pool``).
 
 Requests go to the least busy live worker. Faults cost only their own. The groups a dead worker
-was running are not guilty: they become *suspects* and are each run again alone before anyone's
-last attempt is spent: at once, each on a worker started for it, where workers start cheaply
-(forked from a template: ``_isolation_capacity``), else one at a time on a worker reserved for
-them (the others keep running the rest). A suspect that killed a worker alone goes first. A
+was running are not guilty: they become *suspects* and are isolated before anyone's last
+attempt is spent: where workers start cheaply (forked from a template: ``_isolation_capacity``),
+at once, shared among up to that many workers started for them, a share whose worker dies shared
+again the same way, down to one group alone; else each alone, one at a time on a worker reserved
+for them (the others keep running the rest). A suspect that killed a worker alone goes first. A
 group that kills a worker while it runs alone has a strike; one with more strikes than
-``retries`` is the culprit and is answered with an error naming the cause (exit code, signal),
+``retries``, or whose worker's death alone was its own doing (an exit, a segfault:
+``_own_doing``), is the culprit and is answered with an error naming the cause (exit code, signal),
 which the caller records on each of its rollouts (``fault``: ``CULPRIT``). A group that runs
 past its timeout (plus a grace period for the worker to answer it) gets its worker killed and
 replaced, since a worker that cannot answer is stuck; stuck while alone, it is the culprit at
@@ -92,7 +94,8 @@ class _Pending(Generic[W]):
     future: asyncio.Future[Response]
     attempts: int = 0  # workers it killed while running alone
     worker: W | None = None
-    suspect: bool = False  # in a worker that died beside others: runs alone from now on
+    suspect: bool = False  # in a worker that died beside others: runs isolated from now on
+    share: int = 1  # a suspect: how many suspects it may run with (1: alone; see _died)
     started: float | None = None  # when a worker began running it (loop time), if one is
     timeout: float | None = None  # its own time limit in the worker (the request's)
     limit: float | None = None  # how long the pool waits for its answer before killing
@@ -145,6 +148,13 @@ class IsolatingPool(Generic[W]):
     def _withdraw(self, worker: W, pending: _Pending[W]) -> None:
         """Tell ``worker`` its caller no longer waits for ``pending``."""
         raise NotImplementedError
+
+    def _own_doing(self, worker: W) -> bool:
+        """Whether ``worker``'s death was its own code's doing (an exit, a segfault), as no
+        signal from outside is: a group that dies so alone is the culprit at once, where a
+        death a kill from outside may explain (SIGKILL, as the OOM killer sends) is run alone
+        once more. A kind that cannot tell answers False."""
+        return False
 
     def _stall(self, worker: W) -> Stall | None:
         """What ``worker`` says holds its event loop now, if it says (``verifiers.workers.stall``;
@@ -369,17 +379,18 @@ class IsolatingPool(Generic[W]):
                 self._send(worker, self._suspects.pop(0))
 
     def _isolate(self) -> None:
-        """Suspects each alone on a worker started for them, up to ``_isolation_capacity()`` at
-        once, while the pool's own workers go on with ordinary groups: a dead worker's 30
-        innocent groups take the time of one, not of 30 in a row. A worker that answered its
-        suspect takes the next; with none left they wait ``ISOLATION_IDLE_S`` for more, then
-        stop."""
+        """Suspects in shares (``_take_share``) on workers started for them, up to
+        ``_isolation_capacity()`` at once, while the pool's own workers go on with ordinary
+        groups: a dead worker's 30 innocent groups take the time of one, not of 30 in a row. A
+        worker that answered its share takes the next; with none left they wait
+        ``ISOLATION_IDLE_S`` for more, then stop."""
         assert self._loop is not None
         isolating = [w for w in self._workers if w.isolating and not w.dead]
         for worker in isolating:
             if self._suspects and worker.idle():
-                self.isolated += 1
-                self._send(worker, self._suspects.pop(0))
+                for pending in self._take_share(self._suspects):
+                    self.isolated += 1
+                    self._send(worker, pending)
         if not self._suspects:  # kept a while for the next death's suspects, then stopped
             if isolating and not self._retiring:
                 self._retiring = True
@@ -394,7 +405,11 @@ class IsolatingPool(Generic[W]):
             return
         slots = itertools.count(self.num_workers)
         taken = {w.slot for w in isolating}
-        while len(self._suspects) > starting and len(isolating) < self._isolation_capacity():
+        shares, waiting = 0, list(self._suspects)
+        while waiting:  # how many workers the waiting suspects' shares need
+            self._take_share(waiting)
+            shares += 1
+        while shares > starting and len(isolating) < self._isolation_capacity():
             worker = self._spawn(next(slot for slot in slots if slot not in taken))
             worker.isolating = True
             self.isolation_workers += 1
@@ -403,6 +418,23 @@ class IsolatingPool(Generic[W]):
             self._workers.append(worker)
             starting += 1
             worker.ready.add_done_callback(lambda _: self._run_suspects())
+
+    @staticmethod
+    def _take_share(suspects: list[_Pending[W]]) -> list[_Pending[W]]:
+        """Take from ``suspects`` (in order) what one isolating worker runs together: the first,
+        and as many more as every one's ``share`` allows (one that killed a worker alone runs
+        alone)."""
+        share = [suspects.pop(0)]
+        size = share[0].share if not share[0].attempts else 1
+        index = 0
+        while index < len(suspects) and len(share) < size:
+            pending = suspects[index]
+            if not pending.attempts and len(share) < pending.share:
+                share.append(suspects.pop(index))
+                size = min(size, pending.share)
+            else:
+                index += 1
+        return share
 
     def _isolate_again(self) -> None:
         self._isolate_later = False
@@ -448,8 +480,10 @@ class IsolatingPool(Generic[W]):
             self._withdraw(worker, pending)
 
     def _flush_waiting(self) -> None:
-        if self._suspects:
-            self._run_suspects()
+        # also with no suspect left: a reserved worker is then released (a replacement of a
+        # reserved worker whose last suspect was convicted as it died stayed reserved, and
+        # with one worker the ordinary groups waited forever)
+        self._run_suspects()
         waiting, self._waiting = self._waiting, []
         for pending in waiting:
             if not pending.future.done():
@@ -485,11 +519,14 @@ class IsolatingPool(Generic[W]):
                 )
                 continue
             if alone:
-                # a crash alone may be a fluke (an OOM kill from outside): run it again; past
-                # its own time limit alone, it is what is stuck, as a group that yields is
-                # answered at its timeout with no retry
+                # a kill alone may be a fluke (an OOM kill from outside): run it again; an exit
+                # or a segfault alone is its own code's doing, and past its own time limit
+                # alone it is what is stuck (a group that yields is answered at its timeout
+                # with no retry): the culprit at once
                 pending.attempts += 1
-            if pending.attempts > self.retries or (alone and worker.stuck):
+            if pending.attempts > self.retries or (
+                alone and (worker.stuck or self._own_doing(worker))
+            ):
                 pending.future.set_result(
                     Response(
                         success=False,
@@ -517,13 +554,20 @@ class IsolatingPool(Generic[W]):
             self._isolate_after = self._loop.time() + pause
             if worker in self._workers:
                 self._workers.remove(worker)
-        for pending in groups:
-            if not pending.future.done():
-                # beside others: not guilty yet, but runs alone now; beside a culprit its
-                # worker named, the death is explained: runs again as any group
-                pending.suspect = pending.suspect or worker.culprit is None
-                pending.started = None
-                self._dispatch(pending)
+        # beside others, not guilty yet: isolated now. Where workers start cheaply, the groups
+        # in flight are shared among up to _isolation_capacity() workers started for them, at
+        # once (a worker that dies beside 15 groups: 4 workers of 4 groups; one of those dying:
+        # 4 workers of 1), so most are cleared in the time of one run; run each alone, 15
+        # suspects queued on 4 workers behind the slow ones (a hang's timeout, an endpoint's
+        # retries) and held their share of -c meanwhile. Elsewhere each runs alone.
+        left = [p for p in groups if not p.future.done()]
+        spread = max(self._isolation_capacity(), 1)
+        for pending in left:
+            # beside a culprit its worker named, the death is explained: runs again as any group
+            pending.suspect = pending.suspect or worker.culprit is None
+            pending.share = -(-len(left) // spread) if spread > 1 else 1
+            pending.started = None
+            self._dispatch(pending)
         if worker.isolating:
             self._run_suspects()
         elif pause:

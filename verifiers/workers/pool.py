@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -45,6 +46,11 @@ logger = logging.getLogger("verifiers.workers")
 __all__ = ["TIMEOUT_GRACE", "WORK_DIR_PREFIX", "WorkerPool"]
 WORK_DIR_PREFIX = "vf-workers-"
 _ids = itertools.count()
+# signals a process's own code raises (a bad access, an abort), never sent to it from outside
+# as a matter of course
+_FAULT_SIGNALS = frozenset(
+    int(s) for s in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT)
+)
 
 
 @dataclass(kw_only=True)
@@ -67,8 +73,9 @@ class WorkerPool(IsolatingPool[_Worker]):
 
     Args:
         release: the classic release the environment is built with (``verifiers.classic``).
-        retries: how many more times a group that killed a worker while running alone is run
-            again (alone) before it is the culprit.
+        retries: how many more times a group whose worker was killed (SIGKILL, SIGTERM)
+            while it ran alone is run again (alone) before it is the culprit; one whose worker
+            exited or segfaulted alone is the culprit at once (its own code's doing).
         hang_timeout: seconds without a heartbeat after which a worker is killed as hung.
         max_deaths_in_a_row: worker deaths with no group answered in between after which
             the pool stops restarting workers; default ``$VF_WORKER_MAX_DEATHS``, else
@@ -104,8 +111,7 @@ class WorkerPool(IsolatingPool[_Worker]):
         self._watcher: threading.Thread | None = None
         # processes started by launch(), before start() had an event loop to wait on them
         self._launched: list[tuple[int, bytes, WorkerProcess, str]] = []
-        self._template: Template | None = None  # what launch() forked them from
-        self._forked_here = False  # fork(): the first workers came from this process
+        self._template: Template | None = None  # what later workers are forked from
 
     # --- lifecycle -------------------------------------------------------------------------------
     def launch(self) -> WorkerPool:
@@ -138,15 +144,17 @@ class WorkerPool(IsolatingPool[_Worker]):
         """Fork the workers from this process, which has just loaded ``env`` as this pool's
         environment (vf-eval does, when ``forked.fork_safe``): each serves its copy of it, so
         a worker costs no interpreter start, import or load, only the fork (milliseconds).
-        ``start()`` then waits for them as for launched ones. At the first death a template is
-        started (``_died``), so that replacements and the workers that run suspects alone fork
-        from it in milliseconds from then on, as in a launched pool."""
-        self._forked_here = True
+        ``start()`` then waits for them as for launched ones. A template is forked beside them
+        (``forked.fork_here``), so that replacements and the workers that run suspects alone
+        fork from it in milliseconds, as in a launched pool (a template started at the first
+        death cost seconds in which that worker's groups waited)."""
         self._prepare()
         release = getattr(env, "release", None)
         self.release = str(release) if release is not None else None
         slots = [(slot, *self._new_identity(slot)) for slot in range(self.num_workers)]
-        children = fork_here(self._settings(), [(i, beat) for _, i, beat in slots], env)
+        children, self._template = fork_here(
+            self._settings(), [(i, beat) for _, i, beat in slots], env
+        )
         self._launched = [
             (slot, identity.encode(), children[identity], beat) for slot, identity, beat in slots
         ]
@@ -355,16 +363,15 @@ class WorkerPool(IsolatingPool[_Worker]):
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if not w.dead]
 
-    def _died(self, worker: _Worker, reason: str) -> None:
-        if self._forked_here and self._template is None and not self._closing and can_fork():
-            # a run that lost a worker may lose more: from now on replacements and suspects'
-            # workers fork from a template (its load is paid once, here, not in each of them)
-            self._template = Template(self._settings(), [])
-        super()._died(worker, reason)
-
     # --- requests --------------------------------------------------------------------------------
     def _stall(self, worker: _Worker) -> Stall | None:
         return read_stall(stall_path(worker.heartbeat))
+
+    def _own_doing(self, worker: _Worker) -> bool:
+        # an exit (any code) or a fault signal comes from the worker's own code; SIGKILL,
+        # SIGTERM and the like may come from outside (the OOM killer, an operator)
+        code = worker.process.poll()
+        return code is not None and (code >= 0 or -code in _FAULT_SIGNALS)
 
     def _isolation_capacity(self) -> int:
         # forked from the template, a worker for suspects costs milliseconds: run them all at
@@ -500,8 +507,6 @@ def default_memory_limit_mb(workers: int) -> int:
 
 def _describe_exit(code: int) -> str:
     if code < 0:
-        import signal
-
         with contextlib.suppress(ValueError):
             return f"was killed by {signal.Signals(-code).name}"
         return f"was killed by signal {-code}"

@@ -44,12 +44,17 @@ import struct
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TextIO
 
-from verifiers.processes.die_with_parent import arm_parent_death_signal
+from verifiers.processes.die_with_parent import arm_parent_death_signal, name_process
 
 READY = b"ready"
 FAILED = b"failed"
+# what ``ps``, ``top`` and ``psutil.Process.name()`` call them (a worker forked from vf-eval
+# keeps vf-eval's command line: the name tells them apart)
+WORKER_NAME = "vf-env-worker"
+TEMPLATE_NAME = "vf-env-template"
 
 
 # What a worker imports to serve its first group, imported before a fork (the template's, or
@@ -166,10 +171,18 @@ def _fork_workers(settings: dict[str, Any], report_fd: int, unread: bytes) -> No
             _run_forked({**settings, **worker}, report_fd, template)
         report.write(f"forked {worker['identity']} {pid}\n")
 
+    name_process(TEMPLATE_NAME)
     for worker in settings["workers"]:
         fork(worker)
     # Ctrl-C reaches the whole process group: the workers' ends are still to be reported
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    fork_asked_for(fork, report, unread)
+
+
+def fork_asked_for(fork: Callable[[dict[str, Any]], None], report: TextIO, unread: bytes) -> None:
+    """A template's loop, until its stdin ends and its workers did: report every worker that
+    ended on ``report``; call ``fork`` for each asked for on stdin (``unread``: what was read of
+    it already)."""
 
     # later workers (replacements, workers that run suspects alone) are asked for on stdin, one
     # JSON object a line, as long as the caller keeps it open: a fork costs milliseconds where a
@@ -280,6 +293,7 @@ def _run(settings: dict[str, Any], env: Any = None) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from verifiers.workers.stall import stall_path
 
+    name_process(WORKER_NAME)
     _beat(settings["heartbeat"])
     if settings.get("release"):
         os.environ["VF_API_VERSION"] = settings["release"]

@@ -221,8 +221,8 @@ async def serve_until_stopped(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     # launched from a template (as vf-eval's are): its replacements and the workers that run
-    # suspects alone fork in milliseconds, all suspects at once (without one, they ran alone
-    # one after another on a reserved worker, while half the workers ran nothing else)
+    # suspects fork in milliseconds, all suspects at once in shares (without one, they ran
+    # alone one after another on a reserved worker, while half the workers ran nothing else)
     async with WorkerPool(env_id, env_args, count).launch() as pool:
         if on_ready is not None:
             on_ready()
