@@ -39,10 +39,13 @@ class _ServerLink:
         base_url: str,
         server_alive: Callable[[], str | None] | None,
         secret: str | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.url = base_url.rstrip("/")
         self.server_alive = server_alive
         self.headers = {WEIGHTS_HEADER: secret} if secret else {}
+        if api_key:  # a server with a key (vf-rl's own) answers no request without it
+            self.headers["Authorization"] = f"Bearer {api_key}"
 
     def check(self) -> None:
         problem = self.server_alive() if self.server_alive else None
@@ -82,8 +85,9 @@ class FilesystemTransport(_ServerLink):
         server_alive: Callable[[], str | None] | None = None,
         *,
         secret: str | None = None,
+        api_key: str | None = None,
     ) -> None:
-        super().__init__(base_url, server_alive, secret)
+        super().__init__(base_url, server_alive, secret, api_key)
         self.directory = directory
 
     def push(self, trainer: Any) -> int:
@@ -107,8 +111,9 @@ class BroadcastTransport(_ServerLink):
         host: str = "127.0.0.1",
         timeout_s: float = 300,
         secret: str | None = None,
+        api_key: str | None = None,
     ) -> None:
-        super().__init__(base_url, server_alive, secret)
+        super().__init__(base_url, server_alive, secret, api_key)
         self.backend, self.device, self.host, self.timeout_s = backend, device, host, timeout_s
         self.group: Any = None
         self.specs: list[Any] = []
