@@ -116,6 +116,7 @@ class BroadcastTransport(_ServerLink):
         super().__init__(base_url, server_alive, secret, api_key)
         self.backend, self.device, self.host, self.timeout_s = backend, device, host, timeout_s
         self.group: Any = None
+        self.store_file: Path | None = None  # where the group meets (a private directory)
         self.specs: list[Any] = []
 
     def push(self, trainer: Any) -> int:
@@ -157,11 +158,12 @@ class BroadcastTransport(_ServerLink):
         from verifiers.weights.manifest import manifest
 
         self.specs = manifest(state)
+        self.close()  # a store left by a join that failed
         world_size = 1 + self._inference_ranks()
-        store = WeightGroup.host_store(self.host, world_size, self.timeout_s)
+        store, self.store_file = WeightGroup.private_store(world_size, self.timeout_s)
         body = {
             "host": self.host,
-            "port": store.port,
+            "store_file": str(self.store_file),
             "rank": 1,
             "world_size": world_size,
             "backend": self.backend,
@@ -172,7 +174,7 @@ class BroadcastTransport(_ServerLink):
         try:
             self.group = WeightGroup.join(
                 host=self.host,
-                port=store.port,
+                store_file=str(self.store_file),
                 rank=0,
                 world_size=world_size,
                 backend=self.backend,
@@ -191,6 +193,11 @@ class BroadcastTransport(_ServerLink):
         return int(self.post("/weights", None, timeout=30).get("inference_ranks", 1))
 
     def close(self) -> None:
+        from verifiers.weights.group import WeightGroup
+
         if self.group is not None:
             self.group.close()
             self.group = None
+        if self.store_file is not None:
+            WeightGroup.remove_store(self.store_file)
+            self.store_file = None

@@ -169,7 +169,7 @@ async def _init(request: Request, engine: Any) -> Response:
         await engine.collective_rpc("verifiers_check_manifest", args=(req.tensors,))
     except Exception as exc:
         raise APIError(400, str(exc), param="tensors") from exc
-    args = (req.host, req.port, 1, req.world_size, req.backend, req.timeout_s, req.tensors)
+    args = (req.host, req.store_file, 1, req.world_size, req.backend, req.timeout_s, req.tensors)
     # completes when the trainer has joined too; awaited by the first update
     STATE.join = asyncio.ensure_future(
         engine.collective_rpc("verifiers_join_weight_group", args=args)
