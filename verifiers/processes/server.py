@@ -83,9 +83,10 @@ def start_server(
     # A trainer beside the server passes {"OMP_WAIT_POLICY": "PASSIVE"}: two processes with
     # spinning OpenMP threads slow each other down many times over. A light client (vf-eval)
     # does not, and spinning is ~25% faster for the server alone.
-    env = {**os.environ, **(env_overrides or {})}
+    env = dict(os.environ)
+    env.pop(API_KEY_ENV, None)  # a key of the caller's environment is not this server's
+    env.update(env_overrides or {})
     env.pop(SECRET_ENV, None)
-    env.pop(API_KEY_ENV, None)  # the caller's own key is not this server's
     if weights_secret is not None:
         env[SECRET_ENV] = weights_secret
     if api_key is not None:
