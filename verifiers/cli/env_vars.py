@@ -28,6 +28,7 @@ LIBRARY_VARIABLES: dict[str, str] = {
     "VF_API_VERSION": "verifiers.classic.releases",
     "VF_EXAMPLE_DATA": "verifiers.data.examples",
     "VF_CONFIG": "verifiers.v1.mcp.server (a served toolset's config, as upstream names it)",
+    "VF_TOOLSET_KEY": "verifiers.v1.mcp.server (the key a served toolset's clients must send)",
     "VF_SANDBOX_PYTHON": "verifiers.sandbox.view",
     "VF_SANDBOX_UID_DIR": "verifiers.sandbox.uids",
     "VLLM_API_KEY": "verifiers.weights.vllm_routes",
