@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from verifiers.processes.server import ServerProcess, free_port, launch, start_server
-from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV, new_secret
-
-VLLM_API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own --api-key, read from its environment
+from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV, VLLM_API_KEY_ENV, new_secret
 
 VLLM_ROUTES = "verifiers.weights.vllm_routes.weight_routes"
 VLLM_WORKER_EXTENSION = "verifiers.weights.vllm_worker.WeightUpdateExtension"
