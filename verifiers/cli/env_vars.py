@@ -36,6 +36,7 @@ LIBRARY_VARIABLES: dict[str, str] = {
     "WANDB_MODE": "verifiers.rl.run.tracking",
     "OMP_WAIT_POLICY": "verifiers.cli.training (set to PASSIVE unless set)",
     "NCCL_CUMEM_ENABLE": "verifiers.rl.training.rl (set to 0 unless set)",
+    "GLOO_SOCKET_IFNAME": "verifiers.rl.run.distributed (set to lo unless set, ranks on one machine)",
 }
 """Variables a user may set that no settings model declares: name -> the modules reading it."""
 
@@ -47,6 +48,8 @@ INTERNAL_VARIABLES = frozenset(
         "RANK",  # set by torchrun
         "LOCAL_RANK",  # set by torchrun
         "WORLD_SIZE",  # set by torchrun
+        "LOCAL_WORLD_SIZE",  # set by torchrun
+        "TORCHELASTIC_RUN_ID",  # set by torchrun
     }
 )
 """Variables the SDK reads that a user does not set: not in the table."""
