@@ -158,7 +158,6 @@ class BroadcastTransport(_ServerLink):
         from verifiers.weights.manifest import manifest
 
         self.specs = manifest(state)
-        self.close()  # a store left by a join that failed
         world_size = 1 + self._inference_ranks()
         store, self.store_file = WeightGroup.private_store(world_size, self.timeout_s)
         body = {
@@ -170,8 +169,8 @@ class BroadcastTransport(_ServerLink):
             "timeout_s": self.timeout_s,
             "tensors": [s.model_dump() for s in self.specs],
         }
-        self.post("/weights/broadcast/init", body, timeout=60, ok=202)
-        try:
+        try:  # a group that is not made leaves no store behind
+            self.post("/weights/broadcast/init", body, timeout=60, ok=202)
             self.group = WeightGroup.join(
                 host=self.host,
                 store_file=str(self.store_file),
@@ -182,7 +181,11 @@ class BroadcastTransport(_ServerLink):
                 timeout_s=self.timeout_s,
                 store=store,
             )
+        except InferenceServerError:
+            self.close()
+            raise
         except Exception as exc:
+            self.close()
             self.check()
             raise InferenceServerError(
                 f"the inference server did not join the weight group: {exc}"
