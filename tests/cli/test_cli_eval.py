@@ -315,7 +315,8 @@ def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig, where,
     """The run is a --split train run against -b URL -k VAR with a seed, its environment in
     worker processes (the default) or in vf-eval's own (--no-env-workers): the printed line
     alone (``vf-eval ENV --resume RUN``) continues exactly it, where it ran, and its rows and
-    metadata equal an uninterrupted run's."""
+    metadata equal an uninterrupted run's. A key is sent, so the line names the endpoint and
+    the key's variable again (a run dir alone pairs no endpoint with a key)."""
     monkeypatch.setenv("VF_TEST_KEY", "k")
     server.set_handler(answers_then_holds(reverse_policy, 20))  # 10 groups, then it waits
     identity = ("-b", server.base_url, "-k", "VF_TEST_KEY", "--split", "train", "--seed", "3")
@@ -323,7 +324,7 @@ def test_killed_vf_eval_resumes_without_duplicates(server, tmp_path, sig, where,
     sizes = ("-n", "30", "-r", "2", "-c", "2", *in_process)
     cmd = [sys.executable, "-m", "verifiers.cli.eval", "reverse-text", *identity, *sizes]
     proc, err, run = interrupt_partway(cmd, tmp_path / "cut", 10, sig)
-    printed = f"vf-eval reverse-text --resume {run}"
+    printed = f"vf-eval reverse-text --resume {run} -b {server.base_url} -k VF_TEST_KEY"
     assert "Ctrl-C or SIGTERM stops the run with its finished rollouts saved" in err  # said first
     if sig != signal.SIGKILL:
         # the hint is one line to copy, however long the path

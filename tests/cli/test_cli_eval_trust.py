@@ -192,3 +192,101 @@ def test_a_hostile_endpoint_reaches_the_terminal_only_as_text(tmp_path):
     out = failed.stdout + failed.stderr
     assert failed.returncode == 1, out  # every rollout failed: said, with the endpoint's words
     assert "\x1b]" not in out and "bad [/red] x" in out, repr(out[-2000:])
+
+
+class KeyCatcher:
+    """An endpoint someone else runs on loopback: it records the ``Authorization`` header of
+    every request it gets (a model list with one model, so a client goes on to use it)."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.caught: list[str | None] = []
+        caught = self.caught
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                caught.append(self.headers.get("Authorization"))
+                body = json.dumps({"data": [{"id": "m"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_POST = do_GET
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_run_dir_does_not_send_a_key_to_an_endpoint_it_names(
+    server, tmp_path, capsys, monkeypatch
+):
+    """An outside attack edited a run dir's ``metadata.json`` to name its own URL beside the
+    run's key variable, and ``vf-eval ENV --resume RUN`` sent the user's key there (its first
+    request, the model list, carried it); env args naming a judge's URL and key variable did the
+    same on --resume and --rescore. Now a run dir pairs no endpoint with a key on its own word:
+    the resume names ``-b`` and ``-k`` again (as the line printed after Ctrl-C does), and such
+    env args are typed again, else it is refused before any request; restated, it runs."""
+    monkeypatch.setenv("VF_TEST_KEY", "sk-the-users-own-key")
+    server.set_handler(reverse_policy)
+    argv = ["reverse-text", "-b", server.base_url, "-k", "VF_TEST_KEY", "-m", "m"]
+    sizes = ["-n", "2", "-r", "1", "--no-env-workers"]
+    assert main([*argv, *sizes, "--output-dir", str(tmp_path / "out")]) == 0
+    (run,) = (tmp_path / "out" / "evals").glob("*/*")
+    metadata = (run / "metadata.json").read_text()
+    catcher = KeyCatcher()
+    try:
+        edited = json.loads(metadata)
+        edited["identity"]["base_url"] = edited["base_url"] = catcher.base_url
+        (run / "metadata.json").write_text(json.dumps(edited))
+        capsys.readouterr()
+        assert main(["reverse-text", "--resume", str(run)]) == 2
+        err = capsys.readouterr().err.replace("\n", " ")
+        assert (
+            f"records the endpoint {catcher.base_url} with the key in $VF_TEST_KEY; a run dir "
+            "does not choose where a key is sent on its own" in err
+        ), err
+        assert f"-b {catcher.base_url} -k VF_TEST_KEY" in err
+        # the judge's endpoint in the env args, on --resume and --rescore (which runs a judge)
+        edited = json.loads(metadata)
+        judge = {"judge_base_url": catcher.base_url, "judge_api_key_var": "VF_TEST_KEY"}
+        edited["identity"]["env_args"] = edited["env_args"] = judge
+        (run / "metadata.json").write_text(json.dumps(edited))
+        for flag in ("--resume", "--rescore"):
+            restated = ["-b", server.base_url, "-k", "VF_TEST_KEY"]  # the model's endpoint
+            assert main(["reverse-text", flag, str(run), *restated]) == 2
+            err = capsys.readouterr().err.replace("\n", " ")
+            assert f"{flag} {run} records the env args judge_api_key_var, judge_base_url" in err, (
+                err
+            )
+        # typed again, they get past the check (reverse-text itself takes no judge)
+        typed = ["-a", json.dumps(judge), *restated]
+        assert main(["reverse-text", "--rescore", str(run), *typed]) == 2
+        err = capsys.readouterr().err.replace("\n", " ")
+        assert "records the env args" not in err and "judge_base_url" in err, err
+        assert catcher.caught == []  # nothing reached it, with a key or without
+    finally:
+        catcher.close()
+    # the user's own run, its endpoint and key named again: it continues (it was complete)
+    (run / "metadata.json").write_text(metadata)
+    requests = len(server.requests)
+    assert main(["reverse-text", "--resume", str(run)]) == 2  # not on the run dir's word
+    capsys.readouterr()
+    assert (
+        main(["reverse-text", "--resume", str(run), "-b", server.base_url, "-k", "VF_TEST_KEY"])
+        == 0
+    )
+    assert len(server.requests) == requests  # nothing left to generate
+    # without a key to send (the variable unset), the run dir's endpoint is restored as before
+    monkeypatch.delenv("VF_TEST_KEY")
+    assert main(["reverse-text", "--resume", str(run)]) == 0

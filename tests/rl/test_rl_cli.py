@@ -37,8 +37,12 @@ def test_vf_rl_cli_runs_checkpoints_plots_and_resumes(policy_dir, tmp_path, left
     out = tmp_path / "out"
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 1]
-    # the environment (loaded by id) ran in worker processes, as vf-eval runs it
+    # the environment (loaded by id) ran in worker processes, as vf-eval runs it, and reached
+    # the inference server with the run's key (without it, every rollout is a 401)
     assert all(r["env_workers"] >= 1 and r["env_worker_restarts"] == 0 for r in records)
+    assert all(r["rollout_errors"] == 0 for r in records), records
+    evals = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
+    assert evals and all(e["eval_errors"] == 0 for e in evals), evals
     assert (out / "metrics.png").stat().st_size > 1000 and (
         out / "checkpoints" / "step_000002" / "trainer.pt"
     ).exists()

@@ -117,7 +117,7 @@ def test_broadcast_refuses_weights_that_do_not_fit_the_served_model(policy_dir, 
             transport.push(wrong)
         assert transport.group is None
         spec = {"name": "x", "dtype": "float32", "shape": [1]}
-        too_many = {"host": "127.0.0.1", "port": 1, "world_size": 3, "tensors": [spec]}
+        too_many = {"host": "127.0.0.1", "store_file": "/x", "world_size": 3, "tensors": [spec]}
         reply = httpx.post(
             f"{server.base_url}/weights/broadcast/init",
             json=too_many,
@@ -173,7 +173,7 @@ def test_a_stuck_broadcast_init_cannot_lock_the_trainer_out(policy_dir, tmp_path
     import httpx
     from transformers import AutoModelForCausalLM
 
-    from verifiers.processes.server import free_port, start_server
+    from verifiers.processes.server import start_server
     from verifiers.rl.algorithm.trainer import Trainer
     from verifiers.rl.configs.rl import TrainerConfig
     from verifiers.weights.transport import BroadcastTransport
@@ -185,7 +185,12 @@ def test_a_stuck_broadcast_init_cannot_lock_the_trainer_out(policy_dir, tmp_path
             {"name": n, "dtype": "float32", "shape": list(p.shape)}
             for n, p in trainer.model.state_dict().items()
         ]
-        stuck = {"host": "127.0.0.1", "port": free_port(), "timeout_s": 600, "tensors": specs}
+        stuck = {
+            "host": "127.0.0.1",
+            "store_file": str(tmp_path / "stuck"),
+            "timeout_s": 600,
+            "tensors": specs,
+        }
         reply = httpx.post(
             f"{server.base_url}/weights/broadcast/init",
             json=stuck,

@@ -433,7 +433,7 @@ def test_weight_routes_need_the_trainers_secret(served, tiny_dir):
     for headers in ({}, {"X-VF-Weights-Secret": "guess"}):
         for path, payload in (
             ("/weights/load", body),
-            ("/weights/broadcast/init", {"host": "127.0.0.1", "port": 1, "tensors": [{}]}),
+            ("/weights/broadcast/init", {"host": "127.0.0.1", "store_file": "/x", "tensors": [{}]}),
             ("/weights/broadcast/update", {}),
         ):
             resp = httpx.post(f"{served.base_url}{path}", json=payload, headers=headers, timeout=30)

@@ -218,3 +218,67 @@ async def test_a_toolset_that_cannot_be_served_fails_its_rollout_saying_why(serv
         assert not trace.ok
         assert says in trace.errors[0].message
         assert trace.num_turns == 0  # no model call was made
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]  # another local user
+
+STRANGER = r"""
+import json, os, sys, urllib.error, urllib.request
+
+url, pid = sys.argv[1], sys.argv[2]
+call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "add", "arguments": {"n": 100}, "_meta": {"vf_state": {"tally": 7}}}}
+statuses = []
+for body in ({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                 "protocolVersion": "2025-03-26", "capabilities": {},
+                 "clientInfo": {"name": "stranger", "version": "0"}}}, call):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            statuses.append(reply.status)
+    except urllib.error.HTTPError as exc:
+        statuses.append(exc.code)
+with open(f"/proc/{pid}/cmdline", "rb") as f:
+    argv = f.read().decode(errors="replace")
+try:
+    open(f"/proc/{pid}/environ", "rb").read()
+    environ = "read"
+except PermissionError:
+    environ = "refused"
+print(json.dumps({"statuses": statuses, "argv": argv, "environ": environ}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs a second local user (uid 65534): needs root")
+async def test_another_local_user_cannot_call_a_launched_toolsets_tools_and_the_rollout_can(
+    server, tally
+):
+    """A toolset server the SDK launched answered any local process at its loopback port: a
+    stranger could run its tools with a state of its choosing. It now answers only requests
+    with a key made for it, handed over in its environment (never its argv): the stranger's
+    MCP requests are 401s and it finds the key in no argv; the rollout's calls go through."""
+    import psutil
+
+    async with mcp_client.launched(tally.TallyToolset()) as url:
+        (child,) = [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if "tally_tools" in " ".join(p.cmdline())
+        ]
+        stranger = await asyncio.to_thread(
+            subprocess.run,
+            [*NOBODY, sys.executable, "-I", "-c", STRANGER, url, str(child.pid)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert stranger.returncode == 0, stranger.stderr
+        seen = json.loads(stranger.stdout)
+        assert seen["statuses"] == [401, 401]
+        assert "tally_tools" in seen["argv"] and mcp_client._KEYS[url] not in seen["argv"]
+        assert seen["environ"] == "refused"
+    server.set_handler(adds_then_answers)
+    trace = await run(server, task_with(tally.TallyToolset(), "Tally 2 then 3."))
+    assert trace.ok, trace.errors
+    assert trace.state.tally == 5  # the rollout's own calls, with the key

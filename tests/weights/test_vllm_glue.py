@@ -239,7 +239,7 @@ def test_weights_of_another_model_are_refused_before_any_tensor_is_applied(serve
 def test_a_group_of_the_wrong_size_is_refused_before_anyone_waits(served):
     body = {
         "host": "127.0.0.1",
-        "port": 1234,
+        "store_file": "/x",
         "world_size": 3,
         "tensors": [{"name": "x", "dtype": "float32", "shape": [1]}],
     }

@@ -1,12 +1,18 @@
-"""The trainer's weight group (verifiers.weights.group) listens only where it meets: its
+"""The trainer's weight group (verifiers.weights.group) meets where no one else reaches: its
 rendezvous store and gloo's connections take no credential, so what reaches them could write
 the group's keys or join it. An outside attack reached a gloo run's store at the machine's
-network address (torch's ``TCPStore`` listened on every interface whatever host it was given)."""
+network address (torch's ``TCPStore`` listened on every interface whatever host it was given),
+and any local user could connect to it at its loopback port; the store is now a file in a
+directory only the trainer's user may enter."""
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
+import stat
+import subprocess
+import sys
 import threading
 
 import psutil
@@ -36,16 +42,43 @@ def _listening() -> set[tuple[str, int]]:
     }
 
 
-def test_a_network_peer_cannot_reach_the_weight_group_and_the_server_still_joins_it():
-    """A peer at the machine's own address finds nothing listening, neither the store nor gloo;
-    a server joining over loopback, as vf-serve does, gets the trainer's broadcast."""
-    address = _network_address()
-    if address is None:
-        pytest.skip("this machine has no network address besides loopback")
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]  # another local user
+
+STRANGER = """
+import os, sys
+store = sys.argv[1]
+for what, attempt in (
+    ("list", lambda: os.listdir(os.path.dirname(store))),
+    ("read", lambda: open(store, "rb").read()),
+    ("write", lambda: open(store, "ab").write(b"x")),
+):
+    try:
+        attempt()
+        print(what, "done")
+    except PermissionError:
+        print(what, "refused")
+"""
+
+
+def test_no_one_else_reaches_the_weight_groups_store_and_the_server_still_joins_it():
+    """The store opens no port (a TCPStore's took anyone's keys on loopback, and a network
+    peer's at the machine's address); another local user can neither list, read nor write its
+    file; gloo listens on loopback alone, refused at the machine's network address; a server
+    joining as rank 1, as vf-serve does, gets the trainer's broadcast; the directory goes with
+    the group."""
     before = _listening()
-    store = WeightGroup.host_store("127.0.0.1", 2, timeout_s=30)
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection((address, store.port), timeout=5).close()
+    store, store_file = WeightGroup.private_store(2, timeout_s=30)
+    assert _listening() == before  # no port to connect to
+    assert stat.S_IMODE(store_file.parent.stat().st_mode) == 0o700
+    assert store_file.parent.stat().st_uid == os.geteuid()
+    if os.geteuid() == 0:  # CI: a second local user tries it (setpriv needs root)
+        stranger = subprocess.run(
+            [*NOBODY, sys.executable, "-I", "-c", STRANGER, str(store_file)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert stranger.stdout.split("\n")[:3] == ["list refused", "read refused", "write refused"]
 
     received: dict[int, torch.Tensor] = {}
     during: list[set[tuple[str, int]]] = []
@@ -54,7 +87,7 @@ def test_a_network_peer_cannot_reach_the_weight_group_and_the_server_still_joins
     def rank(number: int) -> None:
         group = WeightGroup.join(
             host="127.0.0.1",
-            port=store.port,
+            store_file=str(store_file),
             rank=number,
             world_size=2,
             backend="gloo",
@@ -77,6 +110,9 @@ def test_a_network_peer_cannot_reach_the_weight_group_and_the_server_still_joins
         thread.join(timeout=60)
     assert torch.equal(received[1], torch.arange(6.0))
     assert during[0] and all(ip == "127.0.0.1" for ip, _ in during[0]), during[0]
-    for _, port in during[0]:
+    address = _network_address()
+    for _, port in during[0] if address is not None else ():
         with pytest.raises(OSError):
             socket.create_connection((address, port), timeout=5).close()
+    WeightGroup.remove_store(store_file)
+    assert not store_file.parent.exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 from typing import Any
 
 import orjson
@@ -71,3 +72,19 @@ async def read_body(
     except TimeoutError:
         raise APIError(408, f"the request body did not arrive within {timeout:g} s") from None
     return b"".join(chunks)
+
+
+class APIKeyCheck:
+    """Every route but ``/health`` needs ``Authorization: Bearer KEY`` (vf-serve's
+    ``--api-key``, the toolset servers the SDK launches): checked before the route reads a body."""
+
+    def __init__(self, app: Any, api_key: str) -> None:
+        self.app, self.expected = app, f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] != "/health":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                response = _error(APIError(401, "invalid API key", kind="authentication_error"))
+                return await response(scope, receive, send)
+        await self.app(scope, receive, send)

@@ -28,6 +28,7 @@ LIBRARY_VARIABLES: dict[str, str] = {
     "VF_API_VERSION": "verifiers.classic.releases",
     "VF_EXAMPLE_DATA": "verifiers.data.examples",
     "VF_CONFIG": "verifiers.v1.mcp.server (a served toolset's config, as upstream names it)",
+    "VF_TOOLSET_KEY": "verifiers.v1.mcp.server (the key a served toolset's clients must send)",
     "VF_SANDBOX_PYTHON": "verifiers.sandbox.view",
     "VF_SANDBOX_UID_DIR": "verifiers.sandbox.uids",
     "VLLM_API_KEY": "verifiers.weights.vllm_routes",
@@ -35,6 +36,7 @@ LIBRARY_VARIABLES: dict[str, str] = {
     "WANDB_MODE": "verifiers.rl.run.tracking",
     "OMP_WAIT_POLICY": "verifiers.cli.training (set to PASSIVE unless set)",
     "NCCL_CUMEM_ENABLE": "verifiers.rl.training.rl (set to 0 unless set)",
+    "GLOO_SOCKET_IFNAME": "verifiers.rl.run.distributed (set to lo unless set, ranks on one machine)",
 }
 """Variables a user may set that no settings model declares: name -> the modules reading it."""
 
@@ -47,6 +49,8 @@ INTERNAL_VARIABLES = frozenset(
         "RANK",  # set by torchrun
         "LOCAL_RANK",  # set by torchrun
         "WORLD_SIZE",  # set by torchrun
+        "LOCAL_WORLD_SIZE",  # set by torchrun
+        "TORCHELASTIC_RUN_ID",  # set by torchrun
     }
 )
 """Variables the SDK reads that a user does not set: not in the table."""

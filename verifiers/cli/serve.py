@@ -14,9 +14,8 @@ from verifiers.cli.settings import CommandSettings, Flag, parse_settings
 from verifiers.cli.usage import command
 from verifiers.errors import UsageError
 from verifiers.local_model.models import DEFAULT_MODEL
+from verifiers.processes.server import API_KEY_ENV
 from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV
-
-API_KEY_ENV = "VF_SERVE_API_KEY"
 
 
 class ServeSettings(CommandSettings):

@@ -20,6 +20,8 @@ from verifiers.processes.die_with_parent import guarded
 # verifiers.weights.access, which re-exports them).
 SECRET_ENV = "VF_WEIGHTS_SECRET"
 TRUSTED_ENV = "VF_TRUSTED_WEIGHTS_DIRS"
+# ... and the key every route but /health then requires (read by verifiers.cli.serve)
+API_KEY_ENV = "VF_SERVE_API_KEY"
 # The descriptor of the listening socket the launcher made and hands a vf-serve child: the port is
 # held from before the child starts, so no other local process can bind it first (one did, while
 # the child started, and vf-eval sent its prompts to it and scored its answers).
@@ -33,6 +35,7 @@ class ServerProcess:
     model: str
     log_path: Path
     weights_secret: str | None = None  # what weight-update requests must carry (see weight_access)
+    api_key: str | None = None  # what every request but /health must carry as a bearer token
 
     def stop(self, timeout: float = 10.0) -> None:
         stop_process(self.process, timeout)
@@ -84,22 +87,29 @@ def start_server(
     env_overrides: dict[str, str] | None = None,
     weights_secret: str | None = None,
     trusted_weights_dirs: list[Path] | None = None,
+    api_key: str | None = None,
 ) -> ServerProcess:
     """Start ``vf-serve MODEL`` and wait until it answers ``/health`` (or fail with its log).
 
     ``weights_secret`` turns the weight-update routes on (handed over in the child's environment,
-    never its argv); ``trusted_weights_dirs`` are where ``/v1/weights/load`` may read.
+    never its argv); ``trusted_weights_dirs`` are where ``/v1/weights/load`` may read;
+    ``api_key`` (the same way) makes every other route refuse a request without it, so a server
+    meant for one client (a trainer) answers no other local user.
     """
     listener = listening_socket()
     port = listener.getsockname()[1]
     # A trainer beside the server passes {"OMP_WAIT_POLICY": "PASSIVE"}: two processes with
     # spinning OpenMP threads slow each other down many times over. A light client (vf-eval)
     # does not, and spinning is ~25% faster for the server alone.
-    env = {**os.environ, **(env_overrides or {})}
+    env = dict(os.environ)
+    env.pop(API_KEY_ENV, None)  # a key of the caller's environment is not this server's
+    env.update(env_overrides or {})
     env.pop(SECRET_ENV, None)
     env[LISTEN_FD_ENV] = str(listener.fileno())
     if weights_secret is not None:
         env[SECRET_ENV] = weights_secret
+    if api_key is not None:
+        env[API_KEY_ENV] = api_key
     if trusted_weights_dirs:
         env[TRUSTED_ENV] = os.pathsep.join(str(Path(d).resolve()) for d in trusted_weights_dirs)
     cmd = [
@@ -122,7 +132,7 @@ def start_server(
             timeout=timeout,
             pass_fds=(listener.fileno(),),
         )
-    server.weights_secret = weights_secret
+    server.weights_secret, server.api_key = weights_secret, api_key
     return server
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -27,7 +26,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from verifiers.asgi.deadlines import READ_TIMEOUT_S
-from verifiers.asgi.json_api import APIError, _error, _json, read_body
+from verifiers.asgi.json_api import APIError, APIKeyCheck, _error, _json, read_body
 from verifiers.serve.lanes import PromptLanes
 from verifiers.serve.limits import ClientBudget, client_of, unless_gone
 from verifiers.serve.prompts import Kind
@@ -249,17 +248,3 @@ def build_app(
         app.add_middleware(APIKeyCheck, api_key=api_key)
     return app
 
-
-class APIKeyCheck:
-    """``--api-key``: every route but ``/health`` needs ``Authorization: Bearer KEY``."""
-
-    def __init__(self, app: Any, api_key: str) -> None:
-        self.app, self.expected = app, f"Bearer {api_key}".encode()
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] != "/health":
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                response = _error(APIError(401, "invalid API key", kind="authentication_error"))
-                return await response(scope, receive, send)
-        await self.app(scope, receive, send)

@@ -26,6 +26,7 @@ from verifiers.processes.credential_file import checked_secret, read_credential
 from verifiers.processes.server import SECRET_ENV, TRUSTED_ENV
 
 HEADER = "x-vf-weights-secret"
+VLLM_API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own --api-key, read from its environment
 
 
 def new_secret() -> str:

@@ -4,29 +4,40 @@ The trainer is rank 0 and hosts the rendezvous store; each inference process (vf
 vLLM worker per tensor-parallel rank) joins as rank 1..N. Every update is a sequence of
 broadcasts from rank 0, in the order of a manifest both sides agreed on when the group was made,
 so no names or shapes travel with the tensors. Built from torch's own process-group classes and
-a ``TCPStore``, independent of any default group (an FSDP2 trainer already has one under
+a store of its own, independent of any default group (an FSDP2 trainer already has one under
 torchrun, and vLLM workers have theirs): NCCL between GPUs, gloo on CPU (and between processes
 that share one GPU, which NCCL refuses).
 
-Nothing of the group listens beyond the address it meets at (``127.0.0.1`` by default): torch's
-``TCPStore`` binds every interface whatever host it is given, and gloo the address the machine's
-hostname resolves to, so a network peer reached the unauthenticated store at the machine's own
-address and could write the group's keys (an outside attack). The store now listens on a socket
-bound to the meeting address, and gloo's connections on the local address that reaches it.
+Nothing of the group listens beyond the address it meets at (``127.0.0.1`` by default): gloo
+binds the address the machine's hostname resolves to unless told, so it listens on the local
+address that reaches the meeting address. And the group meets in no port at all: torch's
+``TCPStore`` takes no credential (any local user could connect, list and write the group's keys,
+NCCL's unique id and gloo's addresses among them), and listened on every interface whatever host
+it was given (an outside attack wrote a key at the machine's network address). The store is a
+``FileStore`` in a fresh directory only this user may enter (0700), named to the inference server
+in the weight routes' requests, which carry the weights secret. NCCL's own bootstrap then checks
+the random magic of that unique id, which travels only through the store; gloo's connections
+(``127.0.0.1``) take none: see SECURITY.md.
 """
 
 from __future__ import annotations
 
 import datetime
+import re
+import shutil
 import socket
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from verifiers.processes.leftovers import owned_dir, remove_abandoned
 from verifiers.weights.manifest import TensorSpec
 
 STORE_PREFIX = "verifiers-weights"
+STORE_DIR = "vf-weight-group-"  # the store's directory, named for its maker (processes.leftovers)
 BACKENDS = ("gloo", "nccl")
 
 
@@ -36,28 +47,24 @@ class WeightGroup:
         self.rank, self.world_size, self.device = rank, world_size, device
 
     @classmethod
-    def host_store(cls, host: str, world_size: int, timeout_s: float) -> Any:
-        """Rank 0's rendezvous store, on a free port of ``host`` alone (read it from ``.port``);
-        returns at once. The listening socket is handed to torch, which closes it with the store."""
-        family = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0][0]
-        listener = socket.create_server((host, 0), family=family, backlog=128)
-        port = listener.getsockname()[1]
-        return dist.TCPStore(
-            host,
-            port,
-            world_size,
-            is_master=True,
-            wait_for_workers=False,
-            timeout=datetime.timedelta(seconds=timeout_s),
-            master_listen_fd=listener.detach(),
-        )
+    def private_store(cls, world_size: int, timeout_s: float) -> tuple[Any, Path]:
+        """Rank 0's rendezvous store and its file, in a fresh 0700 directory of this user's
+        (the caller removes it with ``remove_store``); returns at once."""
+        parent = Path(tempfile.gettempdir())
+        remove_abandoned(parent, re.escape(STORE_DIR))  # what a killed trainer left
+        store_file = owned_dir(STORE_DIR, parent) / "store"
+        return _file_store(str(store_file), world_size, timeout_s), store_file
+
+    @staticmethod
+    def remove_store(store_file: Path) -> None:
+        shutil.rmtree(store_file.parent, ignore_errors=True)
 
     @classmethod
     def join(
         cls,
         *,
         host: str,
-        port: int,
+        store_file: str,
         rank: int,
         world_size: int,
         backend: str,
@@ -65,12 +72,14 @@ class WeightGroup:
         timeout_s: float = 300,
         store: Any = None,
     ) -> WeightGroup:
-        """Blocks until all ``world_size`` ranks have joined (each side calls this)."""
+        """Blocks until all ``world_size`` ranks have joined (each side calls this): they meet in
+        ``store_file`` (rank 0's ``private_store``) and gloo listens on the address toward
+        ``host``."""
         if backend not in BACKENDS:
             raise ValueError(f"unknown weight transport backend {backend!r}; use gloo or nccl")
         timeout = datetime.timedelta(seconds=timeout_s)
         if store is None:
-            store = dist.TCPStore(host, port, world_size, is_master=False, timeout=timeout)
+            store = _file_store(store_file, world_size, timeout_s)
         prefixed = dist.PrefixStore(STORE_PREFIX, store)
         device = torch.device(device)
         group: dist.ProcessGroupNCCL | dist.ProcessGroupGloo
@@ -125,6 +134,12 @@ class WeightGroup:
             except RuntimeError:
                 pass
         self.group = None
+
+
+def _file_store(store_file: str, world_size: int, timeout_s: float) -> Any:
+    store = dist.FileStore(store_file, world_size)
+    store.set_timeout(datetime.timedelta(seconds=timeout_s))
+    return store
 
 
 def _address_toward(host: str) -> str:

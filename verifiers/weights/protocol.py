@@ -15,8 +15,8 @@ class LoadWeightsRequest(BaseModel):
 class BroadcastInitRequest(BaseModel):
     """Join the trainer's weight group (see ``verifiers.weights.group``)."""
 
-    host: str
-    port: int = Field(ge=1, le=65535)
+    host: str  # the address gloo's connections meet at
+    store_file: str = Field(min_length=1)  # the trainer's rendezvous store (WeightGroup)
     rank: int = Field(default=1, ge=1)
     world_size: int = Field(default=2, ge=2)
     backend: Literal["gloo", "nccl"] = "gloo"

@@ -73,7 +73,7 @@ class BroadcastReceiver:
         try:
             group = WeightGroup.join(
                 host=req.host,
-                port=req.port,
+                store_file=req.store_file,
                 rank=req.rank,
                 world_size=req.world_size,
                 backend=req.backend,

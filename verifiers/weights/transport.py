@@ -39,10 +39,13 @@ class _ServerLink:
         base_url: str,
         server_alive: Callable[[], str | None] | None,
         secret: str | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.url = base_url.rstrip("/")
         self.server_alive = server_alive
         self.headers = {WEIGHTS_HEADER: secret} if secret else {}
+        if api_key:  # a server with a key (vf-rl's own) answers no request without it
+            self.headers["Authorization"] = f"Bearer {api_key}"
 
     def check(self) -> None:
         problem = self.server_alive() if self.server_alive else None
@@ -82,8 +85,9 @@ class FilesystemTransport(_ServerLink):
         server_alive: Callable[[], str | None] | None = None,
         *,
         secret: str | None = None,
+        api_key: str | None = None,
     ) -> None:
-        super().__init__(base_url, server_alive, secret)
+        super().__init__(base_url, server_alive, secret, api_key)
         self.directory = directory
 
     def push(self, trainer: Any) -> int:
@@ -107,10 +111,12 @@ class BroadcastTransport(_ServerLink):
         host: str = "127.0.0.1",
         timeout_s: float = 300,
         secret: str | None = None,
+        api_key: str | None = None,
     ) -> None:
-        super().__init__(base_url, server_alive, secret)
+        super().__init__(base_url, server_alive, secret, api_key)
         self.backend, self.device, self.host, self.timeout_s = backend, device, host, timeout_s
         self.group: Any = None
+        self.store_file: Path | None = None  # where the group meets (a private directory)
         self.specs: list[Any] = []
 
     def push(self, trainer: Any) -> int:
@@ -153,21 +159,21 @@ class BroadcastTransport(_ServerLink):
 
         self.specs = manifest(state)
         world_size = 1 + self._inference_ranks()
-        store = WeightGroup.host_store(self.host, world_size, self.timeout_s)
+        store, self.store_file = WeightGroup.private_store(world_size, self.timeout_s)
         body = {
             "host": self.host,
-            "port": store.port,
+            "store_file": str(self.store_file),
             "rank": 1,
             "world_size": world_size,
             "backend": self.backend,
             "timeout_s": self.timeout_s,
             "tensors": [s.model_dump() for s in self.specs],
         }
-        self.post("/weights/broadcast/init", body, timeout=60, ok=202)
-        try:
+        try:  # a group that is not made leaves no store behind
+            self.post("/weights/broadcast/init", body, timeout=60, ok=202)
             self.group = WeightGroup.join(
                 host=self.host,
-                port=store.port,
+                store_file=str(self.store_file),
                 rank=0,
                 world_size=world_size,
                 backend=self.backend,
@@ -175,7 +181,11 @@ class BroadcastTransport(_ServerLink):
                 timeout_s=self.timeout_s,
                 store=store,
             )
+        except InferenceServerError:
+            self.close()
+            raise
         except Exception as exc:
+            self.close()
             self.check()
             raise InferenceServerError(
                 f"the inference server did not join the weight group: {exc}"
@@ -186,6 +196,11 @@ class BroadcastTransport(_ServerLink):
         return int(self.post("/weights", None, timeout=30).get("inference_ranks", 1))
 
     def close(self) -> None:
+        from verifiers.weights.group import WeightGroup
+
         if self.group is not None:
             self.group.close()
             self.group = None
+        if self.store_file is not None:
+            WeightGroup.remove_store(self.store_file)
+            self.store_file = None

@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from verifiers.asgi.json_api import APIError, _error, _json
-from verifiers.weights.access import WeightAccess
+from verifiers.weights.access import VLLM_API_KEY_ENV, WeightAccess
 from verifiers.weights.protocol import (
     BroadcastInitRequest,
     BroadcastUpdateRequest,
@@ -89,7 +89,7 @@ def _check_api_key(request: Request) -> None:
     """vLLM's ``--api-key`` (or ``VLLM_API_KEY``), enforced here too: this middleware answers the
     weight routes itself, possibly before vLLM's own authentication runs."""
     args = getattr(request.app.state, "args", None)
-    keys = [k for k in (getattr(args, "api_key", None), os.environ.get("VLLM_API_KEY")) if k]
+    keys = [k for k in (getattr(args, "api_key", None), os.environ.get(VLLM_API_KEY_ENV)) if k]
     keys = [k for key in keys for k in ([key] if isinstance(key, str) else list(key))]
     if not keys:
         return
@@ -169,7 +169,7 @@ async def _init(request: Request, engine: Any) -> Response:
         await engine.collective_rpc("verifiers_check_manifest", args=(req.tensors,))
     except Exception as exc:
         raise APIError(400, str(exc), param="tensors") from exc
-    args = (req.host, req.port, 1, req.world_size, req.backend, req.timeout_s, req.tensors)
+    args = (req.host, req.store_file, 1, req.world_size, req.backend, req.timeout_s, req.tensors)
     # completes when the trainer has joined too; awaited by the first update
     STATE.join = asyncio.ensure_future(
         engine.collective_rpc("verifiers_join_weight_group", args=args)

@@ -26,7 +26,7 @@ class WeightUpdateExtension:
     def verifiers_join_weight_group(
         self,
         host: str,
-        port: int,
+        store_file: str,
         first_rank: int,
         world_size: int,
         backend: str,
@@ -43,7 +43,7 @@ class WeightUpdateExtension:
         self._verifiers_specs = specs
         self._verifiers_group: WeightGroup | None = WeightGroup.join(
             host=host,
-            port=port,
+            store_file=store_file,
             rank=rank,
             world_size=world_size,
             backend=backend,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 
 from verifiers.cli.endpoints import CLIError, Endpoint
 from verifiers.cli.eval.settings import ON_RESUME, WORKERS, EvalSettings, OnResume, explicit
+from verifiers.cli.run_identity import RunIdentity
 from verifiers.cli.settings import default_text, flag_text
 
 
@@ -133,14 +135,67 @@ def check_restored_confinement(
     typed: dict[str, Any], restored: dict[str, Any], flag: str, run: str
 ) -> None:
     """A run dir restores its environment arguments, but never one that turns the sandbox off
-    by itself: a run dir is a file someone may have edited or sent, and ``sandbox_mode:
-    unsafe`` runs the model's code as the user. The user types it again to confirm."""
+    or chooses where a request goes and which key it carries by itself: a run dir is a file
+    someone may have edited or sent, ``sandbox_mode: unsafe`` runs the model's code as the
+    user, and a judge's ``judge_base_url`` with ``judge_api_key_var`` sends that key there
+    (``--rescore`` runs the judge too). The user types them again to confirm."""
     if restored.get("sandbox_mode") == "unsafe" and typed.get("sandbox_mode") != "unsafe":
         raise CLIError(
             f"{flag} {run} records the env arg sandbox_mode 'unsafe' (the model's code runs "
             "with no sandbox); a run dir does not turn confinement off on its own. To continue "
             f"it so, give the run's env args again: -a '{json.dumps(restored)}'"
         )
+    untyped = sorted(k for k, v in endpoint_env_args(restored).items() if typed.get(k) != v)
+    if untyped:
+        raise CLIError(
+            f"{flag} {run} records the env args {', '.join(untyped)} (where the environment's "
+            "requests go and which key they carry); a run dir does not choose where a key is "
+            f"sent on its own. To continue it so, give the run's env args again: "
+            f"-a '{json.dumps(restored)}'"
+        )
+
+
+ENDPOINT_ARG_SUFFIXES = ("base_url", "key_var")
+"""Env args whose names end so say where a request goes or which variable's key it carries
+(``judge_base_url``, ``judge_api_key_var``): a run dir alone never restores them."""
+
+
+def endpoint_env_args(env_args: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in env_args.items() if k.lower().endswith(ENDPOINT_ARG_SUFFIXES)}
+
+
+def key_sent(identity: RunIdentity) -> bool:
+    """Whether continuing ``identity`` would send a key (its variable set here) to an endpoint
+    the run named (not the built-in server it starts itself)."""
+    var = identity.api_key_var
+    return bool(identity.base_url and var and os.environ.get(var))
+
+
+def check_restored_endpoint(args: EvalSettings, recorded: RunIdentity, run: str) -> None:
+    """``--resume`` restores the run's endpoint and key variable, but not both at once on the
+    run dir's word: an edited ``metadata.json`` naming another URL and ``OPENAI_API_KEY`` sent
+    the user's key there. When a key would be sent, ``-b`` and ``-k`` are given again (the line
+    printed after Ctrl-C has them); the identity check has made sure they are the run's."""
+    if not key_sent(recorded) or (args.given("api_base_url") and args.given("api_key_var")):
+        return
+    raise CLIError(
+        f"--resume {run} records the endpoint {recorded.base_url} with the key in "
+        f"${recorded.api_key_var}; a run dir does not choose where a key is sent on its own. "
+        f"To continue it there, name both again: -b {shlex.quote(str(recorded.base_url))} "
+        f"-k {recorded.api_key_var}"
+    )
+
+
+def resume_line(env: str, run: str, identity: RunIdentity) -> str:
+    """The command that continues ``run``: ``--resume`` and what a run dir does not restore on
+    its own (the endpoint with its key variable, env args that unconfine or name endpoints)."""
+    words = ["vf-eval", env, "--resume", run]
+    if key_sent(identity):
+        words += ["-b", str(identity.base_url), "-k", str(identity.api_key_var)]
+    unsafe = identity.env_args.get("sandbox_mode") == "unsafe"
+    if unsafe or endpoint_env_args(identity.env_args):
+        words += ["-a", json.dumps(identity.env_args)]
+    return shlex.join(words)
 
 
 def check_resume_matches(args: EvalSettings, previous: dict[str, Any], run: str) -> None:

@@ -19,6 +19,7 @@ from verifiers.cli.eval.checks import (
     check_output_dirs,
     check_reachable,
     check_restored_confinement,
+    check_restored_endpoint,
     check_resume_matches,
     check_same_env,
     check_sizes,
@@ -26,6 +27,7 @@ from verifiers.cli.eval.checks import (
     parse_headers,
     parse_json_object,
     restore_execution,
+    resume_line,
     resume_settings,
     served_model,
     workers_setting,
@@ -128,6 +130,7 @@ def _run(
                     "Drop those flags to continue it (--resume restores every one), or start "
                     "a new run"
                 )
+            check_restored_endpoint(args, recorded, args.resume)
             env_args, sampling = dict(recorded.env_args), dict(recorded.sampling_args)
             columns = recorded.state_columns
     if args.rescore or args.resume:
@@ -271,7 +274,7 @@ def _run(
             )
             # one line, never wrapped or styled: a command to copy
             console.print(
-                f"  vf-eval {args.env} --resume {results_path}",
+                f"  {resume_line(args.env, results_path, identity)}",
                 soft_wrap=True,
                 markup=False,
                 highlight=False,

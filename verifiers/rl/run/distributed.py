@@ -10,12 +10,17 @@ into the sum. Exporting weights gathers the full state dict (a collective every 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import torch
 import torch.distributed as dist
+
+from verifiers.errors import UsageError
 
 
 @dataclass
@@ -57,9 +62,40 @@ def init_from_env() -> DistContext | None:
     if use_cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if use_cuda else "gloo")
+        dist.init_process_group("nccl" if use_cuda else "gloo", **private_rendezvous())
     mesh = init_device_mesh("cuda" if use_cuda else "cpu", (dist.get_world_size(),))
     return DistContext(dist.get_rank(), dist.get_world_size(), mesh)
+
+
+RANKS_DIR = "vf-ranks-"
+"""Where the ranks of one machine meet: ``$TMPDIR/vf-ranks-UID-RUNID``, 0700 (``private_rendezvous``)."""
+_MET_IN: Path | None = None  # that directory, once this process met there (rank 0 removes it)
+
+
+def private_rendezvous() -> dict[str, Any]:
+    """How this run's ranks meet when all are on this machine under a run id of their own
+    (``torchrun --standalone`` makes a random one): in a ``FileStore`` in a directory only this
+    user may enter, and gloo on loopback. torchrun's own ``TCPStore`` takes no credential and
+    listens on every interface: through it any local user or network peer could write the
+    group's keys (a rank's address, NCCL's unique id). Ranks on several machines, or a run id
+    torchrun did not make unique, still meet there (SECURITY.md); so does a group already set."""
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if run_id in ("", "none") or int(os.environ.get("LOCAL_WORLD_SIZE", "0")) != world_size:
+        return {}
+    from verifiers.processes.own_dir import require_own_dir
+
+    global _MET_IN
+    directory = _MET_IN = Path(tempfile.gettempdir()) / f"{RANKS_DIR}{os.geteuid()}-{run_id}"
+    require_own_dir(directory, "rendezvous directory", mode=0o700)
+    if directory.stat().st_mode & 0o077:  # it was there already, readable by others
+        raise UsageError(f"{directory} may be read by others; remove it and start again")
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # this machine's ranks only
+    return {
+        "store": dist.FileStore(str(directory / "store"), world_size),
+        "rank": int(os.environ["RANK"]),
+        "world_size": world_size,
+    }
 
 
 def shard_model(model: Any, ctx: DistContext) -> Any:
@@ -94,6 +130,8 @@ def shutdown(exit_code: int | None = None) -> None:
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+        if _MET_IN is not None and os.environ.get("RANK") == "0":
+            shutil.rmtree(_MET_IN, ignore_errors=True)
     if exit_code is not None:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from verifiers.processes.server import ServerProcess, free_port, launch, start_server
-from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV
+from verifiers.weights.access import SECRET_ENV, TRUSTED_ENV, VLLM_API_KEY_ENV, new_secret
 
 VLLM_ROUTES = "verifiers.weights.vllm_routes.weight_routes"
 VLLM_WORKER_EXTENSION = "verifiers.weights.vllm_worker.WeightUpdateExtension"
@@ -64,7 +64,15 @@ def start_inference(
     weights_secret: str | None = None,
 ) -> ServerProcess:
     """Start the server; ``weights_secret`` (made by the trainer) and ``weights_dir`` (where the
-    trainer writes weights) reach it through its environment only."""
+    trainer writes weights) reach it through its environment only.
+
+    The server gets a key of its own, made here for this run and handed over the same way
+    (never in argv, which every local user reads in ``/proc/PID/cmdline``): it is meant for its
+    one client, the trainer (``server.api_key``), and without the key another local user's
+    request is a 401 before its body is read. Its one client keeps no per-client budget
+    (vf-serve's rule for a server with a key); what bounds a stranger is the key check, the
+    header and body deadlines and the descriptor budget every vf-serve has."""
+    api_key = new_secret()
     if inference.backend == "vllm":
         try:
             import vllm  # noqa: F401
@@ -75,6 +83,7 @@ def start_inference(
             ) from exc
         env = dict(os.environ)
         env.pop(SECRET_ENV, None)
+        env[VLLM_API_KEY_ENV] = api_key
         if weights_secret is not None:
             env[SECRET_ENV] = weights_secret
         if weights_dir is not None:
@@ -90,7 +99,7 @@ def start_inference(
             timeout=inference.startup_timeout_s,
             model="policy",
         )
-        server.weights_secret = weights_secret
+        server.weights_secret, server.api_key = weights_secret, api_key
         return server
     return start_server(
         str(model_dir),
@@ -99,6 +108,7 @@ def start_inference(
         env_overrides={"OMP_WAIT_POLICY": "PASSIVE"},
         weights_secret=weights_secret,
         trusted_weights_dirs=[weights_dir] if weights_dir is not None else None,
+        api_key=api_key,
         extra_args=[
             "--dtype",
             inference.dtype,
@@ -108,8 +118,6 @@ def start_inference(
             "policy",
             "--max-batch-size",
             str(inference.max_batch_size),
-            "--client-max-tokens",  # its one client is this trainer: no per-client budget
-            "0",
             *inference.extra_args,
         ],
     )

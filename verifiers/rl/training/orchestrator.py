@@ -102,8 +102,10 @@ class Orchestrator:
         loaded_by_id = bool(getattr(self.env, "loaded_as", None))
         if self.workers is not None or spec == "none" or (spec == "auto" and not loaded_by_id):
             return
-        from verifiers.workers import start_workers
+        from verifiers.workers import client_config_of, start_workers
 
+        if getattr(self.client, "api_key", None):  # vf-rl's server has a key of this run's
+            client_config_of(self.client)  # put where workers inherit it, before they start
         self.workers = await start_workers(spec, self.env)
 
     async def close(self) -> None:

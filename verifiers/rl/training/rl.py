@@ -195,11 +195,12 @@ def make_transport(
     alive: Any,
     trainer_device: str = "cpu",
     secret: str | None = None,
+    api_key: str | None = None,
 ) -> Any:
     from verifiers.weights.transport import BroadcastTransport, FilesystemTransport
 
     if inference.weight_transport == "filesystem":
-        return FilesystemTransport(base_url, directory, alive, secret=secret)
+        return FilesystemTransport(base_url, directory, alive, secret=secret, api_key=api_key)
     return BroadcastTransport(
         base_url,
         alive,
@@ -207,6 +208,7 @@ def make_transport(
         device=trainer_device,  # rank 0 sends from the trainer's device
         host=inference.weight_transport_host,
         secret=secret,
+        api_key=api_key,
     )
 
 
@@ -323,12 +325,13 @@ def _serve_and_train(
             alive,
             trainer_device=device,
             secret=server.weights_secret,
+            api_key=server.api_key,
         )
         if start_step:
             weights.push(trainer)
         orchestrator = Orchestrator(
             env,
-            OpenAICompatibleClient(server.base_url),
+            OpenAICompatibleClient(server.base_url, server.api_key),  # its one client
             "policy",
             seed=config.seed,
             health=alive,

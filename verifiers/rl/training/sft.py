@@ -238,9 +238,13 @@ class Evaluator:
             weights_secret=new_secret(),
         )
         self.weights = FilesystemTransport(
-            self.server.base_url, out / "weights", self.alive, secret=self.server.weights_secret
+            self.server.base_url,
+            out / "weights",
+            self.alive,
+            secret=self.server.weights_secret,
+            api_key=self.server.api_key,
         )
-        self.client = OpenAICompatibleClient(self.server.base_url)
+        self.client = OpenAICompatibleClient(self.server.base_url, self.server.api_key)
 
     def alive(self) -> str | None:
         code = self.server.process.poll()

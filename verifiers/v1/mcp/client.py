@@ -14,8 +14,10 @@ import asyncio
 import copy
 import functools
 import importlib.util
+import inspect
 import logging
 import os
+import secrets
 import sys
 import tempfile
 import time
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from verifiers.processes.die_with_parent import guarded
 from verifiers.v1.errors import ToolsetError
-from verifiers.v1.mcp.server import STATE_KEY, mcp_missing, state_payload
+from verifiers.v1.mcp.server import KEY_ENV, STATE_KEY, mcp_missing, state_payload
 from verifiers.v1.state import State
 from verifiers.v1.toolset import BoundTool, SharedToolsetConfig, Toolset
 from verifiers.v1.types import Tool
@@ -41,6 +43,9 @@ LAUNCH_TIMEOUT_S = 60.0
 """How long a launched toolset server may take to start listening."""
 
 _LAUNCH = "import importlib, sys; getattr(importlib.import_module(sys.argv[1]), sys.argv[2]).run()"
+
+_KEYS: dict[str, str] = {}
+"""The key of each toolset server this process launched, by its URL: ``connect`` sends it."""
 
 
 @dataclass
@@ -79,7 +84,9 @@ def _as_text(block: Any) -> Any:
 @asynccontextmanager
 async def launched(toolset: Toolset[Any, Any]) -> AsyncIterator[str]:
     """``toolset`` served (``Toolset.run``) by a child process on a free loopback port for the
-    context; its MCP URL. The child dies with this process, and is stopped on exit."""
+    context; its MCP URL. The child dies with this process, and is stopped on exit. It answers
+    only requests with the key made for it here (``connect`` sends it): any local user reaches
+    a loopback port, and a stranger's call would run its tools with a state of its choosing."""
     cls = type(toolset)
     if cls.__module__ == "__main__" or "<locals>" in cls.__qualname__:
         raise ToolsetError(
@@ -87,6 +94,7 @@ async def launched(toolset: Toolset[Any, Any]) -> AsyncIterator[str]:
             " so it cannot be served in its own process: define it in a module, or set its "
             "config's colocated = true"
         )
+    key = secrets.token_urlsafe(32)
     with tempfile.TemporaryDirectory(prefix="vf-toolset-") as tmp:
         port_file, log = Path(tmp) / "port", Path(tmp) / "server.log"
         argv, extra = guarded([sys.executable, "-c", _LAUNCH, cls.__module__, cls.__qualname__])
@@ -97,15 +105,20 @@ async def launched(toolset: Toolset[Any, Any]) -> AsyncIterator[str]:
             "MCP_HOST": "127.0.0.1",
             "MCP_PORT": "0",
             "MCP_PORT_FILE": str(port_file),
+            KEY_ENV: key,  # in its environment, which only this user reads; never in argv
         }
         with log.open("wb") as out:
             process = await asyncio.create_subprocess_exec(
                 *argv, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out
             )
+        url = ""
         try:
             port = await _listening(process, port_file, log, cls.__name__)
-            yield f"http://127.0.0.1:{port}/mcp"
+            url = f"http://127.0.0.1:{port}/mcp"
+            _KEYS[url] = key
+            yield url
         finally:
+            _KEYS.pop(url, None)
             if process.returncode is None:
                 process.terminate()
                 try:
@@ -160,9 +173,14 @@ async def connect(url: str, stack: AsyncExitStack) -> ClientSession:
     ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
     done = asyncio.Event()
 
+    headers = {"Authorization": f"Bearer {_KEYS[url]}"} if url in _KEYS else None
+
     async def hold() -> None:
         try:
-            async with transport(url) as (read, write, _), ClientSession(read, write) as session:
+            async with (
+                _transport(transport, url, headers) as (read, write, _),
+                ClientSession(read, write) as session,
+            ):
                 await session.initialize()
                 ready.set_result(session)
                 await done.wait()
@@ -188,6 +206,30 @@ async def connect(url: str, stack: AsyncExitStack) -> ClientSession:
         raise
     stack.push_async_callback(close)
     return session
+
+
+@asynccontextmanager
+async def _transport(
+    transport: Any, url: str, headers: dict[str, str] | None
+) -> AsyncIterator[Any]:
+    """``transport`` to ``url``, sending ``headers``: the older transport takes them, the newer
+    one an HTTP client that carries them (with the older one's timeouts)."""
+    if headers is None:
+        async with transport(url) as streams:
+            yield streams
+        return
+    if "http_client" not in inspect.signature(transport).parameters:
+        async with transport(url, headers=headers) as streams:
+            yield streams
+        return
+    import httpx
+
+    timeout = httpx.Timeout(30.0, read=300.0)
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=timeout, follow_redirects=True) as client,
+        transport(url, http_client=client) as streams,
+    ):
+        yield streams
 
 
 def _leaf(error: BaseException) -> str:

@@ -34,6 +34,9 @@ Toolset = Any
 STATE_KEY = "vf_state"
 """The ``_meta`` field that carries a rollout's state to a served tool and back."""
 
+KEY_ENV = "VF_TOOLSET_KEY"
+"""Where a served toolset finds the key its clients must send (``serve_from_environment``)."""
+
 
 def state_payload(state: State) -> dict[str, Any]:
     """A rollout's state as it travels to a served tool (its artifacts, bytes, stay home)."""
@@ -95,13 +98,18 @@ def build_server(toolset: Toolset) -> Server[Any, Any]:
     return server
 
 
-async def serve(toolset: Toolset, sock: socket.socket) -> None:
-    """Serve ``toolset`` on the bound ``sock`` until cancelled."""
+async def serve(toolset: Toolset, sock: socket.socket, api_key: str | None = None) -> None:
+    """Serve ``toolset`` on the bound ``sock`` until cancelled; with ``api_key``, a request
+    without ``Authorization: Bearer KEY`` is a 401 before its body is read. A request's headers
+    and body have ``READ_TIMEOUT_S`` each, as at every server of this SDK."""
     try:
         import uvicorn
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
         from starlette.applications import Starlette
         from starlette.routing import Route
+
+        from verifiers.asgi.deadlines import READ_TIMEOUT_S, header_timeout_protocol
+        from verifiers.asgi.json_api import APIKeyCheck
     except ImportError as e:  # pragma: no cover - depends on the optional extra
         raise mcp_missing("serving a toolset") from e
 
@@ -120,13 +128,20 @@ async def serve(toolset: Toolset, sock: socket.socket) -> None:
 
     await toolset.setup()  # after the port is known: a slow setup does not hide the port
     app = Starlette(routes=[Route("/mcp", endpoint=Endpoint())], lifespan=lifespan)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    if api_key:
+        app.add_middleware(APIKeyCheck, api_key=api_key)
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", http=header_timeout_protocol(READ_TIMEOUT_S)
+    )
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
 def serve_from_environment(cls: type[Toolset]) -> None:
     """``Toolset.run``: the config from ``VF_CONFIG`` (JSON), the address from ``MCP_HOST`` /
-    ``MCP_PORT`` (loopback, any free port), the bound port written to ``MCP_PORT_FILE``."""
+    ``MCP_PORT`` (loopback, any free port), the bound port written to ``MCP_PORT_FILE``, and
+    the key every request must carry from ``VF_TOOLSET_KEY`` (the SDK makes one for each server
+    it launches: any local user reaches a loopback port), taken out of the environment the
+    tools run in."""
     from verifiers.v1.tool_parts import ToolsetConfig
 
     config_type = concrete_type(cls, BaseConfig) or ToolsetConfig
@@ -138,4 +153,5 @@ def serve_from_environment(cls: type[Toolset]) -> None:
     port_file = os.environ.get("MCP_PORT_FILE")
     if port_file:
         Path(port_file).write_text(str(sock.getsockname()[1]))
-    asyncio.run(serve(cls(config), sock))
+    api_key = os.environ.pop(KEY_ENV, None) or None
+    asyncio.run(serve(cls(config), sock, api_key))
