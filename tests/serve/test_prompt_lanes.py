@@ -171,6 +171,42 @@ async def test_a_client_has_one_body_in_each_lane_at_a_time(lanes):
     assert lanes.turns == {}
 
 
+async def test_a_clients_next_body_is_handed_on_by_the_thread_not_the_event_loop(lanes):
+    """A client's turn in the small lane passed through the event loop (a lock released there,
+    the next waiter woken, its body submitted), each step waiting for the GIL behind the
+    engine's thread: one client's 8 concurrent chats reached the engine one by one and cost
+    1.1-1.25x the server CPU per request. Now the thread that finishes a body submits the
+    client's next one: with the event loop held, all of them are prepared, still one at a
+    time, and their callers are answered once it runs again."""
+    real, guard = lanes.prompts.prepare, threading.Lock()
+    running, most, finished = [0], [0], threading.Event()
+    order: list[int] = []
+
+    def one_at_a_time(raw: bytes, kind: Kind) -> Prepared:
+        with guard:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            return real(raw, kind)
+        finally:
+            with guard:
+                running[0] -= 1
+                order.append(int(orjson.loads(raw)["user"]))
+                if len(order) == 4:
+                    finished.set()
+
+    lanes.prompts.prepare = one_at_a_time
+    tasks = [
+        asyncio.create_task(lanes.prepare(body("Hi", user=str(i)), "text", client="one"))
+        for i in range(4)
+    ]
+    await asyncio.sleep(0)  # each takes its place in the client's turn
+    assert lanes.turns["one", "small"].users == 4
+    assert finished.wait(30), f"the turn waited for the event loop: only {order} were prepared"
+    assert order == [0, 1, 2, 3] and most[0] == 1
+    assert all(p.prompt_ids for p in await asyncio.gather(*tasks)) and lanes.turns == {}
+
+
 async def test_bodies_queued_behind_one_that_kills_the_child_are_not_failed(lanes):
     """The child's death failed every body queued for it. Now the child holds one body at a
     time, so the body it held when it died is the one that fails; the others, whatever their

@@ -7,6 +7,7 @@ the bookkeeping of relays and half-handshakes back to zero."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -34,9 +35,11 @@ class Gated:
     router: Any
     context: Any
 
-    def dealer(self) -> Any:
+    def dealer(self, receive_queue: int = 1000) -> Any:
+        """A DEALER with the secret; ``receive_queue`` messages at most read ahead for it."""
         dealer = self.context.socket(zmq.DEALER)
         dealer.setsockopt(zmq.LINGER, 0)
+        dealer.setsockopt(zmq.RCVHWM, receive_queue)
         secure_client(dealer, SECRET)
         dealer.connect(f"tcp://127.0.0.1:{self.port}")
         return dealer
@@ -94,6 +97,27 @@ async def test_large_messages_after_the_handshake_are_relayed_whole_both_ways(ga
         dealer.close()
     # the caller went: both sides closed, nothing left counted
     assert await until(lambda: gated.gate.relays == 0 and not gated.gate.live)
+
+
+async def test_what_a_slow_reader_leaves_in_the_relay_is_not_overwritten_by_later_reads(gated):
+    """The relay reads into a buffer it keeps. When the other side cannot take a whole read at
+    once, the other transport holds that buffer (Python 3.12's keeps a view of it, not a copy)
+    and a new one takes the next read: 32 MiB of random bytes sent to a caller that reads
+    nothing until the relay is holding some of them arrive exactly as sent."""
+    dealer = gated.dealer(receive_queue=1)  # libzmq soon stops reading for it: TCP fills up
+    try:
+        await dealer.send(b"hello")
+        assert await gated.router.poll(30_000)
+        caller, _ = await gated.router.recv_multipart()
+        payloads = [os.urandom(4 << 20) for _ in range(8)]
+        for payload in payloads:
+            await gated.router.send_multipart([caller, payload])
+        assert await until(lambda: any(r.client.get_write_buffer_size() for r in gated.gate.live))
+        for payload in payloads:
+            assert await dealer.poll(60_000)
+            assert await dealer.recv() == payload
+    finally:
+        dealer.close()
 
 
 async def test_a_connection_that_never_finishes_its_handshake_is_closed_at_its_deadline(gated):

@@ -21,6 +21,7 @@ default; ``"state"``: this SDK's full rollout snapshots, trajectory tokens inclu
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Literal
 
 import msgpack
@@ -212,7 +213,12 @@ def unpack_bounded(data: bytes, seen: list[int] | None = None) -> Any:
     Extension types, which no request carries, are refused: each became a Python-made object
     (~27x its wire size, ~1 us each, so 64 MiB of them held the event loop ~40 s and took 2 GB);
     a timestamp (extension -1, which msgpack decodes itself) is read as the float it stands for."""
-    return msgpack.unpackb(data, **_bounded(len(data), seen))
+    options, entries = _bounded(len(data))
+    try:
+        return msgpack.unpackb(data, **options)
+    finally:
+        if seen is not None:
+            seen[0] += entries()
 
 
 SMALL_FRAME = STEP_ENTRIES
@@ -247,48 +253,54 @@ async def unpack_bounded_in_steps(data: bytes, seen: list[int] | None = None) ->
     ``seen[0]``, if given, gains the number of list items and map entries decoded."""
     if len(data) <= 16 * DECODE_STEP_BYTES:
         return unpack_bounded(data, seen)
-    unpacker = msgpack.Unpacker(max_buffer_size=len(data), **_bounded(len(data), seen))
+    options, entries = _bounded(len(data))
+    unpacker = msgpack.Unpacker(max_buffer_size=len(data), **options)
     view = memoryview(data)
-    for start in range(0, len(data), DECODE_STEP_BYTES):
-        unpacker.feed(view[start : start + DECODE_STEP_BYTES])
-        try:
-            message = unpacker.unpack()
-        except msgpack.OutOfData:
-            await asyncio.sleep(0)
-            continue
-        if start + DECODE_STEP_BYTES < len(data) or unpacker.tell() != len(data):
-            raise ValueError("the message has bytes after its end")
-        return message
-    raise ValueError("the message ends before its last value")
+    try:
+        for start in range(0, len(data), DECODE_STEP_BYTES):
+            unpacker.feed(view[start : start + DECODE_STEP_BYTES])
+            try:
+                message = unpacker.unpack()
+            except msgpack.OutOfData:
+                await asyncio.sleep(0)
+                continue
+            if start + DECODE_STEP_BYTES < len(data) or unpacker.tell() != len(data):
+                raise ValueError("the message has bytes after its end")
+            return message
+        raise ValueError("the message ends before its last value")
+    finally:
+        if seen is not None:
+            seen[0] += entries()
 
 
-def _bounded(size: int, seen: list[int] | None = None) -> dict[str, Any]:
-    """The options that make msgpack refuse a ``size``-byte frame as ``unpack_bounded`` says
-    (and count the entries it decodes into ``seen[0]``)."""
+def _bounded(size: int) -> tuple[dict[str, Any], Callable[[], int]]:
+    """The options that make msgpack refuse a ``size``-byte frame as ``unpack_bounded`` says,
+    and what tells how many list items and map entries it has decoded so far. Each hook is one
+    Python call of a few operations on the closure's integers: through a second function and a
+    list for the count, the hooks cost an 8 MiB request of 19,000 rows ~7 ms of ~25 to decode
+    (~4 now)."""
     budget = max(DECODED_FLOOR, DECODED_PER_WIRE_BYTE * size)
-    spent = 0
-    entries = seen if seen is not None else [0]
-
-    def charge(cost: int) -> None:
-        nonlocal spent
-        spent += cost
-        if spent > budget:
-            raise DecodeCostError(
-                f"this {size}-byte message decodes into more than {budget} bytes "
-                f"({DECODED_PER_WIRE_BYTE}x its size): refused"
-            )
+    left, entries = budget, 0
 
     def on_list(items: list[Any]) -> list[Any]:
-        charge(LIST_BYTES + SLOT_BYTES * len(items))
-        entries[0] += len(items)
+        nonlocal left, entries
+        count = len(items)
+        entries += count
+        left -= LIST_BYTES + SLOT_BYTES * count
+        if left < 0:
+            _refuse_cost(size, budget)
         return items
 
     def on_map(mapping: dict[Any, Any]) -> dict[Any, Any]:
-        charge(MAP_BYTES + ENTRY_BYTES * len(mapping))
-        entries[0] += len(mapping)
+        nonlocal left, entries
+        count = len(mapping)
+        entries += count
+        left -= MAP_BYTES + ENTRY_BYTES * count
+        if left < 0:
+            _refuse_cost(size, budget)
         return mapping
 
-    return {
+    options = {
         "raw": False,
         "strict_map_key": False,
         "list_hook": on_list,
@@ -296,6 +308,14 @@ def _bounded(size: int, seen: list[int] | None = None) -> dict[str, Any]:
         "ext_hook": _refuse_extension,
         "timestamp": 1,
     }
+    return options, lambda: entries
+
+
+def _refuse_cost(size: int, budget: int) -> None:
+    raise DecodeCostError(
+        f"this {size}-byte message decodes into more than {budget} bytes "
+        f"({DECODED_PER_WIRE_BYTE}x its size): refused"
+    )
 
 
 def _refuse_extension(code: int, payload: bytes) -> Any:

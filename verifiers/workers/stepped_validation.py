@@ -210,16 +210,19 @@ def _slices(item: Any, items: list[Any]) -> Iterator[tuple[int, int, int]]:
             end = min(len(items), start + STEP_ENTRIES)
             yield start, end, end - start
         return
-    start = 0
-    while start < len(items):
-        window = items[start : start + STEP_ENTRIES]
+    for base in range(0, len(items), STEP_ENTRIES):
+        window = items[base : base + STEP_ENTRIES]
         try:  # lengths summed in C, not item by item (a walk in Python cost ~60% of validating)
             counted = list(accumulate(map(len if cost is _length else cost, window)))
         except TypeError:  # an item with no length (refused once validated): counted as one
             counted = list(accumulate(map(cost, window)))
-        taken = min(bisect_left(counted, STEP_ENTRIES) + 1, len(window))
-        yield start, start + taken, counted[taken - 1]
-        start += taken
+        # every slice the window holds, each item counted once (a window per slice counted
+        # rows of 3 keys three times: ~1 ms of an 8 MiB request's ~9 to validate)
+        done = before = 0
+        while done < len(window):
+            taken = min(bisect_left(counted, before + STEP_ENTRIES, done) + 1, len(window))
+            yield base + done, base + taken, counted[taken - 1] - before
+            done, before = taken, counted[taken - 1]
 
 
 def _pairs(item: Any, mapping: dict[Any, Any]) -> Iterator[tuple[list[tuple[Any, Any]], int]]:
