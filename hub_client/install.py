@@ -22,6 +22,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from hub_client.client import HubAPIError, HubClient
 from hub_protocol.wire import VersionInfo
+from verifiers.installs import interpreter
 from verifiers.installs.provenance import local_install
 from verifiers.installs.sdk_guard import (
     installed_sdk_requirement,
@@ -165,9 +166,7 @@ def pip_install(
 
 
 def prefix_of(python: str) -> str:
-    if python == sys.executable:
-        return sys.prefix
-    return ask(python, "print(sys.prefix)").stdout.strip() or sys.prefix
+    return interpreter.prefix_of(python) or sys.prefix
 
 
 def record_provenance(entries: list[LockEntry], python: str, hub_url: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -83,7 +84,6 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
     app.add_middleware(environmentshub_push.StagedFastPath, hub=hub, views=app.state.views)
     app.add_middleware(environments.SearchFastPath, hub=hub)
     app.add_middleware(web.PageFastPath, hub=hub, views=app.state.views)
-    app.add_middleware(simple.IndexFastPath, hub=hub)
     app.add_middleware(
         RequestGuard,
         authenticate=lambda scope, headers: hub.auth.from_token(
@@ -96,3 +96,10 @@ def create_app(settings: HubSettings | str | Path, sdk_wheel: str | Path | None 
     )
     app.add_middleware(StrictTransportSecurity)  # outermost: fast paths and refusals too
     return app
+
+
+def served(app: FastAPI) -> Any:
+    """What ``prime hub serve`` runs: ``app`` behind the simple index's fast path
+    (``simple.IndexFastPath``, ahead of the framework: the request every install makes), with
+    HSTS over both (the app's own answers carry it once)."""
+    return StrictTransportSecurity(simple.IndexFastPath(app, app.state.hub))

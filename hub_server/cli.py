@@ -190,6 +190,7 @@ def _exit_on_signal(signum: int, frame: object) -> None:
 
 def cmd_hub_serve(args: argparse.Namespace) -> int:
     from hub_server import create_app
+    from hub_server.app import served
     from hub_server.edges.server import serve
 
     # stopped while it starts (building the SDK wheel in a temp dir, opening the stores), the
@@ -213,7 +214,7 @@ def cmd_hub_serve(args: argparse.Namespace) -> int:
         )
     else:
         err("links are path-absolute; pass --public-url https://HUB for the /sdk/ install line")
-    serve(app, args.host, args.port, settings.read_timeout, settings.trusted_proxies)
+    serve(served(app), args.host, args.port, settings.read_timeout, settings.trusted_proxies)
     return 0
 
 

@@ -1,5 +1,5 @@
 """Environments, versions, files, tags and downloads: every SQL statement about what the hub
-holds, except search (``db.search``).
+holds, except search (``db.search``) and the simple index's reads (``db.index``).
 
 A push reads and locks only its own environment (what it may install is decided by the package
 alone, ``hub_server.services.package_rules``, never by other environments); an environment's latest
@@ -19,7 +19,7 @@ from packaging.version import Version
 from hub_server.db.accounts import NAMESPACE_LOCK
 from hub_server.db.clock import now, today
 from hub_server.db.engine import Conflict, Database, typed, version_key
-from hub_server.db.rows import EnvironmentRow, FileRow, IndexRow, VersionRow
+from hub_server.db.rows import EnvironmentRow, FileRow, VersionRow
 from hub_server.errors import Conflicting, NotAllowed
 
 
@@ -119,21 +119,6 @@ class Catalog:
                 "SELECT * FROM files WHERE env_id=? AND filename=?", (env_id, filename)
             ).fetchone()
         return None if row is None else typed(FileRow, row)
-
-    def index_rows(self, env_id: int) -> list[IndexRow]:
-        """What a simple-index page lists: every wheel and sdist with its version's index fields
-        (never a source archive, which is no package an installer could build)."""
-        with self.database.read() as db:
-            rows = db.execute(
-                "SELECT f.filename, f.sha256, f.size, f.upload_time, f.metadata_sha256, "
-                "v.version, v.yanked, v.yanked_reason, v.requires_python "
-                "FROM files f JOIN versions v ON v.id=f.version_id "
-                "WHERE f.env_id=? AND f.kind IN ('wheel', 'sdist')",
-                (env_id,),
-            ).fetchall()
-        return sorted(
-            (typed(IndexRow, r) for r in rows), key=lambda r: (Version(r.version), r.filename)
-        )
 
     # --- writing ---------------------------------------------------------------------------------
     def commit_version(

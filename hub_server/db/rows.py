@@ -62,6 +62,20 @@ class FileRow:
     upload_time: str
 
 
+@dataclass(frozen=True, slots=True)
+class IndexHead:
+    """An environment as its simple index needs it: who may read it (``visibility``,
+    ``owner``), its page's cache key (``id``, ``created_at``, ``serial``) and the links."""
+
+    id: int
+    owner: str
+    name: str
+    distribution: str
+    visibility: str
+    created_at: str
+    serial: int
+
+
 @dataclass(frozen=True)
 class IndexRow:
     """One line of a simple-index page: a file with its version's index fields."""

@@ -72,6 +72,7 @@ def serve(app: Any, host: str, port: int, read_timeout: float, trusted_proxies: 
         host=host,
         port=port,
         log_level="warning",
+        access_log=False,  # never shown at "warning", yet its line was made for each request
         http=capped_protocol(read_timeout, trusted_proxies),
         proxy_headers=bool(trusted_proxies),
         forwarded_allow_ips=",".join(trusted_proxies) or "",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -22,8 +21,8 @@ from hub_protocol.wire import (
 )
 from hub_server.db.rows import EnvironmentRow, SummaryRow, VersionRow
 from hub_server.db.search import Answer
-from hub_server.edges.fastpath import request_headers, respond
-from hub_server.errors import HubError, error_body
+from hub_server.edges.fastpath import error_json, request_headers, respond
+from hub_server.errors import HubError
 from hub_server.presenters.views import Views
 from hub_server.routers.deps import HubDep, MaybeUser, ViewsDep
 from hub_server.services.auth import Principal, viewer_of
@@ -205,5 +204,5 @@ class SearchFastPath:
             user = await self.hub.read(self.hub.auth.from_token, token) if token else None
             body, status = await environment_page_json(self.hub, user, query), 200
         except HubError as exc:
-            body, status = json.dumps(error_body(exc.code, exc.message)).encode(), exc.status
+            body, status = error_json(exc), exc.status
         await respond(send, status, "application/json", body)

@@ -18,15 +18,16 @@ from fastapi import APIRouter, Request, Response
 from packaging.utils import canonicalize_name
 from starlette.concurrency import run_in_threadpool
 
-from hub_server.db.rows import EnvironmentRow
-from hub_server.edges.fastpath import request_headers, respond
-from hub_server.errors import HubError, error_body
+from hub_server.db.rows import IndexHead
+from hub_server.edges.fastpath import error_json, respond, some_headers
+from hub_server.errors import HubError
 from hub_server.presenters.templates import templates
 from hub_server.routers.deps import HubDep, MaybeUser
 from hub_server.services.hub import Hub, index_key
 
 router = APIRouter(tags=["simple index"])
 PEP691 = "application/vnd.pypi.simple.v1+json"
+INDEX_HEADERS = frozenset({b"authorization", b"accept"})  # all that a page depends on
 
 
 def wants_json(request: Request) -> bool:
@@ -53,8 +54,10 @@ async def project_page(
     """One project's page and its media type, for the user the headers' credentials name."""
     token = hub.auth.credential(f"/simple/{owner}/", "GET", headers)
     user = await hub.read(hub.auth.from_token, token) if token else None
-    env = await hub.read(hub.environment, owner, name, user)
-    if canonicalize_name(project) != canonicalize_name(env.distribution):
+    env = await hub.read(hub.index_environment, owner, name, user)
+    if project != env.distribution and canonicalize_name(project) != canonicalize_name(
+        env.distribution
+    ):
         raise HubError(404, "project_not_found", f"this index only serves {env.distribution}")
     as_json = PEP691 in headers.get("accept", "")
     key = index_key(env, as_json)
@@ -66,16 +69,18 @@ async def project_page(
 
 @router.get("/simple/{owner}/{name}/{project}/")
 async def simple_project(owner: str, name: str, project: str, request: Request) -> Response:
-    """Served by ``IndexFastPath`` in a running hub; this route documents it (and serves it
-    where the middleware is not installed)."""
+    """Served by ``IndexFastPath`` in a running hub; this route documents it, serves it where
+    the app runs without it (``create_app`` alone) and answers the failures it leaves here."""
     body, media = await project_page(request.app.state.hub, owner, name, project, request.headers)
     return Response(body, media_type=media)
 
 
 class IndexFastPath:
-    """ASGI: ``GET /simple/OWNER/NAME/PROJECT/``, the request every install makes, answered
-    without the framework's routing and dependency solving (half the CPU of the routed path);
-    the page and its checks are ``project_page``, the same as the route's."""
+    """ASGI, ahead of the framework (``app.served``): ``GET /simple/OWNER/NAME/PROJECT/``,
+    the request every install makes, answered without its routing, dependency solving and
+    middleware, which cost more than the answer (a cached page); the page and its checks are
+    ``project_page``, the same as the route's. A failure other than the hub's own errors (the
+    database unreachable) is left to the route, whose error handlers answer it."""
 
     def __init__(self, app: Any, hub: Hub) -> None:
         self.app, self.hub = app, hub
@@ -92,18 +97,17 @@ class IndexFastPath:
             return await self.app(scope, receive, send)
         owner, name, project = parts[2:5]
         try:
-            body, media = await project_page(self.hub, owner, name, project, request_headers(scope))
+            headers = some_headers(scope, INDEX_HEADERS)
+            body, media = await project_page(self.hub, owner, name, project, headers)
             status = 200
         except HubError as exc:
-            body, media, status = (
-                json.dumps(error_body(exc.code, exc.message)).encode(),
-                "application/json",
-                exc.status,
-            )
+            body, media, status = error_json(exc), "application/json", exc.status
+        except Exception:  # the route answers it, through the error handlers
+            return await self.app(scope, receive, send)
         await respond(send, status, media, body)
 
 
-def render(hub: Hub, env: EnvironmentRow, as_json: bool) -> bytes:
+def render(hub: Hub, env: IndexHead, as_json: bool) -> bytes:
     prefix = f"/files/{quote(env.owner)}/{quote(env.name)}/"
     files = [
         {
@@ -118,7 +122,7 @@ def render(hub: Hub, env: EnvironmentRow, as_json: bool) -> bytes:
             "yanked": bool(r.yanked),
             "yanked_reason": r.yanked_reason,
         }
-        for r in hub.catalog.index_rows(env.id)
+        for r in hub.index.rows(env.id)
     ]
     if not as_json:
         return templates.get_template("simple_project.html").render(files=files).encode()

@@ -21,7 +21,7 @@ from hub_protocol.wire import Scope
 from hub_server.db.accounts import Accounts, stored_scopes
 from hub_server.db.catalog import Viewer
 from hub_server.db.clock import now
-from hub_server.db.rows import CredentialRow, EnvironmentRow
+from hub_server.db.rows import CredentialRow, EnvironmentRow, IndexHead
 from hub_server.errors import HubError
 
 INSTALLER_PREFIXES = ("/simple/", "/files/")
@@ -161,7 +161,7 @@ class Authenticator:
         return user.is_admin or self.role_in(user, owner) in ("self", "owner")
 
     @staticmethod
-    def can_read(user: Principal | None, env: EnvironmentRow) -> bool:
+    def can_read(user: Principal | None, env: EnvironmentRow | IndexHead) -> bool:
         if env.visibility == "public":
             return True
         return user is not None and (user.is_admin or env.owner in user.namespaces)

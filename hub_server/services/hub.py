@@ -34,7 +34,8 @@ from hub_server.db.catalog import Catalog
 from hub_server.db.challenges import LoginChallenges
 from hub_server.db.clock import today
 from hub_server.db.engine import open_database
-from hub_server.db.rows import EnvironmentRow, VersionRow
+from hub_server.db.index import IndexReads
+from hub_server.db.rows import EnvironmentRow, IndexHead, VersionRow
 from hub_server.db.schema import migrate
 from hub_server.db.search import Search
 from hub_server.db.staged_evals import StagedEvals
@@ -44,6 +45,7 @@ from hub_server.services.names import check_name, is_name, normalize_version
 from hub_server.settings import HubSettings
 
 T = TypeVar("T")
+Env = TypeVar("Env", EnvironmentRow, IndexHead)
 
 INDEX_CACHE_SIZE = 2048
 PAGE_ROWS = 4096
@@ -51,7 +53,7 @@ PAGE_CACHE_CHARS = 64 * 1024 * 1024  # environment pages' content and the README
 DOWNLOAD_FLUSH_S = 10.0
 
 
-def index_key(env: EnvironmentRow, as_json: bool) -> tuple[int, str, int, bool]:
+def index_key(env: IndexHead, as_json: bool) -> tuple[int, str, int, bool]:
     """What a simple-index page is cached under: the environment's id, which no other
     environment ever gets, and its ``serial``, which every change to its files bumps. Its
     ``created_at`` is part of the key too, for a store replaced under a running hub (a backup
@@ -87,6 +89,7 @@ class Hub:
         migrate(self.database)
         self.accounts = Accounts(self.database)
         self.catalog = Catalog(self.database)
+        self.index = IndexReads(self.database)
         self.search = Search(self.database)
         self.attachments = Attachments(self.database)
         self.blobs: BlobStore = open_blob_store(
@@ -210,6 +213,12 @@ class Hub:
         row = self.catalog.environment(owner, name) if is_name(owner) and is_name(name) else None
         return self._readable(owner, name, row, user)
 
+    def index_environment(self, owner: str, name: str, user: Any) -> IndexHead:
+        """``environment`` as the simple index reads it (``IndexReads.head``), with the same
+        checks and the same 404."""
+        row = self.index.head(owner, name) if is_name(owner) and is_name(name) else None
+        return self._readable(owner, name, row, user)
+
     def environment_for_page(
         self, owner: str, name: str, user: Any
     ) -> tuple[EnvironmentRow, tuple[int, int]]:
@@ -242,9 +251,7 @@ class Hub:
             return None
         return self._readable(owner, name, found[0], user), found[1]
 
-    def _readable(
-        self, owner: str, name: str, row: EnvironmentRow | None, user: Any
-    ) -> EnvironmentRow:
+    def _readable(self, owner: str, name: str, row: Env | None, user: Any) -> Env:
         if row is None or not self.auth.can_read(user, row):
             raise HubError(404, "environment_not_found", f"no environment {owner}/{name}")
         return row

@@ -24,6 +24,7 @@ HELPERS = {"stop_cleanly", "cpu_ab"}  # modules the benchmarks beside them impor
 BENCHMARKS = sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem not in HELPERS)
 SMALL = {  # arguments that keep a run short; the stop comes long before the end anyway
     "hub": ["--envs", "300", "--seconds", "4"],
+    "hub_vs_pypiserver": ["--envs", "20", "--seconds", "2", "--rounds", "1", "--installs", "1"],
     "env_workers": ["--quick"],
     "chaos": ["-n", "20"],
     "serve_throughput": ["--repeats", "3"],

@@ -205,6 +205,61 @@ def test_the_search_fast_path_answers_like_the_route(hub):
     assert bad_token.status_code == 401 and error_code(bad_token)
 
 
+def test_the_index_fast_path_answers_like_the_route(hub):
+    """A project's index page is answered ahead of the framework in a running hub; the route
+    (all ``create_app`` serves, here in process over the same store) answers every case alike:
+    both media types, a private environment for its owner and for anyone else, another
+    project's name, a name outside the grammar, a bad token."""
+    from fastapi.testclient import TestClient
+
+    from hub_server import HubSettings, create_app
+
+    ivy, ivo = new_user(hub, "ivy"), new_user(hub, "ivo")
+    for version in ("1.0.0", "1.1.0"):
+        resp = httpx.post(
+            f"{hub['url']}/api/v1/environments/ivy/fast-env/versions",
+            files={"wheel": make_wheel("fast-env", version)},
+            data={"visibility": "private"},
+            headers={"Authorization": f"Bearer {ivy}"},
+            timeout=60,
+        )
+        assert resp.status_code == 201, resp.text
+    backend = hub["backend"]
+    settings = HubSettings(
+        data_dir=hub["data"],
+        db=backend.db,
+        blobs=backend.blobs,
+        s3_endpoint=backend.s3_endpoint,
+        build_sdk=False,
+    )
+    app = create_app(settings)
+    routed = TestClient(app)  # no lifespan: no upload workers, no collector
+    basic = {ivy: ("__token__", ivy), ivo: ("__token__", ivo)}
+    pep691 = {"Accept": "application/vnd.pypi.simple.v1+json"}
+    cases = [
+        ("/simple/ivy/fast-env/fast-env/", {}, basic[ivy], 200),
+        ("/simple/ivy/fast-env/fast-env/", pep691, basic[ivy], 200),
+        ("/simple/ivy/fast-env/Fast_Env/", pep691, basic[ivy], 200),
+        ("/simple/ivy/fast-env/fast-env/", pep691, None, 404),
+        ("/simple/ivy/fast-env/fast-env/", pep691, basic[ivo], 404),
+        ("/simple/ivy/fast-env/requests/", pep691, basic[ivy], 404),
+        ("/simple/ivy/fast~env/fast-env/", pep691, basic[ivy], 404),
+        ("/simple/ivy/fast-env/fast-env/", pep691, ("__token__", "nope"), 401),
+    ]
+    try:
+        for path, headers, auth, status in cases:
+            served = httpx.get(hub["url"] + path, headers=headers, auth=auth)
+            direct = routed.get(path, headers=headers, auth=auth)
+            assert served.status_code == direct.status_code == status, (path, served.text)
+            assert served.content == direct.content, path
+            media = served.headers["content-type"].split(";")[0]
+            assert media == direct.headers["content-type"].split(";")[0], path
+        listed = httpx.get(hub["url"] + cases[1][0], headers=pep691, auth=basic[ivy]).json()
+        assert listed["versions"] == ["1.0.0", "1.1.0"]
+    finally:
+        app.state.hub.close()
+
+
 def test_unknown_routes_and_methods_answer_with_stable_codes(hub):
     missing = httpx.get(f"{hub['url']}/api/v1/nothing-here")
     assert missing.status_code == 404 and error_code(missing) == "not_found"

@@ -33,6 +33,7 @@ from packaging.utils import canonicalize_name
 
 from verifiers.errors import VFError
 from verifiers.installs.confinement import Installs, Problem
+from verifiers.installs.interpreter import prefix_of
 from verifiers.installs.judge import Requested, Staged, judge
 from verifiers.installs.target import Target, probe, real_destination
 from verifiers.installs.uv_config import uv_command
@@ -79,7 +80,8 @@ def install(
 ) -> list[tuple[str, str]]:
     """Install ``requirements`` (uv arguments: ``-r FILE``, ``-e DIR``, ...) into ``python``
     under the rules above; returns the (name, version) pairs installed."""
-    prefix = probe(python).prefix
+    asked = prefix_of(python)  # (the caller's steps asked it already)
+    prefix = Path(asked).resolve() if asked else probe(python).prefix
     with _install_lock(prefix):  # one confined install per Python at a time
         uv_run = _Uv(uv, env)
         _remove_abandoned_stages(prefix)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import subprocess
+import sys
+
+_PREFIXES: dict[str, str] = {}
 
 
 def ask(
@@ -19,3 +22,21 @@ def ask(
         timeout=60,
         check=check,
     )
+
+
+def prefix_of(python: str) -> str | None:
+    """``python``'s ``sys.prefix`` (this interpreter's own unasked), or None where it gave none
+    (or could not be run).
+    Asked once per process: an install needs it at several steps (its records, its lock, its
+    stage), and each ask starts that Python, a good part of a warm install's own time."""
+    if python == sys.executable:
+        return sys.prefix
+    if python not in _PREFIXES:
+        try:
+            found = ask(python, "print(sys.prefix)").stdout.strip()
+        except (OSError, subprocess.SubprocessError):  # not a Python: the caller says so
+            return None
+        if not found:
+            return None
+        _PREFIXES[python] = found
+    return _PREFIXES[python]

@@ -72,10 +72,10 @@ def local_install(distribution: str, python: str | None = None) -> str | None:
     (``vf-install``, pip): a phrase for a message, e.g. ``0.1.0, editable from /src/x``."""
     prefix = None
     if python is not None and python != sys.executable:
-        from verifiers.installs.interpreter import ask
+        from verifiers.installs.interpreter import ask, prefix_of
 
         answer = ask(python, _LOCAL_PROBE, distribution)
-        prefix = ask(python, "import sys; print(sys.prefix)").stdout.strip() or None
+        prefix = prefix_of(python)
         try:
             found = json.loads(answer.stdout or "null")
         except ValueError:
