@@ -25,7 +25,10 @@ from verifiers.v1.configs.client import BaseClientConfig
 from verifiers.v1.types import (
     AssistantMessage,
     Message,
+    SystemMessage,
     ToolCall,
+    ToolMessage,
+    UserMessage,
 )
 
 if TYPE_CHECKING:
@@ -217,6 +220,21 @@ def message_to_wire(message: Message) -> dict[str, Any]:
                 for call in message.tool_calls
             ]
         return wire
+    if isinstance(message, UserMessage | SystemMessage) and type(message.content) is str:
+        if type(message) in (UserMessage, SystemMessage):  # a subclass may add fields
+            # the dump below, built directly (a rollout converts each message on every call
+            # that sends it, and the pydantic dump was most of that CPU); parts take the dump
+            return {"role": message.role, "content": message.content}
+    elif isinstance(message, ToolMessage) and type(message.content) is str:
+        if type(message) is ToolMessage:
+            wire = {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id,
+                "content": message.content,
+            }
+            if message.name is not None:
+                wire["name"] = message.name
+            return wire
     return message.model_dump(mode="json", exclude_none=True)
 
 

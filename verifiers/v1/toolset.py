@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 import inspect
 import re
 import weakref
@@ -105,6 +106,18 @@ def _tool_parts(fn: Callable[..., Any]) -> tuple[dict[str, Any], TypeAdapter[Any
     return _copy_schema(parts[0]), parts[1]
 
 
+@functools.lru_cache(maxsize=1024)
+def _cleandoc(doc: str) -> str:
+    return inspect.cleandoc(doc)
+
+
+def _description(fn: Callable[..., Any]) -> str:
+    """A tool method's docstring as its description, cleaned once per docstring (each rollout
+    gets fresh toolsets, and ``inspect.cleandoc`` per tool was a share of their CPU)."""
+    doc = fn.__doc__
+    return _cleandoc(doc) if doc else ""
+
+
 def _copy_schema(value: Any) -> Any:
     """A deep copy of a JSON schema (dicts, lists and scalars; anything else by
     ``copy.deepcopy``): each rollout's tools get their own, and ``copy.deepcopy``'s memo
@@ -135,7 +148,7 @@ class Toolset(Generic[ToolsetConfigT, StateT]):
 
     def __init__(self, config: ToolsetConfigT | None = None) -> None:
         self.config: ToolsetConfigT = config if config is not None else ToolsetConfig()  # type: ignore[assignment]  # the default ToolsetConfigT
-        self._inert: State = state_cls(type(self))()
+        self._inert: State | None = None  # made when first read outside a call (rarely)
 
     async def setup(self) -> None:
         """Task-agnostic preparation (an index, a corpus), run once per server before it
@@ -145,7 +158,11 @@ class Toolset(Generic[ToolsetConfigT, StateT]):
     def state(self) -> StateT:
         """The state of the rollout calling the tool (an unshared blank outside a call)."""
         current = _current_state.get()
-        return current if current is not None else self._inert  # type: ignore[return-value]  # the rollout's state is the task's StateT
+        if current is not None:
+            return current  # type: ignore[return-value]  # the rollout's state is the task's StateT
+        if self._inert is None:  # made on demand: a blank per toolset was a State per rollout
+            self._inert = state_cls(type(self))()
+        return self._inert  # type: ignore[return-value]  # the toolset's own StateT
 
     @property
     def prefix(self) -> str:
@@ -163,7 +180,7 @@ class Toolset(Generic[ToolsetConfigT, StateT]):
             schema, validate = _tool_parts(fn)
             spec = Tool(
                 name=f"{self.prefix}_{name}" if self.prefix else name,
-                description=inspect.cleandoc(fn.__doc__ or "") or name,
+                description=_description(fn) or name,
                 parameters=schema,
             )
             bound.append(PythonTool(spec=spec, fn=fn, toolset=self, validate=validate))

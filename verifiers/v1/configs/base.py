@@ -23,6 +23,8 @@ class BaseConfig(BaseModel):
         as upstream's ``pydantic_config`` does: ``client={"base_url": ...}`` is an eval client."""
         if not isinstance(data, dict):
             return data
+        if not any(isinstance(value, dict) for value in data.values()):
+            return data  # nothing to tag (a config made per rollout: skip the field walk)
         for name, field in cls.model_fields.items():
             value = data.get(name)
             if isinstance(value, dict) and "type" not in value:

@@ -1,0 +1,163 @@
+"""The short cuts a v1 rollout takes for CPU (``benchmarks/eval_throughput.py --table v1``)
+give what the long way gives: a message's hash keys the graph the same for equal messages,
+orjson-refused tool arguments included; a message goes on the wire as its pydantic dump; a
+toolset's blank state outside a call is its own state type, one per toolset; a run keeps the
+heap it started with out of the collector only while it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.v1_calc import calc_policy, install_calc
+
+import verifiers.v1 as vf
+from verifiers.v1 import graph
+from verifiers.v1.chat import message_to_wire
+from verifiers.v1.eval_env import TasksetEnvironment
+
+
+def _call(arguments: str) -> vf.AssistantMessage:
+    return vf.AssistantMessage(
+        content=None, tool_calls=[vf.ToolCall(id="c0", name="f", arguments=arguments)]
+    )
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ('{"b": 2, "a": 1}', '{"a":1,"b":2}'),
+        ('{"a": NaN, "b": 1}', '{"b":1,"a":NaN}'),  # json reads NaN, orjson does not
+        ('{"n": 123456789012345678901234567890}', '{ "n":123456789012345678901234567890 }'),
+        ('{"a": "caf\\u00e9"}', '{"a":"café"}'),
+    ],
+)
+def test_equivalent_tool_arguments_hash_equal_whichever_parser_reads_them(
+    left: str, right: str
+) -> None:
+    assert graph.message_hash(_call(left)) == graph.message_hash(_call(right))
+
+
+def test_different_messages_hash_apart() -> None:
+    hashes = {
+        graph.message_hash(m)
+        for m in (
+            _call('{"a": 1}'),
+            _call('{"a": 2}'),
+            _call('{"a": NaN}'),
+            _call("not json"),
+            vf.AssistantMessage(content="x", reasoning_content="r"),
+            vf.AssistantMessage(content="x"),
+            vf.UserMessage(content="x"),
+            vf.ToolMessage(tool_call_id="c0", content="x"),
+            vf.AssistantMessage(
+                content="x", provider_state=[{"type": "reasoning", "data": 10**30}]
+            ),
+        )
+    }
+    assert len(hashes) == 9
+
+
+def test_a_two_turn_tool_exchange_reuses_its_prefix_nodes() -> None:
+    """The hashes ``prepare_turn`` computed key the nodes the commit adds: the next turn
+    finds the whole previous conversation in the graph and adds only what is new."""
+    trace = vf.Trace(
+        agent=vf.AgentInfo(config=vf.AgentConfig()),
+        task=vf.TraceTask(type="Task", data=vf.TaskData(idx=0, prompt="add")),
+    )
+    user = vf.UserMessage(content="add 2 and 3")
+    call = _call('{"a": 2, "b": 3}')
+    first = graph.prepare_turn(trace, [user])
+    assert first.prefix_node_ids == []
+    reply_id = first.commit(
+        vf.Response(id="1", created=0, model="m", message=call, finish_reason="tool_calls")
+    )
+    tool = vf.ToolMessage(tool_call_id="c0", content="5", name="f")
+    second = graph.prepare_turn(trace, [user, trace.nodes[reply_id].message, tool])
+    assert second.prefix_node_ids == [0, reply_id]
+    answer = vf.AssistantMessage(content="5")
+    last = second.commit(
+        vf.Response(id="2", created=0, model="m", message=answer, finish_reason="stop")
+    )
+    assert [n.parent for n in trace.nodes] == [None, 0, 1, 2]
+    assert last == 3 and trace.last_reply == "5"
+    # a trace read back rebuilds the same index from its nodes
+    again = vf.Trace.model_validate_json(trace.model_dump_json())
+    third = graph.prepare_turn(again, [user, call, tool, answer])
+    assert third.prefix_node_ids == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        vf.UserMessage(content="hi"),
+        vf.SystemMessage(content="be brief"),
+        vf.ToolMessage(tool_call_id="c0", content="5", name="add"),
+        vf.ToolMessage(tool_call_id="c0", content="5"),
+        vf.UserMessage(content=[vf.TextContentPart(text="look")]),
+        vf.ToolMessage(tool_call_id="c0", content=[vf.TextContentPart(text="5")]),
+    ],
+)
+def test_a_message_goes_on_the_wire_as_its_pydantic_dump(message: vf.Message) -> None:
+    wire = message_to_wire(message)
+    dump = message.model_dump(mode="json", exclude_none=True)
+    assert wire == dump and list(wire) == list(dump)  # same keys, same order
+
+
+class Counter(vf.State):
+    calls: int = 0
+
+
+class CountingToolset(vf.Toolset[vf.ToolsetConfig, Counter]):
+    @vf.tool
+    def bump(self) -> str:
+        """Count a call."""
+        self.state.calls += 1
+        return str(self.state.calls)
+
+
+def test_a_toolsets_state_outside_a_call_is_one_blank_of_its_state_type() -> None:
+    toolset = CountingToolset(vf.ToolsetConfig(colocated=True))
+    blank = toolset.state
+    assert type(blank) is Counter and blank.calls == 0
+    assert toolset.state is blank  # the same blank on every read
+    assert CountingToolset().state is not blank  # each toolset its own
+    [tool] = toolset.tools()
+    assert tool.spec.description == "Count a call."
+    rollout = Counter()
+    assert asyncio.run(tool.call({}, rollout)) == "1"
+    assert rollout.calls == 1 and blank.calls == 0  # a call writes the rollout's state
+
+
+@pytest.fixture
+def calc_package(tmp_path, monkeypatch) -> Iterator[Path]:
+    yield from install_calc(tmp_path / "pkgs", monkeypatch)
+
+
+def test_a_v1_run_freezes_its_starting_heap_only_while_it_runs(server, calc_package) -> None:
+    """The rollouts run with the heap frozen (full collections skip what existed before the
+    run) and the run thaws it as it ends; a heap someone else froze is left as it was."""
+    server.set_handler(calc_policy)
+    env = TasksetEnvironment("calc-v1")
+    seen: list[int] = []
+    run_episode = env.v1_env.run_episode
+
+    async def observed(task, context):  # the real episode, its freeze state noted
+        seen.append(gc.get_freeze_count())
+        return await run_episode(task, context)
+
+    env.v1_env.run_episode = observed  # type: ignore[method-assign]
+    assert gc.get_freeze_count() == 0
+    out = env.evaluate_sync(server.base_url, "test-model", num_examples=2, rollouts_per_example=2)
+    assert [s["reward"] for s in out.state] == [1.0] * 4
+    assert len(seen) == 4 and all(count > 0 for count in seen)
+    assert gc.get_freeze_count() == 0  # thawed: what was frozen is collectable again
+    gc.freeze()  # as a forked env worker's template holds its heap
+    try:
+        env.evaluate_sync(server.base_url, "test-model", num_examples=1)
+        assert gc.get_freeze_count() > 0  # not thawed by the run (only freed objects left it)
+    finally:
+        gc.unfreeze()
