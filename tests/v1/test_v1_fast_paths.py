@@ -1,23 +1,17 @@
 """The short cuts a v1 rollout takes for CPU (``benchmarks/eval_throughput.py --table v1``)
 give what the long way gives: a message's hash keys the graph the same for equal messages,
 orjson-refused tool arguments included; a message goes on the wire as its pydantic dump; a
-toolset's blank state outside a call is its own state type, one per toolset; a run keeps the
-heap it started with out of the collector only while it runs."""
+toolset's blank state outside a call is its own state type, one per toolset."""
 
 from __future__ import annotations
 
 import asyncio
-import gc
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from support.v1_calc import calc_policy, install_calc
 
 import verifiers.v1 as vf
 from verifiers.v1 import graph
 from verifiers.v1.chat import message_to_wire
-from verifiers.v1.eval_env import TasksetEnvironment
 
 
 def _call(arguments: str) -> vf.AssistantMessage:
@@ -130,34 +124,3 @@ def test_a_toolsets_state_outside_a_call_is_one_blank_of_its_state_type() -> Non
     rollout = Counter()
     assert asyncio.run(tool.call({}, rollout)) == "1"
     assert rollout.calls == 1 and blank.calls == 0  # a call writes the rollout's state
-
-
-@pytest.fixture
-def calc_package(tmp_path, monkeypatch) -> Iterator[Path]:
-    yield from install_calc(tmp_path / "pkgs", monkeypatch)
-
-
-def test_a_v1_run_freezes_its_starting_heap_only_while_it_runs(server, calc_package) -> None:
-    """The rollouts run with the heap frozen (full collections skip what existed before the
-    run) and the run thaws it as it ends; a heap someone else froze is left as it was."""
-    server.set_handler(calc_policy)
-    env = TasksetEnvironment("calc-v1")
-    seen: list[int] = []
-    run_episode = env.v1_env.run_episode
-
-    async def observed(task, context):  # the real episode, its freeze state noted
-        seen.append(gc.get_freeze_count())
-        return await run_episode(task, context)
-
-    env.v1_env.run_episode = observed  # type: ignore[method-assign]
-    assert gc.get_freeze_count() == 0
-    out = env.evaluate_sync(server.base_url, "test-model", num_examples=2, rollouts_per_example=2)
-    assert [s["reward"] for s in out.state] == [1.0] * 4
-    assert len(seen) == 4 and all(count > 0 for count in seen)
-    assert gc.get_freeze_count() == 0  # thawed: what was frozen is collectable again
-    gc.freeze()  # as a forked env worker's template holds its heap
-    try:
-        env.evaluate_sync(server.base_url, "test-model", num_examples=1)
-        assert gc.get_freeze_count() > 0  # not thawed by the run (only freed objects left it)
-    finally:
-        gc.unfreeze()

@@ -24,7 +24,6 @@ ids) builds one for any package exporting a ``Taskset``: ``verifiers.v1.kind``, 
 from __future__ import annotations
 
 import asyncio
-import gc
 from typing import Any
 
 from verifiers.envs.environment import Environment
@@ -151,20 +150,6 @@ class TraceRubric(Rubric):
             state["advantage"] = state["reward"] - mean
 
 
-def _freeze_heap() -> bool:
-    """Leave what exists as a run starts (the taskset's tasks and rows, the modules, the
-    queued rollouts) out of the collector until the run ends (``end_run`` thaws it): a
-    rollout's records are pydantic objects, and the full collections they set off walked
-    that whole heap again each time (a fifth of a v1 rollout's CPU at concurrency 256).
-    Nothing is lost: an object still goes when its last reference does, and a cycle made
-    before the run is collected after it. Not where something else froze the heap (a forked
-    env worker's template), nor with the collector off. Whether it froze."""
-    if not gc.isenabled() or gc.get_freeze_count():
-        return False
-    gc.freeze()
-    return True
-
-
 def _tasks(taskset: Any, max_tasks: int) -> list[Any]:
     return list(taskset.head(max_tasks) if taskset.INFINITE else taskset)
 
@@ -203,7 +188,6 @@ class TasksetEnvironment(Environment):
             self.tasks += _tasks(load_taskset(held_out.taskset), max_tasks)
             eval_rows = self._task_rows(taskset_id, len(rows))
         self._client_pool: tuple[asyncio.AbstractEventLoop, ClientPool] | None = None
-        self._froze_heap = False
         self._serving = HeldServing(self.v1_env)
         super().__init__(
             # rows, not a ``datasets.Dataset``: the base class builds that view only when asked,
@@ -282,9 +266,6 @@ class TasksetEnvironment(Environment):
         closed with it (a new AsyncOpenAI per episode loaded the CA bundle each time, more CPU
         than the rest of a rollout; in env workers both live as long as the worker)."""
         await self._serving.release()
-        if self._froze_heap:
-            self._froze_heap = False
-            gc.unfreeze()
         pool, self._client_pool = self._client_pool, None
         if pool is not None and pool[0] is asyncio.get_running_loop():
             await pool[1].aclose()
@@ -309,7 +290,6 @@ class TasksetEnvironment(Environment):
         if self._client_pool is None or self._client_pool[0] is not loop:
             # one client per endpoint for the run's episodes (its connections are this loop's)
             self._client_pool = (loop, ClientPool())
-            self._froze_heap = self._froze_heap or _freeze_heap()
         try:  # the taskset's shared tool servers: up once for the run (or worker), reused
             await self._serving.ready()
         except Exception as exc:  # one that cannot be served fails each rollout, naming it
