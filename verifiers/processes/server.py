@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -67,8 +68,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def listening_socket(host: str = "127.0.0.1") -> socket.socket:
     """A socket listening on a free port of ``host``, to hand to a server child (no window in
-    which the port is free for another process, as :func:`free_port`'s has)."""
-    listener = socket.socket()
+    which the port is free for another process, as :func:`free_port`'s has). An IPv6 ``host``
+    (``::``) listens as uvicorn's own socket would, IPv4 too where the system allows."""
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     try:
         listener.bind((host, 0))
         listener.listen(2048)
@@ -96,7 +98,9 @@ def start_server(
     ``api_key`` (the same way) makes every other route refuse a request without it, so a server
     meant for one client (a trainer) answers no other local user.
     """
-    listener = listening_socket()
+    args = ["--host", "127.0.0.1", *(extra_args or [])]
+    hosts = [value for flag, value in itertools.pairwise(args) if flag == "--host"]
+    listener = listening_socket(hosts[-1])  # the last --host, as vf-serve's argparse reads it
     port = listener.getsockname()[1]
     # A trainer beside the server passes {"OMP_WAIT_POLICY": "PASSIVE"}: two processes with
     # spinning OpenMP threads slow each other down many times over. A light client (vf-eval)
@@ -117,11 +121,9 @@ def start_server(
         "-m",
         "verifiers.cli.serve",
         model,
-        "--host",
-        "127.0.0.1",
         "--port",
         str(port),
-        *(extra_args or []),
+        *args,
     ]
     with listener:  # the child has its own copy of the descriptor
         server = launch(
