@@ -209,6 +209,11 @@ def install_rows(
         url = served.page.split("/simple/")[0]
         env = {**os.environ, "PRIME_HUB_URL": url, "PRIME_API_KEY": token}
         env["PRIME_CONFIG_DIR"] = str(work / "config")
+        # each target venv sees this checkout's SDK, as an environment's venv has it installed
+        # (prime refuses a target without it); uv's install does not look
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")) if p
+        )
 
         lock = "environments.lock"  # in the target venv (the cwd of each run)
         index = pypiserver.page.split("/simple/")[0] + "/simple/"

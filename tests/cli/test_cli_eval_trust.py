@@ -257,6 +257,13 @@ def test_a_run_dir_does_not_send_a_key_to_an_endpoint_it_names(
             "does not choose where a key is sent on its own" in err
         ), err
         assert f"-b {catcher.base_url} -k VF_TEST_KEY" in err
+        # the default variable: naming the endpoint is enough (``-b URL`` sends that key anyway)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-the-users-default-key")
+        edited["identity"]["api_key_var"] = edited["api_key_var"] = "OPENAI_API_KEY"
+        (run / "metadata.json").write_text(json.dumps(edited))
+        assert main(["reverse-text", "--resume", str(run)]) == 2
+        err = capsys.readouterr().err.replace("\n", " ")
+        assert err.rstrip().endswith(f"name it again: -b {catcher.base_url}"), err
         # the judge's endpoint in the env args, on --resume and --rescore (which runs a judge)
         edited = json.loads(metadata)
         judge = {"judge_base_url": catcher.base_url, "judge_api_key_var": "VF_TEST_KEY"}

@@ -80,7 +80,7 @@ def staging_dir(name: str, parent: Path) -> Path:
 
 
 def abandoned(
-    parent: Path, prefix: str, *, any_maker: bool = False, exiting: bool = False
+    parent: Path, prefix: str, *, any_maker: bool = False, this_process: bool = False
 ) -> list[Path]:
     """The directories in ``parent`` that ``owned_dir`` made for a process of this machine that
     is gone: ``prefix`` is a regular expression for the part before the maker. Only this user's
@@ -90,8 +90,9 @@ def abandoned(
     ``any_maker``: the caller holds a lock that every maker held while alive (a run directory's),
     so each such directory is abandoned, whatever machine or boot made it.
 
-    ``exiting``: this process is ending, so the directories it made are abandoned too (a stop
-    that lands between a directory's making and its owner's cleanup being registered)."""
+    ``this_process``: only the directories this process made, which it abandons as it exits
+    (a stop that lands between a directory's making and its owner's cleanup); other makers'
+    are left to the next start's cleanup."""
     pattern = re.compile(prefix + _MAKER_AND_RANDOM)
     try:
         if not _others_cannot_rename_in(parent.stat()):
@@ -109,7 +110,10 @@ def abandoned(
         except OSError:
             continue
         pid = int(named["pid"])
-        if _ours(info) and (any_maker or (exiting and pid == os.getpid()) or not running(pid)):
+        if this_process:
+            if _ours(info) and pid == os.getpid():
+                found.append(entry)
+        elif _ours(info) and (any_maker or not running(pid)):
             found.append(entry)
     return found
 

@@ -511,13 +511,14 @@ def _kill_uid(uid: int) -> None:
                 pass
 
 
-def _remove_stale_dirs(exiting: bool = False) -> None:
+def _remove_stale_dirs(this_process: bool = False) -> None:
     """Directories (and disks) of sandboxes whose process died without cleaning up (SIGKILL),
-    and at exit this process's own: only this user's (``abandoned``), and each unmounted
-    through a descriptor held on the directory that was judged (as root, a name another user
-    swapped for a link in ``/tmp`` would otherwise have a mount it points at unmounted)."""
+    or at exit (``this_process``) only this process's own: only this user's (``abandoned``),
+    and each unmounted through a descriptor held on the directory that was judged (as root, a
+    name another user swapped for a link in ``/tmp`` would otherwise have a mount it points at
+    unmounted)."""
     temp = Path(tempfile.gettempdir())
-    for entry in abandoned(temp, HOST_DIR_PREFIX, exiting=exiting):
+    for entry in abandoned(temp, HOST_DIR_PREFIX, this_process=this_process):
         with pinned(entry) as fd:
             if fd is None:
                 continue
@@ -569,7 +570,7 @@ def _kill_all_sandboxes() -> None:
     # a SIGINT's SystemExit may land between a start's ``_claim`` and its spawn, or between a
     # destroy's ``_live.discard`` and its file removal
     if _made_dirs:
-        _remove_stale_dirs(exiting=True)
+        _remove_stale_dirs(this_process=True)
 
 
 def _pipes(

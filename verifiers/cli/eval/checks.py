@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from verifiers.cli.endpoints import CLIError, Endpoint
+from verifiers.cli.endpoints import DEFAULT_KEY_VAR, CLIError, Endpoint
 from verifiers.cli.eval.settings import ON_RESUME, WORKERS, EvalSettings, OnResume, explicit
 from verifiers.cli.run_identity import RunIdentity
 from verifiers.cli.settings import default_text, flag_text
@@ -175,15 +175,29 @@ def check_restored_endpoint(args: EvalSettings, recorded: RunIdentity, run: str)
     """``--resume`` restores the run's endpoint and key variable, but not both at once on the
     run dir's word: an edited ``metadata.json`` naming another URL and ``OPENAI_API_KEY`` sent
     the user's key there. When a key would be sent, ``-b`` and ``-k`` are given again (the line
-    printed after Ctrl-C has them); the identity check has made sure they are the run's."""
-    if not key_sent(recorded) or (args.given("api_base_url") and args.given("api_key_var")):
+    printed after Ctrl-C has them); the identity check has made sure they are the run's. ``-k``
+    may be left out where the run's variable is the default one: ``-b URL`` alone sends that
+    key to URL on any run."""
+    if not key_sent(recorded) or (args.given("api_base_url") and not _names_key(recorded, args)):
         return
     raise CLIError(
         f"--resume {run} records the endpoint {recorded.base_url} with the key in "
         f"${recorded.api_key_var}; a run dir does not choose where a key is sent on its own. "
-        f"To continue it there, name both again: -b {shlex.quote(str(recorded.base_url))} "
-        f"-k {recorded.api_key_var}"
+        f"To continue it there, name it again: {shlex.join(_restated(recorded))}"
     )
+
+
+def _names_key(recorded: RunIdentity, args: EvalSettings | None = None) -> bool:
+    """Whether the run's key variable must be typed again: not the default, and not given."""
+    if args is not None and args.given("api_key_var"):
+        return False
+    return recorded.api_key_var != DEFAULT_KEY_VAR
+
+
+def _restated(recorded: RunIdentity) -> list[str]:
+    """The flags that name a run's endpoint and, where not the default, its key variable."""
+    words = ["-b", str(recorded.base_url)]
+    return words + (["-k", str(recorded.api_key_var)] if _names_key(recorded) else [])
 
 
 def resume_line(env: str, run: str, identity: RunIdentity) -> str:
@@ -191,7 +205,7 @@ def resume_line(env: str, run: str, identity: RunIdentity) -> str:
     its own (the endpoint with its key variable, env args that unconfine or name endpoints)."""
     words = ["vf-eval", env, "--resume", run]
     if key_sent(identity):
-        words += ["-b", str(identity.base_url), "-k", str(identity.api_key_var)]
+        words += _restated(identity)
     unsafe = identity.env_args.get("sandbox_mode") == "unsafe"
     if unsafe or endpoint_env_args(identity.env_args):
         words += ["-a", json.dumps(identity.env_args)]
