@@ -97,14 +97,13 @@ def main() -> None:
         report = write_report([run])
         generate_s = time.perf_counter() - start
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        # Playwright's driver and the browser put their temp files (artifacts, the browser's
+        # profile, org.chromium.*) in their TMPDIR: where the benchmark removes them, since a
+        # driver stopped by a signal removes nothing of its own
+        scratch = str(stop_cleanly.scratch_dir("vf-bench-chromium-"))
+        os.environ["TMPDIR"] = scratch
         with sync_playwright() as p:
-            # the browser's own temp files (org.chromium.*) go where the benchmark removes them
-            scratch = str(stop_cleanly.scratch_dir("vf-bench-chromium-"))
-            browser = p.chromium.launch(
-                executable_path=chromium,
-                args=["--no-sandbox"],
-                env={**os.environ, "TMPDIR": scratch},
-            )
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             page = browser.new_page()
             page.goto(report.as_uri(), wait_until="load")
             first_screen_ms = page.evaluate(
