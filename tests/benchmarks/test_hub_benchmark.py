@@ -22,7 +22,7 @@ def test_the_hub_benchmark_seeds_its_hub_and_prints_both_push_protocols_costs():
             sys.executable,
             "benchmarks/hub.py",
             *("--clients-only", "--envs", "30", "--versions", "2"),
-            *("--pushes", "3", "--repeats", "0"),
+            *("--pushes", "10", "--repeats", "0"),  # enough CPU to count in 10 ms ticks
         ],
         cwd=REPO,
         capture_output=True,
