@@ -58,6 +58,25 @@ def test_vf_eval_runs_a_tool_using_v1_taskset(server, tmp_path, calc_package):
     assert trace.task.data.model_dump()["answer"] in trace.last_reply
 
 
+@pytest.mark.parametrize("workers", [[], ["--no-env-workers"]])
+def test_a_v1_run_sends_the_key_of_the_variable_it_was_given(
+    tmp_path, calc_package, monkeypatch, workers
+):
+    """A v1 taskset's model calls carried no key of the run (its episodes read the key off a
+    client attribute the lean client lacks, then fell back to ``$OPENAI_API_KEY`` or none): a
+    run with ``-k VAR`` against a keyed endpoint failed every rollout with a 401."""
+    from verifiers.testing import ModelServer
+
+    monkeypatch.setenv("VF_TEST_V1_KEY", "right")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with ModelServer(calc_policy, api_key="right") as keyed:
+        argv = ["calc-v1", "-b", keyed.base_url, "-m", "test-model", "-n", "2", "-r", "1"]
+        argv += ["-k", "VF_TEST_V1_KEY", *workers, "--output-dir", str(tmp_path / "out")]
+        assert main(argv) == 0
+    rows = list(read_rows(run_dir(tmp_path / "out") / "results.jsonl"))
+    assert len(rows) == 2 and all(r["error"] is None and r["reward"] == 1.0 for r in rows)
+
+
 def test_v1_rows_carry_the_usage_turns_and_time_of_their_model_calls(
     server, tmp_path, calc_package
 ):

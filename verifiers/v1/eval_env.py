@@ -278,7 +278,8 @@ class TasksetEnvironment(Environment):
         context = ModelContext(
             base_url=str(getattr(client, "base_url", "") or "") or None,
             model=model,
-            api_key=getattr(native, "api_key", None),
+            # the lean client holds its key itself; an SDK client wraps one that does
+            api_key=getattr(native, "api_key", None) or getattr(client, "api_key", None),
             sampling={
                 k: v
                 for k, v in dict(sampling_args or {}).items()

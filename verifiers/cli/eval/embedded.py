@@ -4,6 +4,7 @@ local model directory (hashed, so a run names the exact checkpoint), served by `
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from rich.console import Console
 
 from verifiers.cli.endpoints import CLIError, Endpoint
 from verifiers.cli.eval.settings import EvalSettings
+from verifiers.workers.runner import KEY_VAR as WORKER_KEY_VAR
 
 V1_MAX_TOKENS = 256
 """The per-reply token limit a v1 taskset's run on the built-in model server gets when neither
@@ -31,12 +33,27 @@ def local_model_identity(model: str, console: Console) -> dict[str, str] | None:
         return {"model_path": str(path.resolve()), "model_sha256": model_dir_sha256(path)}
 
 
+def builtin_server_key(workers: Any) -> str | None:
+    """A key made for this run's built-in model server, so no other local user can query the
+    model it serves, put in ``VF_ENV_WORKER_API_KEY`` of this process, which its local
+    environment workers (forked, or a template's) and a Ray instance it starts inherit: call it
+    before they start. None for workers behind a ``vf-env-server`` (``tcp://``), which read keys
+    only from the variables it was started with: that server's workers call the built-in server
+    without a key, so it is left without one (SECURITY.md)."""
+    if isinstance(workers, tuple):
+        return None
+    key = secrets.token_urlsafe(32)
+    os.environ[WORKER_KEY_VAR] = key
+    return key
+
+
 def start_embedded(
     endpoint: Endpoint,
     console: Console,
     args: EvalSettings,
     servers: list[Any],
     local: dict[str, str] | None,
+    api_key: str | None = None,
 ) -> Endpoint:
     from verifiers.installs.sdk_guard import LOCAL_STACK_HINT
     from verifiers.processes.server import start_server
@@ -58,9 +75,11 @@ def start_embedded(
         ]
     with console.status(f"starting the built-in model server ({endpoint.model}); log: {log}"):
         try:
-            server = start_server(endpoint.model, log_path=log, extra_args=extra_args)
+            server = start_server(
+                endpoint.model, log_path=log, extra_args=extra_args, api_key=api_key
+            )
         except RuntimeError as exc:
             message = str(exc).strip().splitlines()[-1]
             raise CLIError(f"the built-in model server did not start: {message}") from exc
     servers.append(server)
-    return Endpoint(server.model, server.base_url, "EMPTY")
+    return Endpoint(server.model, server.base_url, api_key or "EMPTY")

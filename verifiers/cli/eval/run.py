@@ -34,7 +34,13 @@ from verifiers.cli.eval.checks import (
 )
 from verifiers.cli.eval.clients import eval_client_config, make_eval_client
 from verifiers.cli.eval.defaults import eval_defaults
-from verifiers.cli.eval.embedded import V1_MAX_TOKENS, local_model_identity, start_embedded
+from verifiers.cli.eval.embedded import (
+    V1_MAX_TOKENS,
+    WORKER_KEY_VAR,
+    builtin_server_key,
+    local_model_identity,
+    start_embedded,
+)
 from verifiers.cli.eval.rescore import rescore_run
 from verifiers.cli.eval.settings import DEFAULT_API, EvalSettings, explicit, parse_args
 from verifiers.cli.eval.start import load_and_launch
@@ -136,6 +142,19 @@ def _run(
     if args.rescore or args.resume:
         flag, run = ("--rescore", args.rescore) if args.rescore else ("--resume", args.resume)
         check_restored_confinement(typed_env_args, env_args, flag, str(run))
+    key_var = args.api_key_var
+    if recorded is not None and recorded.api_key_var and not args.given("api_key_var"):
+        key_var = recorded.api_key_var
+    builtin_key: str | None = None
+    if not args.rescore:  # a rescore calls no model
+        endpoint = resolve_endpoint(
+            args.model or (recorded.model if recorded else previous.get("model")),
+            args.api_base_url or (recorded.base_url if recorded else None),
+            key_var,
+            args.endpoints,
+        )
+        if endpoint.base_url is None:  # before any worker starts: they inherit it
+            builtin_key = builtin_server_key(workers)
     try:
         if launched is not None and not args.rescore:
             env = load_and_launch(args.env, workers, env_args, launched)
@@ -173,15 +192,6 @@ def _run(
         if getattr(defaults, key) is not None and key not in sampling:
             sampling[key] = getattr(defaults, key)
     sampling.setdefault("temperature", 1.0)  # the API default, sent and recorded explicitly
-    key_var = args.api_key_var
-    if recorded is not None and recorded.api_key_var and not args.given("api_key_var"):
-        key_var = recorded.api_key_var
-    endpoint = resolve_endpoint(
-        args.model or (recorded.model if recorded else previous.get("model")),
-        args.api_base_url or (recorded.base_url if recorded else None),
-        key_var,
-        args.endpoints,
-    )
     api = args.api or (recorded.api if recorded else None) or endpoint.api or DEFAULT_API
     embedded = endpoint.base_url is None
     local_model: dict[str, str] | None = None
@@ -194,7 +204,7 @@ def _run(
         local_model = local_model_identity(endpoint.model, console)
         if getattr(env, "v1_env", None) is not None:
             sampling.setdefault("max_tokens", V1_MAX_TOKENS)
-        endpoint = start_embedded(endpoint, console, args, servers, local_model)
+        endpoint = start_embedded(endpoint, console, args, servers, local_model, builtin_key)
     else:
         served = check_reachable(endpoint, headers, endpoint.key_var or key_var, api)
         if not endpoint.model:
@@ -251,7 +261,9 @@ def _run(
                     workers=workers,
                     launched=launched[0] if launched else None,
                     group_timeout=args.group_timeout,
-                    client_config=eval_client_config(api, endpoint, headers, key_var),
+                    client_config=eval_client_config(
+                        api, endpoint, headers, WORKER_KEY_VAR if builtin_key else key_var
+                    ),
                     sampling_args=sampling,
                     rollouts_per_example=r,
                     max_concurrent=concurrency,
