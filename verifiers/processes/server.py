@@ -138,6 +138,49 @@ def start_server(
     return server
 
 
+def _listens(process: subprocess.Popen, port: int) -> bool:
+    """Whether ``process`` or one of its descendants listens on ``port`` (read from /proc): a
+    server that binds its port itself (vLLM) has it taken by whoever binds it first, and
+    whatever answers ``/health`` there would be sent the run's key and prompts."""
+    listeners = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:  # sl local_address rem_address st ... uid timeout inode
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                listeners.add(f"socket:[{fields[9]}]")
+    if not listeners:
+        return False
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:  # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    tree, grown = {process.pid}, True
+    while grown:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grown = bool(more)
+    for pid in tree:
+        try:
+            descriptors = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in descriptors:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in listeners:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
 def launch(
     cmd: list[str],
     *,
@@ -149,7 +192,9 @@ def launch(
     pass_fds: tuple[int, ...] = (),
 ) -> ServerProcess:
     """Start an OpenAI-compatible server (vf-serve, vLLM) on 127.0.0.1:``port``; ready when
-    ``/health`` answers 200. The served name comes from /health (vf-serve) or ``model``.
+    ``/health`` answers 200. The served name comes from /health (vf-serve) or ``model``. A
+    server handed its listening socket (``pass_fds``) holds the port from the start; one that
+    binds it itself is ready only if the answer comes from its own process tree.
 
     The server is sent SIGTERM when the thread that called this exits (Linux parent-death
     signal), so call it from the main thread or one that lives as long as the server."""
@@ -175,6 +220,15 @@ def launch(
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
                 if resp.status == 200:
+                    if not pass_fds and not _listens(process, port):
+                        process.kill()
+                        process.wait()
+                        log.close()
+                        raise RuntimeError(
+                            f"127.0.0.1:{port} answers, but no process of the model server "
+                            "listens there: another process took the port while the server "
+                            "started; nothing was sent to it (start again)"
+                        )
                     body = resp.read()
                     name = json.loads(body)["model"] if body.startswith(b"{") else model
                     return ServerProcess(process, base_url, name or "", log_path)
