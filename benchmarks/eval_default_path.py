@@ -5,6 +5,7 @@ the package index, in a virtualenv of its own), all against one scripted model s
     python benchmarks/eval_default_path.py              # 2,000 rollouts a cell, 3 rounds
     python benchmarks/eval_default_path.py --quick      # 1/10 of the rollouts, 1 round
     python benchmarks/eval_default_path.py --no-anchor  # skip building verifiers 0.3.1's venv
+    python benchmarks/eval_default_path.py --before DIR # the default path of checkout DIR too
 
 Workloads: (a) single-turn, 2,000 prompts; (b) tool, 2,000 prompts, where the model calls an
 ``add`` tool once and then answers (two model calls and one tool call a rollout; ``ToolEnv``).
@@ -17,6 +18,8 @@ Rubric: a sync exact-match reward and an async length metric. Sides, each cell a
 - ``in-process``: the same environment, ``env_workers=None`` (for reference);
 - ``bare``: ``AsyncOpenAI`` with a semaphore sending the same requests (for the tool workload it
   answers the tool call itself: no schema, no parsing, no scoring);
+- ``before`` (with ``--before DIR``): the default path with DIR's ``verifiers`` package, for a
+  before/after of a change in one run;
 - ``0.3.1``: verifiers 0.3.1's ``SingleTurnEnv`` / ``ToolEnv`` with the same rubric, in process
   (its ``evaluate``).
 
@@ -278,6 +281,12 @@ def main() -> None:
     parser.add_argument("--no-anchor", action="store_true", help="skip verifiers 0.3.1")
     parser.add_argument("--rounds", type=int, help="rounds of every cell (default 3; 1 quick)")
     parser.add_argument("-c", type=int, default=256, help="concurrency (default 256)")
+    parser.add_argument(
+        "--before",
+        metavar="DIR",
+        help="also run the default path with the verifiers package of another checkout DIR "
+        "(e.g. a git worktree of the commit before a change), alternated with this one",
+    )
     parser.add_argument("--cell", nargs=4, help=argparse.SUPPRESS)  # side url kind n
     args = parser.parse_args()
     if args.cell:
@@ -309,6 +318,11 @@ def main() -> None:
         side: [sys.executable, __file__, "-c", str(args.c), "--cell", side] for side in sides
     }
     envs = {side: ours for side in sides}
+    if args.before:
+        sides.insert(1, "before")
+        commands["before"] = [*commands["default"][:-1], "default"]
+        before = str(Path(args.before).resolve())
+        envs["before"] = {**ours, "PYTHONPATH": os.pathsep.join([str(env_dir), before])}
     if not args.no_anchor:
         python = anchor_python(work)
         sides.append("0.3.1")
@@ -357,8 +371,8 @@ def main() -> None:
         for side in sides:
             cells = results[kind, side]
             ratios = [
-                f"{cpu_ms(kind, a) / cpu_ms(kind, 'default'):.2f}x"
-                if side == "default" and (kind, a) in results
+                f"{cpu_ms(kind, a) / cpu_ms(kind, side):.2f}x"
+                if side in ("default", "before") and (kind, a) in results
                 else ""
                 for a in TARGETS
             ]
@@ -378,7 +392,7 @@ def main() -> None:
                     f"{'yes' if rss <= RSS_TARGET_MB else 'NO'} "
                     f"({'yes' if pss <= RSS_TARGET_MB else 'NO'})"
                 )
-                if side == "default"
+                if side in ("default", "before")
                 else "",
             )
     Console(width=190).print(table)
