@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -18,14 +19,44 @@ async def maybe_await(func: Callable[..., Any], *args: Any, **kwargs: Any) -> An
     return result
 
 
-async def call_with_named(func: Callable[..., Any], first: Any, **objects: Any) -> Any:
-    """Call a hook with the objects its parameters name (``state``, ``env``, ``task``...), or,
-    when it names none of them, with ``first`` as its one positional argument."""
+_PARAMETERS: weakref.WeakKeyDictionary[Any, tuple[bool, frozenset[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""What ``call_with_named`` reads of a hook's signature (does it take ``**kwargs``, which names),
+per function: ``inspect.signature`` cost a cleanup hook ~20 us a rollout, every rollout. A bound
+method is keyed by its function (the same one binds its first parameter for every instance)."""
+
+
+def _parameters(func: Callable[..., Any]) -> tuple[bool, frozenset[str]] | None:
+    """``(takes **kwargs, parameter names)`` of ``func``; None when it has no signature."""
+    key = getattr(func, "__func__", None) if inspect.ismethod(func) else func
+    try:
+        return _PARAMETERS[key]
+    except (KeyError, TypeError):  # not seen yet, or not weakly referable (not cached)
+        pass
     try:
         params = inspect.signature(func).parameters
     except (TypeError, ValueError):
+        return None
+    found = (
+        any(p.kind is p.VAR_KEYWORD for p in params.values()),
+        frozenset(params),
+    )
+    try:
+        _PARAMETERS[key] = found
+    except TypeError:
+        pass
+    return found
+
+
+async def call_with_named(func: Callable[..., Any], first: Any, **objects: Any) -> Any:
+    """Call a hook with the objects its parameters name (``state``, ``env``, ``task``...), or,
+    when it names none of them, with ``first`` as its one positional argument."""
+    found = _parameters(func)
+    if found is None:
         return await maybe_await(func, first)
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+    var_keyword, params = found
+    if var_keyword:
         return await maybe_await(func, **objects)
     named = {k: v for k, v in objects.items() if k in params}
     if not named:

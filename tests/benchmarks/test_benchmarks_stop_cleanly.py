@@ -26,6 +26,7 @@ SMALL = {  # arguments that keep a run short; the stop comes long before the end
     "hub": ["--envs", "300", "--seconds", "4"],
     "hub_vs_pypiserver": ["--envs", "20", "--seconds", "2", "--rounds", "1", "--installs", "1"],
     "env_workers": ["--quick"],
+    "eval_default_path": ["--quick", "--no-anchor"],
     "chaos": ["-n", "20"],
     "serve_throughput": ["--repeats", "3"],
     "report": ["--rollouts", "2000"],

@@ -44,7 +44,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
@@ -128,8 +128,11 @@ class Release:
         return str(self.version)
 
 
+@lru_cache(maxsize=256)
 def parse_version(value: str | Version) -> Version:
-    """A release number, clamped to the classic range; a clear error for anything else."""
+    """A release number, clamped to the classic range; a clear error for anything else.
+    Cached: the engine scores each rollout ``written_for`` its environment's release, and
+    parsing it again took two ``Version`` parses a rollout."""
     if isinstance(value, Version):
         version = value
     else:
@@ -177,11 +180,17 @@ def current() -> Release:
     """The release code running now was written for (see the module docstring for the order)."""
     scoped = _SCOPED.get()
     if scoped is not None:
-        return Release(scoped)
+        return _release(scoped)
     configured = os.environ.get(ENV_VAR, "").strip()
     if configured:
-        return Release(parse_version(configured))
-    return Release(LATEST)
+        return _release(parse_version(configured))
+    return _release(LATEST)
+
+
+@lru_cache(maxsize=256)
+def _release(version: Version) -> Release:
+    """One ``Release`` per version (frozen), so its answers are worked out once, not per call."""
+    return Release(version)
 
 
 @contextmanager

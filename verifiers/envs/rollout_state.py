@@ -58,8 +58,24 @@ def task_payload(row: Mapping[str, Any]) -> dict[str, Any] | str:
     return dict(source)
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _copy(value: Any) -> Any:
+    """``copy.deepcopy`` of a dataset row's value: JSON-shaped data (plain dicts, lists and
+    scalars, what rows hold) copied directly, ~5x faster; anything else by ``deepcopy``."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy(v) for v in value]
+    return copy.deepcopy(value)
+
+
 def _row(input: Any) -> dict[str, Any]:
-    row = copy.deepcopy(dict(input))
+    row = _copy(dict(input))
     if isinstance(row.get("info"), str):
         row["info"] = json.loads(row["info"]) if row["info"].strip() else {}
     return row

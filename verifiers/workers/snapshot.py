@@ -23,7 +23,17 @@ from verifiers.types import ModelResponse, State
 LIVE_KEYS = frozenset({"client", "usage_tracker"})
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def _plain(value: Any) -> Any:
+    kind = type(value)  # the common exact types first: a state is mostly these
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): _plain(v) for k, v in value.items()}
+    if kind is list:
+        return [_plain(v) for v in value]
     if isinstance(value, MessageModel):
         return value.model_dump(exclude_none=True)
     if isinstance(value, dict):
