@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -434,6 +435,26 @@ async def test_files_up_and_down_stay_inside(sandbox):
     await sandbox.run_shell("ln -s /etc/hostname link")
     with pytest.raises(SandboxError):
         await sandbox.download("link")
+
+
+async def test_only_regular_files_are_transferred_and_anything_else_is_refused_at_once(sandbox):
+    """A download of a FIFO in the sandbox waited for a writer until its request timed out (~30
+    s, and the sandbox was destroyed): a FIFO, a directory, a link out of the sandbox and a
+    device node are each refused with an error naming what the path is, both ways, and the
+    sandbox goes on answering."""
+    await sandbox.run_shell("mkfifo fifo && mkdir dir && ln -s /etc/hostname link")
+    for path, kind in (("fifo", "FIFO"), ("dir", "directory"), ("link", "symbolic link")):
+        with pytest.raises(SandboxError, match=kind):
+            await sandbox.download(path)
+        with pytest.raises(SandboxError, match=kind):
+            await sandbox.upload(path, b"planted")
+    if os.geteuid() == 0:  # a device node only root makes: refused (or, on a nodev disk, denied)
+        os.mknod(sandbox.workdir_host / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        with pytest.raises(SandboxError, match=r"character device|Permission denied"):
+            await sandbox.download("null")
+    await sandbox.upload("plain.txt", b"a file")
+    assert await sandbox.download("plain.txt") == b"a file"
+    await still_works(sandbox)
 
 
 async def test_world_writable_host_files_cannot_be_truncated_or_written(sandbox):
