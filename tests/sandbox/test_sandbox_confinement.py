@@ -395,6 +395,37 @@ def test_sandbox_uids_never_collide_across_processes(tmp_path):
     assert len(seen[0]) == len(seen[1]) == 20 and not seen[0] & seen[1]
 
 
+def test_a_released_sandbox_uid_leaves_no_lock_file_and_a_stale_opener_holds_no_claim(
+    tmp_path, monkeypatch
+):
+    """Every claim left its lock file behind (~25,000 in /run/verifiers-sandbox-uids): a claim
+    released removes it. A process that opened the file before its holder removed it then
+    locks a file no one else can see: that is no claim (the name is checked), and the uid is
+    claimed anew through a new file."""
+    import fcntl
+
+    from verifiers.sandbox import uids
+
+    monkeypatch.setattr(uids, "UID_LOCK_DIR", tmp_path)
+    claims = [uids.UidClaim() for _ in range(5)]
+    assert sorted(os.listdir(tmp_path)) == sorted(str(claim.uid) for claim in claims)
+    name = tmp_path / str(claims[0].uid)
+    stale = os.open(name, os.O_RDWR)  # opened before its holder lets go
+    try:
+        assert uids.still_named(stale, name)
+        for claim in claims:
+            claim.release()
+        assert os.listdir(tmp_path) == []
+        fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the removed file's lock is free
+        assert not uids.still_named(stale, name)
+        again = uids.UidClaim()
+        assert os.listdir(tmp_path) == [str(again.uid)]
+        again.release()
+        assert os.listdir(tmp_path) == []
+    finally:
+        os.close(stale)
+
+
 async def test_host_processes_are_invisible_and_unsignalable(sandbox):
     host_pid = os.getpid()
     result = await sandbox.run_python(
