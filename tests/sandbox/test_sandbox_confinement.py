@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -394,6 +395,37 @@ def test_sandbox_uids_never_collide_across_processes(tmp_path):
     assert len(seen[0]) == len(seen[1]) == 20 and not seen[0] & seen[1]
 
 
+def test_a_released_sandbox_uid_leaves_no_lock_file_and_a_stale_opener_holds_no_claim(
+    tmp_path, monkeypatch
+):
+    """Every claim left its lock file behind (~25,000 in /run/verifiers-sandbox-uids): a claim
+    released removes it. A process that opened the file before its holder removed it then
+    locks a file no one else can see: that is no claim (the name is checked), and the uid is
+    claimed anew through a new file."""
+    import fcntl
+
+    from verifiers.sandbox import uids
+
+    monkeypatch.setattr(uids, "UID_LOCK_DIR", tmp_path)
+    claims = [uids.UidClaim() for _ in range(5)]
+    assert sorted(os.listdir(tmp_path)) == sorted(str(claim.uid) for claim in claims)
+    name = tmp_path / str(claims[0].uid)
+    stale = os.open(name, os.O_RDWR)  # opened before its holder lets go
+    try:
+        assert uids.still_named(stale, name)
+        for claim in claims:
+            claim.release()
+        assert os.listdir(tmp_path) == []
+        fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the removed file's lock is free
+        assert not uids.still_named(stale, name)
+        again = uids.UidClaim()
+        assert os.listdir(tmp_path) == [str(again.uid)]
+        again.release()
+        assert os.listdir(tmp_path) == []
+    finally:
+        os.close(stale)
+
+
 async def test_host_processes_are_invisible_and_unsignalable(sandbox):
     host_pid = os.getpid()
     result = await sandbox.run_python(
@@ -434,6 +466,26 @@ async def test_files_up_and_down_stay_inside(sandbox):
     await sandbox.run_shell("ln -s /etc/hostname link")
     with pytest.raises(SandboxError):
         await sandbox.download("link")
+
+
+async def test_only_regular_files_are_transferred_and_anything_else_is_refused_at_once(sandbox):
+    """A download of a FIFO in the sandbox waited for a writer until its request timed out (~30
+    s, and the sandbox was destroyed): a FIFO, a directory, a link out of the sandbox and a
+    device node are each refused with an error naming what the path is, both ways, and the
+    sandbox goes on answering."""
+    await sandbox.run_shell("mkfifo fifo && mkdir dir && ln -s /etc/hostname link")
+    for path, kind in (("fifo", "FIFO"), ("dir", "directory"), ("link", "symbolic link")):
+        with pytest.raises(SandboxError, match=kind):
+            await sandbox.download(path)
+        with pytest.raises(SandboxError, match=kind):
+            await sandbox.upload(path, b"planted")
+    if os.geteuid() == 0:  # a device node only root makes: refused (or, on a nodev disk, denied)
+        os.mknod(sandbox.workdir_host / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        with pytest.raises(SandboxError, match=r"character device|Permission denied"):
+            await sandbox.download("null")
+    await sandbox.upload("plain.txt", b"a file")
+    assert await sandbox.download("plain.txt") == b"a file"
+    await still_works(sandbox)
 
 
 async def test_world_writable_host_files_cannot_be_truncated_or_written(sandbox):

@@ -1,8 +1,10 @@
 """vf-env-server's gate relays through asyncio protocols (transport to transport, no streams)
-on the server's event loop:
-a real CurveZMQ ROUTER behind a real gate on loopback, a DEALER through it. What the relay must
-keep: messages whole both ways, the handshake deadline, both sides closed when one ends, and
-the bookkeeping of relays and half-handshakes back to zero."""
+on the server's event loop, and past the handshake in the kernel (``os.splice``), or still
+through the protocols when it has no descriptors to spare for the pipes: each test runs both
+ways. A real CurveZMQ ROUTER behind a real gate on loopback, a DEALER through it. What the relay
+must keep: messages whole both ways, what a slow reader leaves, the handshake deadline, both
+sides closed when one ends (what was held written first), and the bookkeeping of relays and
+half-handshakes back to zero."""
 
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ import pytest
 import zmq
 import zmq.asyncio
 
+from verifiers.workers import spliced
 from verifiers.workers.auth import listening_socket, secure_client, secure_server
-from verifiers.workers.gate import Gate, PeerBudgets
+from verifiers.workers.gate import GREETING_BYTES, Gate, PeerBudgets
 
 SECRET = "a-secret-for-the-gate-relay-tests-0123456789"
 HANDSHAKE_S = 1.0
@@ -34,6 +37,7 @@ class Gated:
     port: int
     router: Any
     context: Any
+    how: str
 
     def dealer(self, receive_queue: int = 1000) -> Any:
         """A DEALER with the secret; ``receive_queue`` messages at most read ahead for it."""
@@ -45,8 +49,25 @@ class Gated:
         return dealer
 
 
-@pytest.fixture
-async def gated(tmp_path: Path) -> AsyncIterator[Gated]:
+RELAYS = ["spliced", "protocols"]
+
+
+def relay_by(gate: Gate, how: str) -> None:
+    """``gate`` relays past the handshake ``how``: in the kernel, or (its descriptors leaving
+    room for two relays but not for a relay's pipes) through its protocols."""
+    if how == "spliced" and not spliced.AVAILABLE:
+        pytest.skip("os.splice is Linux's")
+    if how == "protocols":
+        gate.descriptors = 6
+
+
+def through_as(gate: Gate, how: str) -> bool:
+    """The relays ``gate`` holds past the handshake are ``how`` (``spliced`` or not)."""
+    return all((relay.spliced is not None) == (how == "spliced") for relay in gate.live)
+
+
+@pytest.fixture(params=RELAYS)
+async def gated(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Gated]:
     context = zmq.asyncio.Context()
     router = context.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
@@ -54,11 +75,12 @@ async def gated(tmp_path: Path) -> AsyncIterator[Gated]:
     upstream = tmp_path / "router"
     router.bind(f"ipc://{upstream}")
     gate = Gate(str(upstream), PeerBudgets(), handshake_s=HANDSHAKE_S)
+    relay_by(gate, request.param)
     listener = listening_socket("127.0.0.1", 0)
     port = listener.getsockname()[1]
     server = await gate.start(listener)
     try:
-        yield Gated(gate, port, router, context)
+        yield Gated(gate, port, router, context, request.param)
     finally:
         server.close()
         gate.close_all()
@@ -93,6 +115,8 @@ async def test_large_messages_after_the_handshake_are_relayed_whole_both_ways(ga
             assert await dealer.poll(60_000)
             assert await dealer.recv() == payload[::-1]
         assert gated.gate.relays == 1 and gated.gate.pending == 0
+        assert through_as(gated.gate, gated.how)
+        assert gated.gate.spliced == (gated.how == "spliced")
     finally:
         dealer.close()
     # the caller went: both sides closed, nothing left counted
@@ -112,7 +136,8 @@ async def test_what_a_slow_reader_leaves_in_the_relay_is_not_overwritten_by_late
         payloads = [os.urandom(4 << 20) for _ in range(8)]
         for payload in payloads:
             await gated.router.send_multipart([caller, payload])
-        assert await until(lambda: any(r.client.get_write_buffer_size() for r in gated.gate.live))
+        assert await until(lambda: any(r.holding() for r in gated.gate.live))
+        assert through_as(gated.gate, gated.how)
         for payload in payloads:
             assert await dealer.poll(60_000)
             assert await dealer.recv() == payload
@@ -161,7 +186,56 @@ async def test_when_the_server_side_closes_the_client_side_is_closed_too(gated):
         gated.router.close()
         assert await monitor.poll(30_000)  # the caller saw its connection end
         assert await until(lambda: gated.gate.relays == 0 and not gated.gate.live)
+        assert gated.gate.spliced == 0
     finally:
         dealer.disable_monitor()
         monitor.close(linger=0)
         dealer.close()
+
+
+READY = b"\x04\x06\x05READY"
+"""A handshake's last command from the server (empty metadata): the gate lets it through."""
+
+
+@pytest.mark.parametrize("how", RELAYS)
+async def test_a_server_that_writes_and_closes_has_every_byte_read_before_the_end(tmp_path, how):
+    """A server that writes more than its caller reads yet, then closes its side: the caller
+    still gets every byte, in order (what the relay holds, and what the server's socket still
+    has, are written before the relay closes the caller's side), then the end of the stream. A
+    raw ZMTP-speaking server and client (greetings, a READY), so that the server writes and
+    closes when the test says."""
+    loop = asyncio.get_running_loop()
+    payload = os.urandom(24 << 20)
+    served = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readexactly(GREETING_BYTES + 3)  # the client's greeting and a command
+        writer.write(bytes(GREETING_BYTES) + READY + payload)
+        writer.close()  # once what it holds is written
+        served.set()
+
+    upstream = tmp_path / "router"
+    server = await asyncio.start_unix_server(serve, str(upstream))
+    gate = Gate(str(upstream), PeerBudgets(), handshake_s=30.0)
+    relay_by(gate, how)
+    listener = listening_socket("127.0.0.1", 0)
+    front = await gate.start(listener)
+    raw = socket.socket()
+    raw.setblocking(False)
+    try:
+        await loop.sock_connect(raw, listener.getsockname())
+        await loop.sock_sendall(raw, bytes(GREETING_BYTES) + b"\x04\x01\x00")
+        async with asyncio.timeout(60):
+            await served.wait()
+            assert await until(lambda: any(relay.holding() for relay in gate.live))
+            assert gate.relays == 1 and through_as(gate, how)
+            received = bytearray()
+            while chunk := await loop.sock_recv(raw, 1 << 20):
+                received += chunk
+        assert bytes(received) == bytes(GREETING_BYTES) + READY + payload
+        assert await until(lambda: gate.relays == 0 and gate.spliced == 0 and not gate.live)
+    finally:
+        raw.close()
+        front.close()
+        gate.close_all()
+        server.close()

@@ -6,7 +6,11 @@ The range sits above every range a Linux host hands out on its own: regular user
 a sandbox uid there would be some user's container root), systemd's dynamic users and
 nspawn's ranges (below 1879048192). Any uid that is still in use there or in ``/etc/passwd``
 is skipped. A claim is an exclusive lock on a per-uid file, kept while the sandbox lives and
-released by the kernel if the process dies, so two processes never hand out the same uid.
+released by the kernel if the process dies, so two processes never hand out the same uid. A
+claim released removes its file (locked still, so no one holds it meanwhile): otherwise every
+uid ever handed out left one behind (~25,000 of them in ``/run``, where memory holds them). A
+lock is a claim only while its file is still the one at the uid's name: a process that opened
+the file before its holder removed it locks a file no one else can see, and moves on.
 """
 
 from __future__ import annotations
@@ -86,11 +90,8 @@ class UidClaim:
             uid = UID_BASE + (start + offset) % UID_COUNT
             if not is_free(uid):
                 continue
-            fd = os.open(UID_LOCK_DIR / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
+            fd = _lock(UID_LOCK_DIR / str(uid))
+            if fd is None:
                 continue
             self.uid = uid
             self._fd: int | None = fd
@@ -102,5 +103,33 @@ class UidClaim:
 
     def release(self) -> None:
         if self._fd is not None:
+            try:
+                os.unlink(UID_LOCK_DIR / str(self.uid))  # before the lock goes: see the module
+            except FileNotFoundError:
+                pass
             os.close(self._fd)
             self._fd = None
+
+
+def _lock(path: Path) -> int | None:
+    """A descriptor holding ``path``'s exclusive lock, or ``None`` when someone holds it (or
+    removed the file that was opened: it is then no claim)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if still_named(fd, path):
+            return fd
+    except BlockingIOError:
+        pass
+    os.close(fd)
+    return None
+
+
+def still_named(fd: int, path: Path) -> bool:
+    """Whether the file open at ``fd`` is the one at ``path`` (not removed, nor replaced)."""
+    try:
+        named = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)

@@ -18,6 +18,7 @@ every snippet, leftover processes of the sandbox are killed.
 from __future__ import annotations
 
 import _json
+import errno
 import gc
 import io
 import os
@@ -708,12 +709,12 @@ def main() -> None:
                 repl.resume()
             elif op == "write":
                 flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-                fd = open_beneath(CONFIG["workdir"], req["path"], flags, create_parents=True)
+                fd = open_file_beneath(CONFIG["workdir"], req["path"], flags, create_parents=True)
                 with os.fdopen(fd, "wb") as f:
                     f.write(bytes.fromhex(req["data"]))
                 resp = {"ok": True}
             elif op == "read":
-                fd = open_beneath(CONFIG["workdir"], req["path"], os.O_RDONLY)
+                fd = open_file_beneath(CONFIG["workdir"], req["path"], os.O_RDONLY)
                 with os.fdopen(fd, "rb") as f:
                     resp = {"data": f.read(CONFIG["max_output_bytes"]).hex()}
             elif op == "reset_repl":
@@ -728,6 +729,36 @@ def main() -> None:
         channel.flush()
     repl.stop()
     sweep(set())
+
+
+FILE_KINDS = {
+    0o010000: "a FIFO",
+    0o020000: "a character device",
+    0o040000: "a directory",
+    0o060000: "a block device",
+    0o140000: "a socket",
+}
+"""``st_mode``'s file types (``stat.S_IFMT``) other than a regular file's, as an error names them."""
+
+
+def open_file_beneath(root: str, path: str, flags: int, create_parents: bool = False) -> int:
+    """``open_beneath`` for a transfer: a regular file only, refused at once otherwise. The open
+    does not block (``O_NONBLOCK``: a FIFO's waits for the other end, and a download stalled
+    until its request timed out) and what was opened is checked (``fstat``), not the path."""
+    try:
+        fd = open_beneath(root, path, flags | os.O_NONBLOCK, create_parents)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link, not followed
+            raise PermissionError(f"{path!r} is (or passes through) a symbolic link") from None
+        if exc.errno == errno.ENXIO:  # a FIFO nothing reads, opened to write
+            raise PermissionError(f"{path!r} is a FIFO, not a regular file") from None
+        raise
+    kind = FILE_KINDS.get(os.fstat(fd).st_mode & 0o170000)
+    if kind is not None:
+        os.close(fd)
+        raise PermissionError(f"{path!r} is {kind}, not a regular file: only files are transferred")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def open_beneath(root: str, path: str, flags: int, create_parents: bool = False) -> int:

@@ -16,22 +16,32 @@ The gate relays no more connections than the process has descriptors for (libzmq
 listener aborts the process when ``accept`` meets EMFILE), at most half of them mid-handshake:
 past that, new ones are closed.
 
-Bytes go from transport to transport (asyncio protocols: a callback and a ``send`` per read,
-into a buffer each side keeps, no streams), on the server's own event loop. On a thread of its own, through streams, the gate
-cost a one-rollout group ~90 us of CPU (~15% of the server's), mostly handing the GIL back and
-forth with the loop; here it costs what the socket calls do (``benchmarks/env_workers.py``).
+Up to the handshake's end, bytes go from transport to transport (asyncio protocols: a callback
+and a ``send`` per read, into a buffer each side keeps, no streams), on the server's own event
+loop; past it, both sockets are taken from asyncio and relayed in the kernel
+(``verifiers.workers.spliced``: ``os.splice`` through a pipe each way, the relay's bounds kept),
+where the protocols had cost ~0.5 ms of the server's CPU a MiB relayed. On a thread of its own,
+through streams, the gate cost a one-rollout group ~90 us of CPU (~15% of the server's), mostly
+handing the GIL back and forth with the loop; here it costs what the socket calls do
+(``benchmarks/env_workers.py``).
+
+The module is over 400 lines because admission, the handshake watch and the relay's protocols
+share one piece of bookkeeping per relay (its peer's budget, the gate's counts, the deadline);
+what needs none of it, the relay past the handshake, is a module of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from verifiers.asgi.peers import peer_of
+from verifiers.workers.spliced import AVAILABLE, PIPE_DESCRIPTORS, SplicedRelay
 
 logger = logging.getLogger("verifiers.workers.gate")
 GREETING_BYTES = 64
@@ -130,9 +140,11 @@ class Gate:
         from verifiers.processes.open_files import descriptors_to_spare
 
         self.upstream, self.budgets, self.handshake_s = upstream, budgets, handshake_s
-        # each relay holds 3 descriptors: the peer's, the gate's to the ROUTER, libzmq's end;
-        # at most half of them mid-handshake, so callers through keep room to reconnect
-        self.relays, self.max_relays = 0, descriptors_to_spare(3)
+        # each relay holds 3 descriptors: the peer's, the gate's to the ROUTER, libzmq's end,
+        # and a spliced one 4 more (its pipes); at most half of them mid-handshake, so callers
+        # through keep room to reconnect
+        self.descriptors = descriptors_to_spare(1)
+        self.relays, self.max_relays, self.spliced = 0, self.descriptors // 3, 0
         self.pending, self.warned = 0, -60.0
         self.live: set[_Relay] = set()
 
@@ -148,7 +160,7 @@ class Gate:
         has no token or too many connections mid-handshake, or the gate is full."""
         key = peer_key(transport.get_extra_info("peername"), transport.get_extra_info("sockname"))
         peer = self.budgets.admits(key, time.monotonic())
-        full = self.relays >= self.max_relays or self.pending >= self.max_relays // 2
+        full = self.held(3) > self.descriptors or self.pending >= self.max_relays // 2
         if peer is None or full:
             if full and time.monotonic() - self.warned > 60:
                 self.warned = time.monotonic()
@@ -163,6 +175,10 @@ class Gate:
             return None
         return _Relay(self, key, peer, transport)
 
+    def held(self, more: int = 0) -> int:
+        """Descriptors the relays hold, with ``more``."""
+        return 3 * self.relays + PIPE_DESCRIPTORS * self.spliced + more
+
     def close_all(self) -> None:
         """End every relay, both of its connections at once."""
         for relay in list(self.live):
@@ -171,15 +187,18 @@ class Gate:
 
 class _Relay:
     """One admitted connection: the client's transport and the ROUTER's, relayed by the two
-    protocols below. It counts as mid-handshake (its peer's and the gate's) until the server's
-    READY, and is closed if that has not come within ``handshake_s``. When either side ends,
-    both are closed: at once before the handshake went through, else after what is already
+    protocols below, then (past the handshake, where ``os.splice`` is) by a
+    :class:`SplicedRelay`. It counts as mid-handshake (its peer's and the gate's) until the
+    server's READY, and is closed if that has not come within ``handshake_s``. When either side
+    ends, both are closed: at once before the handshake went through, else after what is already
     buffered for the other side is written (``handshake_s`` at most)."""
 
     def __init__(self, gate: Gate, key: str, peer: Peer, client: asyncio.Transport) -> None:
         self.gate, self.key, self.peer, self.client = gate, key, peer, client
         self.upstream: asyncio.Transport | None = None
         self.ready = self.charged = self.closed = False
+        self.spliced: SplicedRelay | None = None
+        self.spliceable = False  # through, and not yet spliced
         loop = asyncio.get_running_loop()
         self.deadline = loop.call_later(gate.handshake_s, self.close, False)
         peer.pending += 1
@@ -219,6 +238,52 @@ class _Relay:
         self.gate.pending -= 1
         if self.charged:
             self.gate.budgets.succeeded(self.peer)
+        if AVAILABLE and self.upstream is not None:
+            self.spliceable = True
+            for transport in (self.client, self.upstream):
+                transport.set_write_buffer_limits(high=0)  # told when each is drained
+            self.splice()
+
+    def splice(self) -> None:
+        """Past the handshake, once neither transport holds unwritten bytes: both sockets taken
+        from asyncio and relayed in the kernel (``verifiers.workers.spliced``). Without room for
+        its pipes (the gate's descriptors, or the process's) it stays on the protocols."""
+        upstream = self.upstream
+        if not self.spliceable or self.closed or upstream is None:
+            return
+        if self.client.get_write_buffer_size() or upstream.get_write_buffer_size():
+            return  # again when drained (``_Side.resume_writing``)
+        if self.gate.held(PIPE_DESCRIPTORS) > self.gate.descriptors:
+            self._unsplice()
+            return
+        fds: list[int] = []
+        try:
+            for transport in (self.client, upstream):
+                fds.append(os.dup(transport.get_extra_info("socket").fileno()))
+            spliced = SplicedRelay(fds[0], fds[1], self.close)
+        except OSError as exc:
+            logger.debug("relaying %s through asyncio: %s", self.key, exc)
+            for fd in fds:
+                os.close(fd)
+            self._unsplice()
+            return
+        self.spliced, self.spliceable = spliced, False
+        self.gate.spliced += 1
+        self.client.abort()  # their descriptors closed; the duplicates keep the connections
+        upstream.abort()
+
+    def _unsplice(self) -> None:
+        self.spliceable = False
+        for transport in (self.client, self.upstream):
+            if transport is not None:
+                transport.set_write_buffer_limits()
+
+    def holding(self) -> int:
+        """Bytes read from one side and not yet written to the other."""
+        if self.spliced is not None:
+            return self.spliced.held()
+        sides = (self.client, self.upstream)
+        return sum(t.get_write_buffer_size() for t in sides if t is not None)
 
     def close(self, flush: bool = True) -> None:
         if self.closed:
@@ -231,6 +296,10 @@ class _Relay:
         if not self.ready:
             self.peer.pending -= 1
             self.gate.pending -= 1
+        if self.spliced is not None:
+            self.gate.spliced -= 1
+            self.spliced.close(flush and self.ready, self.gate.handshake_s)
+            return
         loop = asyncio.get_running_loop()
         for transport in (self.client, self.upstream):
             if transport is None:
@@ -281,13 +350,15 @@ class _Side(asyncio.BufferedProtocol):
     def resume_writing(self) -> None:
         if (other := self.other()) is not None and not self.relay.closed:
             other.resume_reading()
+            self.relay.splice()
 
     def eof_received(self) -> bool | None:
         self.relay.close()
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if hasattr(self, "relay"):  # (a connection the gate turned away has none)
+        # (a connection the gate turned away has no relay; a spliced one's goes on without it)
+        if hasattr(self, "relay") and self.relay.spliced is None:
             self.relay.close()
 
 
