@@ -12,6 +12,7 @@ import pytest
 import verifiers.v1 as vf
 from verifiers.v1 import graph
 from verifiers.v1.chat import message_to_wire
+from verifiers.v1.errors import ProviderError, RolloutError
 
 
 def _call(arguments: str) -> vf.AssistantMessage:
@@ -124,3 +125,75 @@ def test_a_toolsets_state_outside_a_call_is_one_blank_of_its_state_type() -> Non
     rollout = Counter()
     assert asyncio.run(tool.call({}, rollout)) == "1"
     assert rollout.calls == 1 and blank.calls == 0  # a call writes the rollout's state
+
+
+def test_an_episodes_and_a_traces_ids_are_version_4_uuids_as_uuid4_hex_makes_them() -> None:
+    """``new_id`` skips the ``UUID`` object, not what ``uuid.uuid4().hex`` gives."""
+    import uuid
+
+    from verifiers.v1.episode import Episode
+    from verifiers.v1.trace_parts import new_id
+
+    ids = [new_id() for _ in range(2000)] + [Episode().id]
+    assert len(set(ids)) == len(ids)
+    for made in ids:
+        parsed = uuid.UUID(hex=made)
+        assert parsed.hex == made and len(made) == 32
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+    assert {made[12] for made in ids} == {"4"} and {made[16] for made in ids} <= set("89ab")
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [ValueError("bad value"), TimeoutError(), ProviderError("the model fell over")],
+)
+def test_scoring_attributes_an_error_as_the_boundary_does(raised: Exception) -> None:
+    """``Task.score`` catches without entering ``boundary``: the same error class and
+    message come out (a ``RolloutError`` as it was raised)."""
+    from verifiers.v1.errors import TaskError, boundary
+    from verifiers.v1.trace_parts import AgentInfo, trace_task
+
+    class Failing(vf.Task):
+        @vf.reward
+        def breaks(self) -> float:
+            raise raised
+
+    task = Failing(vf.TaskData(idx=0, prompt="p"))
+
+    async def through_boundary() -> BaseException:
+        try:
+            async with boundary(TaskError, "task Failing scoring"):
+                raise raised
+        except Exception as e:
+            return e
+        raise AssertionError("boundary swallowed the error")
+
+    async def through_score() -> BaseException:
+        trace = vf.Trace(task=trace_task(task), agent=AgentInfo(config=vf.AgentConfig()))
+        try:
+            await task.score(trace)
+        except Exception as e:
+            assert trace.rewards == {"breaks": None}  # the reward stays due
+            return e
+        raise AssertionError("score swallowed the error")
+
+    expected, got = asyncio.run(through_boundary()), asyncio.run(through_score())
+    assert type(got) is type(expected) and str(got) == str(expected)
+    assert got is raised if isinstance(raised, RolloutError) else got.__cause__ is raised
+
+
+def test_a_pooled_model_call_takes_the_client_model_client_yields() -> None:
+    from verifiers.v1.chat import ClientPool, model_client, pooled_client, using_pool
+    from verifiers.v1.configs.client import EvalClientConfig
+
+    config = EvalClientConfig()
+    assert pooled_client(config, "http://127.0.0.1:9/v1", "k") is None  # no pool: none
+
+    async def both() -> tuple[object, object]:
+        pool = ClientPool()
+        with using_pool(pool):
+            async with model_client(config, "http://127.0.0.1:9/v1", "k") as yielded:
+                return pooled_client(config, "http://127.0.0.1:9/v1", "k"), yielded
+
+    pooled, yielded = asyncio.run(both())
+    assert pooled is yielded is not None

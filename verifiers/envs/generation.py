@@ -26,6 +26,7 @@ from verifiers.classic import Release
 from verifiers.clients import ClosableModelClient, SDKClient, make_client, model_client
 from verifiers.concurrency import NullAsyncContext, semaphore
 from verifiers.envs.dataset_format import format_rows, to_rows
+from verifiers.envs.gc_policy import collects_as_a_run
 from verifiers.errors import to_record
 from verifiers.messages.timing import set_scoring
 from verifiers.results.records import SummaryAccumulator, rollout_record
@@ -294,6 +295,7 @@ def _json_safe(args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@collects_as_a_run  # the collector's run policy, the same for every environment
 async def run_generation(
     env: RolloutTarget,
     inputs: Any,

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from verifiers.sandbox import SandboxLimits
-from verifiers.v1.chat import model_client
+from verifiers.v1.chat import model_client, pooled_client
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
 from verifiers.v1.errors import RolloutError, TaskError
@@ -273,20 +273,15 @@ class Agent:
                     return True
             return False
 
+        limits = RolloutLimits.of(self.config)
+        args = (self.model, self.sampling, trace, messages, tools, limits, should_stop, runtime)
+        pooled = pooled_client(self.endpoint, self.context.base_url, self.context.api_key)
+        if pooled is not None:  # the run's shared client: nothing to open or close per call
+            return await self.harness.chat(pooled, *args)
         async with model_client(
             self.endpoint, self.context.base_url, self.context.api_key
         ) as client:
-            return await self.harness.chat(
-                client,
-                self.model,
-                self.sampling,
-                trace,
-                messages,
-                tools,
-                RolloutLimits.of(self.config),
-                should_stop,
-                runtime,
-            )
+            return await self.harness.chat(client, *args)
 
     @asynccontextmanager
     async def interaction(self, task: Task) -> AsyncIterator[Interaction]:

@@ -3,7 +3,6 @@ results file and the env-server wire carry. ``WireEpisode`` reads one back anywh
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, Generic
 
 from pydantic import BaseModel, Field
@@ -12,7 +11,7 @@ from verifiers.v1.configs.agent import WireAgentConfig
 from verifiers.v1.state import State, StateT
 from verifiers.v1.task_data import DataT, WireTaskData
 from verifiers.v1.trace import Trace
-from verifiers.v1.trace_parts import AgentConfigT, Error, TraceTask
+from verifiers.v1.trace_parts import AgentConfigT, Error, TraceTask, new_id
 from verifiers.v1.types import Usage
 
 
@@ -22,7 +21,7 @@ class EnvInfo(BaseModel):
 
 
 class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = Field(default_factory=new_id)
     env: EnvInfo = Field(default_factory=EnvInfo)
     task: TraceTask[DataT] | None = None
     """The task the episode played. The v0.3.0 tag has no such field; verifiers 0.3.1's

@@ -60,9 +60,18 @@ async def boundary(error_cls: type[RolloutError], what: str) -> AsyncIterator[No
     ``RolloutError`` raised inside keeps its own, more specific kind."""
     try:
         yield
-    except RolloutError:
-        raise
-    except TimeoutError as e:
-        raise error_cls(f"{what} timed out") from e
     except Exception as e:
-        raise error_cls(f"{what}: {type(e).__name__}: {e}") from e
+        error = attributed(error_cls, what, e)
+        if error is e:
+            raise
+        raise error from e
+
+
+def attributed(error_cls: type[RolloutError], what: str, error: Exception) -> Exception:
+    """``error`` as ``boundary`` attributes it: a ``RolloutError`` as it is, any other as
+    ``error_cls`` naming ``what`` (for a hot path that catches without entering ``boundary``)."""
+    if isinstance(error, RolloutError):
+        return error
+    if isinstance(error, TimeoutError):
+        return error_cls(f"{what} timed out")
+    return error_cls(f"{what}: {type(error).__name__}: {error}")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self
 from typing_extensions import TypeVar
 
 from verifiers.v1.configs.task import TaskConfig
-from verifiers.v1.errors import TaskError, boundary
+from verifiers.v1.errors import TaskError, attributed
 from verifiers.v1.generics import concrete_type
 from verifiers.v1.hooks import call_all, hooks_of, seed, unseed
 from verifiers.v1.state import StateT
@@ -127,35 +127,53 @@ class Task(Generic[DataT, StateT, ConfigT]):
             rewards = [fn for fn in rewards if not _needs_runtime(fn)]
         else:
             available["runtime"] = runtime
-        judges = [load_judge(entry) for entry in getattr(self.config, "judges", [])]
-        if runtime is None:
+        entries = getattr(self.config, "judges", None)
+        judges = [load_judge(entry) for entry in entries] if entries else []
+        if runtime is None and judges:
             judges = [judge for judge in judges if not _needs_runtime(judge.score)]
         seed(trace.metrics, (fn.__name__ for fn in metrics))
         seed(trace.rewards, (fn.__name__ for fn in rewards))
         seed(trace.rewards, (judge.reward_name for judge in judges))
-        async with boundary(TaskError, f"task {type(self).__name__} scoring"):
-            for fn, value in zip(metrics, await call_all(metrics, available), strict=True):
-                if isinstance(value, Mapping):
-                    unseed(trace.metrics, fn.__name__)
-                    trace.record_metrics(value)
-                else:
-                    trace.record_metric(fn.__name__, value)
-            for fn, value in zip(rewards, await call_all(rewards, available), strict=True):
-                weight = getattr(fn, "_vf_weight", 1.0)
-                if isinstance(value, Mapping):
-                    unseed(trace.rewards, fn.__name__)
-                    for name, score in value.items():
-                        trace.record_reward(name, score, weight)
-                else:
-                    trace.record_reward(fn.__name__, value, weight)
-            scores = await call_all([judge.score for judge in judges], available)
-            for judge, value in zip(judges, scores, strict=True):
-                if isinstance(value, Mapping):
-                    unseed(trace.rewards, judge.reward_name)
-                    for name, score in value.items():
-                        trace.record_reward(name, score, judge.config.weight)
-                else:
-                    trace.record_reward(judge.reward_name, value, judge.config.weight)
+        try:  # what ``boundary`` does, without an async context manager per rollout
+            await self._vf_run_scoring(trace, metrics, rewards, judges, available)
+        except Exception as e:
+            error = attributed(TaskError, f"task {type(self).__name__} scoring", e)
+            if error is e:
+                raise
+            raise error from e
+
+    async def _vf_run_scoring(
+        self,
+        trace: Trace,
+        metrics: list[Callable[..., Any]],
+        rewards: list[Callable[..., Any]],
+        judges: list[Any],
+        available: dict[str, Any],
+    ) -> None:
+        for fn, value in zip(metrics, await call_all(metrics, available), strict=True):
+            if isinstance(value, Mapping):
+                unseed(trace.metrics, fn.__name__)
+                trace.record_metrics(value)
+            else:
+                trace.record_metric(fn.__name__, value)
+        for fn, value in zip(rewards, await call_all(rewards, available), strict=True):
+            weight = getattr(fn, "_vf_weight", 1.0)
+            if isinstance(value, Mapping):
+                unseed(trace.rewards, fn.__name__)
+                for name, score in value.items():
+                    trace.record_reward(name, score, weight)
+            else:
+                trace.record_reward(fn.__name__, value, weight)
+        if not judges:
+            return
+        scores = await call_all([judge.score for judge in judges], available)
+        for judge, value in zip(judges, scores, strict=True):
+            if isinstance(value, Mapping):
+                unseed(trace.rewards, judge.reward_name)
+                for name, score in value.items():
+                    trace.record_reward(name, score, judge.config.weight)
+            else:
+                trace.record_reward(judge.reward_name, value, judge.config.weight)
 
     @classmethod
     def data_type(cls) -> type[TaskData]:

@@ -11,7 +11,6 @@ packages that produced it (the taskset's fields land in ``task.data.model_extra`
 from __future__ import annotations
 
 import traceback
-import uuid
 from collections.abc import Mapping
 from typing import Any, Generic
 
@@ -39,6 +38,7 @@ from verifiers.v1.trace_parts import (
     TrainRunInfo,
     VersionInfo,
     current_version,
+    new_id,
 )
 from verifiers.v1.types import AssistantMessage, Tool, ToolMessage, Usage, content_text
 
@@ -77,7 +77,7 @@ DISK_EXCLUDE: dict[str, Any] = {
 
 class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     version: int = TRACE_VERSION
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = Field(default_factory=new_id)
     verifiers: VersionInfo = Field(default_factory=current_version)
     """The SDK release that produced the trace."""
     run: RunInfo | None = None

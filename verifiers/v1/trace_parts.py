@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import time
 from typing import Annotated, Any, Generic, Literal
 
@@ -14,6 +15,15 @@ from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.runtime import RuntimeInfo
 from verifiers.v1.task_data import DataT
 from verifiers.v1.types import FinishReason, Sampling, Usage
+
+
+def new_id() -> str:
+    """A random id as ``uuid.uuid4().hex`` makes one (a version-4 UUID's 32 hex digits), without
+    building the ``UUID`` object: an episode and each of its traces get one."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    return raw.hex()
 
 
 class TimeSpan(BaseModel):
