@@ -26,9 +26,9 @@ from verifiers.classic import Release
 from verifiers.clients import ClosableModelClient, SDKClient, make_client, model_client
 from verifiers.concurrency import NullAsyncContext, semaphore
 from verifiers.envs.dataset_format import format_rows, to_rows
-from verifiers.envs.gc_policy import collects_as_a_run
 from verifiers.errors import to_record
 from verifiers.messages.timing import set_scoring
+from verifiers.processes.collector import collects_as_a_run
 from verifiers.results.records import SummaryAccumulator, rollout_record
 from verifiers.results.schema import RunMetadata, RunStatus
 from verifiers.results.writer import RunWriter, now_iso

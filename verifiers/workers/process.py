@@ -291,8 +291,10 @@ def _run(settings: dict[str, Any], env: Any = None) -> None:
 
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from verifiers.processes.collector import serve_collection
     from verifiers.workers.stall import stall_path
 
+    serve_collection()
     name_process(WORKER_NAME)
     _beat(settings["heartbeat"])
     if settings.get("release"):

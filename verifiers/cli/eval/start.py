@@ -7,20 +7,11 @@ loads as any environment does (``vf.load_environment``, which builds its
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from typing import Any
 
 logger = logging.getLogger("verifiers.workers")
-
-YOUNG_COLLECTION_THRESHOLD = 20_000
-"""Allocations between two of the collector's young collections in a vf-eval run and its
-forked workers (CPython's default: 700). At -c 256 a run allocates ~150 container objects per
-rollout, which at 700 started a young collection every few rollouts, and every 10th of those
-an older one over the states in flight: ~25% of the caller's CPU per rollout on the default
-path, ~0.06 ms of ~0.22. What waits for a collection meanwhile is at most this many objects
-(a few MB); the full collections keep CPython's rule (a quarter more long-lived objects)."""
 
 
 def load_and_launch(
@@ -38,8 +29,6 @@ def load_and_launch(
     count = _processes(workers)
     channels = open_channels() if count else set()
     env = load_environment(env_id, **env_args)
-    _, older, oldest = gc.get_threshold()
-    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, older, oldest)  # inherited by forked workers
     if not count:
         return env
     from verifiers.workers.pool import WorkerPool

@@ -1,4 +1,4 @@
-"""The collector's run policy (``verifiers.envs.gc_policy``): held while a run's rollouts are in
+"""The collector's run policy (``verifiers.processes.collector``): held while a run's rollouts are in
 flight, the same for a classic environment and a v1 taskset, undone however the run ends.
 
 Each run reads the collector's settings from inside its rollouts (a weight-0 reward function
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import verifiers as vf
-from verifiers.envs.gc_policy import RUN_YOUNG_THRESHOLD
+from verifiers.processes.collector import RUN_YOUNG_THRESHOLD
 
 V1_TASKSET = """
 import gc

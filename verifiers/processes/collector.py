@@ -1,6 +1,7 @@
 """The garbage collector's settings while a run's rollouts are in flight: one policy for every
 run of the rollout engine (``run_generation``: ``evaluate``, ``generate``, ``vf-eval``, a
-rescore), classic and v1 environments alike.
+rescore), classic and v1 environments alike, and for the environment workers that run a run's
+groups (``serve_collection``: a worker exists only to run rollouts).
 
 A run allocates many short-lived containers per rollout (states, messages, responses, a v1
 trace's records). With CPython's defaults (a young collection every 700 net allocations) the
@@ -78,6 +79,16 @@ def run_collection() -> Iterator[None]:
         yield
     finally:
         _exit()
+
+
+def serve_collection() -> None:
+    """An environment worker's collector for its life: young collections every
+    ``RUN_YOUNG_THRESHOLD`` allocations, as in the run it serves (its heap as it was forked is
+    frozen already, ``verifiers.workers.forked``). A worker launched from a fresh interpreter
+    (a template's) gets it the same way, which inheriting the caller's setting never gave it."""
+    if gc.isenabled():
+        found = gc.get_threshold()
+        gc.set_threshold(max(found[0], RUN_YOUNG_THRESHOLD), *found[1:])
 
 
 P = ParamSpec("P")
