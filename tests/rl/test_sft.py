@@ -568,3 +568,50 @@ def test_a_run_dir_copied_from_elsewhere_is_never_written_through_or_waited_on(t
     assert [
         json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
     ] == [0, 1]
+
+
+@pytest.mark.slow
+def test_a_checkpoint_that_is_data_but_not_a_runs_is_refused_with_its_reason(tmp_path):
+    """A checkpoint whose files are data but not what a run saves (a ``state.json`` step that is
+    not a number, RNG state of other types, a shard cut short) ended ``vf-sft --resume`` with
+    torch's traceback (exit 1). Each is now refused in one line naming the checkpoint and the
+    reason (exit 2), and the genuine one then resumes."""
+    from support.toy import make_tiny_policy
+
+    policy = make_tiny_policy(tmp_path / "policy")
+    data = conversations_file(tmp_path / "chats.jsonl")
+    out = tmp_path / "run"
+    config = tmp_path / "sft.toml"
+    config.write_text(
+        f'model = "{policy}"\noutput_dir = "{out}"\nbatch_size = 4\ncheckpoint_every = 1\n'
+        f'[data]\npath = "{data}"\n'
+    )
+
+    def sft(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "verifiers.cli.sft", "@", str(config), *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    first = sft("--steps", "1")
+    assert first.returncode == 0, first.stdout + first.stderr
+    checkpoint = out / "checkpoints" / "step_000001"
+    breakages = {
+        "state.json": lambda path: path.write_text('{"step": "two", "version": 1}'),
+        "rng_rank0.pt": lambda path: torch.save({"torch": torch.zeros(3), "python": 5}, path),
+        "dcp/__0_0.distcp": lambda path: path.write_bytes(path.read_bytes()[:100]),
+    }
+    for name, breakage in breakages.items():
+        path = checkpoint / name
+        genuine = path.read_bytes()
+        breakage(path)
+        refused = sft("--steps", "2", "--resume")
+        told = refused.stdout.replace("\n", "")
+        assert refused.returncode == 2, (name, refused.stdout + refused.stderr)
+        assert "Traceback" not in refused.stderr and str(checkpoint) in told, (name, told)
+        path.write_bytes(genuine)
+    resumed = sft("--steps", "2", "--resume")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming from" in resumed.stdout
