@@ -69,12 +69,12 @@ async def read_form(
 
 @asynccontextmanager
 async def admitted_form(
-    hub: Hub, request: Request, files: tuple[str, ...], fields: tuple[str, ...] = ()
+    hub: Hub, request: Request, holder: int, files: tuple[str, ...], fields: tuple[str, ...] = ()
 ) -> AsyncIterator[Form]:
-    """An upload's form, read once the hub admits the upload (``Hub.upload_slot``: as many at
-    once as there are upload workers; the rest wait before their body is read), and closed
-    after the work on it."""
-    async with hub.upload_slot():
+    """An upload's form, read once the hub admits the upload of the user ``holder``
+    (``Hub.upload_slot``: as many at once as there are upload workers, one user all but one of
+    them; the rest wait before their body is read), and closed after the work on it."""
+    async with hub.upload_slot(holder):
         form = await read_form(request, files, fields)
         try:
             yield form

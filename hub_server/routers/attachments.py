@@ -43,7 +43,7 @@ async def upload_eval(
     owner: str, name: str, version: str, request: Request, user: User, hub: HubDep
 ) -> EvalInfo:
     env, v = await run_in_threadpool(attach_target, hub, user, owner, name, version, "evals")
-    async with admitted_form(hub, request, ("metadata", "results")) as form:
+    async with admitted_form(hub, request, user.user_id, ("metadata", "results")) as form:
         row = await hub.upload_work(
             attaching.store_eval,
             user,
@@ -68,7 +68,7 @@ async def upload_dataset(
 ) -> DatasetInfo:
     """Every run the dataset came from must have run this version's code (as for evals)."""
     env, v = await run_in_threadpool(attach_target, hub, user, owner, name, version, "datasets")
-    async with admitted_form(hub, request, ("card", "data")) as form:
+    async with admitted_form(hub, request, user.user_id, ("card", "data")) as form:
         row = await hub.upload_work(
             store_dataset, user, env, v, required(form, "card"), required(form, "data")
         )

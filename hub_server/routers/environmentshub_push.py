@@ -110,7 +110,7 @@ async def publish(hub: Hub, user: Principal, push_id: str, version_id: str) -> d
     one transaction."""
     push = await run_in_threadpool(staging.finalized_push, hub, user, push_id, version_id)
     if push["published"] is None:
-        async with hub.upload_slot():
+        async with hub.upload_slot(user.user_id):
             latest = await hub.upload_work(staging.publish_push, user, dict(push))
     else:  # a retried finalize: published already
         latest = await run_in_threadpool(staging.latest_version, hub, push["owner"], push["name"])
@@ -122,7 +122,7 @@ async def receive_upload(hub: Hub, token: str, body: AsyncIterator[bytes]) -> di
     declared size and sha256; a body that does not match them is refused and dropped."""
     staged = await run_in_threadpool(staging.claim, hub, token)
     cap = staged["size"] if staged["size"] is not None else staging.MAX_FILE
-    async with hub.upload_slot():
+    async with hub.upload_slot(staged["user_id"]):  # the user whose push declared it
         with tempfile.SpooledTemporaryFile(max_size=1024 * 1024) as spool:
             digest, size = hashlib.sha256(), 0
             async for chunk in body:

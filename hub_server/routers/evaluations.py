@@ -78,7 +78,7 @@ async def push_samples(
 ) -> dict[str, Any]:
     """A batch ``{"samples": [...]}`` (up to 25 MB; batches come concurrently, in any order)."""
     await run_in_threadpool(official_evals.own_open_eval, hub, user, evaluation_id)
-    async with hub.upload_slot():
+    async with hub.upload_slot(user.user_id):
         with tempfile.SpooledTemporaryFile(max_size=1024 * 1024) as spool:
             async for chunk in request.stream():  # the guard caps the body
                 spool.write(chunk)
@@ -96,7 +96,7 @@ async def finalize(evaluation_id: str, user: User, hub: HubDep, views: ViewsDep)
     """Attach the run (the native attach's service, one transaction); a retry answers the
     same. The body's ``metrics`` are not read: the summary is recomputed from the samples."""
     await run_in_threadpool(official_evals.own_open_eval, hub, user, evaluation_id)
-    async with hub.upload_slot():
+    async with hub.upload_slot(user.user_id):
         eval_id = await hub.upload_work(official_evals.finalize, user, evaluation_id)
     return {
         "success": True,

@@ -36,7 +36,7 @@ async def publish(
     check_name(name, "environment")
     await hub.read(hub.auth.require_publisher, user, owner, f"publish to the {owner!r} namespace")
     fields = ("visibility", "readme", "description", "tags")
-    async with admitted_form(hub, request, ("wheel", "sdist"), fields) as form:
+    async with admitted_form(hub, request, user.user_id, ("wheel", "sdist"), fields) as form:
         visibility = form.fields.get("visibility")
         if visibility not in (None, "public", "private"):
             raise HubError(400, "invalid_visibility", "visibility must be public or private")

@@ -42,6 +42,7 @@ from hub_server.db.staged_evals import StagedEvals
 from hub_server.errors import HubError
 from hub_server.services.auth import Authenticator
 from hub_server.services.names import check_name, is_name, normalize_version
+from hub_server.services.upload_slots import UploadSlots
 from hub_server.settings import HubSettings
 
 T = TypeVar("T")
@@ -111,7 +112,7 @@ class Hub:
         self._downloads_lock = threading.Lock()
         self._uploads = UploadPool(settings, worker_hub, upload_workers) if upload_workers else None
         self._upload_workers = upload_workers
-        self._upload_slots: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = (
+        self._upload_slots: weakref.WeakKeyDictionary[Any, UploadSlots] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -120,15 +121,17 @@ class Hub:
         return LeasedBlobs(self.leases, self.blobs)
 
     @contextlib.asynccontextmanager
-    async def upload_slot(self) -> AsyncIterator[None]:
-        """Admission for an upload: as many at once as there are workers, so pushes queue
-        before their bodies are read and the work a push leaves on the loop (reading and
-        parsing its body) is bounded, whatever the number of pushers; reads are never queued."""
+    async def upload_slot(self, holder: int) -> AsyncIterator[None]:
+        """Admission for an upload of the user ``holder``: as many at once as there are
+        workers, so pushes queue before their bodies are read and the work a push leaves on
+        the loop (reading and parsing its body) is bounded, whatever the number of pushers;
+        one user holds all slots but one at most, so slow bodies of one user never keep
+        another's push waiting (``UploadSlots``); reads are never queued."""
         loop = asyncio.get_running_loop()
         slots = self._upload_slots.get(loop)
-        if slots is None:  # one per serving loop (a semaphore belongs to its loop)
-            slots = self._upload_slots[loop] = asyncio.Semaphore(max(1, self._upload_workers))
-        async with slots:
+        if slots is None:  # one per serving loop (its waiters' futures belong to it)
+            slots = self._upload_slots[loop] = UploadSlots(self._upload_workers)
+        async with slots.slot(holder):
             yield
 
     async def upload_work(self, fn: Callable[..., T], *args: Any) -> T:

@@ -189,18 +189,22 @@ def declare(
 
 
 def claim(hub: Hub, token: str) -> Any:
-    """Use up an upload URL: the staged file it was made for, once, before it expires."""
+    """Use up an upload URL: the staged file it was made for, once, before it expires, with
+    the ``user_id`` of the push that declared it (whose upload it is)."""
     with hub.database.transaction() as db:
         row = db.execute(
             "UPDATE staged_files SET upload_hash=NULL, state='receiving' "
             "WHERE upload_hash=? AND state='declared' AND expires_at >= ? RETURNING *",
             (token_hash(token), now()),
         ).fetchone()
-    if row is None:
-        raise HubError(
-            404, "upload_url_invalid", "this upload URL is unknown, used or expired: push again"
-        )
-    return row
+        if row is None:
+            raise HubError(
+                404, "upload_url_invalid", "this upload URL is unknown, used or expired: push again"
+            )
+        pusher = db.execute(
+            "SELECT user_id FROM staged_pushes WHERE id=?", (row["push_id"],)
+        ).fetchone()
+    return {**dict(row), "user_id": pusher["user_id"]}
 
 
 def received(hub: Hub, staged: Any, file: Any) -> None:

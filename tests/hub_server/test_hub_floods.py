@@ -313,3 +313,68 @@ def test_a_publisher_holds_bounded_staged_pushes_and_bytes(hub):
     theirs = resolve(hub, other)
     assert theirs.status_code == 200
     assert declare(hub, other, theirs.json()["data"]["id"], "wheel", MAX_FILE).status_code == 200
+
+
+class TrickledPush:
+    """A native push of a declared 50 MiB wheel whose body comes 64 KiB every 0.25 s (256
+    KiB/s: never stalled, far above the total deadline's rate), until ``stop()``."""
+
+    def __init__(self, hub, token: str, owner: str, name: str) -> None:
+        import threading
+
+        parts = httpx.URL(hub["url"])
+        self.sock = socket.create_connection((parts.host, parts.port), timeout=5)
+        self.answer = b""
+        self._stopped = threading.Event()
+        filename = f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl"
+        self.sock.sendall(
+            f"POST /api/v1/environments/{owner}/{name}/versions HTTP/1.1\r\nHost: hub\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Length: {MAX_FILE}\r\n"
+            "Content-Type: multipart/form-data; boundary=b\r\n\r\n--b\r\n"
+            f'Content-Disposition: form-data; name="wheel"; filename="{filename}"\r\n\r\n'.encode()
+        )
+        self.thread = threading.Thread(target=self._trickle, daemon=True)
+        self.thread.start()
+
+    def _trickle(self) -> None:
+        self.sock.setblocking(False)
+        while not self._stopped.wait(0.25):
+            try:
+                self.sock.send(b"x" * 65536)  # what fits: a push not yet admitted is not read
+            except BlockingIOError:
+                pass
+            except OSError:
+                return
+            try:
+                self.answer += self.sock.recv(4096)
+            except BlockingIOError:
+                pass
+            except OSError:
+                return
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.thread.join(10)
+        self.sock.close()
+
+
+def test_one_publishers_slow_uploads_never_keep_another_users_push_waiting(hub):
+    """Uploads are read as many at once as the hub has upload workers (2). One publish token
+    opened two native pushes whose 50 MiB bodies came slowly but steadily (an hour each at the
+    rate the total deadline allows): both were admitted, and every other user's push, eval and
+    dataset waited until they ended (a push of alice's was still waiting after 60 s). Now one
+    user holds all slots but one: alice publishes while both of bob's bodies still come, and
+    bob's own push is admitted once his slow ones are gone."""
+    bob, bob_token = user(hub, "slowbob")
+    alice, alice_token = user(hub, "alice")
+    slow = [TrickledPush(hub, bob_token, bob, f"slow-{i}") for i in range(2)]
+    try:
+        time.sleep(1)  # both bodies are coming
+        made = publish(hub, alice_token, alice, "while-bob-trickles", wheel("while-bob-trickles"))
+        assert made.status_code == 201, made.text
+        assert [push.answer for push in slow] == [b"", b""]  # bob's uploads still going
+    finally:
+        for push in slow:
+            push.stop()
+    mine = publish(hub, bob_token, bob, "bob-after", wheel("bob-after"))
+    assert mine.status_code == 201, mine.text

@@ -354,27 +354,49 @@ def die_in_worker(hub) -> None:
 
 
 async def test_uploads_are_admitted_as_many_at_once_as_there_are_workers(tmp_path):
-    """A third push waits (before its body is read) while two are in the hub's hands."""
+    """A third push waits (before its body is read) while two are in the hub's hands; one
+    user holds all slots but one, so another user's push is admitted beside their one, their
+    own second one waits, and a waiter cancelled leaves no slot taken."""
     import asyncio
 
     from hub_server.services.hub import Hub
 
     hub = Hub(tmp_path, upload_workers=2)
-    admitted = asyncio.Event()
+    admitted: list[str] = []
 
-    async def third() -> None:
-        async with hub.upload_slot():
-            admitted.set()
+    async def push(user: int, name: str) -> None:
+        async with hub.upload_slot(user):
+            admitted.append(name)
+            await asyncio.sleep(3600)
+
+    async def settle() -> None:
+        for _ in range(5):
+            await asyncio.sleep(0)
 
     try:
-        async with hub.upload_slot(), hub.upload_slot():
-            waiting = asyncio.create_task(third())
-            for _ in range(5):
-                await asyncio.sleep(0)
-            assert not admitted.is_set()
-        await asyncio.wait_for(waiting, 5)
-        assert admitted.is_set()
+        tasks = {
+            name: asyncio.create_task(push(user, name)) for user, name in [(1, "a1"), (1, "a2")]
+        }
+        await settle()
+        assert admitted == ["a1"]  # a2 waits: user 1 holds all it may
+        tasks["b1"] = asyncio.create_task(push(2, "b1"))
+        tasks["c1"] = asyncio.create_task(push(3, "c1"))
+        await settle()
+        assert admitted == ["a1", "b1"]  # c1 waits: both slots are held
+        tasks["c1"].cancel()
+        await settle()
+        tasks["b1"].cancel()
+        await settle()
+        assert admitted == ["a1", "b1"]  # c1 left; a2 still waits on its own first push
+        tasks["a1"].cancel()
+        await settle()
+        assert admitted == ["a1", "b1", "a2"]
+        tasks["d1"] = asyncio.create_task(push(4, "d1"))
+        await settle()
+        assert admitted[-1] == "d1"
     finally:
+        for task in tasks.values():
+            task.cancel()
         hub.close()
 
 

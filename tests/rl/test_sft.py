@@ -501,3 +501,117 @@ def test_vf_data_with_a_filter_that_keeps_nothing_says_so_and_writes_nothing(tmp
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "kept none of the 3 rollouts read (0 errored; the best reward is 0.500)" in result.stderr
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.slow
+def test_a_run_dir_copied_from_elsewhere_is_never_written_through_or_waited_on(tmp_path):
+    """A run dir from elsewhere (a colleague's tarball keeps links and FIFOs): an outside attack
+    had ``config.json`` link to a file of the user's, and ``vf-sft --resume`` wrote the run's
+    config into it; a FIFO for ``metrics.jsonl`` held the resume forever; a hard link, and a
+    ``checkpoints/`` that is a link to another directory, were written through. Each is now
+    refused (exit 2, naming the entry) before anything is written, and the run, once they are
+    gone, resumes; a record line no run writes (a 5,000-digit number) is dropped with the
+    steps it redoes, where it ended the resume with a traceback."""
+    import shutil
+
+    from support.toy import make_tiny_policy
+
+    policy = make_tiny_policy(tmp_path / "policy")
+    data = conversations_file(tmp_path / "chats.jsonl")
+    out = tmp_path / "run"
+    config = tmp_path / "sft.toml"
+    config.write_text(
+        f'model = "{policy}"\noutput_dir = "{out}"\nbatch_size = 4\ncheckpoint_every = 1\n'
+        f'[data]\npath = "{data}"\n'
+    )
+
+    def sft(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "verifiers.cli.sft", "@", str(config), *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    first = sft("--steps", "1")
+    assert first.returncode == 0, first.stdout + first.stderr
+    victim = tmp_path / "bashrc"
+    victim.write_text("precious\n")
+    elsewhere = tmp_path / "elsewhere"
+    plants = {
+        "config.json": lambda path: path.symlink_to(victim),
+        "metrics.jsonl": lambda path: os.mkfifo(path),
+        "eval.jsonl": lambda path: os.link(victim, path),
+        "checkpoints": lambda path: (
+            shutil.copytree(tmp_path / "kept-checkpoints", elsewhere),
+            path.symlink_to(elsewhere),
+        ),
+    }
+    for name, plant in plants.items():
+        entry = out / name
+        kept = tmp_path / f"kept-{name}"
+        if entry.exists():
+            entry.rename(kept)
+        plant(entry)
+        refused = sft("--steps", "2", "--resume")
+        assert refused.returncode == 2, (name, refused.stdout + refused.stderr)
+        assert str(entry) in refused.stdout.replace("\n", ""), (name, refused.stdout)
+        assert victim.read_text() == "precious\n", name
+        entry.unlink()
+        if kept.exists():
+            kept.rename(entry)
+    shutil.rmtree(elsewhere, ignore_errors=True)
+    with (out / "metrics.jsonl").open("a") as records:  # junk a record never is: dropped
+        records.write("9" * 5000 + "\n")  # (past int()'s 4,300 digits: a ValueError, exit 1)
+    resumed = sft("--steps", "2", "--resume")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [
+        json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
+    ] == [0, 1]
+
+
+@pytest.mark.slow
+def test_a_checkpoint_that_is_data_but_not_a_runs_is_refused_with_its_reason(tmp_path):
+    """A checkpoint whose files are data but not what a run saves (a ``state.json`` step that is
+    not a number, RNG state of other types, a shard cut short) ended ``vf-sft --resume`` with
+    torch's traceback (exit 1). Each is now refused in one line naming the checkpoint and the
+    reason (exit 2), and the genuine one then resumes."""
+    from support.toy import make_tiny_policy
+
+    policy = make_tiny_policy(tmp_path / "policy")
+    data = conversations_file(tmp_path / "chats.jsonl")
+    out = tmp_path / "run"
+    config = tmp_path / "sft.toml"
+    config.write_text(
+        f'model = "{policy}"\noutput_dir = "{out}"\nbatch_size = 4\ncheckpoint_every = 1\n'
+        f'[data]\npath = "{data}"\n'
+    )
+
+    def sft(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "verifiers.cli.sft", "@", str(config), *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    first = sft("--steps", "1")
+    assert first.returncode == 0, first.stdout + first.stderr
+    checkpoint = out / "checkpoints" / "step_000001"
+    breakages = {
+        "state.json": lambda path: path.write_text('{"step": "two", "version": 1}'),
+        "rng_rank0.pt": lambda path: torch.save({"torch": torch.zeros(3), "python": 5}, path),
+        "dcp/__0_0.distcp": lambda path: path.write_bytes(path.read_bytes()[:100]),
+    }
+    for name, breakage in breakages.items():
+        path = checkpoint / name
+        genuine = path.read_bytes()
+        breakage(path)
+        refused = sft("--steps", "2", "--resume")
+        told = refused.stdout.replace("\n", "")
+        assert refused.returncode == 2, (name, refused.stdout + refused.stderr)
+        assert "Traceback" not in refused.stderr and str(checkpoint) in told, (name, told)
+        path.write_bytes(genuine)
+    resumed = sft("--steps", "2", "--resume")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming from" in resumed.stdout

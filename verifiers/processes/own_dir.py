@@ -183,3 +183,35 @@ def write_own_file(path: Path, text: str, mode: int = 0o666) -> None:
             data = data[os.write(fd, data) :]
     finally:
         os.close(fd)
+
+
+def foreign_entry_problem(root: Path, flag: str) -> str | None:
+    """Why what is already under the directory ``root`` may not be read back or written through
+    (a run dir a command continues in): an entry that is a link, a FIFO, a socket or a device,
+    another user's file or directory, or a file with a second name. A run dir copied from
+    elsewhere (a colleague's tarball keeps its links and FIFOs) had ``vf-sft --resume`` write its
+    ``config.json`` through a link into a file of the user's choosing by whoever made it, and a
+    FIFO for ``metrics.jsonl`` held the resume forever. None when every entry is the user's own
+    regular file or directory."""
+    for top, dirs, files in os.walk(root):  # links are listed, never followed
+        for name in (*dirs, *files):
+            path = Path(top) / name
+            try:
+                info = path.lstat()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                return f"cannot read {path} ({flag}): {exc}"
+            if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+                return (
+                    f"{path} is a link or not a regular file or directory: nothing in {root} is "
+                    f"read or written through one; remove it, or choose another {flag}"
+                )
+            if info.st_uid != os.geteuid() and not _trusted_place(Path(os.path.abspath(path))):
+                return (
+                    f"{path} belongs to uid {info.st_uid}, not to you: not read or overwritten; "
+                    f"choose a {flag} of your own {TRUST_HINT}"
+                )
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                return f"{path} {SECOND_NAME}; not written through: choose another {flag}"
+    return None

@@ -28,6 +28,12 @@ class UnsafeCheckpointError(VFError):
     """A checkpoint whose files would run code when read (pickles), refused before reading."""
 
 
+class BrokenCheckpointError(UnsafeCheckpointError):
+    """A checkpoint that is data but not what a run saves (a ``state.json`` without a step
+    number, shards that do not decode, tensors of other shapes, RNG state of other types):
+    refused with the file and the reason, as an unsafe one is, never a traceback."""
+
+
 # What torch's distributed checkpoint pickles into ``dcp/.metadata``, and nothing else: a
 # ``.metadata`` (or ``trainer.pt``) copied from a colleague, a shared filesystem or a download
 # could otherwise run code as the user on --resume, and the resume would then succeed silently.
@@ -74,12 +80,47 @@ def save_checkpoint(trainer: Any, directory: Path, step: int, extra: dict[str, A
 
 def load_checkpoint(trainer: Any, directory: Path) -> dict[str, Any]:
     """Every rank calls this (a collective under FSDP2), before rank 0 starts training."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-
     if not (directory / "trainer.pt").exists():
         raise FileNotFoundError(f"{directory} is not a complete checkpoint (no trainer.pt)")
     check_checkpoint(directory)
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    state = _state(directory)
+    try:
+        _load(trainer, directory)
+    except UnsafeCheckpointError:
+        raise
+    except (Exception, CheckpointException) as exc:  # torch's: a shard cut short, a shape, a type
+        # (DCP's CheckpointException is a BaseException: it gathers the ranks' failures)
+        told = [line.strip() for line in str(exc).splitlines() if line.strip()]  # DCP's: the
+        reason = told[-1][:300] if told else ""  # ranks' tracebacks, each ending in its error
+        raise BrokenCheckpointError(
+            f"{directory} is not a checkpoint this run can resume from "
+            f"({type(exc).__name__}: {reason}); resume from another, or start again"
+        ) from None
+    return state
+
+
+def _state(directory: Path) -> dict[str, Any]:
+    """``state.json``: a JSON object whose ``step`` is a step number (what a run saves)."""
+    path = directory / "state.json"
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BrokenCheckpointError(
+            f"{path} cannot be read as a checkpoint's state: {exc}"
+        ) from None
+    step = state.get("step") if isinstance(state, dict) else None
+    if type(step) is not int or not 0 <= step < 2**31:
+        raise BrokenCheckpointError(f"{path} names no step number (step: {str(step)[:40]})")
+    return state
+
+
+def _load(trainer: Any, directory: Path) -> None:
+    """The model, optimizer, schedule and RNG state of a checked checkpoint, into ``trainer``."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
     model_state, optim_state = get_state_dict(trainer.model, trainer.optimizer)
     state: dict[str, Any] = {"model": model_state, "optim": optim_state}
     with _single_process_is_intended():
@@ -98,7 +139,6 @@ def load_checkpoint(trainer: Any, directory: Path) -> dict[str, Any]:
         saved = _data_only(rng)
         torch.set_rng_state(saved["torch"])
         random.setstate(saved["python"])
-    return json.loads((directory / "state.json").read_text())
 
 
 def check_checkpoint(directory: Path) -> None:

@@ -117,7 +117,13 @@ def prune_checkpoints(directory: Path, keep: int) -> list[Path]:
 
 
 def run_dir_problem(out: Path, resume: bool) -> str | None:
-    """Two runs never share one output dir: their metrics, plots and checkpoints would mix."""
+    """Two runs never share one output dir: their metrics, plots and checkpoints would mix;
+    and a run reads back and writes into only what is its user's own there (no link, FIFO,
+    second name or another user's entry: ``foreign_entry_problem``)."""
+    from verifiers.processes.own_dir import foreign_entry_problem
+
+    if out.is_dir() and (problem := foreign_entry_problem(out, "--output_dir")):
+        return problem
     if resume:
         if latest_checkpoint(out) is None and not started_run(out):
             return f"--resume: there is no run in {out} to continue; run without --resume"
@@ -145,12 +151,13 @@ def truncate_history(out: Path, step: int) -> None:
         if not path.exists():
             continue
         kept = []
-        for line in path.read_text().splitlines():
-            try:
-                if keep(json.loads(line)):
-                    kept.append(line)
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
+        with path.open(encoding="utf-8", errors="replace") as records:
+            for line in records:  # line by line: a huge file of junk is not held whole
+                try:
+                    if keep(json.loads(line)):
+                        kept.append(line.rstrip("\n"))
+                except (ValueError, KeyError, TypeError):  # ValueError: a 5,000-digit number
+                    continue
         path.write_text("".join(f"{line}\n" for line in kept))
 
 
