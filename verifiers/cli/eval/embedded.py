@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from verifiers.cli.endpoints import CLIError, Endpoint
+from verifiers.cli.endpoints import CLIError, Endpoint, resolve_endpoint
 from verifiers.cli.eval.settings import EvalSettings
 from verifiers.workers.runner import KEY_VAR as WORKER_KEY_VAR
 
@@ -31,6 +31,21 @@ def local_model_identity(model: str, console: Console) -> dict[str, str] | None:
 
     with console.status(f"hashing {path}"):
         return {"model_path": str(path.resolve()), "model_sha256": model_dir_sha256(path)}
+
+
+def run_endpoint(
+    args: EvalSettings, recorded: Any, previous: dict[str, Any], key_var: str, workers: Any
+) -> tuple[Endpoint, str | None]:
+    """The run's endpoint (``-b``, an alias, or the built-in server, not started yet: see
+    ``resolve_endpoint``) and, for the built-in server, the key made for it. Call before any
+    worker starts (``builtin_server_key``)."""
+    endpoint = resolve_endpoint(
+        args.model or (recorded.model if recorded else previous.get("model")),
+        args.api_base_url or (recorded.base_url if recorded else None),
+        key_var,
+        args.endpoints,
+    )
+    return endpoint, builtin_server_key(workers) if endpoint.base_url is None else None
 
 
 def builtin_server_key(workers: Any) -> str | None:

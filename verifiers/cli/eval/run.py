@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
-from verifiers.cli.endpoints import CLIError, resolve_endpoint
+from verifiers.cli.endpoints import CLIError
 from verifiers.cli.eval.checks import (
     check_output_dirs,
     check_reachable,
@@ -37,8 +37,8 @@ from verifiers.cli.eval.defaults import eval_defaults
 from verifiers.cli.eval.embedded import (
     V1_MAX_TOKENS,
     WORKER_KEY_VAR,
-    builtin_server_key,
     local_model_identity,
+    run_endpoint,
     start_embedded,
 )
 from verifiers.cli.eval.rescore import rescore_run
@@ -145,16 +145,8 @@ def _run(
     key_var = args.api_key_var
     if recorded is not None and recorded.api_key_var and not args.given("api_key_var"):
         key_var = recorded.api_key_var
-    builtin_key: str | None = None
     if not args.rescore:  # a rescore calls no model
-        endpoint = resolve_endpoint(
-            args.model or (recorded.model if recorded else previous.get("model")),
-            args.api_base_url or (recorded.base_url if recorded else None),
-            key_var,
-            args.endpoints,
-        )
-        if endpoint.base_url is None:  # before any worker starts: they inherit it
-            builtin_key = builtin_server_key(workers)
+        endpoint, builtin_key = run_endpoint(args, recorded, previous, key_var, workers)
     try:
         if launched is not None and not args.rescore:
             env = load_and_launch(args.env, workers, env_args, launched)
