@@ -36,7 +36,7 @@ from hub_server.errors import HubError
 from hub_server.presenters.templates import templates
 from hub_server.presenters.views import Views, finite
 from hub_server.routers.deps import HubDep, ViewsDep
-from hub_server.routers.environments import environment_page, version_infos
+from hub_server.routers.environments import environment_page
 from hub_server.services.auth import Principal
 from hub_server.services.hub import Hub, page_key
 from hub_server.services.names import is_name
@@ -48,6 +48,13 @@ CSP = (
     "frame-ancestors 'none'; base-uri 'none'"
 )
 _SAFE_SCHEMES = ("http", "https", "mailto", "")
+# A page not cached yet is made on the event loop on SQLite where its README is at most this
+# long (its reads are local and indexed; Markdown renders ~3 MB/s here, so ~2.5 ms at most):
+# from a worker thread the same work waited for the GIL after each read, behind the loop, up
+# to 5 ms a time (the interpreter's switch interval), and a cold page's p99 at 10,000
+# environments was those waits. A longer README renders in a worker thread, so the loop
+# serves others meanwhile; PostgreSQL's reads are network round trips: always a thread.
+INLINE_README_CHARS = 8 * 1024
 
 
 class _SafeLinkMarkdown(MarkdownIt):
@@ -194,9 +201,13 @@ async def environment_response(
         return page(request, "missing.html", user, status=404, what=f"{owner}/{name}")
     content = hub.cached_content_hit(key)
     if content is None:
-        content = await run_in_threadpool(
-            hub.cached_content, key, lambda: environment_content(hub, views, env)
-        )
+        def render() -> str:
+            return environment_content(hub, views, env)
+
+        if hub.database.dialect == "sqlite" and len(env.readme or "") <= INLINE_README_CHARS:
+            content = hub.cached_content(key, render)  # one local read and a small render
+        else:
+            content = await run_in_threadpool(hub.cached_content, key, render)
     return page(request, "environment.html", user, env=env, content=content)
 
 
@@ -243,11 +254,12 @@ async def known_page_key(
 
 def environment_content(hub: Hub, views: Views, env: EnvironmentRow) -> str:
     """An environment page's content: its versions with their files and evals, its README."""
-    rows = hub.catalog.versions(env.id)
-    versions = list(reversed(version_infos(hub, views, env, rows)))  # newest first
+    read = hub.pages.rows(env.id)  # one connection
+    rows = read.versions
+    versions = [views.version(env, v, read.files[v.id]) for v in reversed(rows)]  # newest first
     by_id = {v.id: v.version for v in rows}
     evals: dict[str, list[dict[str, Any]]] = {v.version: [] for v in rows}
-    for row in hub.attachments.evals(list(by_id)):
+    for row in read.evals:
         evals[by_id[row.version_id]].append(eval_view(row))
     return templates.get_template("environment_content.html").render(
         env=env,

@@ -35,6 +35,7 @@ from hub_server.db.challenges import LoginChallenges
 from hub_server.db.clock import today
 from hub_server.db.engine import open_database
 from hub_server.db.index import IndexReads
+from hub_server.db.page_reads import PageReads
 from hub_server.db.rows import EnvironmentRow, IndexHead, VersionRow
 from hub_server.db.schema import migrate
 from hub_server.db.search import Search
@@ -90,6 +91,7 @@ class Hub:
         self.accounts = Accounts(self.database)
         self.catalog = Catalog(self.database)
         self.index = IndexReads(self.database)
+        self.pages = PageReads(self.database)
         self.search = Search(self.database)
         self.attachments = Attachments(self.database)
         self.blobs: BlobStore = open_blob_store(
