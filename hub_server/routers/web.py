@@ -191,24 +191,35 @@ async def environment_response(
 ) -> HTMLResponse:
     """The viewer and the visibility check, every request; the content, which is the same for
     every viewer who may read it, from the cache while nothing it shows has changed (on the
-    loop: no thread hop on SQLite, one on PostgreSQL), rendered in a worker thread when it has."""
+    loop: no thread hop on SQLite, one on PostgreSQL), made again when it has (``page_for``)."""
     known = None if session_of(request) else await known_page_key(hub, owner, name)
+    content = None
     if known is not None:  # anonymous, and the row read at the current generation
         user, env, key = known
     else:
-        user, env, key = await hub.read(page_key_for, request, hub, owner, name)
+        user, env, key, content = await hub.read(page_for, request, hub, views, owner, name)
     if env is None or key is None:
         return page(request, "missing.html", user, status=404, what=f"{owner}/{name}")
-    content = hub.cached_content_hit(key)
+    content = content or hub.cached_content_hit(key)
     if content is None:
-        def render() -> str:
-            return environment_content(hub, views, env)
-
-        if hub.database.dialect == "sqlite" and len(env.readme or "") <= INLINE_README_CHARS:
-            content = hub.cached_content(key, render)  # one local read and a small render
-        else:
-            content = await run_in_threadpool(hub.cached_content, key, render)
+        content = await run_in_threadpool(
+            hub.cached_content, key, lambda: environment_content(hub, views, env)
+        )
     return page(request, "environment.html", user, env=env, content=content)
+
+
+def page_for(
+    request: Request, hub: Hub, views: Views, owner: str, name: str
+) -> tuple[Principal | None, EnvironmentRow | None, tuple[Any, ...] | None, str | None]:
+    """``page_key_for`` (``Hub.read``: in a worker thread on PostgreSQL, on the loop on
+    SQLite) and the page's content, cached or made here where that may be done where this
+    runs: always in the thread, where the key was read (one thread hop for both, not two); on
+    the loop only for a README of at most ``INLINE_README_CHARS``. None where it may not."""
+    user, env, key = page_key_for(request, hub, owner, name)
+    sqlite = hub.database.dialect == "sqlite"
+    if env is None or key is None or (sqlite and len(env.readme or "") > INLINE_README_CHARS):
+        return user, env, key, None
+    return user, env, key, hub.cached_content(key, lambda: environment_content(hub, views, env))
 
 
 class PageFastPath:
