@@ -3,7 +3,8 @@
 Nothing here caches what another hub process could change: the only in-process memory is the
 rendered simple-index pages, keyed by the environment's id and ``serial`` (which every publish,
 yank and delete bumps in the same transaction), the viewer-independent part of environment pages,
-keyed by the environment's whole row and its evals' mark (``page_key``), and downloads not yet
+keyed by the environment's whole row and its evals' mark (``page_key``), with the whole page as
+every anonymous viewer sees it beside it (the same key and "anonymous"), and downloads not yet
 written, which are increments. An environment's id is never given out again once it is deleted (AUTOINCREMENT on
 SQLite, a sequence on PostgreSQL), so a page cached for a deleted environment can never be served
 for a new one; deleting drops what this process kept of it all the same (its pages, its pending

@@ -1,7 +1,8 @@
 """Environment pages at size: what a page lists is read on one connection and is what the API
 lists (versions newest first, each with its files and evals); a page not cached yet is made on
 the event loop on SQLite where its README is short, in a worker thread where it is long or the
-reads are network round trips (PostgreSQL), with the same content either way."""
+reads are network round trips (PostgreSQL), with the same content either way; the whole page
+as every anonymous viewer sees it is made once per change too."""
 
 from __future__ import annotations
 
@@ -132,6 +133,9 @@ def test_a_cold_page_is_made_on_the_loop_only_on_sqlite_and_for_a_short_readme(h
         assert "Short words</h1>" in short_page and "Long words</h1>" in long_page
         served = httpx.get(f"{hub['url']}/e/ros/short-readme").text  # the hub process's own
         assert strip_csrf(served) == strip_csrf(short_page)
+        # the whole page as every anonymous viewer sees it is kept beside its content
+        kept = {k[0]: v[0] for k, v in state.page_cache.items() if k[-1] == "anonymous"}
+        assert [kept.get(env_id) for env_id in env_ids] == [short_page, long_page]
     finally:
         state.close()
 
