@@ -48,13 +48,6 @@ CSP = (
     "frame-ancestors 'none'; base-uri 'none'"
 )
 _SAFE_SCHEMES = ("http", "https", "mailto", "")
-# A page not cached yet is made on the event loop on SQLite where its README is at most this
-# long (its reads are local and indexed; Markdown renders ~3 MB/s here, so ~2.5 ms at most):
-# from a worker thread the same work waited for the GIL after each read, behind the loop, up
-# to 5 ms a time (the interpreter's switch interval), and a cold page's p99 at 10,000
-# environments was those waits. A longer README renders in a worker thread, so the loop
-# serves others meanwhile; PostgreSQL's reads are network round trips: always a thread.
-INLINE_README_CHARS = 8 * 1024
 
 
 class _SafeLinkMarkdown(MarkdownIt):
@@ -230,12 +223,13 @@ def page_for(
     request: Request, hub: Hub, views: Views, owner: str, name: str
 ) -> tuple[Principal | None, EnvironmentRow | None, tuple[Any, ...] | None, str | None]:
     """``page_key_for`` (``Hub.read``: in a worker thread on PostgreSQL, on the loop on
-    SQLite) and the page's content, cached or made here where that may be done where this
-    runs: always in the thread, where the key was read (one thread hop for both, not two); on
-    the loop only for a README of at most ``INLINE_README_CHARS``. None where it may not."""
+    SQLite) and, in that worker thread, the page's content, cached or made there: one thread
+    hop for both, not two. On SQLite None: a page not cached yet is made in a worker thread
+    (made on the loop, with no GIL hand-offs, the p99 of new pages at c=32 on 2 shared cores
+    was worse in each of two same-sitting runs at 10,000 environments: 117 -> 521 ms and
+    598 -> 1683 ms, the loop's one thread getting less of a loaded machine than several)."""
     user, env, key = page_key_for(request, hub, owner, name)
-    sqlite = hub.database.dialect == "sqlite"
-    if env is None or key is None or (sqlite and len(env.readme or "") > INLINE_README_CHARS):
+    if env is None or key is None or hub.database.dialect == "sqlite":
         return user, env, key, None
     return user, env, key, hub.cached_content(key, lambda: environment_content(hub, views, env))
 
