@@ -14,7 +14,9 @@ fraction of the time pushing them did. Then it measures at concurrency 32 (the i
 and at the end, the hub's CPU per request, its RSS, and the index rate while 4 pushes run.
 Search CPU is compared with a 20-environment hub. The hub caches searches under its catalog's
 generation (any change starts afresh), so repeated searches are cheap; "every query new"
-measures searches none of which was made before.
+measures searches none of which was made before; "every page new" likewise asks for 500
+environment pages none asked for before (each rendered by the request that asks). The title
+gives the machine's load average: on a shared machine a p99 is mostly the run queue's wait.
 
 On the full hub, each client's push (issue 40), two ways:
 - the protocols, replayed from here (``--pushes`` of each, interleaved): this project's push
@@ -397,6 +399,17 @@ def search_urls(hub: Hub) -> list[str]:
     ]
 
 
+def new_page_urls(
+    hub: Hub, owners: list[tuple[str, str]], envs: int, measured: list[str]
+) -> list[str]:
+    """Up to 500 environment pages none of which was asked for before, nor is among the
+    ``measured`` ones (whose measure asks for each for the first time too, then again): none
+    on a hub of at most 500 environments."""
+    asked = set(measured)
+    urls = (f"{hub.url}/e/{owners[i % len(owners)][0]}/env-{i}" for i in range(envs))
+    return [u for u in urls if u not in asked][:500]
+
+
 def small_hub_search_cpu(work: Path, extra: list[str], seconds: float) -> float:
     hub = Hub(work / "small", extra)
     try:
@@ -711,7 +724,8 @@ def main() -> None:
             if args.clients_only
             else hub_measures(args, work, extra, stack)
         )
-    title = f"Environments Hub, {args.backend} backend, {args.envs:,} environments"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    title = f"Environments Hub, {args.backend} backend, {args.envs:,} environments, load {load}"
     table = Table(title=f"{title} (hub CPU less its idle rate; as measured in brackets)")
     for column in ("measure", "value", "target"):
         table.add_column(column, justify="right")
@@ -779,6 +793,8 @@ def hub_measures(
     fresh = measure_each_once(hub, fresh_search_urls(hub), 32)
     search = measure(hub, search_urls(hub), 32, args.seconds)
     pages = [u.replace("/simple/", "/e/").rsplit("/", 2)[0] for u in env_urls]
+    new_pages = new_page_urls(hub, owners, args.envs, pages)
+    fresh_page = measure_each_once(hub, new_pages, 32) if new_pages else None
     page = measure(hub, pages, 32, args.seconds)
     rss = rss_mib(hub.process.pid)
     extra_jobs = jobs_for(
@@ -807,7 +823,13 @@ def hub_measures(
             "",
         ),
         ("environment page p99, c=32", f"{page['p99']:.1f} ms", "<= 50 ms"),
+        ("environment page req/s, c=32", f"{page['rate']:,.0f}", ""),
         ("environment page server CPU/request", f"{page['cpu_ms']:.2f} ms", ""),
+        (
+            "environment page, every page new: p99 / CPU",
+            f"{fresh_page['p99']:.1f} ms / {fresh_page['cpu_ms']:.2f} ms" if fresh_page else "n/a",
+            "" if fresh_page else "every page is in the measure above",
+        ),
         ("push rate, empty hub (c=4)", f"{start_push['rate']:.0f}/s", ""),
         (f"push rate at {total:,} versions (c=4)", f"{end_push['rate']:.0f}/s", ""),
         (

@@ -45,6 +45,19 @@ class NewDataset:
     data_sha256: str
 
 
+def evals_of_versions(db: Any, version_ids: list[int]) -> list[EvalRow]:
+    """The evals of ``version_ids`` (what a page shows of them), oldest first, on ``db``."""
+    if not version_ids:
+        return []
+    marks = ",".join("?" * len(version_ids))
+    rows = db.execute(
+        f"SELECT id, version_id, uploaded_by, created_at, model, summary, num_rollouts, "
+        f"histogram FROM evals WHERE version_id IN ({marks}) ORDER BY id",
+        version_ids,
+    ).fetchall()
+    return [typed(EvalRow, row) for row in rows]
+
+
 class Attachments:
     def __init__(self, database: Database) -> None:
         self.database = database
@@ -116,16 +129,8 @@ class Attachments:
             raise exists from None
 
     def evals(self, version_ids: list[int]) -> list[EvalRow]:
-        if not version_ids:
-            return []
-        marks = ",".join("?" * len(version_ids))
         with self.database.read() as db:
-            rows = db.execute(
-                f"SELECT id, version_id, uploaded_by, created_at, model, summary, num_rollouts, "
-                f"histogram FROM evals WHERE version_id IN ({marks}) ORDER BY id",
-                version_ids,
-            ).fetchall()
-        return [typed(EvalRow, row) for row in rows]
+            return evals_of_versions(db, version_ids)
 
     def environment_with_evals_mark(
         self, owner: str, name: str

@@ -69,6 +69,26 @@ def latest_of(versions: list[Any]) -> str | None:
     return pick[-1]["version"] if pick else None
 
 
+def versions_of(db: Any, env_id: int) -> list[VersionRow]:
+    """An environment's versions, oldest first (PEP 440 order), on the connection ``db``."""
+    rows = db.execute("SELECT * FROM versions WHERE env_id=?", (env_id,)).fetchall()
+    return sorted((typed(VersionRow, r) for r in rows), key=lambda r: Version(r.version))
+
+
+def files_of_versions(db: Any, version_ids: list[int]) -> dict[int, list[FileRow]]:
+    """The files of each of ``version_ids``, by filename, on the connection ``db``."""
+    if not version_ids:
+        return {}
+    marks = ",".join("?" * len(version_ids))
+    rows = db.execute(
+        f"SELECT * FROM files WHERE version_id IN ({marks}) ORDER BY filename", version_ids
+    ).fetchall()
+    grouped: dict[int, list[FileRow]] = {v: [] for v in version_ids}
+    for row in rows:
+        grouped[row["version_id"]].append(typed(FileRow, row))
+    return grouped
+
+
 class Catalog:
     def __init__(self, database: Database) -> None:
         self.database = database
@@ -89,8 +109,7 @@ class Catalog:
 
     def versions(self, env_id: int) -> list[VersionRow]:
         with self.database.read() as db:
-            rows = db.execute("SELECT * FROM versions WHERE env_id=?", (env_id,)).fetchall()
-        return sorted((typed(VersionRow, r) for r in rows), key=lambda r: Version(r.version))
+            return versions_of(db, env_id)
 
     def version(self, env_id: int, version: str) -> VersionRow | None:
         with self.database.read() as db:
@@ -101,17 +120,8 @@ class Catalog:
         return None if row is None else typed(VersionRow, row)
 
     def files_of_versions(self, version_ids: list[int]) -> dict[int, list[FileRow]]:
-        if not version_ids:
-            return {}
-        marks = ",".join("?" * len(version_ids))
         with self.database.read() as db:
-            rows = db.execute(
-                f"SELECT * FROM files WHERE version_id IN ({marks}) ORDER BY filename", version_ids
-            ).fetchall()
-        grouped: dict[int, list[FileRow]] = {v: [] for v in version_ids}
-        for row in rows:
-            grouped[row["version_id"]].append(typed(FileRow, row))
-        return grouped
+            return files_of_versions(db, version_ids)
 
     def file(self, env_id: int, filename: str) -> FileRow | None:
         with self.database.read() as db:

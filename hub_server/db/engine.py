@@ -76,10 +76,16 @@ class Cursor(Protocol):
 Row = TypeVar("Row")
 
 
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
 def typed(cls: type[Row], row: Any) -> Row:
     """A database row (sqlite3's or PostgreSQL's) as the dataclass ``cls``: the columns it
-    declares, by name; a query's other columns are left out."""
-    return cls(**{f.name: row[f.name] for f in fields(cls)})  # type: ignore[arg-type]
+    declares, by name; a query's other columns are left out. (The names are looked up once per
+    class: ``dataclasses.fields`` on every row was a tenth of an environment page's render.)"""
+    return cls(**{name: row[name] for name in _field_names(cls)})  # type: ignore[arg-type]
 
 
 def version_key(version: str) -> str:

@@ -1,4 +1,4 @@
-"""Database rows → the wire models of ``hub_protocol.wire``.
+"""Database rows → the wire models of ``hub_protocol.wire`` (and an eval as a web page shows it).
 
 Absolute links use the hub's configured public URL (``--public-url``, default the address it
 serves on); without one they are path-absolute. They never come from a request's ``Host``
@@ -108,3 +108,36 @@ def finite(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if math.isfinite(value) else None
+
+
+def eval_view(row: EvalRow) -> dict[str, Any]:
+    """What the page shows of an eval: numbers that are numbers (old rows may hold anything)."""
+    try:
+        summary = json.loads(row.summary)
+        histogram = json.loads(row.histogram)
+    except (TypeError, ValueError):
+        summary, histogram = {}, {}
+    summary = summary if isinstance(summary, dict) else {}
+    pass_at_k = summary.get("pass_at_k")
+    if not isinstance(pass_at_k, dict):
+        pass_at_k = {}
+    counts = histogram.get("counts") if isinstance(histogram, dict) else None
+    if not isinstance(counts, list) or not all(isinstance(c, int) for c in counts):
+        histogram = {"counts": [], "low": 0.0, "high": 1.0, "peak": 0}
+    return {
+        "id": row.id,
+        "model": row.model,
+        "created_at": row.created_at,
+        "uploaded_by": row.uploaded_by,
+        "num_rollouts": row.num_rollouts,
+        "avg_reward": finite(summary.get("avg_reward")),
+        "std_reward": finite(summary.get("std_reward")),
+        "num_errors": finite(summary.get("num_errors")) or 0,
+        "pass_at_k": {str(k): v for k, v in pass_at_k.items() if finite(v) is not None},
+        "histogram": {
+            "counts": histogram["counts"],
+            "low": finite(histogram.get("low")) or 0.0,
+            "high": finite(histogram.get("high")) or 1.0,
+            "peak": max(histogram["counts"], default=0),
+        },
+    }

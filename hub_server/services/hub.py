@@ -3,7 +3,8 @@
 Nothing here caches what another hub process could change: the only in-process memory is the
 rendered simple-index pages, keyed by the environment's id and ``serial`` (which every publish,
 yank and delete bumps in the same transaction), the viewer-independent part of environment pages,
-keyed by the environment's whole row and its evals' mark (``page_key``), and downloads not yet
+keyed by the environment's whole row and its evals' mark (``page_key``), with the whole page as
+every anonymous viewer sees it beside it (the same key and "anonymous"), and downloads not yet
 written, which are increments. An environment's id is never given out again once it is deleted (AUTOINCREMENT on
 SQLite, a sequence on PostgreSQL), so a page cached for a deleted environment can never be served
 for a new one; deleting drops what this process kept of it all the same (its pages, its pending
@@ -35,6 +36,7 @@ from hub_server.db.challenges import LoginChallenges
 from hub_server.db.clock import today
 from hub_server.db.engine import open_database
 from hub_server.db.index import IndexReads
+from hub_server.db.page_reads import PageReads
 from hub_server.db.rows import EnvironmentRow, IndexHead, VersionRow
 from hub_server.db.schema import migrate
 from hub_server.db.search import Search
@@ -91,6 +93,7 @@ class Hub:
         self.accounts = Accounts(self.database)
         self.catalog = Catalog(self.database)
         self.index = IndexReads(self.database)
+        self.pages = PageReads(self.database)
         self.search = Search(self.database)
         self.attachments = Attachments(self.database)
         self.blobs: BlobStore = open_blob_store(
