@@ -33,7 +33,7 @@ group's one answer (its caller awaits one future, so a group is recorded once ev
 answer); the other is withdrawn. The held worker is not killed for it: the holder may be a
 legitimate slow sync call, and then its loop turns again and the groups beside it go on; if it
 is stuck, the holder is convicted as before, and the groups beside it whose twins still run are
-not run a third time. A twin is never twinned again; groups run as suspects are not twinned.
+not run a third time. A twin is never twinned again; a suspect's twin is a suspect too.
 
 A subclass starts a worker (``_spawn``), carries a request to it (``_transmit``) and a cancel
 (``_withdraw``), says when one answered (``_answered``) or died (``_died``), and kills one
@@ -347,7 +347,7 @@ class IsolatingPool(Generic[W]):
         worker.held = stall is not None and not worker.dead
         if not worker.held or stall is None or stall.group is None:
             return
-        if self._closing or self._broken is not None or worker.reserved or worker.isolating:
+        if self._closing or self._broken is not None or worker.reserved:
             return
         for request_id in list(worker.inflight):
             pending = self._pending.get(request_id)
@@ -357,7 +357,6 @@ class IsolatingPool(Generic[W]):
                 or pending.future.done()
                 or pending.twin is not None
                 or pending.is_twin
-                or pending.suspect
             ):
                 continue
             others = [
@@ -368,8 +367,8 @@ class IsolatingPool(Generic[W]):
                 and w.ready.done()
                 and not w.ready.exception()
             ]
-            if not others:
-                return
+            if not others and not pending.suspect:
+                continue
             twin: _Pending[W] = _Pending(
                 request_id=f"r{next(_ids)}".encode(),
                 payload=pending.payload,
@@ -378,12 +377,19 @@ class IsolatingPool(Generic[W]):
                 limit=pending.limit,
                 twin=pending,
                 is_twin=True,
+                # a suspect (on a worker started for suspects) is not cleared of the death it
+                # was beside: its twin runs as one too, in a share of its own size
+                suspect=pending.suspect,
+                share=pending.share,
             )
             pending.twin = twin
             self.rerun_beside_held += 1
             twin.future.add_done_callback(functools.partial(self._twin_answered, pending))
             pending.future.add_done_callback(functools.partial(self._twin_unneeded, twin))
-            self._send(min(others, key=lambda w: len(w.inflight)), twin)
+            if twin.suspect:
+                self._dispatch(twin)
+            else:
+                self._send(min(others, key=lambda w: len(w.inflight)), twin)
             if twin.limit is not None:  # timed as any group: stuck, its worker is killed
                 wait = self._loop.create_task(self._wait_twin(twin, twin.limit))
                 self._twin_waits.add(wait)
@@ -398,7 +404,7 @@ class IsolatingPool(Generic[W]):
     def _twin_answered(self, pending: _Pending[W], done: asyncio.Future[Response]) -> None:
         """The twin answered first: its answer is the group's, and the group leaves the held
         worker (withdrawn there)."""
-        if done.cancelled() or pending.future.done():
+        if done.cancelled() or pending.future.done() or self._closing:
             return
         pending.future.set_result(done.result())
         self._drop(pending)
@@ -406,7 +412,7 @@ class IsolatingPool(Generic[W]):
     def _twin_unneeded(self, twin: _Pending[W], _: asyncio.Future[Response]) -> None:
         """The group was answered (by its held worker, or stopped waited for): its twin is
         withdrawn wherever it is."""
-        if not twin.future.done():
+        if not twin.future.done() and not self._closing:
             self._cancel(twin)
 
     def _dispatch(self, pending: _Pending[W]) -> None:
