@@ -407,13 +407,44 @@ class IsolatingPool(Generic[W]):
         if done.cancelled() or pending.future.done() or self._closing:
             return
         pending.future.set_result(done.result())
+        self._lost(pending, done.result())
         self._drop(pending)
 
-    def _twin_unneeded(self, twin: _Pending[W], _: asyncio.Future[Response]) -> None:
+    def _twin_unneeded(self, twin: _Pending[W], done: asyncio.Future[Response]) -> None:
         """The group was answered (by its held worker, or stopped waited for): its twin is
         withdrawn wherever it is."""
         if not twin.future.done() and not self._closing:
+            self._lost(twin, None if done.cancelled() else done.result())
             self._cancel(twin)
+
+    def _lost(self, loser: _Pending[W], answer: Response | None) -> None:
+        """The group was answered by its other copy, and ``loser`` is withdrawn; but a copy
+        whose own code holds its worker's loop cannot be withdrawn, and no one waits for it any
+        more: that worker would stay held, taking no group. Convicted elsewhere (``CULPRIT``),
+        the same code is what holds it: killed now; else looked at once more when the copy's
+        own limit passes (a slow sync call has returned by then)."""
+        worker = loser.worker
+        if worker is None or worker.dead or self._loop is None:
+            return
+        if answer is not None and answer.fault == CULPRIT:
+            self._kill_if_held_by(worker, loser.request_id)
+        elif loser.started is not None and loser.limit is not None:
+            self._loop.call_at(
+                loser.started + loser.limit, self._kill_if_held_by, worker, loser.request_id
+            )
+
+    def _kill_if_held_by(self, worker: W, request_id: bytes) -> None:
+        """Kill ``worker`` if it says ``request_id``'s code, answered elsewhere, holds its loop
+        (the groups beside it then run again as any group, as beside a named culprit)."""
+        if worker.dead or self._closing or not worker.alive():
+            return
+        stall = self._fresh_stall(worker)
+        if stall is None or stall.group != request_id:
+            return
+        worker.culprit = request_id
+        worker.stuck = "was held by the code of a group answered on another worker"
+        logger.warning("worker %s is held by a group answered elsewhere: killing it", worker.slot)
+        worker.kill()
 
     def _dispatch(self, pending: _Pending[W]) -> None:
         if pending.suspect:
@@ -607,7 +638,8 @@ class IsolatingPool(Generic[W]):
             worker.ready.exception()  # read: one nobody waits for (a replacement) is no error
         inflight = [self._pending.pop(r, None) for r in list(worker.inflight)]
         groups = [p for p in inflight if p is not None and not p.future.done()]
-        alone = len(groups) == 1
+        # a worker killed for a group it named is no evidence against one left beside it
+        alone = len(groups) == 1 and worker.culprit is None
         for pending in groups:
             if pending.request_id == worker.culprit:  # on the worker's word (_convicted)
                 self.named_by_worker += 1
