@@ -84,6 +84,40 @@ def load_environment(rows=None, always_exit=False):
 '''
 
 
+TOOL_ENV_SOURCE = '''
+import os, time
+from pathlib import Path
+import verifiers as vf
+
+FLAGS = Path(os.environ["VF_TEST_FLAGS"])
+HOLD: list[int] = []
+
+
+def lookup(key: int) -> str:
+    """Look up one fact of a task.
+
+    Args:
+        key: the task's number.
+    """
+    if key in HOLD:  # a sync tool: holds its worker's event loop until "release" (or 60 s)
+        (FLAGS / "holding").touch()
+        deadline = time.monotonic() + 60
+        while not (FLAGS / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return f"fact {key}"
+
+
+def exact(completion, answer) -> float:
+    return float(completion[-1]["content"] == answer)
+
+
+def load_environment(n=16, hold=2):
+    HOLD[:] = [hold]
+    rows = [{"question": f"task {i}", "answer": f"done {i}"} for i in range(n)]
+    return vf.ToolEnv(tools=[lookup], dataset=rows, rubric=vf.Rubric(funcs=[exact]), max_turns=3)
+'''
+
+
 SANDBOX_ENV_SOURCE = """
 import verifiers as vf
 
@@ -101,6 +135,7 @@ def flags(tmp_path, monkeypatch):
     source.mkdir()
     (source / "vf_worker_probe.py").write_text(ENV_SOURCE)
     (source / "vf_worker_sandbox.py").write_text(SANDBOX_ENV_SOURCE)
+    (source / "vf_worker_tools.py").write_text(TOOL_ENV_SOURCE)
     flags = tmp_path / "flags"
     flags.mkdir()
     monkeypatch.setenv("VF_TEST_FLAGS", str(flags))
@@ -149,6 +184,7 @@ async def test_results_in_workers_equal_in_process_results(server, flags):
         "isolated": 0,
         "isolation_workers": 0,
         "named_by_worker": 0,
+        "rerun_beside_held": 0,
     }
     seeds = sorted(r["seed"] for r in server.requests)
     assert len(set(seeds)) == 8 and seeds[::2] == seeds[1::2]  # same per-rollout seeds both ways
@@ -1306,6 +1342,90 @@ async def test_a_hanging_reward_costs_only_its_own_group(server, flags):
     assert sorted(out.reward) == [0.0] + [2.0] * 7
     assert described["named_by_worker"] == 1 and described["restarts"] == 1
     assert described["isolated"] == 0 and described["isolation_workers"] == 0
+
+
+def _tool_handler(hold: int):
+    """Model replies for vf-worker-tools: one lookup, then the answer. Every example but ``hold``
+    waits a little on its first reply, so it is still in flight when ``hold``'s tool holds the
+    loop of the worker they share."""
+    from verifiers.testing import last_user_text
+
+    def handler(request):
+        example = int(last_user_text(request).split()[1])
+        if not any(m.get("role") == "tool" for m in request.get("messages", [])):
+            delay = 0.0 if example == hold else 0.5
+            return Reply(tool_calls=[Reply.tool_call("lookup", {"key": example})], delay=delay)
+        return Reply(content=f"done {example}")
+
+    return handler
+
+
+async def _run_beside_a_held_loop(server, flags, group_timeout, on_held=None):
+    """16 examples on 2 workers, example 2's sync tool holding its worker's loop: the records
+    in the order the run recorded them, the final states, and the pool's account."""
+    server.set_handler(_tool_handler(2))
+    env = vf.load_environment("vf-worker-tools")
+    recorded: list[tuple[int, bool]] = []
+
+    def on_progress(done, total, records):
+        recorded.extend((int(r["example_id"]), r.get("error") is None) for r in records)
+        if on_held is not None:
+            on_held(recorded)
+
+    async with WorkerPool("vf-worker-tools", None, 2) as pool:
+        out = await env.evaluate(
+            server.base_url,
+            "m",
+            env_workers=pool,
+            max_concurrent=16,
+            group_timeout=group_timeout,
+            on_progress=on_progress,
+        )
+        described = pool.describe()
+    return recorded, out, described
+
+
+async def test_groups_beside_a_sync_tool_that_never_returns_finish_before_its_verdict(
+    server, flags
+):
+    """Example 2's sync tool never returns: it holds its worker's loop, and the groups beside it
+    with it. The worker names the group; the pool runs the others in flight there again on the
+    other worker at once (without killing the held one), so every one of them is recorded
+    before the holder's verdict (its timeout and 2 s later), where they were run again only
+    after it. Each example is recorded exactly once, and only example 2 errs."""
+    recorded, out, described = await _run_beside_a_held_loop(server, flags, group_timeout=10)
+    assert sorted(example for example, _ in recorded) == list(range(16))  # once each
+    assert recorded[-1] == (2, False), recorded  # the verdict came last
+    assert all(ok for example, ok in recorded if example != 2)
+    failed = [(s["example_id"], s["error"]) for s in out.state if s.get("error") is not None]
+    assert [example for example, _ in failed] == [2], failed
+    assert "this group's own code: it held the worker's event loop" in failed[0][1]["message"]
+    assert described["named_by_worker"] == 1 and described["restarts"] == 1
+    assert described["rerun_beside_held"] >= 1 and described["isolated"] == 0
+
+
+async def test_groups_beside_a_slow_sync_tool_run_elsewhere_and_its_worker_is_not_killed(
+    server, flags
+):
+    """Example 2's sync tool holds its worker's loop until every other example was recorded (a
+    legitimate slow call: no timeout): the groups beside it ran again on the other worker, the
+    held worker was not killed, and once released it answers example 2 itself. Every example
+    is recorded exactly once, though the groups beside the hold were answered twice (their
+    copies on the held worker answer when it turns again, or are withdrawn)."""
+
+    def release_when_the_others_are_recorded(recorded):
+        if len(recorded) == 15 and (flags / "holding").exists():
+            (flags / "release").touch()
+
+    recorded, out, described = await _run_beside_a_held_loop(
+        server, flags, group_timeout=None, on_held=release_when_the_others_are_recorded
+    )
+    assert sorted(example for example, _ in recorded) == list(range(16))
+    assert recorded[-1] == (2, True), recorded
+    assert [s.get("error") for s in out.state] == [None] * 16
+    assert sorted(out.reward) == [1.0] * 16
+    assert described["restarts"] == 0 and described["named_by_worker"] == 0
+    assert described["rerun_beside_held"] >= 1
 
 
 async def test_a_group_whose_limit_passes_while_another_holds_the_loop_waits_for_its_verdict(

@@ -24,6 +24,17 @@ again are restarted with a growing pause, and after ``max_deaths_in_a_row`` deat
 answered in between the pool stops restarting them and answers every group with that error
 (``fault``: ``UNAVAILABLE``).
 
+A worker whose loop one group's code has held for ``HEDGE_AFTER_S`` (its word, as above) holds
+the groups beside it too, and their share of the caller's concurrency, until that group's
+verdict (its timeout and ``WORD_MARGIN`` later): ``_loop_held`` runs each of them again at once
+on another worker, as a *twin* (a copy under a request id of its own, timed as any group), and
+sends no new group to the held worker while another is free. Whichever copy answers first is the
+group's one answer (its caller awaits one future, so a group is recorded once even when both
+answer); the other is withdrawn. The held worker is not killed for it: the holder may be a
+legitimate slow sync call, and then its loop turns again and the groups beside it go on; if it
+is stuck, the holder is convicted as before, and the groups beside it whose twins still run are
+not run a third time. A twin is never twinned again; a suspect's twin is a suspect too.
+
 A subclass starts a worker (``_spawn``), carries a request to it (``_transmit``) and a cancel
 (``_withdraw``), says when one answered (``_answered``) or died (``_died``), and kills one
 (``_Slot.kill``).
@@ -35,6 +46,7 @@ and giving up all read and change the one table of workers and the queues of wai
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import os
@@ -54,6 +66,7 @@ from verifiers.workers.stall import Stall
 logger = logging.getLogger("verifiers.workers")
 TIMEOUT_GRACE = 30.0
 WORD_MARGIN = 2.0  # past a group's timeout, when the worker's word on what holds it is looked at
+HEDGE_AFTER_S = 1.5  # a loop held this long by one group: the groups beside it run elsewhere too
 ISOLATION_IDLE_S = 30.0  # how long a worker started for suspects waits for more before it stops
 _ids = itertools.count()
 
@@ -71,6 +84,7 @@ class _Slot:
     last_used: float = 0.0  # when it was last sent a group (loop time)
     stuck: str | None = None  # why the pool killed it, when it did
     culprit: bytes | None = None  # the group whose own code held it stuck, when it said so
+    held: bool = False  # its loop held past HEDGE_AFTER_S: sent no new group while another is free
 
     def idle(self) -> bool:
         return (
@@ -99,6 +113,10 @@ class _Pending(Generic[W]):
     started: float | None = None  # when a worker began running it (loop time), if one is
     timeout: float | None = None  # its own time limit in the worker (the request's)
     limit: float | None = None  # how long the pool waits for its answer before killing
+    # the copy of it run on another worker while its worker's loop was held (``_loop_held``);
+    # on a twin, the group it is a copy of
+    twin: _Pending[W] | None = None
+    is_twin: bool = False
 
 
 class IsolatingPool(Generic[W]):
@@ -116,6 +134,8 @@ class IsolatingPool(Generic[W]):
         self.isolated = 0  # suspects run alone
         self.named_by_worker = 0  # culprits convicted on their worker's word (_convicted)
         self.isolation_workers = 0  # workers started to run them (_isolate)
+        self.rerun_beside_held = 0  # twins of groups beside a held loop (_loop_held)
+        self._twin_waits: set[asyncio.Task[None]] = set()
         self.max_deaths_in_a_row = max_deaths_in_a_row or default_max_deaths(num_workers)
         self._deaths_in_a_row = 0
         self._start_deaths = 0  # workers that died before they were ready
@@ -318,6 +338,114 @@ class IsolatingPool(Generic[W]):
             return None
         return stall
 
+    def _loop_held(self, worker: W, stall: Stall | None) -> None:
+        """``worker`` says ``stall.group``'s code has held its loop for ``HEDGE_AFTER_S`` or more
+        (``stall``: None once it turned again): run every other group in flight there again on
+        another worker now, each as a twin (see the module docstring), rather than leave them
+        waiting for that group's verdict. Word that names no group twins nothing."""
+        assert self._loop is not None
+        worker.held = stall is not None and not worker.dead
+        if not worker.held or stall is None or stall.group is None:
+            return
+        if self._closing or self._broken is not None or worker.reserved:
+            return
+        for request_id in list(worker.inflight):
+            pending = self._pending.get(request_id)
+            if (
+                request_id == stall.group
+                or pending is None
+                or pending.future.done()
+                or pending.twin is not None
+                or pending.is_twin
+            ):
+                continue
+            others = [
+                w
+                for w in self._workers
+                if w is not worker
+                and not (w.dead or w.held or w.reserved or w.isolating)
+                and w.ready.done()
+                and not w.ready.exception()
+            ]
+            if not others and not pending.suspect:
+                continue
+            twin: _Pending[W] = _Pending(
+                request_id=f"r{next(_ids)}".encode(),
+                payload=pending.payload,
+                future=self._loop.create_future(),
+                timeout=pending.timeout,
+                limit=pending.limit,
+                twin=pending,
+                is_twin=True,
+                # a suspect (on a worker started for suspects) is not cleared of the death it
+                # was beside: its twin runs as one too, in a share of its own size
+                suspect=pending.suspect,
+                share=pending.share,
+            )
+            pending.twin = twin
+            self.rerun_beside_held += 1
+            twin.future.add_done_callback(functools.partial(self._twin_answered, pending))
+            pending.future.add_done_callback(functools.partial(self._twin_unneeded, twin))
+            if twin.suspect:
+                self._dispatch(twin)
+            else:
+                self._send(min(others, key=lambda w: len(w.inflight)), twin)
+            if twin.limit is not None:  # timed as any group: stuck, its worker is killed
+                wait = self._loop.create_task(self._wait_twin(twin, twin.limit))
+                self._twin_waits.add(wait)
+                wait.add_done_callback(self._twin_waits.discard)
+
+    async def _wait_twin(self, twin: _Pending[W], limit: float) -> None:
+        try:
+            await self._wait_running(twin, limit)
+        except asyncio.CancelledError:  # the group answered first: the twin was withdrawn
+            pass
+
+    def _twin_answered(self, pending: _Pending[W], done: asyncio.Future[Response]) -> None:
+        """The twin answered first: its answer is the group's, and the group leaves the held
+        worker (withdrawn there)."""
+        if done.cancelled() or pending.future.done() or self._closing:
+            return
+        pending.future.set_result(done.result())
+        self._lost(pending, done.result())
+        self._drop(pending)
+
+    def _twin_unneeded(self, twin: _Pending[W], done: asyncio.Future[Response]) -> None:
+        """The group was answered (by its held worker, or stopped waited for): its twin is
+        withdrawn wherever it is."""
+        if not twin.future.done() and not self._closing:
+            self._lost(twin, None if done.cancelled() else done.result())
+            self._cancel(twin)
+
+    def _lost(self, loser: _Pending[W], answer: Response | None) -> None:
+        """The group was answered by its other copy, and ``loser`` is withdrawn; but a copy
+        whose own code holds its worker's loop cannot be withdrawn, and no one waits for it any
+        more: that worker would stay held, taking no group. Convicted elsewhere (``CULPRIT``),
+        the same code is what holds it: killed now; else looked at once more when the copy's
+        own limit passes (a slow sync call has returned by then)."""
+        worker = loser.worker
+        if worker is None or worker.dead or self._loop is None:
+            return
+        if answer is not None and answer.fault == CULPRIT:
+            self._kill_if_held_by(worker, loser.request_id)
+        elif loser.started is not None and loser.limit is not None:
+            self._loop.call_at(
+                loser.started + loser.limit, self._kill_if_held_by, worker, loser.request_id
+            )
+
+    def _kill_if_held_by(self, worker: W, request_id: bytes) -> None:
+        """Kill ``worker`` if it says ``request_id``'s code, answered elsewhere, holds its loop
+        (the groups beside it then run again as any group, as beside a named culprit)."""
+        if worker.dead or self._closing or not worker.alive():
+            return
+        stall = self._fresh_stall(worker)
+        if stall is None or stall.group != request_id:
+            return
+        worker.culprit = request_id
+        worker.stuck = "was held by the code of a group answered on another worker"
+        logger.warning("worker %s is held by a group answered elsewhere: killing it", worker.slot)
+        worker.kill()
+
     def _dispatch(self, pending: _Pending[W]) -> None:
         if pending.suspect:
             # one that killed a worker alone already goes first: its verdict comes after one
@@ -338,7 +466,8 @@ class IsolatingPool(Generic[W]):
         if not live:
             self._waiting.append(pending)
             return
-        self._send(min(live, key=lambda w: len(w.inflight)), pending)
+        free = [w for w in live if not w.held] or live
+        self._send(min(free, key=lambda w: len(w.inflight)), pending)
 
     def _send(self, worker: W, pending: _Pending[W]) -> None:
         """Hand ``pending`` to ``worker`` (its bookkeeping here, the bytes by ``_transmit``)."""
@@ -469,9 +598,13 @@ class IsolatingPool(Generic[W]):
     def _cancel(self, pending: _Pending[W]) -> None:
         """Its caller stopped waiting: it leaves every queue (a suspect withdrawn was still run
         alone later, killing one more worker of a broken environment for no one)."""
-        self._pending.pop(pending.request_id, None)
         if not pending.future.done():
             pending.future.cancel()
+        self._drop(pending)
+
+    def _drop(self, pending: _Pending[W]) -> None:
+        """``pending`` leaves every queue and its worker (told so), answered or not."""
+        self._pending.pop(pending.request_id, None)
         self._suspects = [p for p in self._suspects if p is not pending]
         self._waiting = [p for p in self._waiting if p is not pending]
         worker = pending.worker
@@ -505,7 +638,8 @@ class IsolatingPool(Generic[W]):
             worker.ready.exception()  # read: one nobody waits for (a replacement) is no error
         inflight = [self._pending.pop(r, None) for r in list(worker.inflight)]
         groups = [p for p in inflight if p is not None and not p.future.done()]
-        alone = len(groups) == 1
+        # a worker killed for a group it named is no evidence against one left beside it
+        alone = len(groups) == 1 and worker.culprit is None
         for pending in groups:
             if pending.request_id == worker.culprit:  # on the worker's word (_convicted)
                 self.named_by_worker += 1
@@ -560,7 +694,11 @@ class IsolatingPool(Generic[W]):
         # 4 workers of 1), so most are cleared in the time of one run; run each alone, 15
         # suspects queued on 4 workers behind the slow ones (a hang's timeout, an endpoint's
         # retries) and held their share of -c meanwhile. Elsewhere each runs alone.
-        left = [p for p in groups if not p.future.done()]
+        # a group whose twin still runs elsewhere is carried by it (not run a third time)
+        for pending in groups:
+            if pending.twin is not None and not pending.is_twin and not pending.future.done():
+                pending.worker, pending.started = None, None
+        left = [p for p in groups if not p.future.done() and p.worker is worker]
         spread = max(self._isolation_capacity(), 1)
         for pending in left:
             # beside a culprit its worker named, the death is explained: runs again as any group

@@ -7,7 +7,9 @@ that exited (crashed, segfaulted, was killed, ran out of memory), stopped beatin
 its memory budget is replaced, its groups handled as on any death; a worker that dies while the
 pool starts is replaced as at any other time. A worker whose loop a group's code holds says
 which group (``verifiers.workers.stall``), so that a group stuck past its limit among others is
-convicted at once rather than found by running them all again alone. Requests travel over a ZeroMQ socket in a 0700
+convicted at once rather than found by running them all again alone; the same word, from the
+watcher, has the groups beside a loop held ``HEDGE_AFTER_S`` run again elsewhere at once
+(``IsolatingPool._loop_held``) rather than wait for that verdict. Requests travel over a ZeroMQ socket in a 0700
 directory. Closing the pool stops the workers; they also die with the caller however it dies
 (``verifiers.workers.process``).
 
@@ -37,7 +39,13 @@ from typing import Any
 from verifiers.errors import EnvWorkerError
 from verifiers.processes.socket_dirs import socket_dir
 from verifiers.workers.forked import Template, WorkerProcess, can_fork, fork_here
-from verifiers.workers.isolation import TIMEOUT_GRACE, IsolatingPool, _Pending, _Slot
+from verifiers.workers.isolation import (
+    HEDGE_AFTER_S,
+    TIMEOUT_GRACE,
+    IsolatingPool,
+    _Pending,
+    _Slot,
+)
 from verifiers.workers.process import BEAT, FAILED, READY, read_beat
 from verifiers.workers.protocol import Response, unpack
 from verifiers.workers.stall import Stall, read_stall, stall_path
@@ -358,6 +366,7 @@ class WorkerPool(IsolatingPool[_Worker]):
             "isolated": self.isolated,
             "isolation_workers": self.isolation_workers,
             "named_by_worker": self.named_by_worker,
+            "rerun_beside_held": self.rerun_beside_held,
         }
 
     def pids(self) -> list[int]:
@@ -483,7 +492,21 @@ class WorkerPool(IsolatingPool[_Worker]):
                     )
                     worker.stuck = f"grew to {used} MiB, over its {self.memory_limit_mb} MiB budget"
                     worker.process.kill()
+                else:
+                    self._watch_loop(worker, loop)
             time.sleep(0.25)
+
+    def _watch_loop(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
+        """Tell the scheduler (on its loop) while ``worker`` says one group has held its event
+        loop ``HEDGE_AFTER_S`` or more, and once it turns again."""
+        stall = self._stall(worker)
+        held = (
+            stall is not None
+            and time.monotonic() - stall.seen < 1.0
+            and stall.seen - stall.since >= HEDGE_AFTER_S
+        )
+        if held or worker.held:
+            loop.call_soon_threadsafe(self._loop_held, worker, stall if held else None)
 
 
 def resident_mb(pid: int) -> int:
