@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -503,17 +504,9 @@ def test_vf_data_with_a_filter_that_keeps_nothing_says_so_and_writes_nothing(tmp
     assert not (tmp_path / "data").exists()
 
 
-@pytest.mark.slow
-def test_a_run_dir_copied_from_elsewhere_is_never_written_through_or_waited_on(tmp_path):
-    """A run dir from elsewhere (a colleague's tarball keeps links and FIFOs): an outside attack
-    had ``config.json`` link to a file of the user's, and ``vf-sft --resume`` wrote the run's
-    config into it; a FIFO for ``metrics.jsonl`` held the resume forever; a hard link, and a
-    ``checkpoints/`` that is a link to another directory, were written through. Each is now
-    refused (exit 2, naming the entry) before anything is written, and the run, once they are
-    gone, resumes; a record line no run writes (a 5,000-digit number) is dropped with the
-    steps it redoes, where it ended the resume with a traceback."""
-    import shutil
-
+def one_step_run(tmp_path: Path) -> tuple[Path, Callable[..., subprocess.CompletedProcess]]:
+    """A ``vf-sft`` run of the tiny policy checkpointed after one step (its run dir), and the
+    command that continues it with more flags."""
     from support.toy import make_tiny_policy
 
     policy = make_tiny_policy(tmp_path / "policy")
@@ -535,6 +528,21 @@ def test_a_run_dir_copied_from_elsewhere_is_never_written_through_or_waited_on(t
 
     first = sft("--steps", "1")
     assert first.returncode == 0, first.stdout + first.stderr
+    return out, sft
+
+
+@pytest.mark.slow
+def test_a_run_dir_copied_from_elsewhere_is_never_written_through_or_waited_on(tmp_path):
+    """A run dir from elsewhere (a colleague's tarball keeps links and FIFOs): an outside attack
+    had ``config.json`` link to a file of the user's, and ``vf-sft --resume`` wrote the run's
+    config into it; a FIFO for ``metrics.jsonl`` held the resume forever; a hard link, and a
+    ``checkpoints/`` that is a link to another directory, were written through. Each is now
+    refused (exit 2, naming the entry) before anything is written, and the run, once they are
+    gone, resumes; a record line no run writes (a 5,000-digit number) is dropped with the
+    steps it redoes, where it ended the resume with a traceback."""
+    import shutil
+
+    out, sft = one_step_run(tmp_path)
     victim = tmp_path / "bashrc"
     victim.write_text("precious\n")
     elsewhere = tmp_path / "elsewhere"
@@ -576,27 +584,7 @@ def test_a_checkpoint_that_is_data_but_not_a_runs_is_refused_with_its_reason(tmp
     not a number, RNG state of other types, a shard cut short) ended ``vf-sft --resume`` with
     torch's traceback (exit 1). Each is now refused in one line naming the checkpoint and the
     reason (exit 2), and the genuine one then resumes."""
-    from support.toy import make_tiny_policy
-
-    policy = make_tiny_policy(tmp_path / "policy")
-    data = conversations_file(tmp_path / "chats.jsonl")
-    out = tmp_path / "run"
-    config = tmp_path / "sft.toml"
-    config.write_text(
-        f'model = "{policy}"\noutput_dir = "{out}"\nbatch_size = 4\ncheckpoint_every = 1\n'
-        f'[data]\npath = "{data}"\n'
-    )
-
-    def sft(*extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "verifiers.cli.sft", "@", str(config), *extra],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-
-    first = sft("--steps", "1")
-    assert first.returncode == 0, first.stdout + first.stderr
+    out, sft = one_step_run(tmp_path)
     checkpoint = out / "checkpoints" / "step_000001"
     breakages = {
         "state.json": lambda path: path.write_text('{"step": "two", "version": 1}'),

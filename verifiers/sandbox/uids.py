@@ -21,6 +21,7 @@ import random
 from functools import cache
 from pathlib import Path
 
+from verifiers.processes.lock_file import open_lock_file, still_named
 from verifiers.sandbox.base import SandboxUnavailableError
 
 UID_BASE, UID_COUNT = 1_900_000_000, 65_536
@@ -114,7 +115,7 @@ class UidClaim:
 def _lock(path: Path) -> int | None:
     """A descriptor holding ``path``'s exclusive lock, or ``None`` when someone holds it (or
     removed the file that was opened: it is then no claim)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = open_lock_file(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         if still_named(fd, path):
@@ -123,13 +124,3 @@ def _lock(path: Path) -> int | None:
         pass
     os.close(fd)
     return None
-
-
-def still_named(fd: int, path: Path) -> bool:
-    """Whether the file open at ``fd`` is the one at ``path`` (not removed, nor replaced)."""
-    try:
-        named = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    held = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)

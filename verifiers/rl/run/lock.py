@@ -18,7 +18,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifiers.processes.lock_file import open_lock_file
+from verifiers.processes.lock_file import open_lock_file, still_named
 from verifiers.processes.own_dir import foreign_above_problem, foreign_dir_problem
 
 RUN_LOCK = ".vf-run.lock"
@@ -77,7 +77,7 @@ def run_dir_lock(out: Path) -> Iterator[RunDirHold]:
                 False, note=f"{out} cannot be locked ({exc}): a second run into it is not refused"
             )
             return
-        if _same_file(fd, out / RUN_LOCK):
+        if still_named(fd, out / RUN_LOCK):
             break
         os.close(fd)  # locked a lock file that its holder removed as it left: take the new one
     _held.append(fd)
@@ -90,12 +90,3 @@ def run_dir_lock(out: Path) -> Iterator[RunDirHold]:
     finally:
         _held.remove(fd)
         os.close(fd)
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        named = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return False
-    held = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
