@@ -10,7 +10,7 @@ import re
 import threading
 
 import httpx
-from support.hubs import eval_files, make_wheel, new_user
+from support.hubs import ReadCounter, eval_files, make_wheel, new_user
 
 from hub_server.app import create_app
 from hub_server.db.page_reads import PageRows
@@ -54,14 +54,6 @@ def test_a_pages_rows_are_one_read_and_the_page_lists_what_the_api_does(hub):
         evals[version].append(resp.json()["id"])
 
     state = hub["backend"].hub(hub["data"])
-    reads = 0
-    read = state.database.read
-
-    def counted():
-        nonlocal reads
-        reads += 1
-        return read()
-
     try:
         env = state.catalog.environment("pia", "paged-env")
         apart = state.catalog.versions(env.id)
@@ -69,9 +61,9 @@ def test_a_pages_rows_are_one_read_and_the_page_lists_what_the_api_does(hub):
         expected = PageRows(
             apart, state.catalog.files_of_versions(ids), state.attachments.evals(ids)
         )
-        state.database.read = counted
+        reads = ReadCounter(state)
         assert state.pages.rows(env.id) == expected
-        assert reads == 1
+        assert reads.count == 1
     finally:
         state.close()
 

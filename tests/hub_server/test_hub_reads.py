@@ -10,7 +10,7 @@ import json
 
 import httpx
 import pytest
-from support.hubs import error_code, eval_files, make_wheel, new_user, publish_raw
+from support.hubs import ReadCounter, error_code, eval_files, make_wheel, new_user, publish_raw
 
 from hub_client.client import HubAPIError, HubClient
 from hub_server.process import start_hub
@@ -306,18 +306,10 @@ def test_an_environment_pages_key_is_one_read_that_moves_with_each_eval(hub):
         )
         assert resp.status_code == 201, resp.text
     state = hub["backend"].hub(hub["data"])
-    reads = 0
-    read = state.database.read
-
-    def counted():
-        nonlocal reads
-        reads += 1
-        return read()
-
-    state.database.read = counted
+    reads = ReadCounter(state)
     try:
         env, mark = state.environment_for_page("ona", "one-read-env", None)
-        assert (env.name, mark, reads) == ("one-read-env", (0, 0), 1)
+        assert (env.name, mark, reads.count) == ("one-read-env", (0, 0), 1)
         version = httpx.get(
             f"{hub['url']}/api/v1/environments/ona/one-read-env/versions/1.0.0"
         ).json()
@@ -330,9 +322,9 @@ def test_an_environment_pages_key_is_one_read_that_moves_with_each_eval(hub):
             )
             assert attached.status_code == 201, attached.text
             ids.append(attached.json()["id"])
-            reads = 0
+            reads.count = 0
             assert state.environment_for_page("ona", "one-read-env", None)[1] == (len(ids), ids[-1])
-            assert reads == 1
+            assert reads.count == 1
         owner = state.auth.from_token(token)
         own = state.environment_for_page("ona", "one-read-secret", owner)[0]
         assert own.visibility == "private"

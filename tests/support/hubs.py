@@ -16,6 +16,7 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -307,3 +308,18 @@ def eval_files(version: dict, run_id: str, rewards, summary=None, model="m") -> 
         "metadata": ("metadata.json", json.dumps(meta).encode()),
         "results": ("results.jsonl", rows.encode()),
     }
+
+
+class ReadCounter:
+    """Counts the database reads a hub's state opens from the moment it is installed
+    (``count``, which a test may reset): a page's reads are one connection, not several."""
+
+    def __init__(self, state: Any) -> None:
+        self.count = 0
+        read = state.database.read
+
+        def counted() -> Any:
+            self.count += 1
+            return read()
+
+        state.database.read = counted
