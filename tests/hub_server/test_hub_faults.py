@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.hubs import error_code, make_wheel, publish_raw
+from support.hubs import error_code, make_wheel, open_hub, publish_raw
 
 from hub_server.db.blob_references import referenced_blobs
 from hub_server.db.blobs import BlobStore, open_blob_store
@@ -64,13 +64,6 @@ def blob_store(backend, data: Path) -> BlobStore:
 def only_referenced_blobs_left(hub: Hub) -> bool:
     """Every blob in ``hub``'s store is one a committed row refers to."""
     return set(hub.blobs.keys_older_than(time.time() + 3600)) <= referenced_blobs(hub.database)
-
-
-def open_hub(backend, data: Path) -> Hub:
-    """The store of ``backend`` in ``data``, opened here (no upload workers)."""
-    return Hub(
-        data, db=backend.db, blobs=backend.blobs, s3_endpoint=backend.s3_endpoint, upload_workers=0
-    )
 
 
 def what_is_shown(url: str, token: str, filename: str) -> dict[str, object]:

@@ -10,11 +10,10 @@ import re
 import threading
 
 import httpx
-from support.hubs import ReadCounter, eval_files, make_wheel, new_user
+from support.hubs import ReadCounter, eval_files, hub_settings, make_wheel, new_user
 
 from hub_server.app import create_app
 from hub_server.db.page_reads import PageRows
-from hub_server.settings import HubSettings
 
 
 def push(hub, token: str, name: str, version: str, **form: str) -> None:
@@ -89,14 +88,7 @@ def test_a_cold_page_is_made_off_the_loop_and_an_anonymous_page_once_per_change(
     short, long = "# Short words\n", "# Long words\n\n" + "lorem ipsum " * 10_000
     push(hub, token, "short-readme", "1.0.0", readme=short)
     push(hub, token, "long-readme", "1.0.0", readme=long)
-    backend = hub["backend"]
-    settings = HubSettings(
-        data_dir=hub["data"],
-        db=backend.db,
-        blobs=backend.blobs,
-        s3_endpoint=backend.s3_endpoint,
-        public_url=hub["url"],  # the running hub's links
-    )
+    settings = hub_settings(hub, public_url=hub["url"])  # the running hub's links
     app = create_app(settings)  # this process's own hub: nothing of these pages cached yet
     state = app.state.hub
     made_in: dict[int, int] = {}

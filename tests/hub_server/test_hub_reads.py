@@ -10,7 +10,15 @@ import json
 
 import httpx
 import pytest
-from support.hubs import ReadCounter, error_code, eval_files, make_wheel, new_user, publish_raw
+from support.hubs import (
+    ReadCounter,
+    error_code,
+    eval_files,
+    hub_settings,
+    make_wheel,
+    new_user,
+    publish_raw,
+)
 
 from hub_client.client import HubAPIError, HubClient
 from hub_server.process import start_hub
@@ -212,7 +220,7 @@ def test_the_index_fast_path_answers_like_the_route(hub):
     project's name, a name outside the grammar, a bad token."""
     from fastapi.testclient import TestClient
 
-    from hub_server import HubSettings, create_app
+    from hub_server import create_app
 
     ivy, ivo = new_user(hub, "ivy"), new_user(hub, "ivo")
     for version in ("1.0.0", "1.1.0"):
@@ -224,14 +232,7 @@ def test_the_index_fast_path_answers_like_the_route(hub):
             timeout=60,
         )
         assert resp.status_code == 201, resp.text
-    backend = hub["backend"]
-    settings = HubSettings(
-        data_dir=hub["data"],
-        db=backend.db,
-        blobs=backend.blobs,
-        s3_endpoint=backend.s3_endpoint,
-        build_sdk=False,
-    )
+    settings = hub_settings(hub, build_sdk=False)
     app = create_app(settings)
     routed = TestClient(app)  # no lifespan: no upload workers, no collector
     basic = {ivy: ("__token__", ivy), ivo: ("__token__", ivo)}

@@ -46,6 +46,21 @@ def open_hub(backend, data: Path) -> Hub:
     )
 
 
+def hub_settings(hub: dict[str, Any], **extra: Any) -> Any:
+    """Settings for an app of this process over the store the ``hub`` fixture's server runs on
+    (same data dir, database and blobs), with ``extra`` on top."""
+    from hub_server.settings import HubSettings
+
+    backend = hub["backend"]
+    return HubSettings(
+        data_dir=hub["data"],
+        db=backend.db,
+        blobs=backend.blobs,
+        s3_endpoint=backend.s3_endpoint,
+        **extra,
+    )
+
+
 def stored(backend, data: Path) -> set[str]:
     """Every blob in the store, listed directly: the files directory, or the S3 bucket."""
     store = open_blob_store(backend.blobs, data, backend.s3_endpoint)
