@@ -1,8 +1,10 @@
 """``launch``: a server that binds its own port (vLLM for vf-rl) is ready only when the answer
 on that port comes from it, not from a process that took the port while it started."""
 
+import contextlib
 import http.server
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -83,6 +85,8 @@ def test_the_servers_own_answer_makes_it_ready(tmp_path):
         assert server.model == "policy" and server.base_url == f"http://127.0.0.1:{port}/v1"
     finally:
         server.stop()
+        with contextlib.suppress(ProcessLookupError):  # the listening child, left by the stop
+            os.killpg(server.process.pid, signal.SIGKILL)
 
 
 def test_a_squatter_of_the_same_user_is_refused_too(tmp_path):
