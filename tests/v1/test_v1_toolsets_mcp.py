@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -158,6 +160,27 @@ def running_server(tally, tmp_path) -> Iterator[str]:
             subprocess.run(["sleep", "0.05"], check=True)
         yield f"http://127.0.0.1:{port_file.read_text()}/mcp"
     finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_a_toolset_server_accepts_connections_once_its_port_file_names_the_port(tally, tmp_path):
+    """Whoever reads ``MCP_PORT_FILE`` connects at once: the port is written only once it
+    listens (frozen at that moment, a connection still completes), and never half-written."""
+    port_file = tmp_path / "port"
+    env = {**os.environ, "MCP_PORT_FILE": str(port_file)}
+    code = "from tally_tools import TallyToolset; TallyToolset.run()"
+    process = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        while not port_file.exists():  # no sleep: catch the first moment the name appears
+            assert process.poll() is None, "the toolset server exited"
+        process.send_signal(signal.SIGSTOP)
+        text = port_file.read_text()
+        assert text.isdigit(), repr(text)
+        with socket.create_connection(("127.0.0.1", int(text)), timeout=5):
+            pass
+    finally:
+        process.send_signal(signal.SIGCONT)
         process.terminate()
         process.wait(10)
 

@@ -138,10 +138,10 @@ async def serve(toolset: Toolset, sock: socket.socket, api_key: str | None = Non
 
 def serve_from_environment(cls: type[Toolset]) -> None:
     """``Toolset.run``: the config from ``VF_CONFIG`` (JSON), the address from ``MCP_HOST`` /
-    ``MCP_PORT`` (loopback, any free port), the bound port written to ``MCP_PORT_FILE``, and
-    the key every request must carry from ``VF_TOOLSET_KEY`` (the SDK makes one for each server
-    it launches: any local user reaches a loopback port), taken out of the environment the
-    tools run in."""
+    ``MCP_PORT`` (loopback, any free port), the bound port written to ``MCP_PORT_FILE`` once it
+    accepts connections, and the key every request must carry from ``VF_TOOLSET_KEY`` (the SDK
+    makes one for each server it launches: any local user reaches a loopback port), taken out
+    of the environment the tools run in."""
     from verifiers.v1.tool_parts import ToolsetConfig
 
     config_type = concrete_type(cls, BaseConfig) or ToolsetConfig
@@ -150,8 +150,11 @@ def serve_from_environment(cls: type[Toolset]) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((os.environ.get("MCP_HOST", "127.0.0.1"), int(os.environ.get("MCP_PORT", "0"))))
+    sock.listen(2048)  # connections made once the port is known queue until uvicorn serves
     port_file = os.environ.get("MCP_PORT_FILE")
-    if port_file:
-        Path(port_file).write_text(str(sock.getsockname()[1]))
+    if port_file:  # whole or absent for a reader polling it: written beside, then renamed
+        staged = Path(f"{port_file}.{os.getpid()}.tmp")
+        staged.write_text(str(sock.getsockname()[1]))
+        staged.replace(port_file)
     api_key = os.environ.pop(KEY_ENV, None) or None
     asyncio.run(serve(cls(config), sock, api_key))
