@@ -69,6 +69,69 @@ async def test_background_processes_are_swept(sandbox):
     await still_works(sandbox)
 
 
+async def test_leftovers_running_stopped_or_exited_are_swept_without_a_repl(sandbox):
+    """With no REPL, the sweep after a snippet first asks the kernel whether the worker has any
+    child at all (one ``waitid``, ``verifiers.sandbox.worker._childless``): an orphan still
+    running, one that stopped itself and one that had exited (a zombie of the worker) are each
+    a child, so each is found, killed or reaped, and nothing of them reaches the next snippet."""
+    before = set(sandbox_pids())  # this sandbox's worker (and bubblewrap's init)
+    leftovers = await sandbox.run_python(
+        textwrap.dedent("""
+            import os, signal, time
+            def orphan(then):
+                if os.fork() == 0:
+                    if os.fork() == 0:
+                        then()
+                    os._exit(0)
+            orphan(lambda: time.sleep(300))
+            orphan(lambda: (os.kill(os.getpid(), signal.SIGSTOP), time.sleep(300)))
+            orphan(lambda: os._exit(0))
+            time.sleep(0.3)
+            print("left")
+        """)
+    )
+    assert leftovers.stdout == "left\n" and leftovers.swept >= 3, leftovers
+    assert set(sandbox_pids()) <= before  # nothing of them is left, not even a zombie
+    await still_works(sandbox)
+
+
+CHILDLESS = textwrap.dedent("""
+    import os, signal, sys, time
+    sys.path.insert(0, sys.argv[1])
+    from verifiers.sandbox.worker import _childless
+    seen = [_childless()]
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(300)
+    seen.append(_childless())  # running
+    os.kill(pid, signal.SIGSTOP)
+    os.waitpid(pid, os.WUNTRACED)
+    seen.append(_childless())  # stopped, its stop already reported
+    os.kill(pid, signal.SIGKILL)
+    while not os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+        time.sleep(0.01)
+    seen.append(_childless())  # a zombie, not reaped by the question
+    seen.append(_childless())
+    os.waitpid(pid, 0)
+    seen.append(_childless())  # reaped
+    print(seen)
+""")
+
+
+def test_the_workers_childless_check_sees_every_child_and_reaps_none():
+    """``_childless`` is true only for a process with no child in any state (running, stopped,
+    a zombie), and asking does not reap the zombie (the sweep still finds and counts it)."""
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run(
+        [sys.executable, "-c", CHILDLESS, repo], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[True, False, False, False, False, True]\n", done.stdout
+
+
 REPL_ATTACK = textwrap.dedent("""
     import builtins, os, sys, threading, time
     x = 41
