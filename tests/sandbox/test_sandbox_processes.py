@@ -132,6 +132,30 @@ def test_the_workers_childless_check_sees_every_child_and_reaps_none():
     assert done.stdout == "[True, False, False, False, False, True]\n", done.stdout
 
 
+async def test_a_snippets_stdin_is_dev_null_and_it_holds_no_other_descriptor(sandbox):
+    """A snippet's stdin is ``/dev/null``, read-only (a descriptor the worker opened once and
+    each snippet's child duplicates), and a snippet, Python or shell, holds nothing but its
+    three standard streams."""
+    python = await sandbox.run_python(
+        "import fcntl, os, stat, sys\n"
+        "null, st = os.stat('/dev/null'), os.fstat(0)\n"
+        "same = stat.S_ISCHR(st.st_mode) and st.st_rdev == null.st_rdev\n"
+        "def is_open(fd):\n"
+        "    try:\n"
+        "        return os.fstat(fd) is not None\n"
+        "    except OSError:\n"
+        "        return False\n"
+        "fds = [fd for fd in range(1024) if is_open(fd)]\n"
+        "print(repr(sys.stdin.read()), same, fcntl.fcntl(0, fcntl.F_GETFL) & os.O_ACCMODE, fds)"
+    )
+    assert python.stdout == "'' True 0 [0, 1, 2]\n", python
+    shell = await sandbox.run_shell(
+        "[ -c /dev/stdin ] && echo char; head -c 1 | wc -c; "
+        "for fd in 3 4 5 6 7 8 9; do { true <&$fd; } 2>/dev/null && echo open $fd; done; echo end"
+    )
+    assert shell.stdout == "char\n0\nend\n", shell
+
+
 REPL_ATTACK = textwrap.dedent("""
     import builtins, os, sys, threading, time
     x = 41

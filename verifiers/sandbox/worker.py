@@ -244,6 +244,7 @@ def build_ruleset(read_paths: list[str], write_paths: list[str]) -> int:
 CONFIG: dict = {}
 _RLIMITS: list[tuple[int, tuple[int, int]]] = []
 _STREAMS: list = []  # stdout and stderr over fds 1 and 2, made once: a child only dup2s onto them
+_NULL: list[int] = []  # /dev/null, read-only, opened once: a snippet's stdin is a dup2 of it
 
 
 def prepare_confinement() -> None:
@@ -262,6 +263,7 @@ def prepare_confinement() -> None:
     program = bytes.fromhex(CONFIG.pop("seccomp", ""))
     if program:
         prepare_seccomp(program)
+    _NULL.append(os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC))
     for fd in (1, 2):
         _STREAMS.append(io.TextIOWrapper(io.FileIO(fd, "wb", closefd=False), write_through=True))
 
@@ -359,8 +361,7 @@ def exec_snippet(req: dict) -> dict:
             os.close(err_r)
             os.dup2(out_w, 1)
             os.dup2(err_w, 2)
-            null = os.open("/dev/null", os.O_RDONLY)
-            os.dup2(null, 0)
+            os.dup2(_NULL[0], 0)  # then closed with the rest
             close_fds_but(kept_fds())
             sys.stdout, sys.stderr = _STREAMS
             confine()
