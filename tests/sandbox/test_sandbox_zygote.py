@@ -259,6 +259,27 @@ async def test_a_provider_starts_the_zygote_before_its_first_sandbox():
         await provider.close()
 
 
+def _environ(pid: int | None) -> list[str]:
+    with open(f"/proc/{pid}/environ") as f:
+        return f.read().split("\0")
+
+
+async def test_the_zygote_binds_its_symbols_at_start_and_no_sandbox_sees_how():
+    """The zygote's interpreter starts with ``LD_BIND_NOW`` (every symbol resolved once, so no
+    snippet's fork has the dynamic linker write the symbol table again); a sandbox's
+    environment is its own all the same, in Python and in the shell."""
+    provider = LocalSandboxProvider(mode="bwrap", pool_size=0)
+    try:
+        box = await provider.create()
+        assert isinstance(box.process, ZygoteProcess)
+        assert "LD_BIND_NOW=1" in _environ(zygote_pid())
+        python = await box.run_python("import os\nprint('LD_BIND_NOW' in os.environ)")
+        shell = await box.run_shell("env | grep -c LD_ || true")
+        assert (python.stdout, shell.stdout) == ("False\n", "0\n"), (python, shell)
+    finally:
+        await provider.close()
+
+
 def _confine_in_a_child(options: list[str]) -> str:
     """What the zygote's confinement says of ``options``, run in a forked child of its own
     mount namespace (nothing it mounts reaches this host)."""
