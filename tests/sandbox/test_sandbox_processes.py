@@ -156,6 +156,20 @@ async def test_a_snippets_stdin_is_dev_null_and_it_holds_no_other_descriptor(san
     assert shell.stdout == "char\n0\nend\n", shell
 
 
+async def test_a_worker_that_stops_answering_is_destroyed_at_the_requests_timeout(sandbox):
+    """Every process of the sandbox stopped from the host: the request is given up at its
+    timeout, said so, and the sandbox destroyed, with nothing of it left running."""
+    import signal
+
+    from verifiers.sandbox.base import SandboxError
+
+    for pid in [sandbox.process.pid, *descendants(sandbox.process.pid)]:
+        os.kill(pid, signal.SIGSTOP)
+    with pytest.raises(SandboxError, match="stopped answering"):
+        await sandbox._request({"op": "reset_repl"}, 0.5)
+    assert sandbox.destroyed and sandbox.process.returncode is not None
+
+
 REPL_ATTACK = textwrap.dedent("""
     import builtins, os, sys, threading, time
     x = 41

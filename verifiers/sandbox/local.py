@@ -430,7 +430,8 @@ class LocalSandbox(Sandbox):
                 stdin, stdout = _pipes(self.process)
                 stdin.write(json.dumps(payload).encode() + b"\n")
                 await stdin.drain()
-                line = await asyncio.wait_for(stdout.readline(), timeout)
+                async with asyncio.timeout(timeout):  # a timer, not a task per read (wait_for)
+                    line = await stdout.readline()
             except (TimeoutError, BrokenPipeError, ConnectionResetError) as exc:
                 await self.destroy()
                 raise SandboxError(
