@@ -1,6 +1,6 @@
 """Sandbox latency and density on this machine.
 
-    python benchmarks/sandbox_latency.py [--mode auto|bwrap|landlock]
+    python benchmarks/sandbox_latency.py [--mode auto|bwrap|landlock] [--quick]
 
 Prints: sandbox start as a rollout sees it (``create()`` from the pool of prepared sandboxes
 that SandboxEnv keeps, 4 by default: each is started ahead, with its uid, budget and disk, and
@@ -8,8 +8,9 @@ never reused), for 20 minimal rollouts one after another (create, ``print(1)``, 
 cold start without a pool (p50/p90), forked from the zygote (the default as root) and, as the anchor, started
 by bubblewrap itself (``zygote=False``, every sandbox before the zygote); the first sandbox of a
 process, whose start includes the zygote's own; the round trip of ``print(1)`` (p50/p90/p99); snippets/s
-with 16 sandboxes running concurrently; idle memory per sandbox (RSS and PSS of its
-processes). Targets on 2 cores (issue 44 for the cold start and snippets/s): start p50 <= 30 ms,
+with 16 sandboxes running concurrently, and the CPU each snippet cost there, this process's
+and the sandboxes' (their workers and the snippets they reaped); idle memory per sandbox (RSS
+and PSS of its processes). ``--quick`` measures a few of each (a check that it runs). Targets on 2 cores (issue 44 for the cold start and snippets/s): start p50 <= 30 ms,
 cold start p50 <= 30 ms with every confinement on, round trip p50 < 5 ms, >= 1,000 snippets/s,
 < 15 MiB per idle sandbox.
 """
@@ -52,6 +53,18 @@ def tree(pid: int) -> list[int]:
     return out
 
 
+def cpu_s(pids: list[int]) -> float:
+    """CPU seconds of these processes and of the children they reaped (a worker's snippets)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                total += sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:15])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def memory_kib(pid: int, field: str) -> int:
     total = 0
     for p in tree(pid):
@@ -81,11 +94,12 @@ async def cold_starts(mode: str, use_zygote: bool, n: int = 20) -> list[float]:
     return cold
 
 
-async def run(mode: str) -> None:
+async def run(mode: str, quick: bool = False) -> None:
+    n = 5 if quick else 20
     pooled = LocalSandboxProvider(mode=mode, pool_size=4, limits=SandboxLimits())
     await pooled.warm()
     starts = []
-    for _ in range(20):
+    for _ in range(n):
         t = time.perf_counter()
         box = await pooled.create()
         starts.append((time.perf_counter() - t) * 1000)
@@ -97,13 +111,13 @@ async def run(mode: str) -> None:
     t = time.perf_counter()
     await (await provider.create()).destroy()
     first = (time.perf_counter() - t) * 1000
-    cold = await cold_starts(mode, True)
-    exec_cold = await cold_starts(mode, False)
+    cold = await cold_starts(mode, True, n)
+    exec_cold = await cold_starts(mode, False, n)
     box = await provider.create()
-    for _ in range(20):
+    for _ in range(n):
         await box.run_python("print(1)")
     trips = []
-    for _ in range(300):
+    for _ in range(30 if quick else 300):
         t = time.perf_counter()
         await box.run_python("print(1)")
         trips.append((time.perf_counter() - t) * 1000)
@@ -114,7 +128,7 @@ async def run(mode: str) -> None:
     rss = statistics.mean(memory_kib(b.process.pid, "Rss") for b in boxes) / 1024
     pss = statistics.mean(memory_kib(b.process.pid, "Pss") for b in boxes) / 1024
     done = 0
-    stop = time.perf_counter() + 5
+    stop = time.perf_counter() + (1 if quick else 5)
 
     async def loop(b) -> None:
         nonlocal done
@@ -122,9 +136,14 @@ async def run(mode: str) -> None:
             await b.run_python("print(1)")
             done += 1
 
+    trees = [tree(b.process.pid) for b in boxes if b.process is not None]
+    pids = [pid for t in trees for pid in t]
+    own, theirs = time.process_time(), cpu_s(pids)
     t = time.perf_counter()
     await asyncio.gather(*(loop(b) for b in boxes))
     rate = done / (time.perf_counter() - t)
+    own_us = (time.process_time() - own) / max(done, 1) * 1e6
+    theirs_us = (cpu_s(pids) - theirs) / max(done, 1) * 1e6
     await provider.close()
 
     table = Table(title=f"local sandbox ({provider.mode})")
@@ -157,6 +176,12 @@ async def run(mode: str) -> None:
             pct(trips, 0.5) < 5,
         ),
         ("snippets/s, 16 sandboxes", f"{rate:.0f}", ">= 1000", rate >= 1000),
+        (
+            "  CPU per snippet there, this process / the sandboxes (us)",
+            f"{own_us:.0f} / {theirs_us:.0f}",
+            "",
+            True,
+        ),
         ("idle memory per sandbox, RSS / PSS (MiB)", f"{rss:.1f} / {pss:.1f}", "< 15", pss < 15),
     ]
     for name, value, target, ok in rows:
@@ -171,7 +196,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--mode", default="auto")
-    asyncio.run(run(parser.parse_args().mode))
+    parser.add_argument("--quick", action="store_true", help="a few of each: a check that it runs")
+    args = parser.parse_args()
+    asyncio.run(run(args.mode, args.quick))
 
 
 if __name__ == "__main__":
