@@ -588,16 +588,20 @@ def _maybe_strays(spared: set[int]) -> bool:
     return mine is None or any(int(child) not in spared for child in mine)
 
 
+_WALL = 0x40000000  # Linux's __WALL: children made by clone() with no exit signal count too
+
+
 def _childless() -> bool:
     """Whether this worker has no child at all, running, stopped or a zombie: one ``waitid``
     that reaps nothing (``WNOWAIT``) and fails with ``ECHILD`` only then, for the children of
     every thread. With no REPL, that is the common case after a snippet, and then nothing of the
     sandbox but the worker exists: every other process descends from one of its children (it
     is their subreaper, and a reaped snippet's orphans were reparented to it before the snippet
-    became a zombie). Reading ``/proc`` for the same answer cost a fresh snippet's worker about
+    became a zombie). ``__WALL``: a child that exits with no signal to its parent (a raw
+    ``clone``) is a child all the same. Reading ``/proc`` for the same answer cost a fresh snippet's worker about
     60 us and a dozen page faults of copy-on-write after its fork."""
     try:
-        os.waitid(os.P_ALL, 0, os.WEXITED | os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WSTOPPED | os.WNOHANG | os.WNOWAIT | _WALL)
     except ChildProcessError:
         return True
     return False
