@@ -432,6 +432,7 @@ def measure(
         isolated=(meta.get("env_workers") or {}).get("isolated", 0),
         isolation_workers=(meta.get("env_workers") or {}).get("isolation_workers", 0),
         beside_held=(meta.get("env_workers") or {}).get("rerun_beside_held", 0),
+        stand_ins=(meta.get("env_workers") or {}).get("stand_ins", 0),
     )
     # a fault is recorded as the rollout's error, or (a reward function that raised, scored 0)
     # in its reward_errors
@@ -541,7 +542,7 @@ def main() -> None:
         ("lost", "target 0"),
         ("errors on faulty", "all"),
         ("errors on innocent", "target 0"),
-        ("worker restarts", "+ forked for suspects"),
+        ("worker restarts", "+ forked for suspects\n+ stand-ins"),
         ("run again beside", "a held loop"),
         ("workers / vf-eval killed", ""),
         ("wall s", ""),
@@ -559,7 +560,7 @@ def main() -> None:
             str(stats["lost"]),
             f"{stats['faulty_errors']}/{stats['faulty_expected']}",
             str(stats["innocent_errors"]),
-            f"{stats['restarts']} + {stats['isolation_workers']}"
+            f"{stats['restarts']} + {stats['isolation_workers']} + {stats['stand_ins']}"
             + (" (last run)" if stats["segments"] > 1 else ""),
             str(stats["beside_held"]),
             f"{stats['workers_killed']} / {stats['caller_kills']}",

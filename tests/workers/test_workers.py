@@ -185,6 +185,7 @@ async def test_results_in_workers_equal_in_process_results(server, flags):
         "isolation_workers": 0,
         "named_by_worker": 0,
         "rerun_beside_held": 0,
+        "stand_ins": 0,
     }
     seeds = sorted(r["seed"] for r in server.requests)
     assert len(set(seeds)) == 8 and seeds[::2] == seeds[1::2]  # same per-rollout seeds both ways
@@ -1360,9 +1361,10 @@ def _tool_handler(hold: int):
     return handler
 
 
-async def _run_beside_a_held_loop(server, flags, group_timeout, on_held=None):
-    """16 examples on 2 workers, example 2's sync tool holding its worker's loop: the records
-    in the order the run recorded them, the final states, and the pool's account."""
+async def _run_beside_a_held_loop(server, flags, group_timeout, on_held=None, workers=2):
+    """16 examples on 2 workers (or ``workers``, then forked from a template, as vf-eval's are),
+    example 2's sync tool holding its worker's loop: the records in the order the run recorded
+    them, the final states, and the pool's account."""
     server.set_handler(_tool_handler(2))
     env = vf.load_environment("vf-worker-tools")
     recorded: list[tuple[int, bool]] = []
@@ -1372,7 +1374,10 @@ async def _run_beside_a_held_loop(server, flags, group_timeout, on_held=None):
         if on_held is not None:
             on_held(recorded)
 
-    async with WorkerPool("vf-worker-tools", None, 2) as pool:
+    pool = WorkerPool("vf-worker-tools", None, workers)
+    if workers != 2:
+        pool.launch()
+    async with pool:
         out = await env.evaluate(
             server.base_url,
             "m",
@@ -1402,6 +1407,25 @@ async def test_groups_beside_a_sync_tool_that_never_returns_finish_before_its_ve
     assert "this group's own code: it held the worker's event loop" in failed[0][1]["message"]
     assert described["named_by_worker"] == 1 and described["restarts"] == 1
     assert described["rerun_beside_held"] >= 1 and described["isolated"] == 0
+
+
+async def test_with_one_worker_the_groups_beside_a_held_loop_run_on_a_stand_in(server, flags):
+    """One worker, forked from a template: example 2's sync tool never returns and holds the
+    only worker's loop, and the 15 groups beside it with it. There was no other worker to run
+    them again on, so every one waited for the holder's verdict (its timeout and 2 s later) and
+    ran after it. Now a worker forked to stand in for the held one takes them (and any new
+    group): each is recorded before the verdict, exactly once, and only example 2 errs."""
+    recorded, out, described = await _run_beside_a_held_loop(
+        server, flags, group_timeout=10, workers=1
+    )
+    assert sorted(example for example, _ in recorded) == list(range(16))  # once each
+    assert recorded[-1] == (2, False), recorded  # the verdict came last
+    assert all(ok for example, ok in recorded if example != 2)
+    failed = [(s["example_id"], s["error"]) for s in out.state if s.get("error") is not None]
+    assert [example for example, _ in failed] == [2], failed
+    assert "this group's own code: it held the worker's event loop" in failed[0][1]["message"]
+    assert described["stand_ins"] >= 1 and described["rerun_beside_held"] >= 1
+    assert described["named_by_worker"] == 1 and described["isolated"] == 0
 
 
 async def test_groups_beside_a_slow_sync_tool_run_elsewhere_and_its_worker_is_not_killed(

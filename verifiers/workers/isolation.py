@@ -33,7 +33,11 @@ group's one answer (its caller awaits one future, so a group is recorded once ev
 answer); the other is withdrawn. The held worker is not killed for it: the holder may be a
 legitimate slow sync call, and then its loop turns again and the groups beside it go on; if it
 is stuck, the holder is convicted as before, and the groups beside it whose twins still run are
-not run a third time. A twin is never twinned again; a suspect's twin is a suspect too.
+not run a third time. A twin is never twinned again; a suspect's twin is a suspect too. Where
+workers start cheaply, a worker is forked to stand in for each held one (``_stand_ins``): it
+takes the twins and the new groups, so a held loop costs the run no worker's worth of CPU (with
+one worker, the twins had nowhere to go and every group waited for the verdict); once the loop
+turns again or the held worker dies, the stand-in takes no new group and stops when empty.
 
 A subclass starts a worker (``_spawn``), carries a request to it (``_transmit``) and a cancel
 (``_withdraw``), says when one answered (``_answered``) or died (``_died``), and kills one
@@ -85,6 +89,8 @@ class _Slot:
     stuck: str | None = None  # why the pool killed it, when it did
     culprit: bytes | None = None  # the group whose own code held it stuck, when it said so
     held: bool = False  # its loop held past HEDGE_AFTER_S: sent no new group while another is free
+    stand_in: bool = False  # started to take the groups of a held worker (``_stand_ins``)
+    draining: bool = False  # a stand-in no longer needed: no new group, stopped once empty
 
     def idle(self) -> bool:
         return (
@@ -135,6 +141,7 @@ class IsolatingPool(Generic[W]):
         self.named_by_worker = 0  # culprits convicted on their worker's word (_convicted)
         self.isolation_workers = 0  # workers started to run them (_isolate)
         self.rerun_beside_held = 0  # twins of groups beside a held loop (_loop_held)
+        self.stand_ins = 0  # workers started to stand in for held ones (_stand_ins)
         self._twin_waits: set[asyncio.Task[None]] = set()
         self.max_deaths_in_a_row = max_deaths_in_a_row or default_max_deaths(num_workers)
         self._deaths_in_a_row = 0
@@ -206,6 +213,7 @@ class IsolatingPool(Generic[W]):
             pending.future.set_result(response)
         if worker.reserved or worker.isolating:
             self._run_suspects()
+        self._retire_if_drained(worker)
 
     async def run_group(self, request: RunGroupRequest) -> Response:
         """Run one group on the least busy worker; see the module docstring for failures."""
@@ -345,6 +353,7 @@ class IsolatingPool(Generic[W]):
         waiting for that group's verdict. Word that names no group twins nothing."""
         assert self._loop is not None
         worker.held = stall is not None and not worker.dead
+        self._stand_ins()
         if not worker.held or stall is None or stall.group is None:
             return
         if self._closing or self._broken is not None or worker.reserved:
@@ -363,7 +372,7 @@ class IsolatingPool(Generic[W]):
                 w
                 for w in self._workers
                 if w is not worker
-                and not (w.dead or w.held or w.reserved or w.isolating)
+                and not (w.dead or w.held or w.reserved or w.isolating or w.draining)
                 and w.ready.done()
                 and not w.ready.exception()
             ]
@@ -460,6 +469,7 @@ class IsolatingPool(Generic[W]):
             if not w.dead
             and not w.reserved
             and not w.isolating
+            and not w.draining
             and w.ready.done()
             and not w.ready.exception()
         ]
@@ -533,7 +543,7 @@ class IsolatingPool(Generic[W]):
                 self._loop.call_later(wait, self._isolate_again)
             return
         slots = itertools.count(self.num_workers)
-        taken = {w.slot for w in isolating}
+        taken = {w.slot for w in self._workers}
         shares, waiting = 0, list(self._suspects)
         while waiting:  # how many workers the waiting suspects' shares need
             self._take_share(waiting)
@@ -564,6 +574,36 @@ class IsolatingPool(Generic[W]):
             else:
                 index += 1
         return share
+
+    def _stand_ins(self) -> None:
+        """One stand-in per worker whose loop is held (``_loop_held``), where workers start
+        cheaply: forked for it, it takes the ordinary groups the held worker would have taken
+        and the twins of the groups beside the hold, so that the run keeps its workers' worth
+        of CPU while one is held for its group's verdict (with one worker, before, nothing ran
+        at all). One no longer needed (the loop turned again, or the held worker died) takes no
+        new group and stops once its groups are answered (``_retire_if_drained``)."""
+        assert self._loop is not None
+        if self._closing or self._broken is not None or not self._isolation_capacity():
+            return
+        held = sum(w.held and not w.dead and not w.isolating for w in self._workers)
+        standing = [w for w in self._workers if w.stand_in and not w.dead and not w.draining]
+        wanted = min(held, self.num_workers)
+        for worker in sorted(standing, key=lambda w: (w.held, len(w.inflight)))[wanted:]:
+            worker.draining = True
+            self._retire_if_drained(worker)
+        slots = itertools.count(self.num_workers)
+        for _ in range(wanted - len(standing)):
+            taken = {w.slot for w in self._workers}
+            worker = self._spawn(next(slot for slot in slots if slot not in taken))
+            worker.stand_in = True
+            self.stand_ins += 1
+            self._workers.append(worker)
+            logger.info("worker %d stands in for a worker whose loop is held", worker.slot)
+            worker.ready.add_done_callback(lambda _: self._flush_waiting())
+
+    def _retire_if_drained(self, worker: W) -> None:
+        if worker.draining and not worker.inflight and not worker.dead and not self._closing:
+            self._retire(worker)
 
     def _isolate_again(self) -> None:
         self._isolate_later = False
@@ -611,6 +651,7 @@ class IsolatingPool(Generic[W]):
         if worker is not None and not worker.dead:
             worker.inflight.discard(pending.request_id)
             self._withdraw(worker, pending)
+            self._retire_if_drained(worker)
 
     def _flush_waiting(self) -> None:
         # also with no suspect left: a reserved worker is then released (a replacement of a
@@ -688,6 +729,8 @@ class IsolatingPool(Generic[W]):
             self._isolate_after = self._loop.time() + pause
             if worker in self._workers:
                 self._workers.remove(worker)
+        if worker.stand_in and worker in self._workers:  # not replaced: _stand_ins says
+            self._workers.remove(worker)
         # beside others, not guilty yet: isolated now. Where workers start cheaply, the groups
         # in flight are shared among up to _isolation_capacity() workers started for them, at
         # once (a worker that dies beside 15 groups: 4 workers of 4 groups; one of those dying:
@@ -712,6 +755,7 @@ class IsolatingPool(Generic[W]):
             self._loop.call_later(pause, self._replace, worker)
         else:
             self._replace(worker)
+        self._stand_ins()
 
     def _replace(self, worker: W) -> None:
         if self._closing or self._broken is not None or worker not in self._workers:

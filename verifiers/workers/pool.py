@@ -367,6 +367,7 @@ class WorkerPool(IsolatingPool[_Worker]):
             "isolation_workers": self.isolation_workers,
             "named_by_worker": self.named_by_worker,
             "rerun_beside_held": self.rerun_beside_held,
+            "stand_ins": self.stand_ins,
         }
 
     def pids(self) -> list[int]:
