@@ -298,7 +298,9 @@ def seed(hub: Hub, jobs: list[tuple[str, str, str, str]]) -> None:
             ("a search", name in found),
         ):
             if not ok:
-                raise RuntimeError(f"the hub does not serve the seeded {owner}/{name} {version}: {what}")
+                raise RuntimeError(
+                    f"the hub does not serve the seeded {owner}/{name} {version}: {what}"
+                )
 
 
 async def load(urls: list[str], concurrency: int, seconds: float, accept: str = "") -> list[float]:
@@ -376,6 +378,7 @@ def measure(hub: Hub, urls: list[str], concurrency: int, seconds: float, accept:
     cpu = cpu_seconds(hub.process.pid) - before
     return {
         "rate": len(latencies) / wall,
+        "p50": 1000 * statistics.median(latencies),
         "p99": p99(latencies),
         "cpu_ms": 1000 * cpu / len(latencies),
     }
@@ -840,7 +843,7 @@ def hub_measures(
         ("simple index p99, c=32", f"{index32['p99']:.1f} ms", ""),
         ("simple index req/s, c=64", f"{index64['rate']:,.0f}", f">= {index_target:,}"),
         ("simple index server CPU/request", f"{index32['cpu_ms']:.2f} ms", ""),
-        ("search p99, c=32", f"{search['p99']:.1f} ms", "<= 20 ms"),
+        ("search p99 (p50), c=32", f"{search['p99']:.1f} ms ({search['p50']:.1f})", "<= 20 ms"),
         ("search req/s, c=32", f"{search['rate']:,.0f}", ""),
         (
             "search server CPU/request (20 envs)",
@@ -852,7 +855,11 @@ def hub_measures(
             f"{fresh['p99']:.1f} ms / {fresh['cpu_ms']:.2f} ms",
             "",
         ),
-        ("environment page p99, c=32", f"{page['p99']:.1f} ms", "<= 50 ms"),
+        (
+            "environment page p99 (p50), c=32",
+            f"{page['p99']:.1f} ms ({page['p50']:.1f})",
+            "<= 50 ms",
+        ),
         ("environment page req/s, c=32", f"{page['rate']:,.0f}", ""),
         ("environment page server CPU/request", f"{page['cpu_ms']:.2f} ms", ""),
         (
