@@ -72,6 +72,8 @@ def refused_value() -> Unstorable:
 class Cursor(Protocol):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
 
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
 
 Row = TypeVar("Row")
 
@@ -107,6 +109,16 @@ class SQLiteCursor:
             raise
         except (OverflowError, sqlite3.DataError):
             raise refused_value() from None
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One statement over many rows (a bulk load: ``db.bulk_load``)."""
+        values = [check_params(row) for row in rows]
+        try:
+            self.db.executemany(sql, values)
+        except sqlite3.IntegrityError as exc:
+            if "UNIQUE" in str(exc) or "PRIMARY KEY" in str(exc):
+                raise Conflict(str(exc)) from exc
+            raise
 
 
 class SQLiteDatabase:
@@ -210,6 +222,17 @@ class PostgresCursor:
             raise Conflict(str(exc)) from exc
         except (errors.DataError, errors.ProgramLimitExceeded):
             raise refused_value() from None
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One statement over many rows, sent in one pipeline (a bulk load: ``db.bulk_load``)."""
+        from psycopg import errors
+
+        values = [check_params(row) for row in rows]
+        try:
+            with self.conn.cursor() as cursor:
+                cursor.executemany(_postgres_sql(sql), values)
+        except errors.UniqueViolation as exc:
+            raise Conflict(str(exc)) from exc
 
 
 @contextmanager
