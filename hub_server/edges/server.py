@@ -18,6 +18,7 @@ from typing import Any
 
 from verifiers.asgi.deadlines import header_timeout_protocol
 from verifiers.asgi.peers import peer_of
+from verifiers.processes.collector import serve_collection
 from verifiers.processes.open_files import ACCEPT_BURST, descriptors_to_spare
 
 MAX_PER_PEER = 128
@@ -67,7 +68,7 @@ def capped_protocol(read_timeout: float, trusted_proxies: list[str]) -> type[Any
 def serve(app: Any, host: str, port: int, read_timeout: float, trusted_proxies: list[str]) -> None:
     import uvicorn
 
-    serving_collection()
+    serve_collection(freeze=True)  # the app and its state, built: never walked again
     uvicorn.run(
         app,
         host=host,
@@ -79,26 +80,3 @@ def serve(app: Any, host: str, port: int, read_timeout: float, trusted_proxies: 
         forwarded_allow_ips=",".join(trusted_proxies) or "",
         backlog=ACCEPT_BURST,
     )
-
-
-SERVE_YOUNG_THRESHOLD = 10_000
-"""Net allocations between young collections while serving (CPython's default: 700)."""
-
-
-def serving_collection() -> None:
-    """The collector of a serving hub process, set once the app is built and before the first
-    request: everything that exists then (the imports, the app, the hub's state) is frozen out
-    of the collector (``gc.freeze``), and young collections come every
-    ``SERVE_YOUNG_THRESHOLD`` allocations, so a request's short-lived objects are freed by
-    reference counting before one runs. A full collection walks every object the process
-    holds; at 10,000 environments one took 47-53 ms of the loop's CPU while serving pages and
-    searches (each 0.1-0.3 ms), and every request in flight waited it out: a p99 made of
-    pauses. With the startup heap frozen, no full collection ran while serving. The frozen
-    objects live as long as the process, as they would anyway. A process with the collector
-    disabled is left alone."""
-    import gc
-
-    if gc.isenabled():
-        gc.freeze()
-        found = gc.get_threshold()
-        gc.set_threshold(max(found[0], SERVE_YOUNG_THRESHOLD), *found[1:])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from hub_server.edges.server import SERVE_YOUNG_THRESHOLD
+from verifiers.processes.collector import RUN_YOUNG_THRESHOLD
 
 # what ``serve`` leaves for the server: uvicorn's run is where requests start, so it reports
 # the collector's state there instead of serving
@@ -30,4 +30,4 @@ def test_a_hub_serves_with_its_startup_heap_frozen_and_young_collections_rare(tm
     assert done.returncode == 0, done.stderr[-2000:]
     frozen, young = map(int, done.stdout.split())
     assert frozen > 50_000  # the imports and the app, never walked again
-    assert young == SERVE_YOUNG_THRESHOLD
+    assert young == RUN_YOUNG_THRESHOLD
