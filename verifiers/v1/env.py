@@ -81,7 +81,11 @@ class Env(Generic[EnvConfigT]):
 
     def new_episode(self, task: Task) -> Episode[Any, Any, Any]:
         """An empty episode of ``task`` in this env (no traces yet, not ok)."""
-        return Episode(env=EnvInfo(id=self.config.env_id), task=trace_task(task))
+        env_id = self.config.env_id
+        info = self.__dict__.get("_env_info")
+        if info is None or info.id != env_id:  # one record for the env's episodes (as
+            info = self.__dict__["_env_info"] = EnvInfo(id=env_id)  # ``trace_task``'s)
+        return Episode(env=info, task=trace_task(task))
 
     async def run_episode(self, task: Task, context: ModelContext) -> Episode[Any, Any, Any]:
         """One episode: ``setup``, ``run``, then ``finalize`` over every agent's trace; a hook
