@@ -255,3 +255,38 @@ def test_a_pool_in_use_is_the_one_entered_and_none_after() -> None:
             assert _pool.get() is inner
         assert _pool.get() is outer
     assert _pool.get() is None
+
+
+@pytest.mark.parametrize("task_cls", [Plain, WithTools])
+async def test_in_process_tools_are_the_ones_the_mcp_client_opens(task_cls) -> None:
+    """A rollout whose toolsets are none or all colocated opens them without the MCP client
+    module: the same tools, answering the same."""
+    from contextlib import AsyncExitStack
+
+    from verifiers.v1.mcp.client import open_tools
+
+    task = task_cls(vf.TaskData(idx=0, prompt="p"))
+    async with AsyncExitStack() as stack:
+        short = await Agent("agent", vf.AgentConfig(), ModelContext()).open_tools(task, stack)
+        long = await open_tools(type(task).toolsets(task.config), stack)
+        assert [t.spec for t in short] == [t.spec for t in long]
+        for got, want in zip(short, long, strict=True):
+            assert await got.call({"a": 2, "b": 3}, vf.State()) == await want.call(
+                {"a": 2, "b": 3}, vf.State()
+            )
+
+
+async def test_an_env_without_toolsets_serves_the_empty_list_serve_shared_gives() -> None:
+    from verifiers.v1.mcp.client import serve_shared
+
+    class NoTools(vf.Taskset):
+        def load(self) -> Any:
+            return iter([Plain(vf.TaskData(idx=0, prompt="p"))])
+
+    env = vf.SingleAgentEnv(vf.SingleAgentEnvConfig())
+    env.__dict__["taskset"] = NoTools(vf.TasksetConfig())  # the taskset the env serves
+    async with serve_shared([]) as served:
+        expected = served
+    async with env.serving():
+        assert env._shared_toolsets == expected == []
+    assert env._shared_toolsets is None

@@ -125,9 +125,16 @@ class Agent:
     async def open_tools(self, task: Task, stack: AsyncExitStack) -> list[BoundTool]:
         """The rollout's tools: the taskset's shared toolsets, then the task's; an MCP server
         launched or connected for them closes with ``stack``."""
+        toolsets = [*self.shared_toolsets, *type(task).toolsets(task.config)]
+        if all(getattr(t.config, "colocated", False) and not t.config.url for t in toolsets):
+            tools: list[BoundTool] = []  # none, or all in process: ``open_tools``'s colocated
+            for toolset in toolsets:  # branch, without importing the MCP client for it
+                await toolset.setup()
+                tools.extend(toolset.tools())
+            return tools
         from verifiers.v1.mcp.client import open_tools
 
-        return await open_tools([*self.shared_toolsets, *type(task).toolsets(task.config)], stack)
+        return await open_tools(toolsets, stack)
 
     async def converse(
         self,

@@ -59,9 +59,17 @@ class Env(Generic[EnvConfigT]):
         """Hold the run's serving resources (upstream's ``Env.serving``): the taskset's
         toolsets built once, and each ``SharedToolsetConfig`` one served by a single server
         process for every episode run inside; stopped on exit."""
+        toolsets = type(self.taskset).toolsets(self.taskset.config)
+        if not toolsets:  # nothing to serve: ``serve_shared``'s empty list, without its import
+            self._shared_toolsets = []
+            try:
+                yield
+            finally:
+                self._shared_toolsets = None
+            return
         from verifiers.v1.mcp.client import serve_shared
 
-        async with serve_shared(type(self.taskset).toolsets(self.taskset.config)) as shared:
+        async with serve_shared(toolsets) as shared:
             self._shared_toolsets = shared
             try:
                 yield
