@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter
 
@@ -19,7 +19,6 @@ from verifiers.v1.types import AssistantMessage, Message, SystemMessage, ToolMes
 if TYPE_CHECKING:
     from contextlib import AsyncExitStack
 
-    from verifiers.v1.agent import Agent
     from verifiers.v1.runtimes.base import Runtime
     from verifiers.v1.task import Task
     from verifiers.v1.toolset import BoundTool
@@ -59,6 +58,21 @@ class Segment:
 _MESSAGE = TypeAdapter(Message)
 
 
+class Seat(Protocol):
+    """What an interaction needs of its agent (``verifiers.v1.agent.Agent``)."""
+
+    async def converse(
+        self,
+        task: Task,
+        trace: Trace,
+        messages: list[Message],
+        tools: list[BoundTool],
+        runtime: Runtime | None = None,
+    ) -> list[Message]: ...
+
+    async def finish_interaction(self, interaction: Interaction) -> None: ...
+
+
 class Interaction:
     """A rollout held open turn by turn: the caller is the run's user (a scripted user, the
     user simulator of an env's ``run``). ``turn("...")`` adds one user turn and runs the
@@ -69,7 +83,7 @@ class Interaction:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Seat,
         task: Task,
         trace: Trace,
         tools: list[BoundTool],
