@@ -10,13 +10,12 @@ as an error; the run goes on to the next task.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
-
-from pydantic import TypeAdapter
 
 from verifiers.sandbox import SandboxLimits
 from verifiers.v1.chat import model_client, pooled_client
@@ -25,6 +24,7 @@ from verifiers.v1.configs.client import BaseClientConfig, EvalClientConfig
 from verifiers.v1.errors import RolloutError, TaskError
 from verifiers.v1.harnesses import harness_for
 from verifiers.v1.hooks import call_all, hooks_of
+from verifiers.v1.interaction import Interaction, Segment, prompt_messages
 from verifiers.v1.runtimes.base import Runtime, check_runtime
 from verifiers.v1.runtimes.start import open_runtime
 from verifiers.v1.session import RolloutLimits
@@ -33,14 +33,10 @@ from verifiers.v1.task import Task, scores_in_runtime
 from verifiers.v1.toolset import BoundTool
 from verifiers.v1.trace import Trace
 from verifiers.v1.trace_parts import AgentInfo, RunInfo, trace_task
-from verifiers.v1.types import (
-    AssistantMessage,
-    Message,
-    SamplingConfig,
-    SystemMessage,
-    ToolMessage,
-    UserMessage,
-)
+from verifiers.v1.types import Message, SamplingConfig
+
+__all__ = ["Agent", "Agents", "Interaction", "ModelContext", "Segment", "make_agent"]
+__all__ += ["prompt_messages"]  # eval_env's import, from before ``interaction`` was split off
 
 
 @dataclass
@@ -63,131 +59,12 @@ class ModelContext:
             self.sampling = self.sampling.model_dump(exclude_none=True)
 
 
-def prompt_messages(task: Task) -> list[Message]:
-    data = task.data
-    messages: list[Message] = []
-    if data.system_prompt:
-        messages.append(SystemMessage(content=data.system_prompt))
-    if isinstance(data.prompt, str):
-        messages.append(UserMessage(content=data.prompt))
-    elif data.prompt:
-        messages.extend(data.prompt)
-    return messages
-
-
-@dataclass(frozen=True)
-class Segment:
-    """What one ``Interaction.turn`` produced: the assistant replies and tool results of that
-    segment, in order. ``terminated`` means the rollout ended (an error, a stop hook, a turn
-    limit) instead of answering; such a segment carries no messages, the trace holds them."""
-
-    messages: list[Message]
-    terminated: bool = False
-
-    @property
-    def last_reply(self) -> str:
-        """The text of the segment's last assistant message (empty when it has none)."""
-        for message in reversed(self.messages):
-            if isinstance(message, AssistantMessage):
-                return (message.content or "").strip()
-        return ""
-
-
-_MESSAGE = TypeAdapter(Message)
 _DEFAULT_ENDPOINT = EvalClientConfig()  # a seat's that names none (only read): one for all
 _RECORDED_CONFIGS_CACHED = 256
 
 
 def _overrides(task: Task, hook: str) -> bool:  # ``Task``'s own ``hook`` does nothing
     return getattr(type(task), hook, None) is not getattr(Task, hook)
-
-
-class Interaction:
-    """A rollout held open turn by turn: the caller is the run's user (a scripted user, the
-    user simulator of an env's ``run``). ``turn("...")`` adds one user turn and runs the
-    harness until it yields; a prompted task speaks first (take its reply with a bare
-    ``turn()``), a prompt-less one is opened by the first ``turn(message)``. Leaving
-    ``agent.interaction(task)`` (or ``close()``) ends the exchange as ``user_closed`` and
-    scores the rollout."""
-
-    def __init__(
-        self,
-        agent: Agent,
-        task: Task,
-        trace: Trace,
-        tools: list[BoundTool],
-        runtime: Runtime | None = None,
-    ) -> None:
-        self.agent, self.task, self.trace, self.tools = agent, task, trace, tools
-        self.runtime = runtime
-        self.messages: list[Message] = prompt_messages(task)
-        self.closed = False
-        self._started = False  # a segment has run
-        self._over = False  # a terminated segment was delivered
-        self._lock = asyncio.Lock()
-        self._close: Callable[[], Awaitable[None]] | None = None
-
-    async def turn(
-        self, message: str | list[Message] | list[dict[str, Any]] | None = None
-    ) -> Segment:
-        """Send one user turn (text, or messages typed or as wire dicts) and run one segment.
-        Turns strictly alternate: one caller at a time."""
-        async with self._lock:
-            if self.closed:
-                raise RuntimeError("this interaction is closed; read interaction.trace")
-            if self._over:
-                raise RuntimeError("the exchange is over (the run ended); read interaction.trace")
-            prompted = not self._started and self.task.data.prompt is not None
-            if message is None and not prompted:
-                raise ValueError(
-                    "nothing to run a turn on: a bare turn() takes a prompted task's opening "
-                    "reply; this exchange needs the user's next message"
-                )
-            if message is not None and prompted:
-                raise ValueError(
-                    "the task's prompt opens this exchange: take its first reply with a bare "
-                    "turn() before answering (or give the task prompt=None to open it yourself)"
-                )
-            if isinstance(message, str):
-                added: list[Message] = [UserMessage(content=message)]
-            else:
-                added = [
-                    _MESSAGE.validate_python(m) if isinstance(m, dict) else m for m in message or []
-                ]
-            return await self._segment(added)
-
-    async def _segment(self, added: list[Message]) -> Segment:
-        self._started = True
-        turns_before = self.trace.num_turns
-        if not self.trace.is_completed:
-            self.messages = [*self.messages, *added]
-            before = len(self.messages)
-            try:
-                self.messages = await self.agent.converse(
-                    self.task, self.trace, self.messages, self.tools, self.runtime
-                )
-            except Exception as e:
-                self.trace.record_error(e)
-            if self.trace.num_turns > turns_before:
-                # answered, even if a limit then ended it: that is the next turn's news
-                produced: list[Message] = [
-                    m
-                    for m in self.messages[before:]
-                    if isinstance(m, AssistantMessage | ToolMessage)
-                ]
-                return Segment(messages=produced)
-        self._over = True
-        return Segment(messages=[], terminated=True)
-
-    async def close(self) -> Trace:
-        """End the exchange and finish the rollout: scoring and hooks run once, however
-        often this is called; the finished trace."""
-        async with self._lock:
-            if not self.closed:
-                self.closed = True
-                if self._close is not None:
-                    await self._close()
-        return self.trace
 
 
 class Agent:
@@ -248,9 +125,16 @@ class Agent:
     async def open_tools(self, task: Task, stack: AsyncExitStack) -> list[BoundTool]:
         """The rollout's tools: the taskset's shared toolsets, then the task's; an MCP server
         launched or connected for them closes with ``stack``."""
+        toolsets = [*self.shared_toolsets, *type(task).toolsets(task.config)]
+        if all(getattr(t.config, "colocated", False) and not t.config.url for t in toolsets):
+            tools: list[BoundTool] = []  # none, or all in process: ``open_tools``'s colocated
+            for toolset in toolsets:  # branch, without importing the MCP client for it
+                await toolset.setup()
+                tools.extend(toolset.tools())
+            return tools
         from verifiers.v1.mcp.client import open_tools
 
-        return await open_tools([*self.shared_toolsets, *type(task).toolsets(task.config)], stack)
+        return await open_tools(toolsets, stack)
 
     async def converse(
         self,
@@ -261,19 +145,15 @@ class Agent:
         runtime: Runtime | None = None,
     ) -> list[Message]:
         stops = hooks_of(task, "stop")
-
-        async def should_stop() -> bool:
-            if not stops:
-                return False
-            for fn, hit in zip(
-                stops, await call_all(stops, {"task": task.data, "trace": trace}), strict=True
-            ):
-                if hit:
-                    trace.stop(fn.__name__)
-                    return True
-            return False
-
-        limits = RolloutLimits.of(self.config)
+        should_stop = (
+            functools.partial(_stop_hit, stops, task, trace) if stops else _never_stops
+        )  # no closure (its cells) per rollout: a task without stop hooks shares one
+        limits = _limits(
+            self.config.max_turns,
+            self.config.max_input_tokens,
+            self.config.max_output_tokens,
+            self.config.max_total_tokens,
+        )
         args = (self.model, self.sampling, trace, messages, tools, limits, should_stop, runtime)
         pooled = pooled_client(self.endpoint, self.context.base_url, self.context.api_key)
         if pooled is not None:  # the run's shared client: nothing to open or close per call
@@ -288,6 +168,19 @@ class Agent:
         """A rollout the caller drives turn by turn; it is finalized and scored on exit. A
         harness that runs commands gets its box (the ``subprocess`` runtime's sandbox) before
         the task's setup; the box is destroyed when the rollout ends, however it ends."""
+        interaction = await self.open_interaction(task)
+        abandoned = False
+        try:
+            yield interaction
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            abandoned = True  # nothing is scored; the box still goes (``release_interaction``)
+            raise
+        finally:
+            await self.release_interaction(interaction, abandoned)
+
+    async def open_interaction(self, task: Task) -> Interaction:
+        """``interaction``'s opening: the trace, the tools, the box, the task's setup (a
+        failure there is the trace's error). Released by ``release_interaction``, however it ends."""
         trace = self.new_trace(task)
         self.traces.append(trace)
         tools: list[BoundTool] = []
@@ -315,29 +208,30 @@ class Agent:
             except Exception as e:
                 trace.record_error(e if isinstance(e, RolloutError) else TaskError(f"setup: {e}"))
             interaction = Interaction(self, task, trace, tools, runtime)
+        except BaseException:
+            await _close_servers(servers, runtime)
+            raise
+        interaction._ready, interaction._servers = started, servers
+        return interaction
 
-            async def finish() -> None:
-                if started:
-                    trace.timing.agent.end = time.time()
-                    trace.split_agent_time()
-                    await self.wrap_up(task, trace, runtime)
+    async def finish_interaction(self, interaction: Interaction) -> None:
+        """A set-up rollout's end (``Interaction.close``): the agent's time, then finalize
+        and score (``wrap_up``)."""
+        trace = interaction.trace
+        trace.timing.agent.end = time.time()
+        trace.split_agent_time()
+        await self.wrap_up(interaction.task, trace, interaction.runtime)
 
-            interaction._close = finish
-            abandoned = False
-            try:
-                yield interaction
-            except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
-                abandoned = True  # nothing is scored; the box still goes (below)
-                raise
-            finally:
-                if not abandoned:
-                    await interaction.close()
+    async def release_interaction(self, interaction: Interaction, abandoned: bool = False) -> None:
+        """``interaction``'s end: closed (scored) unless ``abandoned`` (cancelled, nothing is
+        scored), then its tool servers and box go, however the close ends."""
+        try:
+            if not abandoned:
+                await interaction.close()
         finally:
-            try:
-                await servers.aclose()
-            finally:
-                if runtime is not None:
-                    await runtime.stop()
+            servers = interaction._servers
+            if servers is not None:
+                await _close_servers(servers, interaction.runtime)
 
     async def wrap_up(self, task: Task, trace: Trace, runtime: Runtime | None = None) -> None:
         if not trace.errors:  # an interaction its caller closed (``run`` stops it first)
@@ -354,12 +248,49 @@ class Agent:
         trace.ok = not trace.errors
 
     async def run(self, task: Task) -> Trace:
-        """Play ``task`` from its prompt to the harness's last reply."""
-        async with self.interaction(task) as interaction:
+        """Play ``task`` from its prompt to the harness's last reply: ``interaction``'s
+        open, one segment and release, without an async context manager per rollout."""
+        interaction = await self.open_interaction(task)
+        abandoned = False
+        try:
             await interaction._segment([])  # the prompt, or a prompt-less task's system text
             if not interaction.trace.errors:
                 interaction.trace.stop("agent_completed")
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            abandoned = True
+            raise
+        finally:
+            await self.release_interaction(interaction, abandoned)
         return interaction.trace
+
+
+async def _never_stops() -> bool:
+    return False
+
+
+async def _stop_hit(stops: list[Any], task: Task, trace: Trace) -> bool:
+    """Whether a stop hook of ``task`` fires (the first that does stops ``trace``)."""
+    for fn, hit in zip(
+        stops, await call_all(stops, {"task": task.data, "trace": trace}), strict=True
+    ):
+        if hit:
+            trace.stop(fn.__name__)
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _limits(*caps: int | None) -> RolloutLimits:
+    """``RolloutLimits.of`` a config with these caps, one record per distinct caps (frozen)."""
+    return RolloutLimits(*caps)
+
+
+async def _close_servers(servers: AsyncExitStack, runtime: Runtime | None) -> None:
+    try:
+        await servers.aclose()
+    finally:
+        if runtime is not None:
+            await runtime.stop()
 
 
 class Agents:

@@ -12,8 +12,8 @@ neither.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -169,15 +169,21 @@ class ClientPool:
 _pool: ContextVar[ClientPool | None] = ContextVar("verifiers_v1_client_pool", default=None)
 
 
-@contextmanager
-def using_pool(pool: ClientPool) -> Iterator[ClientPool]:
+class using_pool:
     """Within this block (and the tasks started in it) ``model_client`` takes its clients
-    from ``pool``, which its owner closes (an environment at the end of its run)."""
-    token = _pool.set(pool)
-    try:
-        yield pool
-    finally:
-        _pool.reset(token)
+    from ``pool``, which its owner closes (an environment at the end of its run). A class,
+    not a generator: a v1 rollout enters one, and held across its model calls the generator
+    and its context manager were two more objects per rollout for the collector to walk."""
+
+    def __init__(self, pool: ClientPool) -> None:
+        self.pool = pool
+
+    def __enter__(self) -> ClientPool:
+        self._token = _pool.set(self.pool)
+        return self.pool
+
+    def __exit__(self, *exc: object) -> None:
+        _pool.reset(self._token)
 
 
 @asynccontextmanager

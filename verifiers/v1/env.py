@@ -59,9 +59,17 @@ class Env(Generic[EnvConfigT]):
         """Hold the run's serving resources (upstream's ``Env.serving``): the taskset's
         toolsets built once, and each ``SharedToolsetConfig`` one served by a single server
         process for every episode run inside; stopped on exit."""
+        toolsets = type(self.taskset).toolsets(self.taskset.config)
+        if not toolsets:  # nothing to serve: ``serve_shared``'s empty list, without its import
+            self._shared_toolsets = []
+            try:
+                yield
+            finally:
+                self._shared_toolsets = None
+            return
         from verifiers.v1.mcp.client import serve_shared
 
-        async with serve_shared(type(self.taskset).toolsets(self.taskset.config)) as shared:
+        async with serve_shared(toolsets) as shared:
             self._shared_toolsets = shared
             try:
                 yield
@@ -81,7 +89,11 @@ class Env(Generic[EnvConfigT]):
 
     def new_episode(self, task: Task) -> Episode[Any, Any, Any]:
         """An empty episode of ``task`` in this env (no traces yet, not ok)."""
-        return Episode(env=EnvInfo(id=self.config.env_id), task=trace_task(task))
+        env_id = self.config.env_id
+        info = self.__dict__.get("_env_info")
+        if info is None or info.id != env_id:  # one record for the env's episodes (as
+            info = self.__dict__["_env_info"] = EnvInfo(id=env_id)  # ``trace_task``'s)
+        return Episode(env=info, task=trace_task(task))
 
     async def run_episode(self, task: Task, context: ModelContext) -> Episode[Any, Any, Any]:
         """One episode: ``setup``, ``run``, then ``finalize`` over every agent's trace; a hook

@@ -8,6 +8,7 @@ reward functions do; hooks run in priority order (highest first, then by name), 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, overload
@@ -96,9 +97,21 @@ def hooks_of(obj: object, kind: str) -> list[Callable[..., Any]]:
     """``obj``'s bound methods tagged ``kind``, highest priority first, then by name. Only
     the class dictionaries are read (a property is never evaluated), and an override without
     the decorator hides its base's hook."""
-    bound = [m for n in _tagged_names(type(obj), kind) if hasattr(m := getattr(obj, n), kind)]
-    bound.sort(key=lambda m: (-getattr(m, f"{kind}_priority", 0), m.__name__))
+    bound: list[Callable[..., Any]] = []
+    for name in _tagged_names(type(obj), kind):  # a loop: a comprehension's cells per call
+        method = getattr(obj, name)
+        if hasattr(method, kind):
+            bound.append(method)
+    if len(bound) > 1:  # one or none is in order (most tasks' kinds)
+        bound.sort(key=_priority_order(kind))
     return bound
+
+
+@functools.cache
+def _priority_order(kind: str) -> Callable[[Any], tuple[int, str]]:
+    """The sort key of ``kind``'s hooks: highest priority first, then by name."""
+    attribute = f"{kind}_priority"
+    return lambda method: (-getattr(method, attribute, 0), method.__name__)
 
 
 _PARAMS_CACHED = 4096

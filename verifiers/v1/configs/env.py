@@ -8,6 +8,7 @@ read as ``WireEnvConfig``, which keeps unknown roles and knobs until the env is 
 
 from __future__ import annotations
 
+import functools
 from typing import Any, get_args
 
 from pydantic import ConfigDict, Field, SerializeAsAny, model_validator
@@ -102,11 +103,16 @@ class EnvConfig(BaseConfig):
 
 def agent_configs(config: EnvConfig) -> dict[str, AgentConfig]:
     """The env's roles, by field name, in declaration order."""
-    return {
-        name: getattr(config, name)
-        for name, info in type(config).model_fields.items()
-        if isinstance(info.default, AgentConfig)
-    }
+    return {name: getattr(config, name) for name in _role_names(type(config))}
+
+
+@functools.lru_cache(maxsize=1024)
+def _role_names(cls: type[EnvConfig]) -> tuple[str, ...]:
+    """The role fields of an env config class, read once per class (its fields are fixed
+    when it is made; an env's every episode asks)."""
+    return tuple(
+        name for name, info in cls.model_fields.items() if isinstance(info.default, AgentConfig)
+    )
 
 
 class SingleAgentEnvConfig(EnvConfig):

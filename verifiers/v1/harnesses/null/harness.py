@@ -53,6 +53,11 @@ _FINISH_REASONS: dict[str, FinishReason] = {r: r for r in ("stop", "length", "to
 def turn_tokens(completion: Any) -> TurnTokens | None:
     """The call's token ids and logprobs when the server sent them (``return_token_ids`` and
     ``logprobs`` asked, as a trainer asks vf-serve or vLLM), for the message graph's nodes."""
+    if isinstance(completion, dict):  # the lean client's JSON: none asked, none sent
+        choice = first_choice(completion)
+        if isinstance(choice, dict) and choice.get("token_ids") is None:
+            if choice.get("logprobs") is None:
+                return None  # what ``response_tokens`` finds, read in two look-ups
     tokens = response_tokens(completion)
     if tokens is None:
         return None
