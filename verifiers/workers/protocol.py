@@ -20,7 +20,6 @@ default; ``"state"``: this SDK's full rollout snapshots, trajectory tokens inclu
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -29,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.clients.config import ClientConfig
 from verifiers.errors import VFError
-from verifiers.workers.stepped_validation import STEP_ENTRIES, validate_in_steps
+from verifiers.workers.stepped_validation import STEP_ENTRIES, Turns, validate_in_steps
 
 PROTOCOL_VERSION = 1
 HEALTH_PING = b"ping"
@@ -241,28 +240,30 @@ def unpack_small(data: bytes) -> Any:
 
 
 DECODE_STEP_BYTES = 1 << 16
-"""A large frame is decoded this much at a time, the event loop running between steps: at most
-~65k objects, a few ms, each."""
+"""A large frame is decoded this much at a time, the event loop free to run between steps
+(``stepped_validation.Turns``): at most ~65k objects, a few ms, each."""
 
 
 async def unpack_bounded_in_steps(data: bytes, seen: list[int] | None = None) -> Any:
     """``unpack_bounded``, a frame over 16 steps decoded ``DECODE_STEP_BYTES`` at a time with
-    the event loop free between steps. A 64 MiB frame of short strings in small arrays took
-    ~2 s of CPU in one go, every other connection waiting; a thread does not help (msgpack
-    holds the GIL between its hooks: the loop's thread waited up to seconds for it).
-    ``seen[0]``, if given, gains the number of list items and map entries decoded."""
+    the event loop free to run between steps (every ``TURN_S``, or ``TURN_STEPS`` steps). A 64
+    MiB frame of short strings in small arrays took ~2 s of CPU in one go, every other
+    connection waiting; a thread does not help (msgpack holds the GIL between its hooks: the
+    loop's thread waited up to seconds for it). ``seen[0]``, if given, gains the number of list
+    items and map entries decoded."""
     if len(data) <= 16 * DECODE_STEP_BYTES:
         return unpack_bounded(data, seen)
     options, entries = _bounded(len(data))
     unpacker = msgpack.Unpacker(max_buffer_size=len(data), **options)
     view = memoryview(data)
+    turns = Turns()
     try:
         for start in range(0, len(data), DECODE_STEP_BYTES):
             unpacker.feed(view[start : start + DECODE_STEP_BYTES])
             try:
                 message = unpacker.unpack()
             except msgpack.OutOfData:
-                await asyncio.sleep(0)
+                await turns.step()
                 continue
             if start + DECODE_STEP_BYTES < len(data) or unpacker.tell() != len(data):
                 raise ValueError("the message has bytes after its end")
