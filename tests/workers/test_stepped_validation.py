@@ -190,3 +190,37 @@ async def test_a_large_frame_decodes_with_the_loop_running_every_few_steps(monke
     value, paced = await decoded_with_turns()
     assert value == unpack_bounded(frame)
     assert steps // TURN_STEPS - 1 <= paced <= steps // TURN_STEPS + 1, (steps, paced)
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [{}] * 1_400_000,  # empty maps: ~145x their size decoded
+        [[]] * 1_400_000,  # empty lists
+        [{i % 100: i % 100} for i in range(400_000)],  # maps of small numbers
+        [{"question": "q" * 400, "answer": "a"}] * 4_000,  # rows of text: decodes
+    ],
+    ids=["empty maps", "empty lists", "small maps", "text rows"],
+)
+def test_a_frame_decoded_in_steps_is_charged_as_one_decoded_at_once(rows):
+    """A frame decoded in steps (over ``STEPPED_FRAME``) has its hooks charge without counting
+    entries (stepped validation looks at the request itself): it is refused, or decoded, as the
+    bounded decode of the whole frame refuses or decodes it."""
+    from verifiers.workers.protocol import (
+        STEPPED_FRAME,
+        DecodeCostError,
+        pack,
+        unpack_bounded,
+        unpack_bounded_in_steps,
+    )
+
+    frame = pack({"request_type": "run_group", "group_inputs": rows})
+    assert len(frame) > STEPPED_FRAME
+    try:
+        whole = unpack_bounded(frame, [0])
+    except DecodeCostError as refused:
+        with pytest.raises(DecodeCostError) as also:
+            asyncio.run(unpack_bounded_in_steps(frame))
+        assert str(also.value) == str(refused)
+    else:
+        assert asyncio.run(unpack_bounded_in_steps(frame)) == whole
