@@ -4,6 +4,7 @@ of memory and disk for the sandbox as a whole, uids no one else holds; as root a
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import shutil
@@ -424,6 +425,75 @@ def test_a_released_sandbox_uid_leaves_no_lock_file_and_a_stale_opener_holds_no_
         assert os.listdir(tmp_path) == []
     finally:
         os.close(stale)
+
+
+def test_stale_uid_lock_files_are_swept_and_held_or_others_files_stay(tmp_path, monkeypatch):
+    """A claim's holder that died, or released before releases removed files, left its lock file
+    behind until its uid was claimed and released again. A process's first claim sweeps them,
+    each as a release removes it (locked, still the file at its name: one opened before it went
+    holds no claim); a file another process holds, another user's (uid 65534's, in a sticky
+    directory), a link or a name that is no sandbox uid stays. Only the first claim sweeps."""
+    import tempfile
+
+    from verifiers.sandbox import uids
+
+    locks = Path(tempfile.mkdtemp(prefix="vf-uid-locks-"))  # tmp_path is under a 0700 dir
+    locks.chmod(0o1777)  # as /tmp: another user may make files here, not remove ours
+    monkeypatch.setattr(uids, "UID_LOCK_DIR", locks)
+    monkeypatch.setattr(uids, "_swept", set())
+    base = uids.UID_BASE
+    for uid in (base + 1, base + 2):
+        (locks / str(uid)).touch()
+    victim = tmp_path / "victim"
+    victim.write_text("kept")
+    (locks / str(base + 5)).symlink_to(victim)
+    (locks / "notes").touch()
+    (locks / "123").touch()
+    held_path = locks / str(base + 3)
+    held_path.touch()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            str(held_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    others = locks / str(base + 4)
+    if os.geteuid() == 0 and shutil.which("setpriv"):  # CI is root: uid 65534 makes it
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        subprocess.run([*nobody, "touch", str(others)], check=True)
+        assert others.stat().st_uid == 65534
+    stale = os.open(locks / str(base + 1), os.O_RDWR)  # opened before the sweep
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        claim = uids.UidClaim()
+        left = set(os.listdir(locks)) - {str(claim.uid)}
+        kept = {str(base + 3), str(base + 5), "notes", "123"}
+        if others.exists():
+            kept.add(str(base + 4))
+        assert left == kept, left
+        assert victim.read_text() == "kept" and (locks / str(base + 5)).is_symlink()
+        fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # its lock is free: no claim
+        assert not uids.still_named(stale, locks / str(base + 1))
+        (locks / str(base + 6)).touch()  # left after this process swept: the next claim keeps it
+        again = uids.UidClaim()
+        assert (locks / str(base + 6)).exists()
+        again.release()
+        claim.release()
+        assert not (locks / str(claim.uid)).exists()
+        holder.kill()
+        holder.wait()
+        assert uids.sweep_stale(locks) == 2  # the file the holder no longer holds, and base + 6
+        assert (locks / str(base + 4)).exists() == others.exists()
+    finally:
+        os.close(stale)
+        holder.kill()
+        holder.wait()
+        shutil.rmtree(locks, ignore_errors=True)
 
 
 async def test_host_processes_are_invisible_and_unsignalable(sandbox):

@@ -1,7 +1,8 @@
 """A request validated in steps (``verifiers.workers.stepped_validation``) is the request
 ``model_validate`` makes, refused with the same reason at the same entry, while the event loop
-turns between slices of its large containers; a field validated whole (``client_config``, which
-has validators) is refused past a bound instead of holding the loop."""
+turns between slices of its large containers (every ``TURN_S``, or ``TURN_STEPS`` slices, whichever
+comes first); a field validated whole (``client_config``, which has validators) is refused past a
+bound instead of holding the loop."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import asyncio
 
 import pytest
 
+from verifiers.workers import stepped_validation
 from verifiers.workers.protocol import RunGroupRequest, parse_request, parse_request_in_steps
-from verifiers.workers.stepped_validation import STEP_ENTRIES, WHOLE_ENTRIES
+from verifiers.workers.stepped_validation import STEP_ENTRIES, TURN_STEPS, WHOLE_ENTRIES
 
 CONFIG = {"api_key_var": "OPENAI_API_KEY", "api_base_url": "http://127.0.0.1:1/v1"}
 
@@ -59,13 +61,29 @@ LARGE = {
 
 
 @pytest.mark.parametrize("shape", list(LARGE))
-async def test_a_large_request_validates_in_steps_into_the_same_request(shape):
+async def test_a_large_request_validates_in_steps_into_the_same_request(shape, monkeypatch):
     data = LARGE[shape]
+    monkeypatch.setattr(stepped_validation, "TURN_S", 0.0)  # the loop runs after every slice
     validated, turns = await stepped_with_turns(data)
     whole = RunGroupRequest.model_validate(data)
     assert validated == whole and validated.model_dump() == whole.model_dump()
     assert validated.model_fields_set == whole.model_fields_set
     assert turns >= 8, f"the loop turned {turns} times while {shape} was validated"
+
+
+@pytest.mark.parametrize("shape", ["many rows", "many members", "many state columns"])
+async def test_however_quick_its_slices_the_loop_runs_every_few_of_them(shape, monkeypatch):
+    """Turns are paced (``TURN_S``: one after every slice cost the server more than the
+    validation, its other connections' traffic moving in as many small pieces), but never more
+    than ``TURN_STEPS`` slices apart: with a pace no slice reaches, the loop still runs once
+    every ``TURN_STEPS`` of them, into the same request."""
+    data = LARGE[shape]
+    monkeypatch.setattr(stepped_validation, "TURN_S", 0.0)
+    _, every = await stepped_with_turns(data)
+    monkeypatch.setattr(stepped_validation, "TURN_S", 3600.0)
+    validated, paced = await stepped_with_turns(data)
+    assert validated == RunGroupRequest.model_validate(data)
+    assert every // TURN_STEPS - 1 <= paced <= every // TURN_STEPS + 1, (every, paced)
 
 
 async def test_a_small_request_is_validated_at_once_and_a_wrong_one_refused_as_before():
@@ -130,3 +148,79 @@ def test_a_small_frame_is_read_without_hooks_as_the_bounded_decode_reads_it():
     assert unpack_small(maps) == unpack_bounded(maps)
     with pytest.raises(ValueError, match="not small"):
         unpack_small(maps + b"\x80" * 8)
+
+
+async def test_a_large_frame_decodes_with_the_loop_running_every_few_steps(monkeypatch):
+    """The stepped decode paces its turns as validation does: after every ``DECODE_STEP_BYTES``
+    step when each takes ``TURN_S``, and never more than ``TURN_STEPS`` steps apart however
+    quick they are; the frame decodes to what a whole decode gives."""
+    from verifiers.workers.protocol import (
+        DECODE_STEP_BYTES,
+        pack,
+        unpack_bounded,
+        unpack_bounded_in_steps,
+    )
+
+    frame = pack({"rows": [{"q": "x" * 100}] * 40_000})
+    steps = len(frame) // DECODE_STEP_BYTES
+    assert steps > 4 * TURN_STEPS
+
+    async def decoded_with_turns() -> tuple[object, int]:
+        turns, done = 0, False
+
+        async def other() -> None:
+            nonlocal turns
+            while not done:
+                await asyncio.sleep(0)
+                turns += 1
+
+        ticker = asyncio.create_task(other())
+        await asyncio.sleep(0)
+        try:
+            value = await unpack_bounded_in_steps(frame)
+        finally:
+            done = True
+            await ticker
+        return value, turns
+
+    monkeypatch.setattr(stepped_validation, "TURN_S", 0.0)
+    value, every = await decoded_with_turns()
+    assert value == unpack_bounded(frame) and every >= steps - 1
+    monkeypatch.setattr(stepped_validation, "TURN_S", 3600.0)
+    value, paced = await decoded_with_turns()
+    assert value == unpack_bounded(frame)
+    assert steps // TURN_STEPS - 1 <= paced <= steps // TURN_STEPS + 1, (steps, paced)
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [{}] * 1_400_000,  # empty maps: ~145x their size decoded
+        [[]] * 1_400_000,  # empty lists
+        [{i % 100: i % 100} for i in range(400_000)],  # maps of small numbers
+        [{"question": "q" * 400, "answer": "a"}] * 4_000,  # rows of text: decodes
+    ],
+    ids=["empty maps", "empty lists", "small maps", "text rows"],
+)
+def test_a_frame_decoded_in_steps_is_charged_as_one_decoded_at_once(rows):
+    """A frame decoded in steps (over ``STEPPED_FRAME``) has its hooks charge without counting
+    entries (stepped validation looks at the request itself): it is refused, or decoded, as the
+    bounded decode of the whole frame refuses or decodes it."""
+    from verifiers.workers.protocol import (
+        STEPPED_FRAME,
+        DecodeCostError,
+        pack,
+        unpack_bounded,
+        unpack_bounded_in_steps,
+    )
+
+    frame = pack({"request_type": "run_group", "group_inputs": rows})
+    assert len(frame) > STEPPED_FRAME
+    try:
+        whole = unpack_bounded(frame, [0])
+    except DecodeCostError as refused:
+        with pytest.raises(DecodeCostError) as also:
+            asyncio.run(unpack_bounded_in_steps(frame))
+        assert str(also.value) == str(refused)
+    else:
+        assert asyncio.run(unpack_bounded_in_steps(frame)) == whole

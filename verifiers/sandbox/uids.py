@@ -10,7 +10,10 @@ released by the kernel if the process dies, so two processes never hand out the 
 claim released removes its file (locked still, so no one holds it meanwhile): otherwise every
 uid ever handed out left one behind (~25,000 of them in ``/run``, where memory holds them). A
 lock is a claim only while its file is still the one at the uid's name: a process that opened
-the file before its holder removed it locks a file no one else can see, and moves on.
+the file before its holder removed it locks a file no one else can see, and moves on. A holder
+that died (or released before claims removed their files) left its file: a process's first
+claim sweeps those (``sweep_stale``), each removed as a release removes it, locked and still the
+file at its name; a file that is held, another user's, or not a plain file is left alone.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import os
 import random
+import stat
 from functools import cache
 from pathlib import Path
 
@@ -29,6 +33,7 @@ UID_LOCK_DIR = Path(os.environ.get("VF_SANDBOX_UID_DIR", "/run/verifiers-sandbox
 _LOGIN_DEFS = Path("/etc/login.defs")
 SUBORDINATE_FILES = ("/etc/subuid", "/etc/subgid")
 _DEFAULT_SUBORDINATE = (100_000, 600_100_000)  # shadow-utils' SUB_UID_MIN/MAX defaults
+_swept: set[Path] = set()  # the lock directories this process has swept
 
 
 @cache
@@ -86,6 +91,9 @@ class UidClaim:
 
     def __init__(self) -> None:
         UID_LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if UID_LOCK_DIR not in _swept:
+            _swept.add(UID_LOCK_DIR)
+            sweep_stale(UID_LOCK_DIR)
         start = random.randrange(UID_COUNT)
         for offset in range(UID_COUNT):
             uid = UID_BASE + (start + offset) % UID_COUNT
@@ -124,3 +132,41 @@ def _lock(path: Path) -> int | None:
         pass
     os.close(fd)
     return None
+
+
+def sweep_stale(directory: Path) -> int:
+    """Remove the lock files in ``directory`` no claim holds (their holder died, or released
+    before releases removed them), as a release does: each locked first and removed only while
+    it is still the file at its name, so a process that opened it meanwhile holds no claim (it
+    checks the name). Only a uid's plain file of this user's is touched: one held, another
+    user's, a link or anything else stays. Returns how many were removed."""
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.isdigit() or not UID_BASE <= int(entry.name) < UID_BASE + UID_COUNT:
+            continue
+        path = directory / entry.name
+        try:
+            found = os.stat(path, follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
+            continue
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)  # never made anew
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = os.fstat(fd)
+            if still_named(fd, path) and held.st_uid == os.geteuid():
+                os.unlink(path)  # before the lock goes, as a release
+                removed += 1
+        except OSError:  # held (BlockingIOError), or gone meanwhile
+            pass
+        finally:
+            os.close(fd)
+    return removed

@@ -20,7 +20,6 @@ default; ``"state"``: this SDK's full rollout snapshots, trajectory tokens inclu
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -29,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.clients.config import ClientConfig
 from verifiers.errors import VFError
-from verifiers.workers.stepped_validation import STEP_ENTRIES, validate_in_steps
+from verifiers.workers.stepped_validation import STEP_ENTRIES, Turns, validate_in_steps
 
 PROTOCOL_VERSION = 1
 HEALTH_PING = b"ping"
@@ -163,8 +162,10 @@ async def read_request(payload: bytes) -> RunGroupRequest | RunRolloutRequest | 
     small one (``SMALL_FRAME``) at once, with no per-container hook."""
     if len(payload) <= SMALL_FRAME:
         return parse_request(unpack_small(payload))
+    if len(payload) > STEPPED_FRAME:  # its entries uncounted: stepped validation looks itself
+        return await parse_request_in_steps(await unpack_bounded_in_steps(payload))
     seen = [0]
-    data = await unpack_bounded_in_steps(payload, seen)
+    data = unpack_bounded(payload, seen)
     return await parse_request_in_steps(data, seen[0])
 
 
@@ -241,28 +242,32 @@ def unpack_small(data: bytes) -> Any:
 
 
 DECODE_STEP_BYTES = 1 << 16
-"""A large frame is decoded this much at a time, the event loop running between steps: at most
-~65k objects, a few ms, each."""
+"""A large frame is decoded this much at a time, the event loop free to run between steps
+(``stepped_validation.Turns``): at most ~65k objects, a few ms, each."""
+STEPPED_FRAME = 16 * DECODE_STEP_BYTES
+"""A frame over this many bytes is decoded in steps."""
 
 
 async def unpack_bounded_in_steps(data: bytes, seen: list[int] | None = None) -> Any:
     """``unpack_bounded``, a frame over 16 steps decoded ``DECODE_STEP_BYTES`` at a time with
-    the event loop free between steps. A 64 MiB frame of short strings in small arrays took
-    ~2 s of CPU in one go, every other connection waiting; a thread does not help (msgpack
-    holds the GIL between its hooks: the loop's thread waited up to seconds for it).
-    ``seen[0]``, if given, gains the number of list items and map entries decoded."""
-    if len(data) <= 16 * DECODE_STEP_BYTES:
+    the event loop free to run between steps (every ``TURN_S``, or ``TURN_STEPS`` steps). A 64
+    MiB frame of short strings in small arrays took ~2 s of CPU in one go, every other
+    connection waiting; a thread does not help (msgpack holds the GIL between its hooks: the
+    loop's thread waited up to seconds for it). ``seen[0]``, if given, gains the number of list
+    items and map entries decoded (without it, the hooks do not count them: ~5% of the decode)."""
+    if len(data) <= STEPPED_FRAME:
         return unpack_bounded(data, seen)
-    options, entries = _bounded(len(data))
+    options, entries = _bounded(len(data), counting=seen is not None)
     unpacker = msgpack.Unpacker(max_buffer_size=len(data), **options)
     view = memoryview(data)
+    turns = Turns()
     try:
         for start in range(0, len(data), DECODE_STEP_BYTES):
             unpacker.feed(view[start : start + DECODE_STEP_BYTES])
             try:
                 message = unpacker.unpack()
             except msgpack.OutOfData:
-                await asyncio.sleep(0)
+                await turns.step()
                 continue
             if start + DECODE_STEP_BYTES < len(data) or unpacker.tell() != len(data):
                 raise ValueError("the message has bytes after its end")
@@ -273,29 +278,49 @@ async def unpack_bounded_in_steps(data: bytes, seen: list[int] | None = None) ->
             seen[0] += entries()
 
 
-def _bounded(size: int) -> tuple[dict[str, Any], Callable[[], int]]:
+def _bounded(size: int, counting: bool = True) -> tuple[dict[str, Any], Callable[[], int]]:
     """The options that make msgpack refuse a ``size``-byte frame as ``unpack_bounded`` says,
-    and what tells how many list items and map entries it has decoded so far. Each hook is one
-    Python call of a few operations on the closure's integers: through a second function and a
-    list for the count, the hooks cost an 8 MiB request of 19,000 rows ~7 ms of ~25 to decode
-    (~4 now)."""
+    and what tells how many list items and map entries it has decoded so far (0 without
+    ``counting``). Each hook is one Python call of a few operations on the closure's integers
+    and its own constants: through a second function and a list for the count, the hooks cost
+    an 8 MiB request of 19,000 rows ~7 ms of ~25 to decode (~4 after; ~3 without the count)."""
     budget = max(DECODED_FLOOR, DECODED_PER_WIRE_BYTE * size)
     left, entries = budget, 0
 
-    def on_list(items: list[Any]) -> list[Any]:
+    def on_list(items: list[Any], base: int = LIST_BYTES, slot: int = SLOT_BYTES) -> list[Any]:
         nonlocal left, entries
         count = len(items)
         entries += count
-        left -= LIST_BYTES + SLOT_BYTES * count
+        left -= base + slot * count
         if left < 0:
             _refuse_cost(size, budget)
         return items
 
-    def on_map(mapping: dict[Any, Any]) -> dict[Any, Any]:
+    def on_map(
+        mapping: dict[Any, Any], base: int = MAP_BYTES, entry: int = ENTRY_BYTES
+    ) -> dict[Any, Any]:
         nonlocal left, entries
         count = len(mapping)
         entries += count
-        left -= MAP_BYTES + ENTRY_BYTES * count
+        left -= base + entry * count
+        if left < 0:
+            _refuse_cost(size, budget)
+        return mapping
+
+    def on_list_uncounted(
+        items: list[Any], base: int = LIST_BYTES, slot: int = SLOT_BYTES
+    ) -> list[Any]:
+        nonlocal left
+        left -= base + slot * len(items)
+        if left < 0:
+            _refuse_cost(size, budget)
+        return items
+
+    def on_map_uncounted(
+        mapping: dict[Any, Any], base: int = MAP_BYTES, entry: int = ENTRY_BYTES
+    ) -> dict[Any, Any]:
+        nonlocal left
+        left -= base + entry * len(mapping)
         if left < 0:
             _refuse_cost(size, budget)
         return mapping
@@ -303,8 +328,8 @@ def _bounded(size: int) -> tuple[dict[str, Any], Callable[[], int]]:
     options = {
         "raw": False,
         "strict_map_key": False,
-        "list_hook": on_list,
-        "object_hook": on_map,
+        "list_hook": on_list if counting else on_list_uncounted,
+        "object_hook": on_map if counting else on_map_uncounted,
         "ext_hook": _refuse_extension,
         "timestamp": 1,
     }

@@ -7,7 +7,7 @@ not help (the loop's thread waits for the GIL). :func:`validate_in_steps` valida
 containers of a request (a list or dict field with many entries, and list items or dict values
 that are themselves large) a slice at a time, through the field's own ``TypeAdapter``, and the
 rest of the model in one call with those fields left empty: the same checks, the same values,
-at most about ``STEP_ENTRIES`` entries between two turns of the loop.
+the loop running every ``TURN_S`` (or ``TURN_STEPS`` slices of about ``STEP_ENTRIES`` entries).
 
 Only containers pydantic validates with no validator of their own are stepped (a field with
 constraints or validators, or a model with model validators, is validated whole, as before, and
@@ -24,12 +24,22 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from functools import cache
 from itertools import accumulate, islice
+from time import perf_counter
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 STEP_ENTRIES = 4096
-"""Entries (list items, dict keys) validated between two turns of the event loop: ~1-5 ms."""
+"""Entries (list items, dict keys) validated in one step: ~1-5 ms. The loop may run after each
+step (``Turns``)."""
+TURN_S = 0.002
+"""A large request's decode or validation lets the event loop run after a step once this long
+(wall clock) has passed since it last ran, or after ``TURN_STEPS`` steps, whichever comes first."""
+TURN_STEPS = 8
+"""Steps at most between two turns of the loop, however quick they are. A turn after every step
+cost the server ~0.1 ms of CPU each (with other connections' traffic, which then moves in as
+many small pieces): an 8 MiB request of 19,000 rows took ~1.3x the CPU of a whole decode and
+validation, ~1.0x with turns paced (``benchmarks/env_workers.py --bounds-only``)."""
 WHOLE_ENTRIES = 4 * STEP_ENTRIES
 """At most this many entries, counted through nested lists and dicts, in a field that is
 validated whole (it has validators: ``client_config``): ~10 ms. A client config holds a few
@@ -130,17 +140,34 @@ def _steppable_fields(model: type[BaseModel]) -> dict[str, Any]:
     return out
 
 
+class Turns:
+    """When a stepped decode or validation lets the event loop run: after a step once
+    ``TURN_S`` has passed since it last ran, or ``TURN_STEPS`` steps, whichever comes first."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.since = perf_counter()
+
+    async def step(self) -> None:
+        self.steps += 1
+        if self.steps >= TURN_STEPS or perf_counter() - self.since >= TURN_S:
+            await asyncio.sleep(0)
+            self.steps = 0
+            self.since = perf_counter()
+
+
 class _Steps:
-    """Counts entries validated since the loop last ran, and lets it run past ``STEP_ENTRIES``."""
+    """Counts entries validated since the last step, a step per ``STEP_ENTRIES`` (``Turns``)."""
 
     def __init__(self) -> None:
         self.entries = 0
+        self.turns = Turns()
 
     async def spent(self, entries: int) -> None:
         self.entries += entries
         if self.entries >= STEP_ENTRIES:
             self.entries = 0
-            await asyncio.sleep(0)
+            await self.turns.step()
 
 
 async def validate_in_steps(model: type[BaseModel], data: Any) -> BaseModel:
