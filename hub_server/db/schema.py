@@ -345,6 +345,16 @@ SURROGATE_IDS = (
     "datasets",
 )
 
+# ASCII punctuation becomes a space before PostgreSQL's parser reads the text (translate: the
+# same in every locale, unlike a regex class), so its words are runs of letters and digits. The
+# characters are written as escapes: a "?" in a statement is a parameter to the engine.
+_PUNCTUATION = "".join(c for c in map(chr, range(33, 127)) if not c.isalnum())
+_ESCAPED = "".join(rf"\x{ord(c):02x}" for c in _PUNCTUATION)
+PG_SEARCH_VECTOR = (
+    "to_tsvector('simple', translate(owner || ' ' || name || ' ' || coalesce(description, '')"
+    f" || ' ' || tags, E'{_ESCAPED}', '{' ' * len(_PUNCTUATION)}'))"
+)
+
 POSTGRESQL = [
     """
     CREATE TABLE users (id BIGSERIAL PRIMARY KEY, name TEXT UNIQUE NOT NULL, is_admin INTEGER NOT NULL DEFAULT 0,
@@ -471,6 +481,15 @@ POSTGRESQL = [
     """,
     # v9: a small staged file's bytes in its row (see SQLite's v16)
     "ALTER TABLE staged_files ADD COLUMN data BYTEA;",
+    # v10: the search column indexes runs of letters and digits, as SQLite's FTS5 does: the
+    # parser read "env-99" as "env" and the signed number "-99", "v1.2" as a version, an
+    # address or a path as one token, so a search for a name's words missed it here only
+    f"""
+    DROP INDEX environments_search;
+    ALTER TABLE environments DROP COLUMN search;
+    ALTER TABLE environments ADD COLUMN search tsvector GENERATED ALWAYS AS ({PG_SEARCH_VECTOR}) STORED;
+    CREATE INDEX environments_search ON environments USING GIN (search);
+    """,
 ]
 
 

@@ -45,7 +45,10 @@ Answer = tuple[list[SummaryRow], int]
 
 
 def search_terms(q: str) -> list[str]:
-    return re.findall(r"\w+", q.lower())[:8]
+    """The query's words: runs of letters and digits, as both backends index them (SQLite's
+    unicode61 tokenizer; PostgreSQL's column after ``PG_SEARCH_TEXT``), so "env-99", "v1.2" and
+    "my_env" find the same environments on either."""
+    return re.findall(r"[^\W_]+", q.lower())[:8]
 
 
 def fts_access(viewer: Viewer) -> str:

@@ -404,3 +404,65 @@ def test_environment_pages_are_cached_per_change_and_never_shown_to_another_view
         page = seen().text
         assert "Third words" in page and "Second words" not in page
         assert 'data-version="1.0.0"' not in page
+
+
+def test_a_search_for_a_names_words_finds_it_on_either_backend(hub):
+    """Both backends index runs of letters and digits: PostgreSQL's parser read "env-99" as
+    "env" and the signed number "-99" and a dotted tag as one version token, so searches that
+    SQLite answered missed them there."""
+    kit = new_user(hub, "kit")
+    for name, tags in (("env-99", ["py3.11"]), ("rev_text", ["a/b"]), ("gsm8k-v2", [])):
+        resp = httpx.post(
+            f"{hub['url']}/api/v1/environments/kit/{name}/versions",
+            files={"wheel": make_wheel(name)},
+            data={"tags": json.dumps(tags)},
+            headers={"Authorization": f"Bearer {kit}"},
+            timeout=60,  # the first upload starts the hub's upload workers
+        )
+        assert resp.status_code == 201, resp.text
+    client = HubClient(hub["url"])
+
+    def found(q: str) -> list[str]:
+        return sorted(e.name for e in client.list_environments(q=q, owner="kit").items)
+
+    assert found("env-99") == found("99") == found("env 99") == ["env-99"]
+    assert found("py3.11") == found("py3 11") == found("11") == ["env-99"]
+    assert found("rev_text") == found("text") == ["rev_text"]
+    assert found("a/b") == ["rev_text"]
+    assert found("gsm8k-v2") == found("v2") == ["gsm8k-v2"]
+    assert found("env") == ["env-99"] and found("-") == []
+
+
+def test_a_postgresql_hub_of_the_schema_before_upgrades_its_search_in_place(
+    _postgres_and_s3, tmp_path
+):
+    """A PostgreSQL hub made before v10 (the parser's own words) holds "env-99"; after the
+    upgrade its search finds the name's words as a new hub's does."""
+    from hub_server.db import schema
+    from hub_server.db.catalog import Viewer
+    from hub_server.db.engine import open_database
+    from hub_server.db.search import Search
+
+    pg, _ = _postgres_and_s3
+    database = open_database(pg.database(), tmp_path)
+    try:
+        with database.transaction() as db:
+            db.execute("CREATE TABLE hub_schema (version INTEGER NOT NULL)")
+            for number, script in enumerate(schema.POSTGRESQL[:9], start=1):
+                db.execute(script)
+                db.execute("INSERT INTO hub_schema (version) VALUES (?)", (number,))
+            db.execute(
+                "INSERT INTO environments (owner, name, name_key, distribution, visibility,"
+                " created_at, updated_at) VALUES ('kit', 'env-99', 'env-99', 'env-99',"
+                " 'public', '2026-01-01', '2026-01-01')"
+            )
+
+        def found(q: str) -> list[str]:
+            rows, _ = Search(database).page(Viewer(), q, None, None, "name", 1, 10)
+            return [row.name for row in rows]
+
+        assert found("99") == []  # the parser's "-99"
+        schema.migrate(database)
+        assert found("99") == found("env-99") == ["env-99"]
+    finally:
+        database.close()
