@@ -7,6 +7,9 @@ waits for a long one, and a new request waits at most one decoding step to join.
 
 Positions come from the attention mask (``cumsum - 1``), so left padding and merged caches of
 different lengths rotate keys exactly as an unpadded run would.
+
+A prompt's prefill (its KV cache and last logits) is kept for later requests of the same prompt
+until the weights change (``verifiers.serve.prompt_cache``): each distinct prompt is computed once.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 import torch
 
+from verifiers.serve.prompt_cache import Prefilled, PromptCache, batched, unpadded
 from verifiers.serve.protocol import SamplingParams
 
 __all__ = ["Engine", "SamplingParams", "Sequence"]
@@ -53,6 +57,7 @@ class Engine:
         *,
         max_batch_size: int = 32,
         max_model_len: int | None = None,
+        prompt_cache_bytes: int = 256 * 2**20,
     ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -76,6 +81,7 @@ class Engine:
         self._cache: Any = None
         self._mask: torch.Tensor | None = None
         self._last: torch.Tensor | None = None
+        self.prompts = PromptCache(prompt_cache_bytes)  # prefills kept for the same prompt
         self._stop = threading.Event()
         self._lock = threading.Lock()  # held during forward passes; weight updates take it too
         self.steps = 0
@@ -98,6 +104,7 @@ class Engine:
         """Load new weights between decoding steps (running sequences continue on them)."""
         with self._lock, torch.no_grad():
             self.model.load_state_dict(state_dict, strict=False)
+            self.prompts.clear()  # the kept prefills are the old weights'
 
     # --- engine thread -----------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -152,22 +159,48 @@ class Engine:
             self._prefill(new)
 
     def _prefill(self, seqs: list[Sequence]) -> None:
-        length = max(len(s.prompt_ids) for s in seqs)
-        ids = torch.full((len(seqs), length), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), length), dtype=torch.long)
-        for i, seq in enumerate(seqs):
-            n = len(seq.prompt_ids)
-            ids[i, length - n :] = torch.tensor(seq.prompt_ids, dtype=torch.long)
-            mask[i, length - n :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        """Prefill the prompts not kept from before (each distinct one once), then join every
+        sequence to the running batch from its prompt's prefill."""
         from transformers import DynamicCache
 
+        keys = [tuple(s.prompt_ids) for s in seqs]
+        prefilled: dict[tuple[int, ...], Prefilled] = {}
+        for key in keys:
+            kept = self.prompts.get(key)
+            if kept is not None:
+                prefilled[key] = kept
+        fresh = list(dict.fromkeys(k for k in keys if k not in prefilled))
+        if fresh:
+            prefilled.update(self._compute_prefill(fresh))
+        length = max(len(k) for k in keys)
+        mask = torch.zeros((len(seqs), length), dtype=torch.long, device=self.device)
+        for i, key in enumerate(keys):
+            mask[i, length - len(key) :] = 1
+        layers, logits = batched([prefilled[k] for k in keys], length)
+        cache = DynamicCache(ddp_cache_data=layers, config=self.model.config)
+        self._merge(seqs, cache, mask)
+        self._sample_and_advance(logits, first_index=len(self.running) - len(seqs))
+
+    def _compute_prefill(self, prompts: list[tuple[int, ...]]) -> dict[tuple[int, ...], Prefilled]:
+        """One batched forward of ``prompts`` (left-padded): each one's unpadded KV cache and
+        last logits, kept for later requests within ``prompt_cache_bytes``."""
+        from transformers import DynamicCache
+
+        length = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), length), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), length), dtype=torch.long)
+        for i, prompt in enumerate(prompts):
+            ids[i, length - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+            mask[i, length - len(prompt) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=self.model.config)
         logits, cache = self._forward(
             ids.to(self.device), mask.to(self.device), positions.to(self.device), cache
         )
-        self._merge(seqs, cache, mask.to(self.device))
-        self._sample_and_advance(logits, first_index=len(self.running) - len(seqs))
+        out = dict(zip(prompts, unpadded(cache, logits, prompts), strict=True))
+        for prompt, prefilled in out.items():
+            self.prompts.put(prompt, prefilled)
+        return out
 
     def _merge(self, seqs: list[Sequence], cache: Any, mask: torch.Tensor) -> None:
         if not self.running:

@@ -96,6 +96,10 @@ class MicroBatch:
     segment_ids: torch.Tensor  # [B, L] sample index within the row
     sequence_lengths: torch.Tensor  # [B, L] loss tokens of each token's sample
     members: list[list[Sample]] = field(default_factory=list)  # per row, its samples in order
+    # with shared prompts (verifiers.rl.algorithm.shared_prompts): each row's prompt, and how
+    # many of its leading tokens that prompt is
+    prompt_rows: torch.Tensor | None = None  # [B]
+    prompt_lengths: torch.Tensor | None = None  # [B]
 
     def to(self, device: torch.device) -> MicroBatch:
         moved: dict[str, Any] = {

@@ -32,6 +32,15 @@ from verifiers.rl.algorithm.batching import (
 )
 from verifiers.rl.algorithm.losses import LOSSES, importance_correction, k3, token_weights
 from verifiers.rl.algorithm.schedules import SCHEDULES, lr_factor
+from verifiers.rl.algorithm.shared_prompts import (
+    PromptBatch,
+    PromptBlock,
+    backward_prompts,
+    cache_leaves,
+    prompt_blocks,
+    prompt_cache,
+    suffix_logprobs,
+)
 from verifiers.rl.configs.rl import TrainerConfig
 
 STATS = ("loss", "ratio", "clipped", "mismatch_kl", "is_masked", "entropy", "ref_kl", "is_weight")
@@ -117,6 +126,14 @@ class Trainer:
         # truncated IS: the loss's ratio is against the trainer's own policy at the step's start
         self.truncated = "truncate" in (token, sequence)
         self._start_logprobs: list[torch.Tensor] = []  # per micro-batch, when iterations need it
+        # each distinct prompt computed once per step (padded micro-batches on one process;
+        # transformers drops the cache under gradient checkpointing)
+        self.share_prompts = (
+            config.shared_prompts
+            and dist is None
+            and self.packing == "off"
+            and not config.gradient_checkpointing
+        )
         self.version = 0  # policy version: batches trained
 
     def micro_batches(self, samples: list[Sample]) -> list[MicroBatch]:
@@ -126,24 +143,42 @@ class Trainer:
         by_length = sorted(samples, key=len)  # little padding; the gradient is a sum anyway
         return padded(by_length, self.config.micro_batch_size, self.pad_id, budget)
 
+    def prompt_blocks(self, samples: list[Sample]) -> list[PromptBlock] | None:
+        """The samples by shared prompt (``shared_prompts``), or None: train them whole."""
+        if not self.share_prompts or not samples:
+            return None
+        budget = self.config.max_tokens_per_micro_batch
+        return prompt_blocks(samples, self.config.micro_batch_size, self.pad_id, budget)
+
     def _autocast(self, device: torch.device) -> Any:
         if self.config.autocast != "bf16":
             return contextlib.nullcontext()
         return torch.autocast(device.type, dtype=torch.bfloat16)
 
     def loss(
-        self, batch: MicroBatch, num_sequences: int, num_tokens: int, index: int = 0, it: int = 0
+        self,
+        batch: MicroBatch,
+        num_sequences: int,
+        num_tokens: int,
+        index: int = 0,
+        it: int = 0,
+        prompts: tuple[PromptBatch, list[tuple[torch.Tensor, torch.Tensor]]] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Micro-batch ``index``'s share of the batch loss in iteration ``it``, and its sums of
-        ``STATS``."""
+        ``STATS``; ``prompts``: its rows' prompts, already computed (their batch and cache)."""
         device = next(self.model.parameters()).device
         batch = batch.to(device)
         chunk, spec = self.config.logprob_chunk, self.config.loss
         bonus = self.config.entropy_coef
         with self._autocast(device):
-            logprobs, entropy = token_logprobs(
-                self.model, batch, self.temperature, chunk, bonus != 0
-            )
+            if prompts is None:
+                logprobs, entropy = token_logprobs(
+                    self.model, batch, self.temperature, chunk, bonus != 0
+                )
+            else:
+                logprobs, entropy = suffix_logprobs(
+                    self.model, batch, *prompts, self.temperature, chunk, bonus != 0
+                )
         if it == 0:  # the policy the step starts from
             batch.record_logprobs(logprobs)
             start = logprobs.detach()
@@ -212,6 +247,9 @@ class Trainer:
             from verifiers.rl.run.distributed import shard_samples
 
             samples = shard_samples(samples, self.dist)
+        blocks = self.prompt_blocks(samples)
+        if blocks is not None:
+            return self._shared_gradients(blocks, it)
         batches = self.micro_batches(samples) if samples else []
         total_tokens = sum(b.num_loss_tokens for b in batches)
         total_sequences = sum(b.num_sequences for b in batches)
@@ -239,11 +277,47 @@ class Trainer:
         sums = dict(zip(STATS, totals.tolist(), strict=True))
         if self.dist is not None:
             sums = {k: self.dist.all_reduce_sum(v) for k, v in sums.items()}
+        return self._metrics(sums, total_tokens, total_sequences, len(batches))
+
+    def _shared_gradients(self, blocks: list[PromptBlock], it: int) -> dict[str, float]:
+        """``gradients`` with each block's prompts computed once: their forward, the
+        micro-batches on top of their cache, then their backward with what the micro-batches
+        left on the cache (one process: ``share_prompts``)."""
+        batches = [batch for block in blocks for batch in block.batches]
+        total_tokens = sum(b.num_loss_tokens for b in batches)
+        total_sequences = sum(b.num_sequences for b in batches)
+        if total_tokens == 0:
+            raise ValueError("the batch has no loss tokens")
+        if it == 0:
+            self._start_logprobs = []
+        self.optimizer.zero_grad(set_to_none=True)
+        device = next(self.model.parameters()).device
+        totals = torch.zeros(len(STATS), dtype=torch.float32)
+        index = 0
+        for block in blocks:
+            prompts = block.prompts.to(device)
+            with self._autocast(device):
+                kv = prompt_cache(self.model, prompts)
+            leaves = cache_leaves(kv)
+            for batch in block.batches:
+                loss, stats = self.loss(
+                    batch, total_sequences, total_tokens, index, it, (prompts, leaves)
+                )
+                loss.backward()
+                totals = totals.to(stats.device) + stats
+                index += 1
+            backward_prompts(kv, leaves)
+        sums = dict(zip(STATS, totals.tolist(), strict=True))
+        return self._metrics(sums, total_tokens, total_sequences, len(batches))
+
+    def _metrics(
+        self, sums: dict[str, float], total_tokens: int, total_sequences: int, micro_batches: int
+    ) -> dict[str, float]:
         metrics = {
             "loss": sums["loss"],
             "loss_tokens": total_tokens,
             "loss_sequences": total_sequences,
-            "micro_batches": len(batches),
+            "micro_batches": micro_batches,
             "mean_ratio": sums["ratio"] / total_tokens,
             "clip_fraction": sums["clipped"] / total_tokens,
             "mismatch_kl": sums["mismatch_kl"] / total_tokens,

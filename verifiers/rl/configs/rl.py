@@ -293,6 +293,12 @@ class TrainerConfig(_Strict):
     gradient_checkpointing: bool = Field(
         default=False, description="recompute activations in the backward pass (less memory)"
     )
+    shared_prompts: bool = Field(
+        default=True,
+        description="samples that start with the same prompt (a group) compute it once, forward "
+        "and backward, and continue from its cache: the same gradient, fewer tokens (padded "
+        "micro-batches on one process without gradient checkpointing; elsewhere: off)",
+    )
     device: str = Field(
         default="auto", description="auto: this rank's GPU when the run uses GPUs, else cpu"
     )
