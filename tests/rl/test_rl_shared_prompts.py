@@ -114,3 +114,31 @@ def test_distinct_prompts_are_trained_whole():
     samples = grouped_samples()[::4]  # one sample of each prompt: nothing to share
     trainer = Trainer(tiny_llama(VOCAB), TrainerConfig(packing="off"))
     assert trainer.prompt_blocks(samples) is None
+
+
+def test_a_model_with_sliding_window_layers_trains_whole_samples():
+    """Shared prompts continue from a cut KV cache, checked for models whose every layer sees
+    the whole sequence: a model with sliding-window layers (Gemma 2's) trains whole samples,
+    and its step still runs."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(0)
+    gemma = Gemma2ForCausalLM(
+        Gemma2Config(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            sliding_window=4,
+        )
+    )
+    config = TrainerConfig(packing="off")
+    assert Trainer(tiny_llama(VOCAB), config).share_prompts
+    trainer = Trainer(gemma, config)
+    assert not trainer.share_prompts
+    assert trainer.prompt_blocks(grouped_samples()) is None
+    metrics = trainer.gradients(grouped_samples())
+    assert metrics["micro_batches"] >= 1 and math.isfinite(metrics["loss"])

@@ -49,6 +49,21 @@ class PromptBlock:
     batches: list[MicroBatch]
 
 
+def supports(model: Any) -> bool:
+    """Whether ``model``'s layers all attend to the whole sequence, and its forward takes
+    ``logits_to_keep``: what continuing from a cut KV cache was checked against. A model with
+    sliding-window layers (their caches keep a window, not the prompt) trains whole samples."""
+    config = getattr(model, "config", None)
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is not None and any(kind != "full_attention" for kind in layer_types):
+        return False
+    if layer_types is None and getattr(config, "sliding_window", None):
+        if getattr(config, "use_sliding_window", True):
+            return False
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(type(base).forward).parameters
+
+
 def prompt_length(sample: Sample) -> int:
     """How many leading tokens of ``sample`` the loss never reads: all before the position
     whose logits predict its first loss token (0: none)."""

@@ -41,6 +41,7 @@ from verifiers.rl.algorithm.shared_prompts import (
     prompt_cache,
     suffix_logprobs,
 )
+from verifiers.rl.algorithm.shared_prompts import supports as shared_prompts_fit
 from verifiers.rl.configs.rl import TrainerConfig
 
 STATS = ("loss", "ratio", "clipped", "mismatch_kl", "is_masked", "entropy", "ref_kl", "is_weight")
@@ -133,6 +134,7 @@ class Trainer:
             and dist is None
             and self.packing == "off"
             and not config.gradient_checkpointing
+            and shared_prompts_fit(model)
         )
         self.version = 0  # policy version: batches trained
 
