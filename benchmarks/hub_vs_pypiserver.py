@@ -3,8 +3,9 @@
     python benchmarks/hub_vs_pypiserver.py                       # 300 environments x 3 versions
     python benchmarks/hub_vs_pypiserver.py --pypiserver-venv DIR # reuse (or make) its venv there
 
-Starts a hub on loopback (the embedded backend), seeded through its publish service (``hub.seed``),
-and pypiserver 2.x from the package index, in a venv of its own, over the same wheels in its
+Starts a hub on loopback (the embedded backend), seeded by its bulk load (``hub.seed``: rows, no
+file bytes; env-0, whose wheels are downloaded and installed, pushed through its API), and
+pypiserver 2.x from the package index, in a venv of its own, over the same wheels in its
 fastest documented setup: ``pypiserver[cache]`` (the watchdog-backed ``cached-dir`` backend its
 README recommends), one project's wheels in its directory (its cost grows with the files it
 holds), under each server it documents that is installed here (bottle's ``auto``, and
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import httpx
 import stop_cleanly  # beside this script
-from hub import Hub, cpu_seconds, free_port, jobs_for, load, make_wheel, seed
+from hub import Hub, cpu_seconds, free_port, jobs_for, load, make_wheel, push_all, seed
 from rich.console import Console
 from rich.table import Table
 
@@ -161,7 +162,10 @@ def measures(args: argparse.Namespace, work: Path, stack: ExitStack) -> list[tup
     hub = Hub(work / "hub", [])
     stack.callback(hub.stop)
     owners = hub.owners(10)
-    seed(hub, jobs_for(owners, range(args.envs), ["1.0.0", "1.1.0", "2.0.0"]))
+    jobs = jobs_for(owners, range(args.envs), ["1.0.0", "1.1.0", "2.0.0"])
+    installed = [job for job in jobs if job[2] == "env-0"]  # downloaded: pushed for real
+    seed(hub, [job for job in jobs if job[2] != "env-0"])  # rows only, no file bytes
+    asyncio.run(push_all(hub.url, installed, 1))
     token = hub.user("installer")
     packages = work / "packages"  # env-0's wheels, byte for byte the hub's
     packages.mkdir()

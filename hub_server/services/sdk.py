@@ -21,6 +21,7 @@ data directory per SDK version and content of those files.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -130,6 +131,8 @@ class SDKWheels:
         try:
             tmp = str(build_dir)
             source = Path(tmp) / "src"
+            scratch = Path(tmp) / "tmp"  # the build backend's temporary files: gone with the dir
+            scratch.mkdir()
             for relative in files:
                 (source / relative).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(root / relative, source / relative)
@@ -147,6 +150,9 @@ class SDKWheels:
                 ],
                 capture_output=True,
                 text=True,
+                # hatchling writes the wheel to a temporary file first: in $TMPDIR, a stop
+                # mid-build left it there; in the build dir, it goes with the rest
+                env={**os.environ, "TMPDIR": str(scratch)},
             )
             built = sorted(Path(tmp, "out").glob("verifiers-*.whl"))
             if result.returncode != 0 or not built:
