@@ -43,6 +43,7 @@ from hub_client.settings import (
 )
 from hub_client.terminal import safe
 from hub_client.versions import bump, read_project, set_version
+from verifiers.installs.build_scratch import build_env
 from verifiers.installs.uv_config import uv_command
 from verifiers.processes.own_dir import require_writable_file
 
@@ -67,6 +68,7 @@ def build(path: Path, out: Path) -> tuple[Path, Path]:
         uv_command(uv_binary(), "build", "--out-dir", str(out), str(path)),
         capture_output=True,
         text=True,
+        env=build_env(out),  # the backend's temporary files go with ``out``
     )
     if result.returncode != 0:
         raise InstallError(f"uv build failed:\n{result.stderr.strip()[-2000:]}")

@@ -21,7 +21,6 @@ data directory per SDK version and content of those files.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifiers.installs.build_scratch import build_env
 from verifiers.installs.sdk_guard import sdk_version
 from verifiers.installs.uv_config import uv_config_args
 from verifiers.processes.leftovers import owned_dir, remove_abandoned
@@ -131,8 +131,6 @@ class SDKWheels:
         try:
             tmp = str(build_dir)
             source = Path(tmp) / "src"
-            scratch = Path(tmp) / "tmp"  # the build backend's temporary files: gone with the dir
-            scratch.mkdir()
             for relative in files:
                 (source / relative).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(root / relative, source / relative)
@@ -150,9 +148,7 @@ class SDKWheels:
                 ],
                 capture_output=True,
                 text=True,
-                # hatchling writes the wheel to a temporary file first: in $TMPDIR, a stop
-                # mid-build left it there; in the build dir, it goes with the rest
-                env={**os.environ, "TMPDIR": str(scratch)},
+                env=build_env(Path(tmp)),  # the backend's temporary files go with the dir
             )
             built = sorted(Path(tmp, "out").glob("verifiers-*.whl"))
             if result.returncode != 0 or not built:

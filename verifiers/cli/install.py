@@ -20,6 +20,7 @@ from pydantic import Field
 from verifiers.cli.settings import CommandSettings, Flag, parse_settings
 from verifiers.cli.usage import command
 from verifiers.errors import UsageError
+from verifiers.installs.build_scratch import build_env
 from verifiers.installs.confined import ConfinementError, InstallFailed, Requested, install
 from verifiers.installs.sdk_guard import installed_sdk_requirement, keep_sdk_args, kept_sdk_line
 from verifiers.installs.uv_config import uv_binary, uv_command
@@ -46,6 +47,7 @@ def build_wheel(uv: str, directory: Path, out: Path) -> Path:
         uv_command(uv, "build", "--wheel", "--out-dir", str(out), str(directory)),
         capture_output=True,
         text=True,
+        env=build_env(out),  # the backend's temporary files go with ``out``
     )
     wheels = sorted(out.glob("*.whl"))
     if result.returncode != 0 or not wheels:
