@@ -1562,6 +1562,41 @@ async def test_a_replacement_is_not_reserved_for_suspects_beyond_half_the_worker
         assert replacement is not first and not replacement.reserved and second.reserved
 
 
+async def test_a_reserved_worker_keeps_running_its_suspect_alone_until_it_answers(flags):
+    """The last waiting suspect went to a reserved worker; a replacement's start then found no
+    suspect waiting and released every reserved worker, the one still running it too: ordinary
+    groups went beside the suspect, and when it killed that worker they were suspects again and
+    it was not alone (a Ray run: 4 deaths for one crash, 4 innocent groups run again). Now a
+    reserved worker is let go once its suspect is answered, or withdrawn."""
+    from verifiers.workers.isolation import _Pending
+    from verifiers.workers.protocol import Response
+
+    async with WorkerPool("vf-worker-probe", None, 2) as pool:
+        loop = asyncio.get_running_loop()
+        first, second = pool._workers
+
+        def group(name: bytes, suspect: bool) -> _Pending:
+            return _Pending(name, b"", loop.create_future(), suspect=suspect)
+
+        for answer in ("answered", "withdrawn"):
+            second.reserved = True
+            suspect = group(f"suspect-{answer}".encode(), True)
+            pool._dispatch(suspect)  # the last suspect waiting: to the idle reserved worker
+            assert suspect.worker is second and not pool._suspects
+            pool._flush_waiting()  # as a replacement's start does
+            ordinary = [group(f"{answer}-{i}".encode(), False) for i in range(3)]
+            for pending in ordinary:
+                pool._dispatch(pending)
+            assert second.reserved and all(p.worker is first for p in ordinary)
+            if answer == "answered":
+                pool._answered(second, suspect.request_id, Response(success=True))
+            else:
+                pool._cancel(suspect)
+            assert not second.reserved
+            for pending in ordinary:
+                pool._cancel(pending)
+
+
 async def test_a_connection_flood_that_exhausts_descriptors_is_survived(server, flags, tmp_path):
     """1,100 idle TCP connections from a stranger used up vf-env-server's descriptors (soft limit
     1024); the pool read the unreadable heartbeat as a hung worker, killed it and could not start

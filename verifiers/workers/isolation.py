@@ -498,10 +498,14 @@ class IsolatingPool(Generic[W]):
             self._isolate()
             return
         if not self._suspects:
+            # a reserved worker still running a suspect stays reserved until it answers: let go
+            # at once (a replacement's start found the queue empty), it took ordinary groups
+            # beside the suspect, and the suspect that then killed it was not alone (a Ray run
+            # took 4 deaths for one crash, and re-ran 4 innocent groups as suspects)
             released = False
             for worker in self._workers:
-                released |= worker.reserved
-                worker.reserved = False
+                if worker.reserved and not self._runs_suspect(worker):
+                    worker.reserved, released = False, True
             if released:
                 self._flush_waiting()
             return
@@ -516,6 +520,13 @@ class IsolatingPool(Generic[W]):
             if self._suspects and worker.idle():
                 self.isolated += 1
                 self._send(worker, self._suspects.pop(0))
+
+    def _runs_suspect(self, worker: W) -> bool:
+        return any(
+            pending.suspect
+            for pending in map(self._pending.get, worker.inflight)
+            if pending is not None and not pending.future.done()
+        )
 
     def _isolate(self) -> None:
         """Suspects in shares (``_take_share``) on workers started for them, up to
@@ -652,6 +663,8 @@ class IsolatingPool(Generic[W]):
             worker.inflight.discard(pending.request_id)
             self._withdraw(worker, pending)
             self._retire_if_drained(worker)
+            if worker.reserved and not self._closing:  # a withdrawn suspect: the next one
+                self._run_suspects()
 
     def _flush_waiting(self) -> None:
         # also with no suspect left: a reserved worker is then released (a replacement of a
