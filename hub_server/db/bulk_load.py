@@ -21,7 +21,14 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from hub_server.db.catalog import NewVersion, StoredFile, latest_of
+from hub_server.db.catalog import (
+    INSERT_VERSION,
+    NewVersion,
+    StoredFile,
+    file_values,
+    latest_of,
+    version_row,
+)
 from hub_server.db.clock import now
 from hub_server.db.engine import Database, version_key
 
@@ -127,34 +134,15 @@ def commit_versions(database: Database, batch: Batch) -> None:
             [(ids[k], tag) for k in retagged for tag in sorted(set(after[k]["new_tags"] or []))],
         )
         db.executemany(
-            "INSERT INTO versions (env_id, version, version_key, created_at, content_hash, "
-            "requires_python, dependencies, summary, top_level) VALUES (?,?,?,?,?,?,?,?,?)",
-            [
-                (
-                    ids[(new.owner, new.name)],
-                    new.version,
-                    version_key(new.version),
-                    stamp,
-                    new.content_hash,
-                    new.requires_python,
-                    json.dumps(new.dependencies),
-                    new.summary,
-                    json.dumps(new.top_level),
-                )
-                for new, _ in batch
-            ],
+            INSERT_VERSION,
+            [version_row(ids[(new.owner, new.name)], new, stamp) for new, _ in batch],
         )
         db.executemany(
             "INSERT INTO files (version_id, env_id, filename, kind, sha256, size, blob, "
             "metadata_blob, metadata_sha256, upload_time) SELECT id, env_id, ?,?,?,?,?,?,?,? "
             "FROM versions WHERE env_id=? AND version_key=?",
             [
-                (
-                    *(f.filename, f.kind, f.sha256, f.size, f.blob),
-                    *(f.metadata_blob, f.metadata_sha256, stamp),
-                    ids[(new.owner, new.name)],
-                    version_key(new.version),
-                )
+                (*file_values(f, stamp), ids[(new.owner, new.name)], version_key(new.version))
                 for new, files in batch
                 for f in files
             ],

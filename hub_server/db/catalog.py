@@ -61,6 +61,41 @@ class NewVersion:
     may_change_visibility: bool = False  # the namespace's user, a team owner or an admin
 
 
+INSERT_VERSION = (
+    "INSERT INTO versions (env_id, version, version_key, created_at, content_hash, "
+    "requires_python, dependencies, summary, top_level) VALUES (?,?,?,?,?,?,?,?,?)"
+)
+
+
+def version_row(env_id: int, new: NewVersion, stamp: str) -> tuple[Any, ...]:
+    """The values of ``INSERT_VERSION`` for ``new`` (a push and the bulk load store the same)."""
+    return (
+        env_id,
+        new.version,
+        version_key(new.version),
+        stamp,
+        new.content_hash,
+        new.requires_python,
+        json.dumps(new.dependencies),
+        new.summary,
+        json.dumps(new.top_level),
+    )
+
+
+def file_values(f: StoredFile, stamp: str) -> tuple[Any, ...]:
+    """A file's columns after ``version_id, env_id`` in the ``files`` table, in order."""
+    return (
+        f.filename,
+        f.kind,
+        f.sha256,
+        f.size,
+        f.blob,
+        f.metadata_blob,
+        f.metadata_sha256,
+        stamp,
+    )
+
+
 def latest_of(versions: list[Any]) -> str | None:
     """The newest non-yanked final release, else the newest non-yanked pre-release."""
     live = sorted((v for v in versions if not v["yanked"]), key=lambda v: Version(v["version"]))
@@ -161,37 +196,13 @@ class Catalog:
                 if any(version_key(v["version"]) == version_key(new.version) for v in versions):
                     raise self._version_exists(new)
                 version_id = db.execute(
-                    "INSERT INTO versions (env_id, version, version_key, created_at, content_hash, "
-                    "requires_python, dependencies, summary, top_level) VALUES (?,?,?,?,?,?,?,?,?) "
-                    "RETURNING id",
-                    (
-                        env["id"],
-                        new.version,
-                        version_key(new.version),
-                        stamp,
-                        new.content_hash,
-                        new.requires_python,
-                        json.dumps(new.dependencies),
-                        new.summary,
-                        json.dumps(new.top_level),
-                    ),
+                    f"{INSERT_VERSION} RETURNING id", version_row(env["id"], new, stamp)
                 ).fetchone()["id"]
                 for f in files:
                     db.execute(
                         "INSERT INTO files (version_id, env_id, filename, kind, sha256, size, blob, "
                         "metadata_blob, metadata_sha256, upload_time) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                        (
-                            version_id,
-                            env["id"],
-                            f.filename,
-                            f.kind,
-                            f.sha256,
-                            f.size,
-                            f.blob,
-                            f.metadata_blob,
-                            f.metadata_sha256,
-                            stamp,
-                        ),
+                        (version_id, env["id"], *file_values(f, stamp)),
                     )
                 if within is not None:
                     within(db)
