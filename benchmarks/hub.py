@@ -516,6 +516,11 @@ def client_costs(hub: Hub, work: Path, repeats: int, official_venv: Path | None)
         "PRIME_HUB_URL": hub.url,
         "PRIME_API_KEY": token,
         "PRIME_CONFIG_DIR": str(root / "native-config"),
+        # each target venv sees this checkout's SDK, as an environment's venv has it installed
+        # (prime refuses a target without it)
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")) if p
+        ),
     }
 
     def native(*args: str) -> subprocess.CompletedProcess:
