@@ -21,16 +21,16 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from hub_server.db.catalog import (
+from hub_server.db.catalog import latest_of
+from hub_server.db.clock import now
+from hub_server.db.engine import Database, version_key
+from hub_server.db.new_versions import (
     INSERT_VERSION,
     NewVersion,
     StoredFile,
     file_values,
-    latest_of,
     version_row,
 )
-from hub_server.db.clock import now
-from hub_server.db.engine import Database, version_key
 
 Batch = list[tuple[NewVersion, list[StoredFile]]]
 

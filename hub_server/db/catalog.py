@@ -19,6 +19,13 @@ from packaging.version import Version
 from hub_server.db.accounts import NAMESPACE_LOCK
 from hub_server.db.clock import now, today
 from hub_server.db.engine import Conflict, Database, typed, version_key
+from hub_server.db.new_versions import (
+    INSERT_VERSION,
+    NewVersion,
+    StoredFile,
+    file_values,
+    version_row,
+)
 from hub_server.db.rows import EnvironmentRow, FileRow, VersionRow
 from hub_server.errors import Conflicting, NotAllowed
 
@@ -29,71 +36,6 @@ class Viewer:
 
     namespaces: tuple[str, ...] = ()
     sees_all: bool = False
-
-
-@dataclass
-class StoredFile:
-    kind: str
-    filename: str
-    sha256: str
-    size: int
-    blob: str
-    metadata_blob: str | None
-    metadata_sha256: str | None
-
-
-@dataclass
-class NewVersion:
-    owner: str
-    name: str
-    distribution: str
-    version: str
-    content_hash: str
-    requires_python: str | None
-    dependencies: list[str]
-    summary: str | None
-    top_level: list[str]
-    visibility: str | None
-    readme: str | None
-    description: str | None
-    tags: list[str]
-    token_id: int | None = None  # the publisher's token: still there at the commit
-    may_change_visibility: bool = False  # the namespace's user, a team owner or an admin
-
-
-INSERT_VERSION = (
-    "INSERT INTO versions (env_id, version, version_key, created_at, content_hash, "
-    "requires_python, dependencies, summary, top_level) VALUES (?,?,?,?,?,?,?,?,?)"
-)
-
-
-def version_row(env_id: int, new: NewVersion, stamp: str) -> tuple[Any, ...]:
-    """The values of ``INSERT_VERSION`` for ``new`` (a push and the bulk load store the same)."""
-    return (
-        env_id,
-        new.version,
-        version_key(new.version),
-        stamp,
-        new.content_hash,
-        new.requires_python,
-        json.dumps(new.dependencies),
-        new.summary,
-        json.dumps(new.top_level),
-    )
-
-
-def file_values(f: StoredFile, stamp: str) -> tuple[Any, ...]:
-    """A file's columns after ``version_id, env_id`` in the ``files`` table, in order."""
-    return (
-        f.filename,
-        f.kind,
-        f.sha256,
-        f.size,
-        f.blob,
-        f.metadata_blob,
-        f.metadata_sha256,
-        stamp,
-    )
 
 
 def latest_of(versions: list[Any]) -> str | None:
