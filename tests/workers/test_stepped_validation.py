@@ -51,10 +51,20 @@ async def stepped_with_turns(data: dict) -> tuple[RunGroupRequest, int]:
 LARGE = {
     "many rows": request(group_inputs=[{f"k{j}": j for j in range(8)} for _ in range(30_000)]),
     "one row of many keys": request(group_inputs=[{f"k{j}": j for j in range(100_000)}]),
+    # a large item behind small ones is stepped too (it was validated whole in their slice)
+    "a row of many keys after a small one": request(
+        group_inputs=[{"question": "q"}, {f"k{j}": j for j in range(100_000)}]
+    ),
     "many sampling args": request(sampling_args={f"k{j}": j for j in range(100_000)}),
     "many members": request(members=[{"rollout_index": i} for i in range(40_000)]),
     "one member of many sampling args": request(
         members=[{"rollout_index": 0, "sampling_args": {f"k{j}": j for j in range(100_000)}}]
+    ),
+    "a member of many sampling args after a small one": request(
+        members=[
+            {"rollout_index": 0},
+            {"rollout_index": 1, "sampling_args": {f"k{j}": j for j in range(100_000)}},
+        ]
     ),
     "many state columns": request(state_columns=[f"c{j}" for j in range(100_000)]),
 }
