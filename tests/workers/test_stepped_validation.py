@@ -51,10 +51,21 @@ async def stepped_with_turns(data: dict) -> tuple[RunGroupRequest, int]:
 LARGE = {
     "many rows": request(group_inputs=[{f"k{j}": j for j in range(8)} for _ in range(30_000)]),
     "one row of many keys": request(group_inputs=[{f"k{j}": j for j in range(100_000)}]),
+    "many empty rows": request(group_inputs=[{}] * 200_000),  # each counted as no entry
+    # a large item behind small ones is stepped too (it was validated whole in their slice)
+    "a row of many keys after a small one": request(
+        group_inputs=[{"question": "q"}, {f"k{j}": j for j in range(100_000)}]
+    ),
     "many sampling args": request(sampling_args={f"k{j}": j for j in range(100_000)}),
     "many members": request(members=[{"rollout_index": i} for i in range(40_000)]),
     "one member of many sampling args": request(
         members=[{"rollout_index": 0, "sampling_args": {f"k{j}": j for j in range(100_000)}}]
+    ),
+    "a member of many sampling args after a small one": request(
+        members=[
+            {"rollout_index": 0},
+            {"rollout_index": 1, "sampling_args": {f"k{j}": j for j in range(100_000)}},
+        ]
     ),
     "many state columns": request(state_columns=[f"c{j}" for j in range(100_000)]),
 }
@@ -111,6 +122,39 @@ async def test_a_wrong_entry_past_the_first_slice_is_refused_naming_it(field, va
     assert str(refused.value).startswith(f"{where}"), refused.value
     with pytest.raises(ValueError):  # the whole validation refuses it too
         parse_request(request(**{field: value}))
+
+
+ROW_SHAPES = {
+    "alike": [{"question": "q", "answer": "a", "info": {}}] * 20_000,
+    "varied": [{f"k{j}": j for j in range(i % 10)} for i in range(30_000)],
+    "large behind small": [{"q": 1}] * 10
+    + [{f"k{j}": j for j in range(20_000)}]
+    + [{"q": 1}] * 9000,
+    "large at a step's end": [{"a": 1, "b": 2, "c": 3}] * 4095
+    + [{f"k{j}": j for j in range(5000)}],
+    "some without a length": [{"q": 1}, 7, {"q": 1}] * 5000,
+}
+
+
+@pytest.mark.parametrize("shape", list(ROW_SHAPES))
+def test_rows_are_sliced_a_step_at_a_time_and_a_large_row_alone(shape):
+    """The slices rows are validated in cover them in order, each of at most a step of entries
+    or up to the row that brings it past one; a row of more than a step is a slice alone (it is
+    then validated stepped), whatever rows come before it."""
+    from typing import Any
+
+    rows = ROW_SHAPES[shape]
+    slices = list(stepped_validation._slices(dict[str, Any], rows))
+    sizes = [len(row) if isinstance(row, dict) else 1 for row in rows]
+    assert [start for start, _, _ in slices] == [0] + [end for _, end, _ in slices[:-1]]
+    assert slices[-1][1] == len(rows)
+    for start, end, entries in slices:
+        assert entries == sum(sizes[start:end])
+        if end - start > 1:
+            assert max(sizes[start:end]) <= STEP_ENTRIES, (start, end)
+            assert entries - sizes[end - 1] < STEP_ENTRIES, (start, end, entries)
+    large = [i for i, size in enumerate(sizes) if size > STEP_ENTRIES]
+    assert all((i, i + 1) in {(start, end) for start, end, _ in slices} for i in large)
 
 
 async def test_a_client_config_too_large_to_validate_whole_is_refused_and_a_real_one_passes():
