@@ -9,7 +9,8 @@ Positions come from the attention mask (``cumsum - 1``), so left padding and mer
 different lengths rotate keys exactly as an unpadded run would.
 
 A prompt's prefill (its KV cache and last logits) is kept for later requests of the same prompt
-until the weights change (``verifiers.serve.prompt_cache``): each distinct prompt is computed once.
+of the same client until the weights change (``verifiers.serve.prompt_cache``): each distinct
+prompt is computed once per client.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 import torch
 
-from verifiers.serve.prompt_cache import Prefilled, PromptCache, batched, unpadded
+from verifiers.serve.prompt_cache import CacheKey, Prefilled, PromptCache, batched, unpadded
 from verifiers.serve.protocol import SamplingParams
 
 __all__ = ["Engine", "SamplingParams", "Sequence"]
@@ -47,6 +48,10 @@ class Sequence:
     generator: torch.Generator | None = None
     cancelled: bool = False
     finish_reason: str | None = None
+    scope: str | None = None
+    """Whose kept prefills this sequence may use (its client, on a server without a key):
+    a prompt kept for one client is computed anew for another, so no client learns from a
+    prefill's speed what another one asked."""
 
 
 class Engine:
@@ -163,8 +168,8 @@ class Engine:
         sequence to the running batch from its prompt's prefill."""
         from transformers import DynamicCache
 
-        keys = [tuple(s.prompt_ids) for s in seqs]
-        prefilled: dict[tuple[int, ...], Prefilled] = {}
+        keys: list[CacheKey] = [(s.scope, tuple(s.prompt_ids)) for s in seqs]
+        prefilled: dict[CacheKey, Prefilled] = {}
         for key in keys:
             kept = self.prompts.get(key)
             if kept is not None:
@@ -172,20 +177,21 @@ class Engine:
         fresh = list(dict.fromkeys(k for k in keys if k not in prefilled))
         if fresh:
             prefilled.update(self._compute_prefill(fresh))
-        length = max(len(k) for k in keys)
+        length = max(len(k[1]) for k in keys)
         mask = torch.zeros((len(seqs), length), dtype=torch.long, device=self.device)
-        for i, key in enumerate(keys):
-            mask[i, length - len(key) :] = 1
+        for i, (_, prompt_ids) in enumerate(keys):
+            mask[i, length - len(prompt_ids) :] = 1
         layers, logits = batched([prefilled[k] for k in keys], length)
         cache = DynamicCache(ddp_cache_data=layers, config=self.model.config)
         self._merge(seqs, cache, mask)
         self._sample_and_advance(logits, first_index=len(self.running) - len(seqs))
 
-    def _compute_prefill(self, prompts: list[tuple[int, ...]]) -> dict[tuple[int, ...], Prefilled]:
-        """One batched forward of ``prompts`` (left-padded): each one's unpadded KV cache and
-        last logits, kept for later requests within ``prompt_cache_bytes``."""
+    def _compute_prefill(self, keys: list[CacheKey]) -> dict[CacheKey, Prefilled]:
+        """One batched forward of ``keys``' prompts (left-padded): each one's unpadded KV cache
+        and last logits, kept for later requests of its scope within ``prompt_cache_bytes``."""
         from transformers import DynamicCache
 
+        prompts = [prompt for _, prompt in keys]
         length = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), length), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), length), dtype=torch.long)
@@ -197,9 +203,9 @@ class Engine:
         logits, cache = self._forward(
             ids.to(self.device), mask.to(self.device), positions.to(self.device), cache
         )
-        out = dict(zip(prompts, unpadded(cache, logits, prompts), strict=True))
-        for prompt, prefilled in out.items():
-            self.prompts.put(prompt, prefilled)
+        out = dict(zip(keys, unpadded(cache, logits, prompts), strict=True))
+        for key, prefilled in out.items():
+            self.prompts.put(key, prefilled)
         return out
 
     def _merge(self, seqs: list[Sequence], cache: Any, mask: torch.Tensor) -> None:
