@@ -8,9 +8,8 @@ waits for a long one, and a new request waits at most one decoding step to join.
 Positions come from the attention mask (``cumsum - 1``), so left padding and merged caches of
 different lengths rotate keys exactly as an unpadded run would.
 
-A prompt's prefill (its KV cache and last logits) is kept for later requests of the same prompt
-of the same client until the weights change (``verifiers.serve.prompt_cache``): each distinct
-prompt is computed once per client.
+A prompt's prefill (its KV cache and last logits) is kept for its client's later requests of it
+until the weights change (``verifiers.serve.prompt_cache``): each distinct prompt is computed once.
 """
 
 from __future__ import annotations
@@ -48,10 +47,7 @@ class Sequence:
     generator: torch.Generator | None = None
     cancelled: bool = False
     finish_reason: str | None = None
-    scope: str | None = None
-    """Whose kept prefills this sequence may use (its client, on a server without a key):
-    a prompt kept for one client is computed anew for another, so no client learns from a
-    prefill's speed what another one asked."""
+    scope: str | None = None  # whose kept prefills it may use: its client's (prompt_cache)
 
 
 class Engine:
@@ -169,26 +165,22 @@ class Engine:
         from transformers import DynamicCache
 
         keys: list[CacheKey] = [(s.scope, tuple(s.prompt_ids)) for s in seqs]
-        prefilled: dict[CacheKey, Prefilled] = {}
-        for key in keys:
-            kept = self.prompts.get(key)
-            if kept is not None:
-                prefilled[key] = kept
+        kept = {key: self.prompts.get(key) for key in keys}
+        prefilled = {key: entry for key, entry in kept.items() if entry is not None}
         fresh = list(dict.fromkeys(k for k in keys if k not in prefilled))
         if fresh:
             prefilled.update(self._compute_prefill(fresh))
-        length = max(len(k[1]) for k in keys)
+        length = max(len(s.prompt_ids) for s in seqs)
         mask = torch.zeros((len(seqs), length), dtype=torch.long, device=self.device)
-        for i, (_, prompt_ids) in enumerate(keys):
-            mask[i, length - len(prompt_ids) :] = 1
+        for i, seq in enumerate(seqs):
+            mask[i, length - len(seq.prompt_ids) :] = 1
         layers, logits = batched([prefilled[k] for k in keys], length)
         cache = DynamicCache(ddp_cache_data=layers, config=self.model.config)
         self._merge(seqs, cache, mask)
         self._sample_and_advance(logits, first_index=len(self.running) - len(seqs))
 
     def _compute_prefill(self, keys: list[CacheKey]) -> dict[CacheKey, Prefilled]:
-        """One batched forward of ``keys``' prompts (left-padded): each one's unpadded KV cache
-        and last logits, kept for later requests of its scope within ``prompt_cache_bytes``."""
+        """One batched forward of the prompts (left-padded): each one's unpadded prefill, kept."""
         from transformers import DynamicCache
 
         prompts = [prompt for _, prompt in keys]
