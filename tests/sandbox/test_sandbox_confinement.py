@@ -496,6 +496,61 @@ def test_stale_uid_lock_files_are_swept_and_held_or_others_files_stay(tmp_path, 
         shutil.rmtree(locks, ignore_errors=True)
 
 
+def test_a_lock_file_another_user_planted_never_gives_two_sandboxes_one_uid(monkeypatch):
+    """In a shared sticky lock directory another user (uid 65534) made a file at the name a
+    claim would take: the claim locked that file, its owner removed it while the sandbox held
+    the uid, and the next claim took the same uid through a new file (two sandboxes, one uid:
+    each could read and signal the other's processes). A file that is not this user's is now a
+    uid in use, a link or a directory at the name too, and a lock directory another user owns,
+    or anyone may change without the sticky bit, is refused; claims in the user's own sticky
+    directory still work and never collide."""
+    import random
+
+    from verifiers.sandbox import uids
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("another local user (uid 65534) needs root and setpriv")
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    locks = Path(tempfile.mkdtemp(prefix="vf-uid-locks-"))
+    locks.chmod(0o1777)  # as /tmp: another user may make files here, not remove ours
+    monkeypatch.setattr(uids, "UID_LOCK_DIR", locks)
+    monkeypatch.setattr(uids, "_swept", set())
+    state = random.getstate()
+    try:
+        random.seed(7)
+        first = uids.UID_BASE + random.randrange(uids.UID_COUNT)  # where the next claim starts
+        planted = locks / str(first)
+        subprocess.run([*nobody, "touch", str(planted)], check=True)
+        (locks / str(first + 1)).symlink_to("/etc/passwd")
+        (locks / str(first + 2)).mkdir()
+        random.seed(7)
+        a = uids.UidClaim()
+        subprocess.run([*nobody, "rm", "-f", str(planted)], check=True)  # its owner may
+        random.seed(7)
+        b = uids.UidClaim()
+        assert a.uid != b.uid
+        assert a.uid not in (first, first + 1, first + 2)
+        assert (locks / str(a.uid)).stat().st_uid == 0
+        a.release()
+        b.release()
+    finally:
+        random.setstate(state)
+    theirs = Path(tempfile.mkdtemp(prefix="vf-uid-theirs-"))
+    theirs.chmod(0o755)
+    os.chown(theirs, 65534, 65534)
+    open_to_all = Path(tempfile.mkdtemp(prefix="vf-uid-open-"))
+    open_to_all.chmod(0o777)
+    try:
+        for bad in (theirs, open_to_all):
+            monkeypatch.setattr(uids, "UID_LOCK_DIR", bad)
+            with pytest.raises(SandboxUnavailableError, match="sandbox uid locks"):
+                uids.UidClaim()
+            assert os.listdir(bad) == []
+    finally:
+        for made in (locks, theirs, open_to_all):
+            shutil.rmtree(made, ignore_errors=True)
+
+
 async def test_host_processes_are_invisible_and_unsignalable(sandbox):
     host_pid = os.getpid()
     result = await sandbox.run_python(

@@ -73,3 +73,71 @@ def test_the_budget_keeps_the_most_recent_prompts():
     assert cache.bytes == 2 * size
     cache.put((4,), prefill(400))  # larger than the whole budget: not kept, nothing dropped
     assert len(cache) == 2
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]  # another local user
+ASK = """
+import json, sys, urllib.request
+body = json.dumps({"model": "tiny", "prompt": sys.argv[2], "max_tokens": 2}).encode()
+req = urllib.request.Request(sys.argv[1], body, {"Content-Type": "application/json"})
+print(urllib.request.urlopen(req, timeout=60).status)
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() != 0,
+    reason="another local user (uid 65534) needs root to become",
+)
+def test_another_local_user_never_gets_a_prefill_kept_for_someone_else(tiny_dir):
+    """A kept prefill answers faster than a new one, so a cache shared by every anonymous client
+    told another local user (uid 65534, reaching vf-serve's port) whether the user had sent a
+    prompt it guessed: an outside attack's membership oracle. Each client keeps its own now;
+    one client's second request of a prompt still uses its kept prefill."""
+    import shutil
+    import socket
+    import subprocess
+    import sys
+
+    import uvicorn
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verifiers.serve.app import build_app
+    from verifiers.serve.service import ModelService
+
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv is needed to act as another local user")
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    engine = Engine(model, AutoTokenizer.from_pretrained(tiny_dir))
+    service = ModelService(engine, "tiny")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1/completions"
+    server = uvicorn.Server(uvicorn.Config(build_app(service), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    prompt = "the user's secret prompt, which nobody else should learn was asked"
+
+    def ask(*user: str) -> None:
+        out = subprocess.run(
+            [*user, sys.executable if not user else "/usr/bin/python3", "-c", ASK, url, prompt],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.stdout.strip() == "200", out.stderr
+
+    try:
+        while not server.started:
+            thread.join(0.05)
+        ask()
+        assert len(engine.prompts) == 1
+        ask()  # the same client again: its kept prefill, nothing new
+        assert len(engine.prompts) == 1
+        ask(*NOBODY)  # another local user asking the same prompt: computed for it alone
+        assert len(engine.prompts) == 2
+        scopes = {scope for scope, _ in engine.prompts._entries}
+        assert len(scopes) == 2 and None not in scopes
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        engine.shutdown()

@@ -8,11 +8,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -183,6 +187,42 @@ def test_a_toolset_server_accepts_connections_once_its_port_file_names_the_port(
         process.send_signal(signal.SIGCONT)
         process.terminate()
         process.wait(10)
+
+
+def test_a_port_file_in_a_shared_dir_is_never_written_through_a_planted_link(tally, tmp_path):
+    """``MCP_PORT_FILE`` in a shared sticky directory (/tmp): the port was staged at
+    ``PORT_FILE.PID.tmp``, a name known in advance, written through whatever was there, then
+    renamed into place; another local user (uid 65534) planted a link there, and the user's
+    file it named was overwritten with the port (and the port file left a link to it). Now it is
+    staged in a new file of a random name; the port file is the user's own and names the port."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("another local user (uid 65534) needs root and setpriv")
+    shared = Path(tempfile.mkdtemp(prefix="vf-shared-"))
+    shared.chmod(0o1777)  # as /tmp
+    victim = tmp_path / "victim"
+    victim.write_text("kept")
+    port_file = shared / "toolset.port"
+    env = {**os.environ, "MCP_PORT_FILE": str(port_file)}
+    code = "import sys; sys.stdin.readline(); import tally_tools; tally_tools.TallyToolset.run()"
+    process = subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE)
+    try:
+        planted = shared / f"toolset.port.{process.pid}.tmp"
+        subprocess.run([*NOBODY, "ln", "-s", str(victim), str(planted)], check=True)
+        assert process.stdin is not None
+        process.stdin.write(b"go\n")
+        process.stdin.flush()
+        while not (port_file.exists() and port_file.read_text().isdigit()):
+            assert process.poll() is None, "the toolset server exited"
+            subprocess.run(["sleep", "0.05"], check=True)
+        assert victim.read_text() == "kept"
+        info = port_file.lstat()
+        assert stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
+        with socket.create_connection(("127.0.0.1", int(port_file.read_text())), timeout=5):
+            pass
+    finally:
+        process.terminate()
+        process.wait(10)
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 async def test_a_toolset_url_reaches_a_running_mcp_server_and_keeps_image_content(

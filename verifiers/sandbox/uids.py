@@ -14,10 +14,18 @@ the file before its holder removed it locks a file no one else can see, and move
 that died (or released before claims removed their files) left its file: a process's first
 claim sweeps those (``sweep_stale``), each removed as a release removes it, locked and still the
 file at its name; a file that is held, another user's, or not a plain file is left alone.
+
+A claim is only ever this user's own plain file, in a directory only this user (or root) may
+rename entries of: another user may own a file in a shared sticky directory, and remove it while
+a sandbox's claim holds it, so that the next claim takes the same uid (an outside attack's
+file, planted at the name a claim would take, gave two sandboxes one uid). Such a file is a uid
+in use, and a lock directory another user owns, or anyone may change without the sticky bit, is
+refused.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import random
@@ -26,6 +34,7 @@ from functools import cache
 from pathlib import Path
 
 from verifiers.processes.lock_file import open_lock_file, still_named
+from verifiers.processes.own_dir import foreign_above_problem
 from verifiers.sandbox.base import SandboxUnavailableError
 
 UID_BASE, UID_COUNT = 1_900_000_000, 65_536
@@ -92,6 +101,9 @@ class UidClaim:
     def __init__(self) -> None:
         UID_LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         if UID_LOCK_DIR not in _swept:
+            problem = lock_dir_problem(UID_LOCK_DIR)
+            if problem:
+                raise SandboxUnavailableError(f"sandbox uid locks ({UID_LOCK_DIR}): {problem}")
             _swept.add(UID_LOCK_DIR)
             sweep_stale(UID_LOCK_DIR)
         start = random.randrange(UID_COUNT)
@@ -120,14 +132,39 @@ class UidClaim:
             self._fd = None
 
 
+def lock_dir_problem(directory: Path) -> str | None:
+    """Why ``directory`` cannot hold uid claims: whoever may rename its entries (its owner, or
+    anyone where it is writable without the sticky bit, or the owner of a directory above) may
+    remove a held claim's file, and the next claim takes that uid too."""
+    problem = foreign_above_problem(directory)
+    if problem:
+        return problem
+    info = directory.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        return "not a directory (a link or a file)"
+    if info.st_uid not in (os.geteuid(), 0):
+        return f"belongs to uid {info.st_uid}, who could remove the claims' files"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+        return f"others may remove its files (mode {oct(info.st_mode & 0o7777)}, no sticky bit)"
+    return None
+
+
 def _lock(path: Path) -> int | None:
     """A descriptor holding ``path``'s exclusive lock, or ``None`` when someone holds it (or
-    removed the file that was opened: it is then no claim)."""
-    fd = open_lock_file(path)
+    removed the file that was opened: it is then no claim), or when the file is not this user's
+    own plain file (its owner may remove it while the claim holds it)."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if still_named(fd, path):
-            return fd
+        fd = open_lock_file(path)
+    except OSError as exc:  # a link (O_NOFOLLOW) or a directory at the name: no claim there
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            return None
+        raise
+    try:
+        held = os.fstat(fd)
+        if stat.S_ISREG(held.st_mode) and held.st_uid == os.geteuid():
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if still_named(fd, path):
+                return fd
     except BlockingIOError:
         pass
     os.close(fd)

@@ -85,7 +85,8 @@ def build_app(
         except BaseException:
             held.release()
             raise
-        return reply, prompt_ids, service.start(prompt_ids, params, n, held.release)
+        # a kept prefill is faster: each anonymous client keeps its own (no timing oracle)
+        return reply, prompt_ids, service.start(prompt_ids, params, n, held.release, client)
 
     async def finished(request: Request, started: Started) -> None:
         """Every sequence done; if the client hangs up first (or one fails), all of them stop."""

@@ -8,7 +8,7 @@ waits for a long one, and a new request waits at most one decoding step to join.
 Positions come from the attention mask (``cumsum - 1``), so left padding and merged caches of
 different lengths rotate keys exactly as an unpadded run would.
 
-A prompt's prefill (its KV cache and last logits) is kept for later requests of the same prompt
+A prompt's prefill (its KV cache and last logits) is kept for its client's later requests of it
 until the weights change (``verifiers.serve.prompt_cache``): each distinct prompt is computed once.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from verifiers.serve.prompt_cache import Prefilled, PromptCache, batched, unpadded
+from verifiers.serve.prompt_cache import CacheKey, Prefilled, PromptCache, batched, unpadded
 from verifiers.serve.protocol import SamplingParams
 
 __all__ = ["Engine", "SamplingParams", "Sequence"]
@@ -47,6 +47,7 @@ class Sequence:
     generator: torch.Generator | None = None
     cancelled: bool = False
     finish_reason: str | None = None
+    scope: str | None = None  # whose kept prefills it may use: its client's (prompt_cache)
 
 
 class Engine:
@@ -163,29 +164,26 @@ class Engine:
         sequence to the running batch from its prompt's prefill."""
         from transformers import DynamicCache
 
-        keys = [tuple(s.prompt_ids) for s in seqs]
-        prefilled: dict[tuple[int, ...], Prefilled] = {}
-        for key in keys:
-            kept = self.prompts.get(key)
-            if kept is not None:
-                prefilled[key] = kept
+        keys: list[CacheKey] = [(s.scope, tuple(s.prompt_ids)) for s in seqs]
+        kept = {key: self.prompts.get(key) for key in keys}
+        prefilled = {key: entry for key, entry in kept.items() if entry is not None}
         fresh = list(dict.fromkeys(k for k in keys if k not in prefilled))
         if fresh:
             prefilled.update(self._compute_prefill(fresh))
-        length = max(len(k) for k in keys)
+        length = max(len(s.prompt_ids) for s in seqs)
         mask = torch.zeros((len(seqs), length), dtype=torch.long, device=self.device)
-        for i, key in enumerate(keys):
-            mask[i, length - len(key) :] = 1
+        for i, seq in enumerate(seqs):
+            mask[i, length - len(seq.prompt_ids) :] = 1
         layers, logits = batched([prefilled[k] for k in keys], length)
         cache = DynamicCache(ddp_cache_data=layers, config=self.model.config)
         self._merge(seqs, cache, mask)
         self._sample_and_advance(logits, first_index=len(self.running) - len(seqs))
 
-    def _compute_prefill(self, prompts: list[tuple[int, ...]]) -> dict[tuple[int, ...], Prefilled]:
-        """One batched forward of ``prompts`` (left-padded): each one's unpadded KV cache and
-        last logits, kept for later requests within ``prompt_cache_bytes``."""
+    def _compute_prefill(self, keys: list[CacheKey]) -> dict[CacheKey, Prefilled]:
+        """One batched forward of the prompts (left-padded): each one's unpadded prefill, kept."""
         from transformers import DynamicCache
 
+        prompts = [prompt for _, prompt in keys]
         length = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), length), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), length), dtype=torch.long)
@@ -197,9 +195,9 @@ class Engine:
         logits, cache = self._forward(
             ids.to(self.device), mask.to(self.device), positions.to(self.device), cache
         )
-        out = dict(zip(prompts, unpadded(cache, logits, prompts), strict=True))
-        for prompt, prefilled in out.items():
-            self.prompts.put(prompt, prefilled)
+        out = dict(zip(keys, unpadded(cache, logits, prompts), strict=True))
+        for key, prefilled in out.items():
+            self.prompts.put(key, prefilled)
         return out
 
     def _merge(self, seqs: list[Sequence], cache: Any, mask: torch.Tensor) -> None:

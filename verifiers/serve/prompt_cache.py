@@ -2,6 +2,8 @@
 
 GRPO asks for each prompt ``rollouts_per_example`` times, in requests that do not arrive
 together; each prefill after the first is then a copy of a kept one instead of a forward. Kept
+per client on a server without a key (``CacheKey``): another client's request of the same
+prompt computes it anew. Kept
 until the weights change, within a byte budget, least recently used out first.
 """
 
@@ -14,21 +16,25 @@ import torch
 
 Prefilled = tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]
 """A prompt's prefill: per layer (keys, values) ``[1, H, n, D]``, and its last logits ``[V]``."""
+CacheKey = tuple[str | None, tuple[int, ...]]
+"""Whose prefill (the client's scope, ``None`` for a server's trusted callers) and its prompt:
+a prefill served from the cache is faster, so one kept for everyone would tell any client which
+prompts another one sent."""
 
 
 class PromptCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._entries: OrderedDict[tuple[int, ...], Prefilled] = OrderedDict()
+        self._entries: OrderedDict[CacheKey, Prefilled] = OrderedDict()
 
-    def get(self, prompt: tuple[int, ...]) -> Prefilled | None:
+    def get(self, prompt: CacheKey) -> Prefilled | None:
         entry = self._entries.get(prompt)
         if entry is not None:
             self._entries.move_to_end(prompt)
         return entry
 
-    def put(self, prompt: tuple[int, ...], prefilled: Prefilled) -> None:
+    def put(self, prompt: CacheKey, prefilled: Prefilled) -> None:
         if prompt in self._entries or _size(prefilled) > self.max_bytes:
             return
         self._entries[prompt] = prefilled

@@ -63,9 +63,11 @@ class ModelService:
         params: SamplingParams,
         n: int,
         on_finished: Callable[[], None] | None = None,
+        scope: str | None = None,
     ) -> Started:
         """Submit ``n`` sequences; ``on_finished`` runs (on the loop) once all of them ended,
-        however they ended (done, error, or cancelled by a client that went away)."""
+        however they ended (done, error, or cancelled by a client that went away). ``scope``:
+        whose kept prefills they may use (the anonymous client's; ``None`` for trusted callers)."""
         loop = asyncio.get_running_loop()
         started = []
         left = [n]
@@ -88,7 +90,7 @@ class ModelService:
                 if kind in ("done", "error"):
                     loop.call_soon_threadsafe(ended)
 
-            started.append((self.engine.submit(Sequence(prompt_ids, p, emit)), events))
+            started.append((self.engine.submit(Sequence(prompt_ids, p, emit, scope=scope)), events))
         return started
 
     @staticmethod

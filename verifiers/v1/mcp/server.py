@@ -10,9 +10,11 @@ The calling rollout's typed state rides each call: the request's ``_meta`` carri
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
+import tempfile
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,9 +154,24 @@ def serve_from_environment(cls: type[Toolset]) -> None:
     sock.bind((os.environ.get("MCP_HOST", "127.0.0.1"), int(os.environ.get("MCP_PORT", "0"))))
     sock.listen(2048)  # connections made once the port is known queue until uvicorn serves
     port_file = os.environ.get("MCP_PORT_FILE")
-    if port_file:  # whole or absent for a reader polling it: written beside, then renamed
-        staged = Path(f"{port_file}.{os.getpid()}.tmp")
-        staged.write_text(str(sock.getsockname()[1]))
-        staged.replace(port_file)
+    if port_file:
+        write_port_file(Path(port_file), sock.getsockname()[1])
     api_key = os.environ.pop(KEY_ENV, None) or None
     asyncio.run(serve(cls(config), sock, api_key))
+
+
+def write_port_file(port_file: Path, port: int) -> None:
+    """``port`` in ``port_file``, whole or absent for a reader polling it: written beside, in a
+    new file of a random name (``O_EXCL``, never through a link or into a file someone else
+    made: the port file may be in a shared directory such as /tmp, where another user could
+    plant a link at a name known in advance), then renamed into place."""
+    fd, staged = tempfile.mkstemp(prefix=f".{port_file.name}.", dir=port_file.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            os.fchmod(fd, 0o644)
+            out.write(str(port))
+        os.replace(staged, port_file)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        raise
