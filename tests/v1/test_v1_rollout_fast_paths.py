@@ -3,7 +3,10 @@
 records the trace ``agent.interaction`` records for one segment, set-up failures, stop hooks,
 tools and cancellation included; a task's hooks come in the order the sorted comprehension gave;
 an env's roles, a model call's limits, the episode's env record, a reply's token read and the
-client pool's context read as they did."""
+client pool's context read as they did. The objects a rollout no longer holds across its model
+calls (an episode made before ``run``, an exit stack for in-process tools, an interaction's
+lock, a ``ModelContext`` and a ``using_pool`` per rollout, a coroutine around the POST) and the
+ids read in batches change nothing a rollout records."""
 
 from __future__ import annotations
 
