@@ -3,7 +3,10 @@
 records the trace ``agent.interaction`` records for one segment, set-up failures, stop hooks,
 tools and cancellation included; a task's hooks come in the order the sorted comprehension gave;
 an env's roles, a model call's limits, the episode's env record, a reply's token read and the
-client pool's context read as they did."""
+client pool's context read as they did. The objects a rollout no longer holds across its model
+calls (an episode made before ``run``, an exit stack for in-process tools, an interaction's
+lock, a ``ModelContext`` and a ``using_pool`` per rollout, a coroutine around the POST) and the
+ids read in batches change nothing a rollout records."""
 
 from __future__ import annotations
 
@@ -290,3 +293,166 @@ async def test_an_env_without_toolsets_serves_the_empty_list_serve_shared_gives(
     async with env.serving():
         assert env._shared_toolsets == expected == []
     assert env._shared_toolsets is None
+
+
+class ScoredInItsBox(Plain):
+    """No tools (nothing for an exit stack to close), but a reward that runs in the box."""
+
+    boxes: list[Any] = []
+
+    @vf.reward
+    async def box_answered(self, runtime: Any) -> float:
+        type(self).boxes.append(runtime)
+        return float((await runtime.shell("echo 5")).stdout.strip() == "5")
+
+
+async def test_a_box_without_tool_servers_is_still_destroyed_when_the_rollout_ends(server) -> None:
+    """A rollout whose tools are all in process holds no exit stack for tool servers; the box
+    its scoring asked for still goes when it ends, by ``run`` or by ``interaction``."""
+    server.set_handler(tool_then_answer)
+    task = ScoredInItsBox(vf.TaskData(idx=0, prompt="add 2 and 3"))
+    for play in (lambda agent: agent.run(task), lambda agent: the_long_way(agent, task)):
+        ScoredInItsBox.boxes.clear()
+        trace = await play(make_agent(server))
+        (box,) = ScoredInItsBox.boxes
+        assert trace.rewards["box_answered"] == vf.Reward(score=1.0)
+        assert box.sandbox is None  # stopped: its sandbox destroyed
+
+
+async def test_an_interaction_opened_with_in_process_tools_has_no_exit_stack(server) -> None:
+    agent = make_agent(server)
+    for task_cls, held in ((Plain, False), (WithTools, False)):
+        interaction = await agent.open_interaction(task_cls(vf.TaskData(idx=0, prompt="p")))
+        assert (interaction._servers is not None) is held and interaction._lock is None
+        await agent.release_interaction(interaction)
+
+
+async def test_turns_and_closes_take_one_lock_made_by_the_first_caller(server) -> None:
+    """The interaction's lock is made when first needed; callers racing for it share it."""
+    server.set_handler(tool_then_answer)
+    agent = make_agent(server)
+    async with agent.interaction(Plain(vf.TaskData(idx=0, prompt="p"))) as interaction:
+        assert interaction._lock is None
+        first, second = await asyncio.gather(interaction.turn(), interaction.close())
+        assert interaction._lock is not None and not interaction._lock.locked()
+        assert first.last_reply == "5" and second is interaction.trace
+
+
+class Scripted(vf.SingleAgentEnv):
+    """An env whose hooks fail where a test asks (``fail``: setup, run or finalize)."""
+
+    fail = ""
+    seen: list[Any] = []
+
+    async def setup(self, agents: Any) -> None:
+        if self.fail == "setup":
+            raise ValueError("setup failed")
+
+    async def run(self, task: vf.Task, agents: Any) -> None:
+        await super().run(task, agents)
+        if self.fail == "run":
+            raise ValueError("run failed")
+
+    async def finalize(self, task: vf.Task, episode: Any) -> None:
+        type(self).seen.append([t.id for t in episode.traces])
+        if self.fail == "finalize":
+            raise ValueError("finalize failed")
+
+
+@pytest.mark.parametrize("fail", ["", "setup", "run", "finalize"])
+async def test_an_episode_made_after_its_run_records_what_it_did_before(server, fail) -> None:
+    """``run_episode`` makes the episode once ``run`` is done: its errors, traces, ``ok``
+    and finalize's view of the traces are what they were with the episode made first."""
+    server.set_handler(tool_then_answer)
+
+    class OneTask(vf.Taskset):
+        def load(self) -> Any:
+            return iter([Plain(vf.TaskData(idx=0, prompt="p"))])
+
+    env = Scripted(vf.SingleAgentEnvConfig())
+    env.__dict__["taskset"] = OneTask(vf.TasksetConfig())  # the taskset the env plays
+    env.fail, Scripted.seen = fail, []
+    context = ModelContext(base_url=server.base_url, model="test-model")
+    episode = await env.run_episode(Plain(vf.TaskData(idx=0, prompt="p")), context)
+    errors = [] if not fail else [vf.Error(type="ValueError", message=f"{fail} failed")]
+    assert episode.errors == errors and episode.ok is (not fail)
+    assert len(episode.traces) == (0 if fail == "setup" else 1)
+    assert Scripted.seen == ([] if fail in ("setup", "run") else [[episode.traces[0].id]])
+    assert episode.env.id == env.config.env_id and episode.task is not None
+
+
+def test_a_runs_rollouts_share_one_model_context_per_endpoint_model_and_sampling() -> None:
+    """``TasksetEnvironment`` makes one ``ModelContext`` per endpoint, model and sampling (the
+    engine's own defaults left off, as before) and gives it to every rollout that matches."""
+    from verifiers.v1.eval_env import ENGINE_SAMPLING, TasksetEnvironment
+
+    env = TasksetEnvironment.__new__(TasksetEnvironment)
+    env._model_contexts = {}
+
+    class Client:
+        base_url, api_key = "http://127.0.0.1:1/v1", "k"
+
+    asked = {"temperature": 0.5, "top_p": None, **ENGINE_SAMPLING}
+    one = env._model_context(Client(), "m", asked)
+    assert one == ModelContext(
+        base_url="http://127.0.0.1:1/v1", model="m", api_key="k", sampling={"temperature": 0.5}
+    )
+    assert env._model_context(Client(), "m", dict(asked)) is one
+    assert env._model_context(Client(), "other", asked) is not one
+    assert env._model_context(Client(), "m", {"temperature": 0.7}).sampling == {"temperature": 0.7}
+    assert env._model_context(Client(), "m", None).sampling == {}
+
+
+async def test_the_lean_clients_request_is_the_http_clients_post(server) -> None:
+    """``create_json`` hands back the POST's awaitable itself (no coroutine around it),
+    which gives the server's reply as its JSON."""
+    from verifiers.v1.chat import ClientPool
+    from verifiers.v1.configs.client import EvalClientConfig
+
+    server.set_handler(lambda request: "5")
+    pool = ClientPool()
+    client = pool.get(EvalClientConfig(), server.base_url, "k")
+    try:
+        messages = [{"role": "user", "content": "p"}]
+        request = client.create_json(model="test-model", messages=messages)
+        assert getattr(request, "__qualname__", "") == "OpenAICompatibleClient.post"
+        reply = await request
+        assert reply["choices"][0]["message"]["content"] == "5"
+        assert server.requests[-1]["messages"] == messages
+    finally:
+        await pool.aclose()
+
+
+def test_a_pool_entered_without_its_object_is_the_one_in_use_until_left() -> None:
+    from verifiers.v1.chat import ClientPool, _pool, enter_pool, leave_pool, using_pool
+
+    outer, inner = ClientPool(), ClientPool()
+    with using_pool(outer):
+        token = enter_pool(inner)
+        assert _pool.get() is inner
+        leave_pool(token)
+        assert _pool.get() is outer
+    assert _pool.get() is None
+
+
+def test_a_forked_child_makes_ids_its_parent_never_hands_out() -> None:
+    """Ids come from one ``os.urandom`` read per batch: a child forked with part of a batch
+    left starts its own, so parent and child never give the same id."""
+    import os
+
+    from verifiers.v1.trace_parts import _IDS_PER_READ, new_id
+
+    new_id()  # a batch read, most of it left
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its ids on the pipe
+        os.close(read)
+        os.write(write, "".join(new_id() for _ in range(_IDS_PER_READ)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    os.waitpid(pid, 0)
+    child = {text[i : i + 32] for i in range(0, len(text), 32)}
+    parent = {new_id() for _ in range(_IDS_PER_READ)}
+    assert len(child) == _IDS_PER_READ and not child & parent

@@ -126,15 +126,7 @@ class Agent:
         """The rollout's tools: the taskset's shared toolsets, then the task's; an MCP server
         launched or connected for them closes with ``stack``."""
         toolsets = [*self.shared_toolsets, *type(task).toolsets(task.config)]
-        if all(getattr(t.config, "colocated", False) and not t.config.url for t in toolsets):
-            tools: list[BoundTool] = []  # none, or all in process: ``open_tools``'s colocated
-            for toolset in toolsets:  # branch, without importing the MCP client for it
-                await toolset.setup()
-                tools.extend(toolset.tools())
-            return tools
-        from verifiers.v1.mcp.client import open_tools
-
-        return await open_tools(toolsets, stack)
+        return await _open_toolsets(toolsets, stack)
 
     async def converse(
         self,
@@ -186,10 +178,16 @@ class Agent:
         tools: list[BoundTool] = []
         runtime: Runtime | None = None
         started = False
-        servers = AsyncExitStack()  # the rollout's MCP sessions and launched tool servers
+        # the rollout's MCP sessions and launched tool servers; none for tools all in process
+        # (a stack held across every model call of a rollout was two more objects for the
+        # collector to walk)
+        servers: AsyncExitStack | None = None
         try:
             try:
-                tools = await self.open_tools(task, servers)
+                toolsets = [*self.shared_toolsets, *type(task).toolsets(task.config)]
+                if not _in_process(toolsets):
+                    servers = AsyncExitStack()
+                tools = await _open_toolsets(toolsets, servers)
                 trace.timing.setup.start = time.time()
                 limits = self.harness.sandbox_limits()
                 if limits is None and scores_in_runtime(task):
@@ -229,9 +227,7 @@ class Agent:
             if not abandoned:
                 await interaction.close()
         finally:
-            servers = interaction._servers
-            if servers is not None:
-                await _close_servers(servers, interaction.runtime)
+            await _close_servers(interaction._servers, interaction.runtime)
 
     async def wrap_up(self, task: Task, trace: Trace, runtime: Runtime | None = None) -> None:
         if not trace.errors:  # an interaction its caller closed (``run`` stops it first)
@@ -285,9 +281,31 @@ def _limits(*caps: int | None) -> RolloutLimits:
     return RolloutLimits(*caps)
 
 
-async def _close_servers(servers: AsyncExitStack, runtime: Runtime | None) -> None:
+def _in_process(toolsets: list[Any]) -> bool:
+    """Whether every toolset runs in the rollout's process (none, or all colocated without
+    a URL): opened without the MCP client or an exit stack."""
+    return all(getattr(t.config, "colocated", False) and not t.config.url for t in toolsets)
+
+
+async def _open_toolsets(toolsets: list[Any], stack: AsyncExitStack | None) -> list[BoundTool]:
+    """``toolsets``' tools; an MCP server launched or connected for them closes with
+    ``stack`` (which only toolsets all in process may go without)."""
+    if _in_process(toolsets):
+        tools: list[BoundTool] = []  # ``open_tools``'s colocated branch, without importing
+        for toolset in toolsets:  # the MCP client for it
+            await toolset.setup()
+            tools.extend(toolset.tools())
+        return tools
+    from verifiers.v1.mcp.client import open_tools
+
+    assert stack is not None, "a rollout with tool servers has an exit stack for them"
+    return await open_tools(toolsets, stack)
+
+
+async def _close_servers(servers: AsyncExitStack | None, runtime: Runtime | None) -> None:
     try:
-        await servers.aclose()
+        if servers is not None:
+            await servers.aclose()
     finally:
         if runtime is not None:
             await runtime.stop()

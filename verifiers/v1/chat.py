@@ -12,9 +12,9 @@ neither.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -107,14 +107,16 @@ class LeanChatClient:
         except ValidationError:  # a reply off the schema, kept as the openai SDK keeps it
             return ChatCompletion.construct(**reply)
 
-    async def create_json(self, **request: Any) -> Any:
+    def create_json(self, **request: Any) -> Awaitable[Any]:
         """The reply as the server's JSON dict, what the ``null`` harness reads (no
         ``ChatCompletion`` is validated, so ``openai`` is not imported); for an openai-only
         request ``AsyncOpenAI``'s ``ChatCompletion``. ``message_from_completion``,
-        ``Usage.from_openai`` and ``response_tokens`` read either."""
+        ``Usage.from_openai`` and ``response_tokens`` read either. The request's awaitable
+        itself, not a coroutine awaiting it: held across the model call, each layer was one
+        more object per rollout for the collector to walk."""
         if self._needs_openai(request):
-            return await self._openai_client().chat.completions.create(**request)
-        return await self._post(request)
+            return self._openai_client().chat.completions.create(**request)
+        return self._post(request)
 
     def _needs_openai(self, request: dict[str, Any]) -> bool:
         return self._http is None or bool(self.OPENAI_ONLY.intersection(request))
@@ -126,14 +128,13 @@ class LeanChatClient:
             self._openai = AsyncOpenAI(**self._args)
         return self._openai
 
-    async def _post(self, request: dict[str, Any]) -> Any:
+    def _post(self, request: dict[str, Any]) -> Awaitable[Any]:
+        """The POST of ``request``'s body (built now), as the HTTP client's awaitable."""
         from verifiers.clients.http_client import build_body
 
         assert self._http is not None  # ``_needs_openai`` is false
         body = build_body(request["model"], {k: v for k, v in request.items() if k != "model"})
-        return await self._http.post(
-            "/chat/completions", body, headers=request.get("extra_headers")
-        )
+        return self._http.post("/chat/completions", body, headers=request.get("extra_headers"))
 
     async def close(self) -> None:
         if self._http is not None:
@@ -184,6 +185,17 @@ class using_pool:
 
     def __exit__(self, *exc: object) -> None:
         _pool.reset(self._token)
+
+
+def enter_pool(pool: ClientPool) -> Token[ClientPool | None]:
+    """``using_pool``'s entry without its object (``leave_pool`` with the token undoes it):
+    for a caller that holds the pool across a whole rollout's model calls, where each object
+    held is one more for the collector to walk."""
+    return _pool.set(pool)
+
+
+def leave_pool(token: Token[ClientPool | None]) -> None:
+    _pool.reset(token)
 
 
 @asynccontextmanager

@@ -100,14 +100,21 @@ class Env(Generic[EnvConfigT]):
         that raises is the episode's own error (the traces finished so far stay on it), and
         ``finalize`` runs only after a clean ``run``, as upstream's ``run_episode``."""
         agents = self.agents(context)
-        episode = self.new_episode(task)
         try:
             await self.setup(agents)
             await self.run(task, agents)
-            episode.traces = agents.traces
-            await self.finalize(task, episode)
         except Exception as e:
+            episode = self.new_episode(task)
             episode.errors.append(Error(type=type(e).__name__, message=str(e)))
+        else:
+            # made once ``run`` is done (nothing reads it before): not held across the
+            # episode's model calls, where it was five more objects for the collector to walk
+            episode = self.new_episode(task)
+            episode.traces = agents.traces
+            try:
+                await self.finalize(task, episode)
+            except Exception as e:
+                episode.errors.append(Error(type=type(e).__name__, message=str(e)))
         episode.traces = agents.traces
         episode.ok = not episode.errors and all(t.ok for t in episode.traces)
         return episode

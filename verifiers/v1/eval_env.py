@@ -30,7 +30,7 @@ from verifiers.envs.environment import Environment
 from verifiers.messages import timing
 from verifiers.rubrics.rubric import Rubric
 from verifiers.v1.agent import ModelContext, prompt_messages
-from verifiers.v1.chat import ClientPool, message_to_wire, using_pool
+from verifiers.v1.chat import ClientPool, enter_pool, leave_pool, message_to_wire
 from verifiers.v1.configs.agent import DEFAULT_MAX_TURNS
 from verifiers.v1.configs.env import agent_configs
 from verifiers.v1.episode import TRACES_FILE, Episode
@@ -52,6 +52,7 @@ model call makes anyway: left off the episode's context, so its agent config rec
 run asked for, as ``run_eval``'s does."""
 DEFAULT_MAX_TASKS = 10_000
 """How many tasks of an infinite taskset become rows."""
+MODEL_CONTEXTS_CACHED = 256
 
 
 def trajectory(episode: Episode) -> list[dict[str, Any]]:
@@ -188,6 +189,7 @@ class TasksetEnvironment(Environment):
             self.tasks += _tasks(load_taskset(held_out.taskset), max_tasks)
             eval_rows = self._task_rows(taskset_id, len(rows))
         self._client_pool: tuple[asyncio.AbstractEventLoop, ClientPool] | None = None
+        self._model_contexts: dict[tuple[Any, ...], ModelContext] = {}
         self._serving = HeldServing(self.v1_env)
         super().__init__(
             # rows, not a ``datasets.Dataset``: the base class builds that view only when asked,
@@ -274,18 +276,7 @@ class TasksetEnvironment(Environment):
     async def rollout(self, input: Any, client: Any, model: str, sampling_args: Any = None) -> Any:
         state = await self.init_state(input, client, model, sampling_args)
         task = self.tasks[int((input.get("info") or {})["v1_task"])]
-        native = getattr(client, "client", None)
-        context = ModelContext(
-            base_url=str(getattr(client, "base_url", "") or "") or None,
-            model=model,
-            # the lean client holds its key itself; an SDK client wraps one that does
-            api_key=getattr(native, "api_key", None) or getattr(client, "api_key", None),
-            sampling={
-                k: v
-                for k, v in dict(sampling_args or {}).items()
-                if v is not None and not (k in ENGINE_SAMPLING and ENGINE_SAMPLING[k] == v)
-            },
-        )
+        context = self._model_context(client, model, sampling_args)
         timing.start_generation(state["timing"])
         loop = asyncio.get_running_loop()
         if self._client_pool is None or self._client_pool[0] is not loop:
@@ -297,8 +288,11 @@ class TasksetEnvironment(Environment):
             episode = self.v1_env.new_episode(task)
             episode.errors.append(Error(type=type(exc).__name__, message=str(exc)))
         else:
-            with using_pool(self._client_pool[1]):
+            entered = enter_pool(self._client_pool[1])
+            try:
                 episode = await self.v1_env.run_episode(task, context)
+            finally:
+                leave_pool(entered)
         timing.end_generation(state["timing"])
         state[EPISODE_KEY] = episode
         self.record_calls(state, episode)
@@ -321,6 +315,29 @@ class TasksetEnvironment(Environment):
         state["is_completed"] = True
         state[TRACE_KEY] = episode.model_dump_json()
         return state
+
+    def _model_context(self, client: Any, model: str, sampling_args: Any) -> ModelContext:
+        """The run's model as its episodes' agents read it (only read): one record per
+        endpoint, model and sampling, shared by the rollouts that call them alike (a record
+        per rollout was more objects held across its model calls for the collector to walk)."""
+        native = getattr(client, "client", None)
+        base_url = str(getattr(client, "base_url", "") or "") or None
+        # the lean client holds its key itself; an SDK client wraps one that does
+        api_key = getattr(native, "api_key", None) or getattr(client, "api_key", None)
+        sampling = {
+            k: v
+            for k, v in dict(sampling_args or {}).items()
+            if v is not None and not (k in ENGINE_SAMPLING and ENGINE_SAMPLING[k] == v)
+        }
+        key = (base_url, model, api_key, repr(sampling))
+        cached = self._model_contexts.get(key)
+        if cached is None:
+            if len(self._model_contexts) >= MODEL_CONTEXTS_CACHED:  # sampling set per call
+                self._model_contexts.clear()
+            cached = self._model_contexts[key] = ModelContext(
+                base_url=base_url, model=model, api_key=api_key, sampling=sampling
+            )
+        return cached
 
     async def rescore_state(self, state: Any) -> None:
         """A recorded rollout's episode (its ``traces.jsonl`` line, which ``vf-eval --rescore``

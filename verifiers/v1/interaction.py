@@ -95,18 +95,25 @@ class Interaction:
         self.closed = False
         self._started = False  # a segment has run
         self._over = False  # a terminated segment was delivered
-        self._lock = asyncio.Lock()
+        self._lock: asyncio.Lock | None = None
+        """One caller at a time (``turn``, ``close``); made by the first (``Agent.run``'s
+        rollout has none held across its model calls for the collector to walk)."""
         self._ready = False
         """The task's setup ran: closing finalizes and scores (``Agent.finish_interaction``)."""
         self._servers: AsyncExitStack | None = None
         """The rollout's MCP sessions and launched tool servers, closed on release."""
+
+    def _one_caller(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
 
     async def turn(
         self, message: str | list[Message] | list[dict[str, Any]] | None = None
     ) -> Segment:
         """Send one user turn (text, or messages typed or as wire dicts) and run one segment.
         Turns strictly alternate: one caller at a time."""
-        async with self._lock:
+        async with self._one_caller():
             if self.closed:
                 raise RuntimeError("this interaction is closed; read interaction.trace")
             if self._over:
@@ -156,7 +163,7 @@ class Interaction:
     async def close(self) -> Trace:
         """End the exchange and finish the rollout: scoring and hooks run once, however
         often this is called; the finished trace."""
-        async with self._lock:
+        async with self._one_caller():
             if not self.closed:
                 self.closed = True
                 if self._ready:

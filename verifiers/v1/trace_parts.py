@@ -16,14 +16,30 @@ from verifiers.v1.configs.runtime import RuntimeInfo
 from verifiers.v1.task_data import DataT
 from verifiers.v1.types import FinishReason, Sampling, Usage
 
+_IDS_PER_READ = 64
+_ids: list[str] = []
+"""Ids made from one ``os.urandom`` read and not handed out yet (``list.pop`` is atomic, so
+threads never share one; a forked child starts without its parent's)."""
+os.register_at_fork(after_in_child=_ids.clear)
+
 
 def new_id() -> str:
     """A random id as ``uuid.uuid4().hex`` makes one (a version-4 UUID's 32 hex digits), without
-    building the ``UUID`` object: an episode and each of its traces get one."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
-    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
-    return raw.hex()
+    building the ``UUID`` object: an episode and each of its traces get one. The random bytes
+    come from ``os.urandom`` as ``uuid4``'s do, read for ``_IDS_PER_READ`` ids at a time (a
+    system call per id was a visible share of a v1 rollout's CPU)."""
+    try:
+        return _ids.pop()
+    except IndexError:
+        pass
+    raw = bytearray(os.urandom(16 * _IDS_PER_READ))
+    made = []
+    for start in range(0, len(raw), 16):
+        raw[start + 6] = (raw[start + 6] & 0x0F) | 0x40  # version 4
+        raw[start + 8] = (raw[start + 8] & 0x3F) | 0x80  # the RFC 4122 variant
+        made.append(raw[start : start + 16].hex())
+    _ids.extend(made[1:])
+    return made[0]
 
 
 class TimeSpan(BaseModel):
