@@ -38,7 +38,7 @@ class NotAClient:
 def test_an_object_that_is_no_client_is_refused_every_time():
     thing = NotAClient()
     for _ in range(2):
-        with pytest.raises(TypeError, match="expected a vf.Client"):
+        with pytest.raises(TypeError, match=r"expected a vf\.Client"):
             make_client(thing)
 
 

@@ -30,7 +30,7 @@ def dumped(message: BaseModel) -> bytes:
     return msgpack.packb(message.model_dump(mode="python"), default=_default, use_bin_type=True)
 
 
-class Colour(str, enum.Enum):
+class Colour(enum.StrEnum):
     RED = "red"
 
 
