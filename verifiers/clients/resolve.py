@@ -146,13 +146,17 @@ def make_client(client: Any, message_type: str = "chat") -> Client:
     if isinstance(client, ClientConfig):
         return client_class(client.client_type)(client)
     kind = "openai_completions" if message_type == "completion" else "openai_chat_completions"
-    if isinstance(client, str | ModelClient) or hasattr(client, "chat"):
-        cached = _typed_cache.get(client, kind) if not isinstance(client, str) else None
-        if cached is None:
-            cached = client_class(kind)(client)
-            if not isinstance(client, str):
-                _typed_cache.put(client, kind, cached)
+    # a client seen before first: the protocol check below (a runtime ``isinstance`` against
+    # ``ModelClient``) cost each model call of a rollout ~15 us; only clients that passed it
+    # are cached
+    cached = _typed_cache.get(client, kind) if not isinstance(client, str) else None
+    if cached is not None:
         return cached
+    if isinstance(client, str | ModelClient) or hasattr(client, "chat"):
+        typed = client_class(kind)(client)
+        if not isinstance(client, str):
+            _typed_cache.put(client, kind, typed)
+        return typed
     raise TypeError(
         f"expected a vf.Client, a ClientConfig, an openai.AsyncOpenAI, a ModelClient or a base "
         f"URL, got {type(client).__name__}"

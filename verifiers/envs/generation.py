@@ -245,16 +245,11 @@ class LocalGroups:
         return state
 
     async def _generate(self, job: GroupJob) -> list[State]:
-        states = list(
-            await asyncio.gather(
-                *(
-                    self._one(row, index, args)
-                    for row, index, args in zip(
-                        job.rows, job.indices, job.sampling_args, strict=True
-                    )
-                )
-            )
-        )
+        members = list(zip(job.rows, job.indices, job.sampling_args, strict=True))
+        if len(members) == 1:  # a group of one is awaited in place (no task and gather for it)
+            states = [await self._one(*members[0])]
+        else:
+            states = list(await asyncio.gather(*(self._one(*member) for member in members)))
         if job.score:
             async with self.score_sem:
                 await score_states(self.env, states, NullAsyncContext())

@@ -287,7 +287,9 @@ class Rubric:
         states: list[State],
         args: list[dict[str, Any]],
     ) -> list[float]:
-        if sig.is_async and self.parallelize_scoring:
+        # one state (a group of one rollout) is awaited in place: a task of its own cost each
+        # async function ~20 us a rollout (its task, the gather, two turns of the loop)
+        if sig.is_async and self.parallelize_scoring and len(states) > 1:
             return list(
                 await asyncio.gather(
                     *(self._call_one(func, sig, s, a) for s, a in zip(states, args, strict=True))

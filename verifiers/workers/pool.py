@@ -47,7 +47,7 @@ from verifiers.workers.isolation import (
     _Slot,
 )
 from verifiers.workers.process import BEAT, FAILED, READY, read_beat
-from verifiers.workers.protocol import Response, unpack
+from verifiers.workers.protocol import Response, receive_batch, unpack
 from verifiers.workers.stall import Stall, read_stall, stall_path
 
 logger = logging.getLogger("verifiers.workers")
@@ -430,42 +430,50 @@ class WorkerPool(IsolatingPool[_Worker]):
             self._dispatch(pending)
 
     async def _receive(self) -> None:
+        import zmq
+
+        plain: Any = zmq.Socket.shadow(self._router.underlying)  # queued: read without a wait
         while True:
-            frames = await self._router.recv_multipart()
-            worker = next((w for w in self._workers if w.identity == frames[0]), None)
-            if worker is None:
-                continue
-            if frames[1] == READY and len(frames) <= 3:
-                if len(frames) == 3:  # [READY, release]; a worker of an older SDK sends none
-                    worker.release = frames[2].decode(errors="replace") or None
-                if not worker.ready.done():
-                    worker.ready.set_result(True)
-                    logger.debug(
-                        "worker %d (pid %d) ready with %s",
-                        worker.slot,
-                        worker.process.pid,
-                        self.env_id,
-                    )
-                self._flush_waiting()
-            elif len(frames) == 3 and frames[1] == FAILED:
-                message = frames[2].decode(errors="replace")
-                error = f"the environment worker could not load {self.env_id}: {message}"
-                if not worker.ready.done():
-                    worker.ready.set_exception(EnvWorkerError(error))
-                worker.dead = worker.load_failed = True
-                if all(w.dead for w in self._workers):  # nothing left to run what waits
-                    for waiter in self._waiting:
-                        if not waiter.future.done():
-                            waiter.future.set_result(Response(success=False, error=error))
-                    self._waiting.clear()
-            elif len(frames) == 3:
+            for frames in await receive_batch(self._router, plain):
+                self._take(frames)
+
+    def _take(self, frames: list[bytes]) -> None:
+        """One message from a worker: ready, failed to load, or a group's answer."""
+        worker = next((w for w in self._workers if w.identity == frames[0]), None)
+        if worker is None:
+            return
+        if frames[1] == READY and len(frames) <= 3:
+            if len(frames) == 3:  # [READY, release]; a worker of an older SDK sends none
+                worker.release = frames[2].decode(errors="replace") or None
+            if not worker.ready.done():
+                worker.ready.set_result(True)
+                logger.debug(
+                    "worker %d (pid %d) ready with %s",
+                    worker.slot,
+                    worker.process.pid,
+                    self.env_id,
+                )
+            self._flush_waiting()
+        elif len(frames) == 3 and frames[1] == FAILED:
+            message = frames[2].decode(errors="replace")
+            error = f"the environment worker could not load {self.env_id}: {message}"
+            if not worker.ready.done():
+                worker.ready.set_exception(EnvWorkerError(error))
+            worker.dead = worker.load_failed = True
+            if all(w.dead for w in self._workers):  # nothing left to run what waits
+                for waiter in self._waiting:
+                    if not waiter.future.done():
+                        waiter.future.set_result(Response(success=False, error=error))
+                self._waiting.clear()
+        elif len(frames) == 3:
+            if frames[1] in self._pending:  # read only when someone waits for it
+                try:
+                    response = Response.model_validate(unpack(frames[2]))
+                except Exception as exc:
+                    response = Response(success=False, error=f"unreadable reply: {exc}")
+            else:
                 response = Response(success=False, error="no longer waited for")
-                if frames[1] in self._pending:  # read only when someone waits for it
-                    try:
-                        response = Response.model_validate(unpack(frames[2]))
-                    except Exception as exc:
-                        response = Response(success=False, error=f"unreadable reply: {exc}")
-                self._answered(worker, frames[1], response)
+            self._answered(worker, frames[1], response)
 
     # --- health ----------------------------------------------------------------------------------
     def _watch(self) -> None:

@@ -322,7 +322,7 @@ async def _serve(
     import zmq
     import zmq.asyncio
 
-    from verifiers.workers.protocol import Response, pack, unpack
+    from verifiers.workers.protocol import Response, pack, receive_batch, unpack
     from verifiers.workers.runtime import WorkerRuntime
     from verifiers.workers.stall import GROUP, LoopWatch
 
@@ -356,20 +356,24 @@ async def _serve(
             tasks.pop(request_id, None)
         await sock.send_multipart([request_id, pack(response)])
 
+    def take(frames: list[bytes]) -> None:
+        if len(frames) != 2:
+            return
+        request_id, payload = frames
+        if payload == b"":
+            task = tasks.get(request_id)
+            if task is not None:
+                task.cancel()
+            return
+        group = contextvars.copy_context()  # its tasks, and theirs, are this request's
+        group.run(GROUP.set, request_id)
+        tasks[request_id] = asyncio.create_task(answer(request_id, payload), context=group)
+
+    plain: Any = zmq.Socket.shadow(sock.underlying)  # what is queued, read without a wait
     try:
         while True:
-            frames = await sock.recv_multipart()
-            if len(frames) != 2:
-                continue
-            request_id, payload = frames
-            if payload == b"":
-                task = tasks.get(request_id)
-                if task is not None:
-                    task.cancel()
-                continue
-            group = contextvars.copy_context()  # its tasks, and theirs, are this request's
-            group.run(GROUP.set, request_id)
-            tasks[request_id] = asyncio.create_task(answer(request_id, payload), context=group)
+            for frames in await receive_batch(sock, plain):
+                take(frames)
     finally:
         if watch is not None:
             watch.stop()

@@ -180,6 +180,14 @@ def _default(obj: Any) -> Any:
 
 
 def pack(message: Any) -> bytes:
+    if type(message) is Response:
+        # a reply's fields as they are, when msgpack knows every value in them (a worker's
+        # outputs are plain data): pydantic's dump copied each output first, ~40% of packing
+        # a reply; the same bytes (its python-mode dump leaves such values as they are)
+        try:
+            return msgpack.packb(dict(message), use_bin_type=True)
+        except TypeError:
+            pass  # a value only the dump below turns into data (a model, a set)
     if isinstance(message, BaseModel):
         message = message.model_dump(mode="python")
     return msgpack.packb(message, default=_default, use_bin_type=True)
@@ -187,6 +195,27 @@ def pack(message: Any) -> bytes:
 
 def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+DRAIN = 32
+"""Messages read in one turn of the event loop at most (``receive_batch``)."""
+
+
+async def receive_batch(sock: Any, plain: Any, limit: int = DRAIN) -> list[list[bytes]]:
+    """The next message on the async ZeroMQ socket ``sock`` (waited for), then those already
+    queued behind it, up to ``limit`` in all, read from ``plain`` (``zmq.Socket.shadow`` of the
+    same socket) without a wait. The async socket's ``recv`` costs each message a future, a
+    poll of the socket's events and a turn of the loop (~30 us of a caller's ~0.3 ms a
+    rollout); a burst of replies or requests pays that once."""
+    import zmq
+
+    batch = [await sock.recv_multipart()]
+    while len(batch) < limit:
+        try:
+            batch.append(plain.recv_multipart(zmq.NOBLOCK))
+        except zmq.Again:
+            break
+    return batch
 
 
 DECODED_PER_WIRE_BYTE = 16

@@ -30,6 +30,7 @@ from typing import Any
 from verifiers.processes.socket_dirs import socket_dir
 from verifiers.workers.gate import PeerBudgets
 from verifiers.workers.protocol import (
+    DRAIN,
     HEALTH_OK,
     HEALTH_PING,
     UNAVAILABLE,
@@ -44,8 +45,6 @@ logger = logging.getLogger("verifiers.workers.server")
 SOCKET_DIR_PREFIX = "vf-env-server-"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_KEY_VARS = ("OPENAI_API_KEY", "VF_API_KEY")
-DRAIN = 32
-"""Messages read in one turn of the event loop at most (a ping's answer is sent at once)."""
 
 
 def key_vars_of(config: Any) -> set[str]:
