@@ -140,19 +140,25 @@ def _messages(value: Any) -> list[dict[str, Any]]:
         if not isinstance(m, dict):
             out.append({"role": "", "content": _text(m), "calls": []})
             continue
-        calls = m.get("tool_calls")
+        # the usual message (text role and content, no tool calls) without a call a field:
+        # an 8,000-rollout report spent half its time here, written before vf-eval exits
+        role, content, calls = m.get("role") or "", m.get("content") or "", m.get("tool_calls")
         out.append(
             {
-                "role": _text(m.get("role") or ""),
-                "content": _text(m.get("content") or ""),
-                "calls": [
-                    {"name": _text(f.get("name")), "arguments": f.get("arguments")}
-                    for c in (calls if isinstance(calls, list) else [])
-                    if isinstance(f := (c.get("function") if isinstance(c, dict) else None), dict)
-                ],
+                "role": role if isinstance(role, str) else _text(role),
+                "content": content if isinstance(content, str) else _text(content),
+                "calls": _calls(calls) if calls else [],
             }
         )
     return out
+
+
+def _calls(calls: Any) -> list[dict[str, Any]]:
+    return [
+        {"name": _text(f.get("name")), "arguments": f.get("arguments")}
+        for c in (calls if isinstance(calls, list) else [])
+        if isinstance(f := (c.get("function") if isinstance(c, dict) else None), dict)
+    ]
 
 
 def _text(value: Any) -> str:
