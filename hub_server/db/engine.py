@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import fields
 from functools import cache
 from pathlib import Path
@@ -74,6 +74,8 @@ class Cursor(Protocol):
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
 
+    def pipeline(self) -> AbstractContextManager[Any]: ...
+
 
 Row = TypeVar("Row")
 
@@ -109,6 +111,10 @@ class SQLiteCursor:
             raise
         except (OverflowError, sqlite3.DataError):
             raise refused_value() from None
+
+    def pipeline(self) -> AbstractContextManager[Any]:
+        """A local read has no round trips to save: statements run as they are sent."""
+        return nullcontext()
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """One statement over many rows (a bulk load: ``db.bulk_load``)."""
@@ -223,6 +229,11 @@ class PostgresCursor:
         except (errors.DataError, errors.ProgramLimitExceeded):
             raise refused_value() from None
 
+    def pipeline(self) -> AbstractContextManager[Any]:
+        """Statements executed inside are sent together and answered in one round trip (libpq's
+        pipeline mode); their cursors are read after the block."""
+        return self.conn.pipeline()
+
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """One statement over many rows, sent in one pipeline (a bulk load: ``db.bulk_load``)."""
         from psycopg import errors
@@ -251,6 +262,26 @@ def _unavailable() -> Iterator[None]:
         ) from None
 
 
+def check_pooled(conn: Any) -> None:
+    """The pool's check of a connection it hands out, without a round trip where nothing
+    arrived on it while it sat idle: a server that stops or restarts ends its sessions (a
+    termination message, then the socket's end), which leaves the socket readable. Where
+    something did arrive (that, a notice, a notification), the check is the pool's own: an
+    empty query, which reads it. The round trip had been one of a pooled read's two on every
+    request, and under load each round trip waits for two processes to be scheduled."""
+    import select
+
+    from psycopg import OperationalError
+    from psycopg_pool import ConnectionPool
+
+    if conn.closed or conn.broken:
+        raise OperationalError("the connection is closed")
+    ready = select.poll()
+    ready.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+    if ready.poll(0):
+        ConnectionPool.check_connection(conn)
+
+
 class PostgresDatabase:
     """A psycopg 3 connection pool; each transaction is one database transaction."""
 
@@ -270,7 +301,7 @@ class PostgresDatabase:
             open=True,
             # a connection is checked as it is handed out: after a server restart the pool's
             # dead connections are replaced, not handed to a request
-            check=ConnectionPool.check_connection,
+            check=check_pooled,
             timeout=10,
         )
 

@@ -1,16 +1,26 @@
 """What an environment's web page lists, read on one connection: its versions, their files and
-their evals. On PostgreSQL each pooled connection handed out costs a round trip of its own (the
-pool checks it), so the three statements apart cost six round trips and three thread-pool
-waits; together, four and one. The statements are the catalog's and the attachments' own."""
+their evals. Each statement selects by the environment (none waits on another's answer), so on
+PostgreSQL the three go out in one pipeline: the pool's check and one round trip, where reading
+the files and evals by the versions' ids took four, and each statement apart six. Under load a
+round trip is a wait for the database's process and then this one's to be scheduled again: the
+first render of a page spent ~35 ms of its ~40 waiting on them at c=32, for ~1.6 ms of CPU."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hub_server.db.attachments import evals_of_versions
-from hub_server.db.catalog import files_of_versions, versions_of
-from hub_server.db.engine import Database
+from packaging.version import Version
+
+from hub_server.db.engine import Database, typed
 from hub_server.db.rows import EvalRow, FileRow, VersionRow
+
+VERSIONS = "SELECT * FROM versions WHERE env_id=?"
+FILES = "SELECT * FROM files WHERE env_id=? ORDER BY filename"
+EVALS = (
+    "SELECT e.id, e.version_id, e.uploaded_by, e.created_at, e.model, e.summary, "
+    "e.num_rollouts, e.histogram FROM evals e JOIN versions v ON v.id = e.version_id "
+    "WHERE v.env_id=? ORDER BY e.id"
+)
 
 
 @dataclass(frozen=True)
@@ -25,7 +35,18 @@ class PageReads:
         self.database = database
 
     def rows(self, env_id: int) -> PageRows:
+        """Each statement its own snapshot, as before: a version deleted between them is left
+        out of the files and evals too, never shown half."""
         with self.database.read() as db:
-            versions = versions_of(db, env_id)
-            ids = [v.id for v in versions]
-            return PageRows(versions, files_of_versions(db, ids), evals_of_versions(db, ids))
+            with db.pipeline():
+                cursors = [db.execute(sql, (env_id,)) for sql in (VERSIONS, FILES, EVALS)]
+            version_rows, file_rows, eval_rows = (cursor.fetchall() for cursor in cursors)
+        versions = sorted(
+            (typed(VersionRow, r) for r in version_rows), key=lambda r: Version(r.version)
+        )
+        files: dict[int, list[FileRow]] = {v.id: [] for v in versions}
+        for row in file_rows:
+            if row["version_id"] in files:
+                files[row["version_id"]].append(typed(FileRow, row))
+        evals = [typed(EvalRow, r) for r in eval_rows if r["version_id"] in files]
+        return PageRows(versions, files, evals)
