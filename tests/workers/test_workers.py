@@ -184,6 +184,7 @@ async def test_results_in_workers_equal_in_process_results(server, flags):
         "isolated": 0,
         "isolation_workers": 0,
         "named_by_worker": 0,
+        "grower_named": 0,
         "rerun_beside_held": 0,
         "stand_ins": 0,
     }

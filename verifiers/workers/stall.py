@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import faulthandler
+import functools
 import inspect
 import json
 import os
@@ -101,12 +102,16 @@ async def _in_group(coro: Coroutine[Any, Any, Any]) -> Any:
     return await coro
 
 
-def _named_for(group: bytes, coro: Coroutine[Any, Any, Any]) -> Coroutine[Any, Any, Any]:
-    """``coro`` under one frame named for ``group``, which a dump of the stack shows."""
+@functools.lru_cache(maxsize=1024)  # a group's tasks share one (a few microseconds each)
+def _runner_for(group: bytes) -> Any:
     name = f"vf_group_{group.hex()}"
     code = _in_group.__code__.replace(co_name=name, co_qualname=name)
-    runner: Any = types.FunctionType(code, _in_group.__globals__, name)
-    return runner(coro)
+    return types.FunctionType(code, _in_group.__globals__, name)
+
+
+def _named_for(group: bytes, coro: Coroutine[Any, Any, Any]) -> Coroutine[Any, Any, Any]:
+    """``coro`` under one frame named for ``group``, which a dump of the stack shows."""
+    return _runner_for(group)(coro)
 
 
 def read_stall(path: str) -> Stall | None:
