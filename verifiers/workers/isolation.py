@@ -7,8 +7,11 @@ was running are not guilty: they become *suspects* and are isolated before anyon
 attempt is spent: where workers start cheaply (forked from a template: ``_isolation_capacity``),
 at once, shared among up to that many workers started for them, a share whose worker dies shared
 again the same way, down to one group alone; else each alone, one at a time on a worker reserved
-for them (the others keep running the rest). A suspect that killed a worker alone goes first. A
-group that kills a worker while it runs alone has a strike; one with more strikes than
+for them (the others keep running the rest). A suspect that killed a worker alone goes first,
+and so does the group a worker over its memory budget named as running (``_Slot.grower``),
+alone, the others shared among the other workers: word, not proof, so it is convicted only
+alone (found by halving, it took a blow-up per step). A group that kills a worker while it runs
+alone has a strike; one with more strikes than
 ``retries``, or whose worker's death alone was its own doing (an exit, a segfault:
 ``_own_doing``), is the culprit and is answered with an error naming the cause (exit code, signal),
 which the caller records on each of its rollouts (``fault``: ``CULPRIT``). A group that runs

@@ -5,7 +5,10 @@ shared with Ray actors. What is particular to processes is here: a thread outsid
 checks the workers every quarter second (so a blocked loop cannot hide a dead worker): a worker
 that exited (crashed, segfaulted, was killed, ran out of memory), stopped beating, or grew past
 its memory budget is replaced, its groups handled as on any death; a worker that dies while the
-pool starts is replaced as at any other time. A worker whose loop a group's code holds says
+pool starts is replaced as at any other time. One growing fast or near its budget is looked at
+every ``CLOSER_S`` meanwhile (a blow-up is caught near the budget, not at twice it), and one
+over its budget first says which group's code is running (``stall.read_grower``): that group
+runs alone first (``IsolatingPool._died``). A worker whose loop a group's code holds says
 which group (``verifiers.workers.stall``), so that a group stuck past its limit among others is
 convicted at once rather than found by running them all again alone; the same word, from the
 watcher, has the groups beside a loop held ``HEDGE_AFTER_S`` run again elsewhere at once
@@ -559,8 +562,8 @@ class WorkerPool(IsolatingPool[_Worker]):
             )
             worker.stuck = f"grew to {used} MiB, over its {budget} MiB budget"
             worker.grown_at = now
-            with contextlib.suppress(OSError):
-                os.kill(worker.process.pid, GROWN_SIGNAL)
+            with contextlib.suppress(OSError):  # not a pid that may be another's by now
+                worker.process.send_signal(GROWN_SIGNAL)
             return False
         size, group = read_grower(frames_path(worker.heartbeat))
         written, worker.frames_size = size > 0 and size == worker.frames_size, size
