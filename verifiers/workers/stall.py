@@ -56,7 +56,7 @@ GROUP: ContextVar[bytes | None] = ContextVar("vf_worker_group", default=None)
 # what the pool sends a worker over its memory budget: "write every thread's frames now" (a
 # real-time signal where there are some: no library of a worker's is likely to use one)
 GROWN_SIGNAL = signal.SIGRTMIN + 4 if hasattr(signal, "SIGRTMIN") else signal.SIGUSR2
-_GROUP_FRAME = re.compile(rb" in vf_group_([0-9a-f]+)\n")
+_GROUP_FRAME = re.compile(rb" in vf_group_((?:[0-9a-f]{2})+)\n")  # whole lines, whole bytes
 
 
 @dataclass(frozen=True)
