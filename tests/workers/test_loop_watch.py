@@ -1,16 +1,18 @@
 """A worker's word on what holds its event loop (``verifiers.workers.stall``), on a real loop and
 thread: the group whose code blocks it is named, a task the group started is the group's, a
-block outside any task names no one, and the report goes once the loop turns again."""
+block outside any task names no one, and the report goes once the loop turns again; and a dump of
+the stack (what a worker over its memory budget writes) names the group whose task runs."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import faulthandler
 import os
 import time
 from pathlib import Path
 
-from verifiers.workers.stall import GROUP, STALL_S, LoopWatch, Stall, read_stall
+from verifiers.workers.stall import GROUP, STALL_S, LoopWatch, Stall, read_grower, read_stall
 
 
 def _block_until_reported(path: str) -> Stall:
@@ -114,3 +116,37 @@ def test_an_unreadable_report_is_no_word(tmp_path):
     assert read_stall(str(path)) is None
     path.write_text('{"since": 1.0, "seen": 2.0, "group": "zz"}')  # not hex
     assert read_stall(str(path)) is None
+
+
+def _dump(path: str) -> tuple[int, bytes | None]:
+    """Every thread's frames written to ``path`` as faulthandler writes them, and what they say."""
+    with open(path, "ab") as frames:
+        faulthandler.dump_traceback(frames, all_threads=True)
+    return read_grower(path)
+
+
+def test_a_dump_of_the_stack_names_the_group_whose_task_runs_and_none_outside(tmp_path):
+    """What a worker over its memory budget writes on ``GROWN_SIGNAL`` (every thread's frames,
+    from faulthandler's C handler): the group whose task (or a task it started) was running is
+    named; frames from no request's task name no one."""
+    path = str(tmp_path / "w0.beat.frames")
+
+    async def main():
+        watch = LoopWatch(str(tmp_path / "w0.beat.stall"))
+        watch.start()
+        try:
+
+            async def reward():  # a rollout's task, started by the group's own task
+                return _dump(path)
+
+            async def group():
+                return await asyncio.ensure_future(reward())
+
+            named = await _in_group(b"r10", group)
+            os.remove(path)
+            return named, _dump(path)  # outside any request's task
+        finally:
+            watch.stop()
+
+    (size, group), (_, outside) = asyncio.run(main())
+    assert size > 0 and group == b"r10" and outside is None

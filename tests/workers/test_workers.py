@@ -184,6 +184,7 @@ async def test_results_in_workers_equal_in_process_results(server, flags):
         "isolated": 0,
         "isolation_workers": 0,
         "named_by_worker": 0,
+        "grower_named": 0,
         "rerun_beside_held": 0,
         "stand_ins": 0,
     }
@@ -1710,6 +1711,45 @@ async def test_a_worker_over_its_memory_budget_is_replaced_and_only_the_grower_e
     assert "over its 300 MiB budget" in failed[0][1]["message"]
     assert sorted(out.reward) == [0.0] + [2.0] * 5
     assert time.monotonic() - started < 60  # not the reward's 30 s sleep, three times
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux")
+async def test_the_group_that_grew_its_worker_past_its_budget_is_named_and_run_alone_first(
+    server, flags
+):
+    """A worker over its memory budget beside 5 groups (example 0 grows to 600 MiB over a
+    300 MiB budget; the others wait on the model): it names the group whose code was running
+    (its frames, written on a signal while the allocation holds the interpreter lock), which
+    runs alone first and is the culprit there; the other 5 share the other workers forked for
+    suspects, none of them run a second time. Before, the grower was found by halving: its
+    share of 2 died too, and both ran again alone (8 suspect runs, 3 blow-ups)."""
+    from verifiers.testing import last_user_text
+
+    asked: dict[str, int] = {}
+
+    async def handler(request):  # the others' first call waits: in flight when it grows
+        text = last_user_text(request)
+        asked[text] = asked.get(text, 0) + 1
+        if text == "q0":  # answered once every other example waits on its first call
+            for _ in range(1000):
+                if len(asked) == 6:
+                    break
+                await asyncio.sleep(0.01)
+            return Reply(content=text)
+        return Reply(content=text, delay=0.0 if asked[text] > 1 else 60.0)
+
+    server.set_handler(handler)
+    data = rows(*({"kind": "grow", "mb": 600} if i == 0 else {} for i in range(6)))
+    env = vf.load_environment("vf-worker-probe", rows=data)
+    pool = WorkerPool("vf-worker-probe", {"rows": data}, 1, memory_limit_mb=300).launch()
+    async with pool:
+        out = await env.evaluate(server.base_url, "m", env_workers=pool, max_concurrent=6)
+        described = pool.describe()
+    failed = [(s["example_id"], s["error"]) for s in out.state if s.get("error") is not None]
+    assert [example for example, _ in failed] == [0], failed
+    assert "over its 300 MiB budget" in failed[0][1]["message"]
+    assert sorted(out.reward) == [0.0] + [2.0] * 5
+    assert described["grower_named"] == 1 and described["isolated"] == 6, described
 
 
 async def test_a_pool_launched_before_the_release_is_known_checks_it_at_start(server, flags):

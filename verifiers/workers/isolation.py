@@ -7,8 +7,11 @@ was running are not guilty: they become *suspects* and are isolated before anyon
 attempt is spent: where workers start cheaply (forked from a template: ``_isolation_capacity``),
 at once, shared among up to that many workers started for them, a share whose worker dies shared
 again the same way, down to one group alone; else each alone, one at a time on a worker reserved
-for them (the others keep running the rest). A suspect that killed a worker alone goes first. A
-group that kills a worker while it runs alone has a strike; one with more strikes than
+for them (the others keep running the rest). A suspect that killed a worker alone goes first,
+and so does the group a worker over its memory budget named as running (``_Slot.grower``),
+alone, the others shared among the other workers: word, not proof, so it is convicted only
+alone (found by halving, it took a blow-up per step). A group that kills a worker while it runs
+alone has a strike; one with more strikes than
 ``retries``, or whose worker's death alone was its own doing (an exit, a segfault:
 ``_own_doing``), is the culprit and is answered with an error naming the cause (exit code, signal),
 which the caller records on each of its rollouts (``fault``: ``CULPRIT``). A group that runs
@@ -88,6 +91,9 @@ class _Slot:
     last_used: float = 0.0  # when it was last sent a group (loop time)
     stuck: str | None = None  # why the pool killed it, when it did
     culprit: bytes | None = None  # the group whose own code held it stuck, when it said so
+    # the group whose code ran when it was found over its memory budget, when it said so
+    # (word, not proof: that group runs alone first; see _died)
+    grower: bytes | None = None
     held: bool = False  # its loop held past HEDGE_AFTER_S: sent no new group while another is free
     stand_in: bool = False  # started to take the groups of a held worker (``_stand_ins``)
     draining: bool = False  # a stand-in no longer needed: no new group, stopped once empty
@@ -116,6 +122,7 @@ class _Pending(Generic[W]):
     worker: W | None = None
     suspect: bool = False  # in a worker that died beside others: runs isolated from now on
     share: int = 1  # a suspect: how many suspects it may run with (1: alone; see _died)
+    grew: bool = False  # named as the grower of a worker over its memory budget: alone, first
     started: float | None = None  # when a worker began running it (loop time), if one is
     timeout: float | None = None  # its own time limit in the worker (the request's)
     limit: float | None = None  # how long the pool waits for its answer before killing
@@ -139,6 +146,7 @@ class IsolatingPool(Generic[W]):
         self.restarts = 0
         self.isolated = 0  # suspects run alone
         self.named_by_worker = 0  # culprits convicted on their worker's word (_convicted)
+        self.grower_named = 0  # groups run alone first as their worker's grower (_died)
         self.isolation_workers = 0  # workers started to run them (_isolate)
         self.rerun_beside_held = 0  # twins of groups beside a held loop (_loop_held)
         self.stand_ins = 0  # workers started to stand in for held ones (_stand_ins)
@@ -460,7 +468,8 @@ class IsolatingPool(Generic[W]):
             # one that killed a worker alone already goes first: its verdict comes after one
             # more run, not after every other suspect's first (a broken environment's first
             # verdict took a death per group in flight)
-            self._suspects.insert(0 if pending.attempts else len(self._suspects), pending)
+            first = pending.attempts or pending.grew
+            self._suspects.insert(0 if first else len(self._suspects), pending)
             self._run_suspects()
             return
         live = [
@@ -756,10 +765,23 @@ class IsolatingPool(Generic[W]):
                 pending.worker, pending.started = None, None
         left = [p for p in groups if not p.future.done() and p.worker is worker]
         spread = max(self._isolation_capacity(), 1)
+        # over its memory budget, the worker named the group whose code was running: it runs
+        # alone, first, and the others share the other workers (before, the grower was found by
+        # halving: a worker over 30 groups took four deaths, each a blow-up past the budget)
+        grower = next((p for p in left if p.request_id == worker.grower), None)
+        if grower is not None and len(left) > 1:
+            self.grower_named += 1
+            grower.grew, grower.share = True, 1
+            left.remove(grower)
+            share = -(-len(left) // (spread - 1)) if spread > 1 else 1
+            left.insert(0, grower)
+        else:
+            share = -(-len(left) // spread) if spread > 1 else 1
         for pending in left:
             # beside a culprit its worker named, the death is explained: runs again as any group
             pending.suspect = pending.suspect or worker.culprit is None
-            pending.share = -(-len(left) // spread) if spread > 1 else 1
+            if pending is not grower:
+                pending.share = share
             pending.started = None
             self._dispatch(pending)
         if worker.isolating:

@@ -5,7 +5,10 @@ shared with Ray actors. What is particular to processes is here: a thread outsid
 checks the workers every quarter second (so a blocked loop cannot hide a dead worker): a worker
 that exited (crashed, segfaulted, was killed, ran out of memory), stopped beating, or grew past
 its memory budget is replaced, its groups handled as on any death; a worker that dies while the
-pool starts is replaced as at any other time. A worker whose loop a group's code holds says
+pool starts is replaced as at any other time. One growing fast or near its budget is looked at
+every ``CLOSER_S`` meanwhile (a blow-up is caught near the budget, not at twice it), and one
+over its budget first says which group's code is running (``stall.read_grower``): that group
+runs alone first (``IsolatingPool._died``). A worker whose loop a group's code holds says
 which group (``verifiers.workers.stall``), so that a group stuck past its limit among others is
 convicted at once rather than found by running them all again alone; the same word, from the
 watcher, has the groups beside a loop held ``HEDGE_AFTER_S`` run again elsewhere at once
@@ -48,11 +51,22 @@ from verifiers.workers.isolation import (
 )
 from verifiers.workers.process import BEAT, FAILED, READY, read_beat
 from verifiers.workers.protocol import Response, receive_batch, unpack
-from verifiers.workers.stall import Stall, read_stall, stall_path
+from verifiers.workers.stall import (
+    GROWN_SIGNAL,
+    Stall,
+    frames_path,
+    read_grower,
+    read_stall,
+    stall_path,
+)
 
 logger = logging.getLogger("verifiers.workers")
 __all__ = ["TIMEOUT_GRACE", "WORK_DIR_PREFIX", "WorkerPool"]
 WORK_DIR_PREFIX = "vf-workers-"
+WATCH_S = 0.25  # how often the watcher looks at every worker
+CLOSER_S = 0.01  # how often at the memory of one that grows fast or is near its budget
+CLOSER_GROWTH = 32  # grown by 1/32 of its budget since the last look at every worker: fast
+GROWER_WAIT_S = 0.2  # how long a worker over its budget has to say which group's code runs
 _ids = itertools.count()
 # signals a process's own code raises (a bad access, an abort), never sent to it from outside
 # as a matter of course
@@ -68,6 +82,11 @@ class _Worker(_Slot):
     heartbeat: str  # the file it writes its heartbeat to
     release: str | None = None  # the release it said it loaded the environment as
     load_failed: bool = False  # said it could not load the environment (not replaced)
+    # its resident memory at the watcher's last look at every worker (over its budget: when
+    # it was found so)
+    resident_mb: int = 0
+    grown_at: float | None = None  # when it was found over its memory budget (monotonic)
+    frames_size: int = 0  # of the frames it wrote since (``_over_budget``)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -366,6 +385,7 @@ class WorkerPool(IsolatingPool[_Worker]):
             "isolated": self.isolated,
             "isolation_workers": self.isolation_workers,
             "named_by_worker": self.named_by_worker,
+            "grower_named": self.grower_named,
             "rerun_beside_held": self.rerun_beside_held,
             "stand_ins": self.stand_ins,
         }
@@ -477,10 +497,13 @@ class WorkerPool(IsolatingPool[_Worker]):
 
     # --- health ----------------------------------------------------------------------------------
     def _watch(self) -> None:
-        """Runs in a thread: the event loop being blocked cannot delay noticing a dead worker."""
+        """Runs in a thread: the event loop being blocked cannot delay noticing a dead worker.
+        Every ``WATCH_S`` it looks at each worker; between those looks, at the memory of the
+        ones growing fast or near their budget every ``CLOSER_S`` (``_look_at_memory``)."""
         loop = self._loop
         assert loop is not None, "start() the pool first"
         while not self._closing:
+            started, closer = time.monotonic(), []
             for worker in list(self._workers):
                 if worker.dead:
                     continue
@@ -492,18 +515,64 @@ class WorkerPool(IsolatingPool[_Worker]):
                 ):
                     logger.warning("worker %s stopped beating: killing it", worker.slot)
                     worker.process.kill()
-                elif (used := resident_mb(worker.process.pid)) > self.memory_limit_mb:
-                    logger.warning(
-                        "worker %s uses %d MiB, over its %d MiB budget: replacing it",
-                        worker.slot,
-                        used,
-                        self.memory_limit_mb,
-                    )
-                    worker.stuck = f"grew to {used} MiB, over its {self.memory_limit_mb} MiB budget"
-                    worker.process.kill()
                 else:
-                    self._watch_loop(worker, loop)
-            time.sleep(0.25)
+                    if self._look_at_memory(worker, every=True):
+                        closer.append(worker)
+                    if worker.grown_at is None:
+                        self._watch_loop(worker, loop)
+            while closer and not self._closing:
+                left = started + WATCH_S - time.monotonic()
+                if left <= 0:
+                    break
+                time.sleep(min(CLOSER_S, left))
+                closer = [
+                    w
+                    for w in closer
+                    if not w.dead and w.alive() and self._look_at_memory(w, every=False)
+                ]
+            time.sleep(max(0.0, started + WATCH_S - time.monotonic()))
+
+    def _look_at_memory(self, worker: _Worker, every: bool) -> bool:
+        """Look at ``worker``'s resident memory (``every``: on the look at every worker, which
+        also says how fast it grows); whether to look again before the next such look. One that
+        grew ``1/CLOSER_GROWTH`` of its budget or more since the last, or is past 90% of it, is
+        looked at every ``CLOSER_S`` until then: a blow-up (1.8 GB/s, one allocation) went up to
+        a quarter second, twice the budget, past it before the next look saw it."""
+        used, budget = resident_mb(worker.process.pid), self.memory_limit_mb
+        if used > budget or worker.grown_at is not None:
+            return not self._over_budget(worker, used)
+        if not every:
+            return True
+        before, worker.resident_mb = worker.resident_mb or used, used
+        return used - before >= budget / CLOSER_GROWTH or used >= budget * 0.9
+
+    def _over_budget(self, worker: _Worker, used: int) -> bool:
+        """``worker`` is over its memory budget: ask it which group's code runs (it writes its
+        frames, ``stall.watch_growth``), and once it said, or ``GROWER_WAIT_S`` passed, or it
+        grew by a quarter of its budget more meanwhile, kill it (its groups handled as on any
+        death, the group it named run alone first). Whether it was killed."""
+        budget, now = self.memory_limit_mb, time.monotonic()
+        if worker.grown_at is None:
+            worker.resident_mb = used
+            logger.warning(
+                "worker %s uses %d MiB, over its %d MiB budget: replacing it",
+                worker.slot,
+                used,
+                budget,
+            )
+            worker.stuck = f"grew to {used} MiB, over its {budget} MiB budget"
+            worker.grown_at = now
+            with contextlib.suppress(OSError):  # not a pid that may be another's by now
+                worker.process.send_signal(GROWN_SIGNAL)
+            return False
+        size, group = read_grower(frames_path(worker.heartbeat))
+        written, worker.frames_size = size > 0 and size == worker.frames_size, size
+        waited, grew = now - worker.grown_at, used - worker.resident_mb
+        if not written and waited < GROWER_WAIT_S and grew <= budget / 4:
+            return False
+        worker.grower = group if written else None
+        worker.process.kill()
+        return True
 
     def _watch_loop(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
         """Tell the scheduler (on its loop) while ``worker`` says one group has held its event

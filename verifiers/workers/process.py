@@ -8,7 +8,9 @@ goes away. A heartbeat thread writes the time into a file the pool reads, every 
 beating while a blocking reward function holds the event loop, so the pool tells a busy worker
 from a dead or hung one; and while the loop is held, another thread names the group whose code
 holds it (``verifiers.workers.stall``): the pool convicts that group when it outlives its time
-limit, instead of running it and the groups beside it again alone to find out which it was.
+limit, instead of running it and the groups beside it again alone to find out which it was;
+and, sent ``stall.GROWN_SIGNAL`` by a pool that found it over its memory budget, it writes its
+frames, from which the pool reads the group whose code was running (``stall.read_grower``).
 
 ``python -m verifiers.workers.process PARENT_PID --fork FD`` is a pool's template instead: a
 fresh interpreter too, that imports the worker's modules and the environment's module once, then
@@ -292,7 +294,7 @@ def _run(settings: dict[str, Any], env: Any = None) -> None:
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from verifiers.processes.collector import serve_collection
-    from verifiers.workers.stall import stall_path
+    from verifiers.workers.stall import frames_path, stall_path
 
     serve_collection()
     name_process(WORKER_NAME)
@@ -307,6 +309,7 @@ def _run(settings: dict[str, Any], env: Any = None) -> None:
             settings["identity"].encode(),
             env,
             stall_path(settings["heartbeat"]),
+            frames_path(settings["heartbeat"]),
         )
     )
 
@@ -318,13 +321,14 @@ async def _serve(
     identity: bytes,
     env: Any = None,
     stall_file: str | None = None,
+    frames_file: str | None = None,
 ) -> None:
     import zmq
     import zmq.asyncio
 
     from verifiers.workers.protocol import Response, pack, receive_batch, unpack
     from verifiers.workers.runtime import WorkerRuntime
-    from verifiers.workers.stall import GROUP, LoopWatch
+    from verifiers.workers.stall import GROUP, LoopWatch, watch_growth
 
     context = zmq.asyncio.Context()
     sock = context.socket(zmq.DEALER)
@@ -344,6 +348,8 @@ async def _serve(
     watch = LoopWatch(stall_file) if stall_file else None
     if watch is not None:  # says which group's code holds the loop when it stops turning
         watch.start()
+    if frames_file:  # and, over its memory budget, which group's code was running
+        watch_growth(frames_file)
 
     async def answer(request_id: bytes, payload: bytes) -> None:
         try:

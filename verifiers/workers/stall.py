@@ -13,16 +13,37 @@ never read half-written), and removes it once the loop turns again. ``group`` is
 evidence is ambiguous: no task runs (a plain callback blocks), the task belongs to no request,
 or the task seen changed during the stall. The pool reads it (``read_stall``) when a group
 outlives its time limit (``verifiers.workers.isolation``).
+
+Memory is the other thing a group's code can do that no thread of the worker can name: one
+allocation (``b"x" * 2**31``, a numpy array) holds the interpreter lock while it grows the
+worker past its budget, so neither this thread nor the loop can say anything until it ends, and
+the pool, which kills it, could only find the grower by running the groups again in halves (a
+death each). Two things name it all the same: every task a request's code starts runs its
+coroutine under a frame named for that group (``vf_group_<hex id>``: one frame more in its
+tracebacks, under a microsecond per task, nothing per step that shows), and
+``watch_growth`` asks ``faulthandler`` to write
+every thread's Python frames to ``frames_path(heartbeat)`` on ``GROWN_SIGNAL``: a C handler
+that needs no lock, so it answers while the allocation still runs. The pool sends that signal
+when it finds the worker over its budget and reads the group off the dump (``read_grower``)
+before it kills the worker: that group runs alone first. Word, not proof: the group running
+when the budget was crossed may not be the one holding the memory (another's slow leak), so it
+is tried alone, never convicted on the word.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
+import functools
+import inspect
 import json
 import os
+import re
+import signal
 import threading
 import time
+import types
 import weakref
 from collections.abc import Coroutine
 from contextvars import Context, ContextVar
@@ -32,6 +53,10 @@ from typing import Any
 TICK_S = 0.1  # how often the loop stamps that it turned
 STALL_S = 1.0  # a stamp older than this: the loop is stalled, and the worker says by whom
 GROUP: ContextVar[bytes | None] = ContextVar("vf_worker_group", default=None)
+# what the pool sends a worker over its memory budget: "write every thread's frames now" (a
+# real-time signal where there are some: no library of a worker's is likely to use one)
+GROWN_SIGNAL = signal.SIGRTMIN + 4 if hasattr(signal, "SIGRTMIN") else signal.SIGUSR2
+_GROUP_FRAME = re.compile(rb" in vf_group_((?:[0-9a-f]{2})+)\n")  # whole lines, whole bytes
 
 
 @dataclass(frozen=True)
@@ -48,6 +73,46 @@ class Stall:
 def stall_path(heartbeat: str) -> str:
     """Where the worker with this heartbeat file reports a stall."""
     return f"{heartbeat}.stall"
+
+
+def frames_path(heartbeat: str) -> str:
+    """Where the worker with this heartbeat file writes its frames on ``GROWN_SIGNAL``."""
+    return f"{heartbeat}.frames"
+
+
+def watch_growth(path: str) -> None:
+    """On ``GROWN_SIGNAL``, write every thread's frames to ``path`` (appended; from a C
+    handler, while any code runs, an allocation holding the interpreter lock too)."""
+    frames = open(path, "ab")  # faulthandler keeps it open, for the process's life
+    faulthandler.register(GROWN_SIGNAL, file=frames, all_threads=True, chain=False)
+
+
+def read_grower(path: str) -> tuple[int, bytes | None]:
+    """What the frames at ``path`` say: their size (0: none written yet) and the one group
+    whose frame is on some thread's stack (None: none, or more than one)."""
+    try:
+        with open(path, "rb") as f:
+            dump = f.read()
+    except OSError:
+        return 0, None
+    groups = {bytes.fromhex(found.decode()) for found in _GROUP_FRAME.findall(dump)}
+    return len(dump), groups.pop() if len(groups) == 1 else None
+
+
+async def _in_group(coro: Coroutine[Any, Any, Any]) -> Any:
+    return await coro
+
+
+@functools.lru_cache(maxsize=1024)  # a group's tasks share one (a few microseconds each)
+def _runner_for(group: bytes) -> Any:
+    name = f"vf_group_{group.hex()}"
+    code = _in_group.__code__.replace(co_name=name, co_qualname=name)
+    return types.FunctionType(code, _in_group.__globals__, name)
+
+
+def _named_for(group: bytes, coro: Coroutine[Any, Any, Any]) -> Coroutine[Any, Any, Any]:
+    """``coro`` under one frame named for ``group``, which a dump of the stack shows."""
+    return _runner_for(group)(coro)
 
 
 def read_stall(path: str) -> Stall | None:
@@ -86,12 +151,14 @@ class LoopWatch:
             loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
         ) -> asyncio.Future[Any]:
             # kwargs: what create_task passes on (context; name and eager_start on 3.12+)
+            context: Context | None = kwargs.get("context")
+            group = GROUP.get() if context is None else context.get(GROUP)
+            if group is not None and inspect.iscoroutine(coro):
+                coro = _named_for(group, coro)  # a dump of the stack names the group
             if previous is not None:
                 task = previous(loop, coro, **kwargs)
             else:
                 task = asyncio.Task(coro, loop=loop, **kwargs)
-            context: Context | None = kwargs.get("context")
-            group = GROUP.get() if context is None else context.get(GROUP)
             if group is not None and isinstance(task, asyncio.Task):
                 self._owners[task] = group
             return task
