@@ -292,6 +292,7 @@ class PostgresDatabase:
         from psycopg_pool import ConnectionPool
 
         self.url = url
+        self.max_size = max_size  # connections: as many reads at once as can run
         self.generation_reads = GenerationReads(url)
         self.pool = ConnectionPool(
             url,
