@@ -45,14 +45,17 @@ class NewDataset:
     data_sha256: str
 
 
+# what a page shows of an eval (``EvalRow``), never its stored blobs
+EVAL_COLUMNS = "id, version_id, uploaded_by, created_at, model, summary, num_rollouts, histogram"
+
+
 def evals_of_versions(db: Any, version_ids: list[int]) -> list[EvalRow]:
     """The evals of ``version_ids`` (what a page shows of them), oldest first, on ``db``."""
     if not version_ids:
         return []
     marks = ",".join("?" * len(version_ids))
     rows = db.execute(
-        f"SELECT id, version_id, uploaded_by, created_at, model, summary, num_rollouts, "
-        f"histogram FROM evals WHERE version_id IN ({marks}) ORDER BY id",
+        f"SELECT {EVAL_COLUMNS} FROM evals WHERE version_id IN ({marks}) ORDER BY id",
         version_ids,
     ).fetchall()
     return [typed(EvalRow, row) for row in rows]

@@ -16,6 +16,7 @@ field; this is the net under every statement.
 from __future__ import annotations
 
 import os
+import select
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -269,8 +270,6 @@ def check_pooled(conn: Any) -> None:
     something did arrive (that, a notice, a notification), the check is the pool's own: an
     empty query, which reads it. The round trip had been one of a pooled read's two on every
     request, and under load each round trip waits for two processes to be scheduled."""
-    import select
-
     from psycopg import OperationalError
     from psycopg_pool import ConnectionPool
 

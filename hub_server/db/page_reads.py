@@ -11,15 +11,15 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from hub_server.db.attachments import EVAL_COLUMNS
 from hub_server.db.engine import Database, typed
 from hub_server.db.rows import EvalRow, FileRow, VersionRow
 
 VERSIONS = "SELECT * FROM versions WHERE env_id=?"
 FILES = "SELECT * FROM files WHERE env_id=? ORDER BY filename"
 EVALS = (
-    "SELECT e.id, e.version_id, e.uploaded_by, e.created_at, e.model, e.summary, "
-    "e.num_rollouts, e.histogram FROM evals e JOIN versions v ON v.id = e.version_id "
-    "WHERE v.env_id=? ORDER BY e.id"
+    f"SELECT {EVAL_COLUMNS} FROM evals WHERE version_id IN "
+    "(SELECT id FROM versions WHERE env_id=?) ORDER BY id"
 )
 
 
