@@ -80,7 +80,7 @@ def snapshot(state: State) -> dict[str, Any]:
     return out
 
 
-def _rebuild_step(step: dict[str, Any]) -> dict[str, Any]:
+def _rebuild_step(step: dict[str, Any], said: _Conversation) -> dict[str, Any]:
     step = dict(step)
     kind = step.pop("response_kind", "json")
     response = step.get("response")
@@ -88,26 +88,82 @@ def _rebuild_step(step: dict[str, Any]) -> dict[str, Any]:
         step["response"] = (
             Response.model_validate(response) if kind == "vf" else ModelResponse(response)
         )
-    step["prompt"] = as_messages(step.get("prompt"))
-    step["completion"] = as_messages(step.get("completion"))
+    prompt = step.get("prompt")
+    step["prompt"] = said.slice(prompt, 0)
+    if type(prompt) is list:
+        step["completion"] = said.slice(step.get("completion"), len(prompt))
+    else:
+        step["completion"] = as_messages(step.get("completion"))
     return step
+
+
+class _Conversation:
+    """A restored rollout's messages (its prompt, then its completion), as sent and as rebuilt,
+    so that a trajectory step's prompt and completion hold the conversation's own message
+    objects where they are a slice of it, as they do in the process that ran the rollout: a
+    copy of each (a tool rollout's steps repeat four of its messages) cost the caller ~2 KB of
+    memory a rollout and the CPU of rebuilding them."""
+
+    def __init__(self, raw: list[Any], rebuilt: list[Any]) -> None:
+        self.raw, self.rebuilt = raw, rebuilt
+
+    def slice(self, messages: Any, start: int) -> Any:
+        """``messages`` rebuilt: the conversation's own from ``start`` on if they are equal to
+        it there, else rebuilt anew."""
+        if type(messages) is list:
+            end = start + len(messages)
+            if end <= len(self.raw) and self.raw[start:end] == messages:
+                return self.rebuilt[start:end]
+        return as_messages(messages)
+
+
+def _messages(value: Any) -> list[Any]:
+    return value if type(value) is list else []
+
+
+_last_tools: dict[str, Any] = {}
+"""The last tool definitions restored, by key (``tool_defs``, the dict era's ``oai_tools``): the
+next rollout's, equal as they mostly are (an environment's tools), are the same list, not a copy
+each (~2 KB a rollout of a tool run). Never changed in place: a new value replaces it."""
+
+
+def _shared_tools(key: str, value: Any) -> Any:
+    last = _last_tools.get(key)
+    if type(value) is not list:
+        return value
+    if value == last:
+        return last
+    _last_tools[key] = value
+    return value
 
 
 def restore(data: dict[str, Any]) -> State:
     """A state rebuilt from its snapshot (messages as dicts readable as objects)."""
     data = dict(data)
-    row = data.pop("input", None) or {}
-    row = {**row, "prompt": as_messages(row.get("prompt"))}
+    raw_row = data.pop("input", None) or {}
+    raw_prompt, raw_completion = raw_row.get("prompt"), data.get("completion")
+    prompt, completion = as_messages(raw_prompt), as_messages(raw_completion)
+    row = {**raw_row, "prompt": prompt}
     state = State(input=row)
+    said = _Conversation(
+        _messages(raw_prompt) + _messages(raw_completion),
+        _messages(prompt) + _messages(completion),
+    )
     for key, value in data.items():
         if key == "trajectory":
-            value = [_rebuild_step(s) for s in value or []]
-        elif key in ("completion", "final_env_response"):
+            value = [_rebuild_step(s, said) for s in value or []]
+        elif key == "completion":
+            value = completion
+        elif key == "final_env_response":
             value = as_messages(value)
         elif key == "error":
             value = rebuild_error(value)
         elif key == "responses":
             value = [ModelResponse(r) if isinstance(r, dict) else r for r in value or []]
+        elif key == "task" and value == raw_row:
+            value = dict(raw_row)  # as a run in process makes it: a copy of the row's top
+        elif key in ("tool_defs", "oai_tools"):
+            value = _shared_tools(key, value)
         elif key == "prompt":
             continue  # the row holds it
         dict.__setitem__(state, key, value)
