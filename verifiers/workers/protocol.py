@@ -14,8 +14,9 @@ payload cancels ``request_id``. Replies to a request come in any order.
 Requests are the 0.1.10+ ones (``run_rollout``, ``run_group``, ``health``) with optional fields
 this SDK adds: ``members`` (each rollout's index and sampling args, so seeds match an
 in-process run), ``score``, ``timeout``, ``output`` (``"rollout_output"``: 0.1.11+'s rows, the
-default; ``"state"``: this SDK's full rollout snapshots, trajectory tokens included) and
-``protocol_version``. Unknown fields are ignored, so either side may be newer.
+default; ``"state"``: this SDK's full rollout snapshots, trajectory tokens included),
+``step_slices`` (in such snapshots, a step's messages as bounds in the rollout's conversation)
+and ``protocol_version``. Unknown fields are ignored, so either side may be newer.
 """
 
 from __future__ import annotations
@@ -72,6 +73,10 @@ class RunGroupRequest(WireModel):
     score: bool = True
     timeout: float | None = Field(None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     output: Literal["rollout_output", "state"] = "rollout_output"
+    step_slices: bool = False
+    """With ``output: "state"``: a trajectory step's messages that are the rollout's own are
+    sent as their bounds in its conversation, not as copies (``snapshot.snapshot``); a server
+    that does not know the field sends copies, which a caller reads as well."""
 
 
 class RunRolloutRequest(WireModel):

@@ -153,6 +153,7 @@ class WorkerGroups:
             max_retries=self.max_retries,
             timeout=self.timeout,
             output="state",
+            step_slices=True,
         )
         async with self.budget.hold(len(job.rows)):
             response = await self.workers.run_group(request)
@@ -161,12 +162,22 @@ class WorkerGroups:
             return [
                 failed_state(row, i, error) for row, i in zip(job.rows, job.indices, strict=True)
             ]
-        # a snapshot carries its row; a server that does not know ``output: "state"`` (verifiers'
-        # own ZMQEnvServer) answers 0.1.11+'s ``RolloutOutput`` rows, read back against the rows sent
         return [
-            restore(output) if "input" in output else from_output(row, i, output)
+            _read(output, row, i)
             for output, row, i in zip(response.outputs, job.rows, job.indices, strict=True)
         ]
+
+
+def _read(output: dict[str, Any], row: dict[str, Any], rollout_index: int) -> State:
+    """One rollout's output as its state. A snapshot carries its row; a server that does not
+    know ``output: "state"`` (verifiers' own ZMQEnvServer) answers 0.1.11+'s ``RolloutOutput``
+    rows, read back against the rows sent. An output that cannot be read (a server's bug, a
+    newer one's shape) is that rollout's error, not the run's end."""
+    try:
+        return restore(output) if "input" in output else from_output(row, rollout_index, output)
+    except Exception as exc:
+        error = InfraError(f"the environment worker's output could not be read: {exc}")
+        return failed_state(row, rollout_index, error)
 
 
 def _plain_row(row: dict[str, Any]) -> dict[str, Any]:

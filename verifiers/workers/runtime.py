@@ -97,7 +97,7 @@ class WorkerRuntime:
                 failed_state(row, i, error) for row, i in zip(rows, indices, strict=True)
             ]
         if request.output == "state":
-            return Response(outputs=[snapshot(s) for s in states])
+            return Response(outputs=[snapshot(s, request.step_slices) for s in states])
         columns, release = request.state_columns or [], self.env.release
         return Response(outputs=[state_to_output(s, columns, release) for s in states])
 

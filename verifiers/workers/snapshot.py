@@ -49,26 +49,62 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def _step(step: dict[str, Any]) -> dict[str, Any]:
+def _at(messages: Any, conversation: list[Any] | None, start: int) -> list[int] | None:
+    """``[start, end]`` where ``messages`` are the conversation's own message objects from
+    ``start`` on (as a rollout's steps hold them), else None."""
+    if conversation is None or type(messages) is not list:
+        return None
+    end = start + len(messages)
+    if end > len(conversation):
+        return None
+    for mine, theirs in zip(messages, conversation[start:end], strict=True):
+        if mine is not theirs:
+            return None
+    return [start, end]
+
+
+def _step(step: dict[str, Any], conversation: list[Any] | None = None) -> dict[str, Any]:
     out = {k: _plain(v) for k, v in step.items() if k not in ("prompt", "completion", "response")}
-    out["prompt"] = to_plain(step.get("prompt"))
-    out["completion"] = to_plain(step.get("completion"))
+    prompt, completion = step.get("prompt"), step.get("completion")
+    if (bounds := _at(prompt, conversation, 0)) is not None:
+        out["prompt_at"] = bounds
+        if (after := _at(completion, conversation, bounds[1])) is not None:
+            out["completion_at"] = after
+    if "prompt_at" not in out:
+        out["prompt"] = to_plain(prompt)
+    if "completion_at" not in out:
+        out["completion"] = to_plain(completion)
     response = step.get("response")
     out["response_kind"] = "vf" if isinstance(response, Response) else "json"
     out["response"] = _plain(response)
     return out
 
 
-def snapshot(state: State) -> dict[str, Any]:
-    """The JSON-ready snapshot of a finished state (see the module docstring)."""
+def _conversation(state: State) -> list[Any] | None:
+    """The rollout's messages as it holds them: its prompt, then its completion."""
+    row = dict.get(state, "input")
+    prompt = row.get("prompt") if isinstance(row, dict) else None
+    completion = dict.get(state, "completion")
+    if type(prompt) is not list or type(completion) is not list:
+        return None
+    return [*prompt, *completion]
+
+
+def snapshot(state: State, step_slices: bool = False) -> dict[str, Any]:
+    """The JSON-ready snapshot of a finished state (see the module docstring). With
+    ``step_slices`` (a caller that reads them asked: ``RunGroupRequest.step_slices``), a
+    trajectory step's prompt and completion that are the rollout's own messages are sent as
+    their bounds in its conversation (``prompt_at``, ``completion_at``), not as copies: each
+    step's prompt repeats the history before it, so a rollout of T turns sent ~T^2/2 messages."""
     out: dict[str, Any] = {}
+    conversation = _conversation(state) if step_slices else None
     for key, value in dict.items(state):
         if key in LIVE_KEYS or key.startswith("_"):
             continue
         if key == "input":
             out["input"] = {**_plain(value), "prompt": to_plain(value.get("prompt"))}
         elif key == "trajectory":
-            out["trajectory"] = [_step(step) for step in value or []]
+            out["trajectory"] = [_step(step, conversation) for step in value or []]
         elif key in ("completion", "prompt", "final_env_response"):
             out[key] = to_plain(value)
         elif key == "timing":
@@ -88,9 +124,15 @@ def _rebuild_step(step: dict[str, Any], said: _Conversation) -> dict[str, Any]:
         step["response"] = (
             Response.model_validate(response) if kind == "vf" else ModelResponse(response)
         )
-    prompt = step.get("prompt")
-    step["prompt"] = said.slice(prompt, 0)
-    if type(prompt) is list:
+    prompt_at, completion_at = step.pop("prompt_at", None), step.pop("completion_at", None)
+    if prompt_at is not None:
+        step["prompt"] = said.at(prompt_at)
+    else:
+        step["prompt"] = said.slice(step.get("prompt"), 0)
+    prompt = step["prompt"]
+    if completion_at is not None:
+        step["completion"] = said.at(completion_at)
+    elif type(prompt) is list:
         step["completion"] = said.slice(step.get("completion"), len(prompt))
     else:
         step["completion"] = as_messages(step.get("completion"))
@@ -106,6 +148,21 @@ class _Conversation:
 
     def __init__(self, raw: list[Any], rebuilt: list[Any]) -> None:
         self.raw, self.rebuilt = raw, rebuilt
+
+    def at(self, bounds: Any) -> list[Any]:
+        """The conversation's messages within ``bounds`` (a snapshot's ``prompt_at`` or
+        ``completion_at``), refused when they are not bounds within it."""
+        if (
+            type(bounds) is not list
+            or len(bounds) != 2
+            or not all(type(b) is int for b in bounds)
+            or not 0 <= bounds[0] <= bounds[1] <= len(self.rebuilt)
+        ):
+            raise ValueError(
+                f"a step's message bounds {bounds!r} are not within its rollout's "
+                f"{len(self.rebuilt)} messages"
+            )
+        return self.rebuilt[bounds[0] : bounds[1]]
 
     def slice(self, messages: Any, start: int) -> Any:
         """``messages`` rebuilt: the conversation's own from ``start`` on if they are equal to
