@@ -33,8 +33,12 @@ def normalize_messages(value: str | Sequence[Any], *, field_name: str = "message
         return [TextMessage(content=value)]
     out: list[Any] = []  # typed messages, and objects that read like one (role, content)
     for message in value:
-        if isinstance(message, MessageModel) and hasattr(message, "role"):
+        if type(message) in _TYPED:
             out.append(message)
+        elif isinstance(message, MessageModel) and hasattr(message, "role"):
+            out.append(message)
+            if "role" in type(message).model_fields and message.__class__ is type(message):
+                _TYPED.add(type(message))
         elif isinstance(message, Mapping):
             out.append(from_raw_message(message))
         elif hasattr(message, "role") and hasattr(message, "content"):
@@ -45,6 +49,12 @@ def normalize_messages(value: str | Sequence[Any], *, field_name: str = "message
                 "Expected a message dict or a vf message (vf.UserMessage, ...)."
             )
     return out
+
+
+_TYPED: set[type] = set()
+"""Typed message classes with a ``role`` field, kept as they are by ``normalize_messages``
+without its checks (a pydantic class's ``isinstance`` is a Python-level call): a model call
+normalizes the whole history, so they ran for every message at every turn."""
 
 
 def message_role(message: Any) -> str | None:
@@ -91,12 +101,17 @@ def to_wire_message(message: Any) -> dict[str, Any]:
     message is a user turn); dicts are sent as written, minus the ``None`` keys Arrow adds to
     multimodal content parts.
     """
-    if isinstance(message, Mapping) and not isinstance(message, MessageModel):
+    route = _ROUTES.get(type(message))
+    if route is None:
+        route = _route(message)
+        if message.__class__ is type(message):  # not an object posing as another class
+            _ROUTES[type(message)] = route
+    if route == _PLAIN:
         out = dict(message)
         if "content" in out:
             out["content"] = _wire_content(out["content"])
         return out
-    if isinstance(message, AssistantMessage):
+    if route == _ASSISTANT:
         calls = message.tool_calls
         out = {
             "role": "assistant",
@@ -108,17 +123,36 @@ def to_wire_message(message: Any) -> dict[str, Any]:
             if key not in ("finish_reason", "is_truncated", "tokens"):
                 out.setdefault(key, value)
         return out
-    if isinstance(message, ToolMessage):
+    if route == _TOOL:
         return {
             "role": "tool",
             "tool_call_id": message.tool_call_id,
             "content": _wire_content(message.content),
         }
-    if isinstance(message, TextMessage):
+    if route == _TEXT:
         return {"role": "user", "content": message.content}
-    if isinstance(message, MessageModel):
-        return {"role": message["role"], "content": _wire_content(message.get("content"))}
+    if route == _MODEL:
+        return {
+            "role": message["role"],
+            "content": _wire_content(getattr(message, "content", None)),
+        }
     raise TypeError(f"not a chat message: {type(message).__name__}")
+
+
+_PLAIN, _ASSISTANT, _TOOL, _TEXT, _MODEL, _NONE = range(6)
+_ROUTES: dict[type, int] = {}
+"""Which branch of ``to_wire_message`` each message class takes, found once per class: the
+checks (an abstract ``Mapping`` check among them) ran for every message of the history at every
+model call, ~a fifth of a long multi-turn rollout's CPU."""
+
+
+def _route(message: Any) -> int:
+    if isinstance(message, Mapping) and not isinstance(message, MessageModel):
+        return _PLAIN
+    for kind, route in ((AssistantMessage, _ASSISTANT), (ToolMessage, _TOOL), (TextMessage, _TEXT)):
+        if isinstance(message, kind):
+            return route
+    return _MODEL if isinstance(message, MessageModel) else _NONE
 
 
 def to_wire(messages: Sequence[Any]) -> list[dict[str, Any]]:
