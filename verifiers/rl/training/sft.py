@@ -251,14 +251,15 @@ class Evaluator:
         return None if code is None else f"the inference server exited (code {code})"
 
     def measure(self, trainer: Any, step: int, console: Any) -> dict[str, Any]:
-        import asyncio
         import statistics
+
+        from verifiers.envs.environment import run_sync
 
         if step:
             self.weights.push(trainer)
         spec = self.config.eval
         begun = time.perf_counter()
-        result = asyncio.run(
+        result = run_sync(  # not asyncio.run: it would format every state with repr on exit
             self.env.generate(
                 self.rows,
                 self.client,
