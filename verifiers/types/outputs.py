@@ -183,3 +183,13 @@ class GenerateOutputs(AttrDict):
 
     def __len__(self) -> int:
         return len(self["reward"]) or len(dict.get(self, "outputs") or [])
+
+    def __repr__(self) -> str:
+        """A summary, not every rollout: the full mapping of a run ran to megabytes, and
+        ``asyncio.run(env.evaluate(...))`` formats its result with ``repr`` on its way out
+        (it restores its SIGINT handler, a ``partial`` holding the main task, and ``enum``
+        formats that for an error message it discards): seconds of CPU at a few thousand
+        rollouts. The data is the mapping's: ``dict(results)``, ``results["state"]``."""
+        rewards = [r for r in dict.get(self, "reward") or [] if isinstance(r, int | float)]
+        mean = f", mean reward {sum(rewards) / len(rewards):.4g}" if rewards else ""
+        return f"GenerateOutputs({len(self)} rollouts{mean}; keys: {', '.join(map(str, self))})"
