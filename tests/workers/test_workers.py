@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import verifiers as vf
+from verifiers.messages.convert import to_plain
 from verifiers.results.records import rollout_record
 from verifiers.testing import STALLED_S, Reply
 from verifiers.workers.pool import WORK_DIR_PREFIX, WorkerPool
@@ -177,6 +178,14 @@ async def test_results_in_workers_equal_in_process_results(server, flags):
     )
     assert comparable(pooled.state) == comparable(local.state)
     assert pooled.reward == local.reward == [2.0] * 8
+    # each step's messages, sent back as their bounds in the conversation, read as in process
+    for mine, theirs in zip(pooled.state, local.state, strict=True):
+        steps = [(to_plain(s["prompt"]), to_plain(s["completion"])) for s in mine["trajectory"]]
+        assert steps and steps == [
+            (to_plain(s["prompt"]), to_plain(s["completion"])) for s in theirs["trajectory"]
+        ]
+        said = [*mine["prompt"], *mine["completion"]]
+        assert all(m is said[i] for i, m in enumerate(mine["trajectory"][0]["prompt"]))
     assert pooled["metadata"]["env_workers"] == {
         "kind": "processes",
         "workers": 2,
